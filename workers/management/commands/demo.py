@@ -1,0 +1,56 @@
+"""One command for a laptop: migrate, build the tiny model, load demo data, start Redis, a worker and the web server."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from grpo_web.embedded import ensure_configured_redis
+from grpo_web.env import envstr
+
+
+class Command(BaseCommand):
+    help = "Run the whole demo: web server and one Celery worker on the embedded defaults."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args, host, port, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("build_tiny_model")
+        call_command("load_demo")
+        ensure_configured_redis()
+        env = {**os.environ, "REDIS_URL": settings.REDIS_URL}  # children share the embedded Redis
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training,default",
+                              "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "demo@%h", "-l", "INFO"],
+                             env=env, cwd=settings.BASE_DIR),
+            subprocess.Popen([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", host,
+                              "--port", str(port)], env=env, cwd=settings.BASE_DIR),
+        ]
+        password = envstr("GRPO_DEMO_PASSWORD", "demo")
+        self.stdout.write(self.style.SUCCESS(
+            f"\ngrpo-web is running: http://{host}:{port}/  (login: demo / {password})\nCtrl-C stops it.\n"))
+        try:
+            while all(p.poll() is None for p in procs):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        failed = [p.args[2] for p in procs if p.returncode not in (0, -signal.SIGTERM, None)]
+        if failed:
+            sys.exit(f"stopped: {', '.join(failed)} exited")

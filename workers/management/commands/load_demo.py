@@ -1,0 +1,16 @@
+from django.core.management.base import BaseCommand
+
+from grpo_web.env import envstr
+
+
+class Command(BaseCommand):
+    help = "Create the demo user (password from GRPO_DEMO_PASSWORD, default 'demo') and the demo datasets."
+
+    def handle(self, *args, **options):
+        from runs.demo import demo_load
+
+        password = envstr("GRPO_DEMO_PASSWORD", "demo")
+        user, versions = demo_load(password=password)
+        for v in versions:
+            self.stdout.write(f"dataset: {v} ({v.row_count} rows)")
+        self.stdout.write(self.style.SUCCESS(f"login: {user.username} / {password}"))

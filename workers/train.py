@@ -1,0 +1,109 @@
+"""The training program: ``python -m workers.train CONFIG.json``.
+
+A plain process (no Django, no broker, no database). It trains with TRL's GRPOTrainer and appends what it sees to the
+event log: TRL's logged metrics every step and, once per generation batch, every prompt, completion, per-function
+reward and advantage exactly as TRL computed them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from workers.config import TrainConfig
+from workers.events import EventWriter
+
+
+def reward_functions(config: TrainConfig) -> tuple[list, list[float]]:
+    """The run's reward functions, renamed so TRL logs them as ``rewards/<name>/mean``."""
+    from rewards.builtins import BUILTINS
+
+    funcs = []
+    for spec in config.rewards:
+        base = BUILTINS[spec.builtin]
+
+        def func(completions, _base=base, **kwargs):
+            return _base(completions, **kwargs)
+
+        func.__name__ = spec.name
+        funcs.append(func)
+    return funcs, [spec.weight for spec in config.rewards]
+
+
+def grpo_config(config: TrainConfig):
+    import torch
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=config.output_dir,
+        **json.loads(json.dumps(config.grpo.__dict__)),
+        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        use_cpu=not torch.cuda.is_available(),
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        log_completions=False,
+        dataloader_num_workers=0,
+    )
+
+
+def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=None, **overrides):
+    """Build the trainer; with ``events`` the capturing subclass and callback are attached."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    from workers.capture import CapturingGRPOTrainer, MetricsCallback
+
+    args = grpo_config(config)
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    rows = [json.loads(line) for line in Path(config.dataset_path).read_text().splitlines() if line.strip()]
+    dataset = Dataset.from_list(rows)
+    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    model = AutoModelForCausalLM.from_pretrained(config.model)
+    funcs, weights = reward_functions(config)
+    args.reward_weights = weights
+    kwargs = dict(model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer)
+    if events is None:
+        return (trainer_cls or GRPOTrainer)(**kwargs)
+    trainer = (trainer_cls or CapturingGRPOTrainer)(events=events, **kwargs)
+    trainer.add_callback(MetricsCallback(events))
+    return trainer
+
+
+def run(config: TrainConfig) -> None:
+    events = EventWriter(config.event_log) if config.capture else None
+    Path(config.output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(config.output_dir) / "train_config.json").write_text(config.to_json())
+    try:
+        trainer = make_trainer(config, events)
+        if events:
+            events.write("started", total_steps=config.grpo.max_steps,
+                         reward_names=[r.name for r in config.rewards],
+                         reward_weights=[r.weight for r in config.rewards])
+        trainer.train()
+    except BaseException as exc:
+        if events:
+            events.write("failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])
+            events.close()
+        raise
+    if events:
+        events.write("finished", step=trainer.state.global_step)
+        events.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Train one GRPO run from a grpo-web config file.")
+    parser.add_argument("config", help="path to the run's train_config.json")
+    args = parser.parse_args(argv)
+    run(TrainConfig.load(args.config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
