@@ -77,20 +77,17 @@ if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "grpo.sqlite3",
-            # The web server, the worker and the ingest write concurrently: WAL and a generous lock timeout.
-            "OPTIONS": {
-                "timeout": 30,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-            # A file (not :memory:) so the test worker and web server processes share the test database.
-            "TEST": {"NAME": str(DATA_DIR / "test_grpo.sqlite3")},
-        }
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "grpo.sqlite3"}}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # The web server, the worker and the ingest write concurrently: WAL and a generous lock timeout.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # A file (not :memory:) so the test suite's worker and web server processes share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_grpo.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis: the broker, and the pub/sub channel that pushes new steps to open pages. Without REDIS_URL the app runs a
@@ -100,7 +97,8 @@ REDIS_EMBEDDED = not REDIS_URL
 if REDIS_EMBEDDED:
     REDIS_URL = f"unix://{DATA_DIR / 'redis.sock'}?db=0"
 
-CELERY_BROKER_URL = REDIS_URL
+# kombu spells a UNIX-socket Redis redis+socket://; redis-py spells it unix://
+CELERY_BROKER_URL = "redis+socket://" + REDIS_URL.removeprefix("unix://") if REDIS_URL.startswith("unix://") else REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

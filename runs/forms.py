@@ -33,9 +33,12 @@ class RunForm(forms.Form):
         self.fields["dataset_version"].queryset = (
             DatasetVersion.objects.filter(dataset__owner=owner).select_related("dataset").order_by("-created_at")
         )
+        if not self.initial.get("dataset_version"):
+            latest = self.fields["dataset_version"].queryset.first()
+            self.initial["dataset_version"] = latest.pk if latest else None
         self.reward_functions = list(RewardFunction.objects.filter(owner=owner))
         for rf in self.reward_functions:
-            self.fields[f"reward_{rf.pk}"] = forms.BooleanField(required=False, label=rf.name)
+            self.fields[f"reward_{rf.pk}"] = forms.BooleanField(required=False, initial=True, label=rf.name)
             self.fields[f"weight_{rf.pk}"] = forms.FloatField(initial=1.0, label=f"{rf.name} weight")
         for name, f in GRPO_FIELDS.items():
             self.fields[name] = _grpo_field(name, f)

@@ -1,3 +1,5 @@
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -54,6 +56,7 @@ class Run(models.Model):
     FINISHED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="Names the run's folder.")
     name = models.CharField(max_length=200)
     model = models.CharField(max_length=500, help_text="Local path or Hugging Face hub id.")
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="runs")
@@ -88,7 +91,7 @@ class Run(models.Model):
 
     @property
     def run_dir(self):
-        return settings.DATA_DIR / "runs" / str(self.pk)
+        return settings.DATA_DIR / "runs" / str(self.uid)
 
     @property
     def reward_names(self) -> list[str]:

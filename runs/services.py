@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -39,7 +40,7 @@ def dataset_import(*, owner, name: str, stream, source_name: str = "", dataset: 
         if dataset is None:
             dataset = Dataset.objects.create(owner=owner, name=name)
         number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
-        final = _datasets_dir() / f"{dataset.pk}-v{number}.jsonl"
+        final = _datasets_dir() / f"{uuid.uuid4().hex}.jsonl"  # unique across databases sharing a data folder
         os.replace(tmp, final)
         return DatasetVersion.objects.create(
             dataset=dataset, number=number, path=str(final), source_name=source_name,

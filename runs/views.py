@@ -63,7 +63,8 @@ def _cell(value):
 
 
 def run_new(request):
-    form = RunForm(request.POST or None, owner=request.user, initial={"name": "demo run"})
+    initial = {"name": "demo run", "dataset_version": request.GET.get("dataset_version")}
+    form = RunForm(request.POST or None, owner=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

@@ -22,7 +22,7 @@ class GRPOFields:
 
     num_generations: int = _f(8, "Completions sampled per prompt (G); the group is its own baseline.", min=2)
     max_completion_length: int = _f(16, "Maximum tokens generated per completion.", min=1)
-    learning_rate: float = _f(5e-3, "AdamW learning rate.", min=0.0)
+    learning_rate: float = _f(1e-2, "AdamW learning rate.", min=0.0)
     beta: float = _f(0.0, "KL coefficient against the reference model; 0 skips the reference model.", min=0.0)
     epsilon: float = _f(0.2, "Clipping range of the policy ratio.", min=0.0)
     temperature: float = _f(1.0, "Sampling temperature for generation.", min=0.0)
@@ -32,6 +32,7 @@ class GRPOFields:
     loss_type: str = _f("dapo", "Loss normalisation.", choices=("grpo", "dr_grpo", "dapo", "bnpo"))
     scale_rewards: str = _f("group", "Divide advantages by the std of the group, of the batch, or not at all.",
                             choices=("group", "batch", "none"))
+    log_completions: bool = _f(False, "Also write TRL's own completions table (parquet) every logged step.")
 
 
 GRPO_FIELDS = {f.name: f for f in dataclasses.fields(GRPOFields)}

@@ -46,7 +46,6 @@ def grpo_config(config: TrainConfig):
         save_strategy="no",
         report_to=[],
         disable_tqdm=True,
-        log_completions=False,
         dataloader_num_workers=0,
     )
 

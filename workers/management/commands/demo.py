@@ -26,7 +26,7 @@ class Command(BaseCommand):
         call_command("build_tiny_model")
         call_command("load_demo")
         ensure_configured_redis()
-        env = {**os.environ, "REDIS_URL": settings.REDIS_URL}  # children share the embedded Redis
+        env = dict(os.environ)  # children derive the same settings, so they share the embedded Redis
         procs = [
             subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training,default",
                               "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "demo@%h", "-l", "INFO"],
