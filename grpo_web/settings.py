@@ -127,6 +127,7 @@ STATICFILES_DIRS = [
     ("vendor/plotly", Path(__import__("plotly").__file__).parent / "package_data"),
 ]
 STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # collectstatic fills it in production; empty is fine on a laptop
 WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic on a laptop
 
 # Uploads stream to disk past 2.5 MB; the dataset size cap is enforced while reading.

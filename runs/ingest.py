@@ -14,12 +14,15 @@ from workers.events import read_events
 
 
 def _text(value) -> str:
-    """Prompts and completions are strings, or message lists in TRL's conversational format."""
-    if isinstance(value, str):
-        return value
+    """Prompts and completions are strings, or message lists in TRL's conversational format.
+
+    Model output can hold NUL characters, which PostgreSQL text cannot store: they become U+2400 (a visible NUL).
+    """
     if isinstance(value, list):
-        return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in value if isinstance(m, dict))
-    return json.dumps(value)
+        value = "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in value if isinstance(m, dict))
+    elif not isinstance(value, str):
+        value = json.dumps(value)
+    return value.replace("\x00", "\u2400")
 
 
 def rollout_objects(run: Run, event: dict) -> list[Rollout]:

@@ -90,19 +90,36 @@ def supervise(run_id: int) -> None:
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
     outcome: dict = {}
-    while True:
-        exited = proc.poll() is not None  # read the exit status first so the final ingest sees every event
-        for event in ingest_and_push(run):
-            if event["type"] in ("finished", "failed"):
-                outcome = event
-        if exited:
-            break
-        time.sleep(POLL_SECONDS)
+    try:
+        while True:
+            exited = proc.poll() is not None  # read the exit status first so the final ingest sees every event
+            for event in ingest_and_push(run):
+                if event["type"] in ("finished", "failed"):
+                    outcome = event
+            if exited:
+                break
+            time.sleep(POLL_SECONDS)
+    except Exception as exc:
+        # Ingest failed (a bad event, the database went away): stop training rather than train unobserved.
+        log.exception("run %s: ingest failed", run.pk)
+        _kill(proc)
+        run.mark_failed(f"ingest failed: {type(exc).__name__}: {exc}", _log_tail(log_path))
+        publish(run.pk, status=run.status, step=run.step, steps=[], rollouts=0)
+        return
 
-    run.refresh_from_db(fields=["status"])
     if proc.returncode == 0 and outcome.get("type") == "finished":
         run.mark_completed()
     else:
         error = outcome.get("error") or f"the training process exited with code {proc.returncode}"
         run.mark_failed(error, _log_tail(log_path))
     publish(run.pk, status=run.status, step=run.step, steps=[], rollouts=0)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Stop the training process and everything it started (its own session)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        proc.wait()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# grpo-web on a laptop or a fresh machine.
+#   bash scripts/dev.sh demo    install, then run the demo (SQLite, embedded Redis, tiny local model)
+#   bash scripts/dev.sh test    install, then run the test suite (pytest args may follow)
+#   bash scripts/dev.sh install only install
+# Honours DATABASE_URL and REDIS_URL when set (PostgreSQL and an external Redis); see README "Configuration".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+VENV=${VENV:-.venv}
+
+install() {
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  local stamp="$VENV/.grpo-web-installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+  if [ ! -f "$stamp" ]; then
+    "$VENV/bin/pip" install -q --upgrade pip
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+      "$VENV/bin/pip" install -q -e ".[dev,gpu]"   # vLLM brings the CUDA build of torch it is built for
+    else
+      # CPU torch first, so the project's torch range is already met and no multi-GB CUDA build is fetched.
+      "$VENV/bin/pip" install -q "${TORCH_SPEC:-torch==2.13.0}"
+      "$VENV/bin/pip" install -q -e ".[dev]"
+    fi
+    touch "$stamp"
+  fi
+}
+
+browser() {
+  # Browser tests drive Debian's chromium through Playwright (Playwright's own browser download is not used).
+  if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null || echo "could not install chromium" >&2
+  fi
+}
+
+case "${1:-}" in
+  install) install ;;
+  demo) shift; install; exec "$VENV/bin/python" manage.py demo "$@" ;;
+  test) shift; install; browser; exec "$VENV/bin/python" -m pytest "$@" ;;
+  *) echo "usage: bash scripts/dev.sh demo|test|install" >&2; exit 2 ;;
+esac

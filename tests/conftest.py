@@ -1,0 +1,219 @@
+"""Fixtures: users, a dataset, and the real services (Redis, a Celery worker, the ASGI web server, chromium).
+
+A fixture whose service is missing skips with the reason; under CI=true a skip is a failure, because CI provides
+every service (see .ci/run).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+
+STRICT = os.environ.get("CI", "").lower() == "true"
+# Playwright's sync API runs an event loop in the test thread; the ORM calls around it are still synchronous.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+BASE_DIR = Path(settings.BASE_DIR)
+CHROMIUM = os.environ.get("GRPO_CHROMIUM", "/usr/bin/chromium")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if STRICT and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where every service must be present: {reason}"
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+# --- users and data ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user(username="owner", password="owner-pass")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return django_user_model.objects.create_user(username="outsider", password="outsider-pass")
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def outsider_client(client, outsider):
+    client.force_login(outsider)
+    return client
+
+
+@pytest.fixture
+def dataset_version(owner):
+    from runs.services import dataset_import
+    from workers.demo_data import arithmetic_rows
+
+    data = "".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)).encode()
+    return dataset_import(owner=owner, name="arithmetic", stream=io.BytesIO(data), source_name="arith.jsonl")
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """The tiny model at the path runs name 'tiny'; built once per data folder."""
+    from workers.tinymodel import build_tiny_model
+
+    path = Path(settings.GRPO_TINY_MODEL_DIR)
+    if not (path / "model.safetensors").exists():
+        build_tiny_model(path)
+    return path
+
+
+# --- services ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def redis_service():
+    import redis
+
+    if settings.REDIS_EMBEDDED:
+        from grpo_web.embedded import ensure_redis
+
+        ensure_redis(settings.DATA_DIR)
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis at {settings.REDIS_URL} is not reachable: {exc}")
+    return settings.REDIS_URL
+
+
+def _database_url() -> str:
+    """The test database, as a DATABASE_URL another process can open."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(s['NAME']).resolve()}"
+    auth = quote(s["USER"] or "", safe="") + (":" + quote(s["PASSWORD"], safe="") if s.get("PASSWORD") else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def service_env(django_db_setup, django_db_blocker, redis_service):
+    with django_db_blocker.unblock():
+        url = _database_url()
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "grpo_web.settings_test",
+           "GRPO_DATA_DIR": str(settings.DATA_DIR), "PYTHONUNBUFFERED": "1"}
+    if not settings.REDIS_EMBEDDED:
+        env["REDIS_URL"] = settings.REDIS_URL
+    return env
+
+
+def _stop(proc: subprocess.Popen):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(service_env, tiny_model, tmp_path_factory):
+    """A real Celery worker process serving the training queue, against the test database and real Redis."""
+    from grpo_web.celery import app
+
+    name = f"test-{os.getpid()}@{socket.gethostname()}"
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training,default", "-c", "1",
+             "--prefetch-multiplier", "1", "-n", name, "-l", "INFO"],
+            cwd=BASE_DIR, env=service_env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: proc.poll() is not None or any(name in r for r in app.control.ping(timeout=0.5) or []),
+                 timeout=60, what="the Celery worker to answer ping")
+        if proc.poll() is not None:
+            raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
+        yield proc
+    finally:
+        _stop(proc)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def web_server(service_env, tmp_path_factory):
+    """The ASGI app under uvicorn, as the demo and production run it (server-sent events need ASGI)."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("web") / "web.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=BASE_DIR, env=service_env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def up():
+        if proc.poll() is not None:
+            raise AssertionError(f"uvicorn exited:\n{log.read_text()[-3000:]}")
+        try:
+            return urllib.request.urlopen(url + "/login/", timeout=1).status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(up, timeout=60, what="the web server")
+        yield url
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
+        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run", "--disable-sync"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    context.close()

@@ -1,0 +1,54 @@
+"""In chromium: log in, upload a dataset, create a run, and watch rollouts arrive without reloading the page."""
+
+import json
+
+import pytest
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def test_upload_create_a_run_and_see_rollouts_arrive_live(web_server, celery_worker, owner, page, tmp_path):
+    rows = [{"prompt": f"What is {a} + {a}?", "answer": str(2 * a)} for a in range(16)]
+    rows.append({"prompt": "<script>window.pwned = 1</script> What is 1 + 1?", "answer": "2"})
+    upload = tmp_path / "sums.jsonl"
+    upload.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    page.goto(f"{web_server}/login/")
+    page.fill("#id_username", "owner")
+    page.fill("#id_password", "owner-pass")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Datasets")
+
+    page.click("text=Upload dataset")
+    page.fill("#id_name", "sums")
+    page.set_input_files("#id_file", str(upload))
+    page.click("button:text('Upload')")
+    page.wait_for_selector("#preview")
+    assert "17 rows" in page.inner_text("main")
+    assert page.locator("#preview tbody tr").count() == 17
+    assert page.locator("#preview").inner_text().count("<script>") == 1  # shown as text, not run
+
+    page.click("text=Train on this dataset")
+    page.fill("#id_name", "live run")
+    page.fill("#id_max_steps", "12")
+    page.fill("#id_num_generations", "4")
+    page.fill("#id_per_device_train_batch_size", "8")
+    page.click("button:text('Start run')")
+    page.wait_for_url("**/runs/*/")
+    page.evaluate("window.loadMarker = 'same page'")
+
+    # rollouts and curves arrive through the server push; the marker proves there was no reload
+    page.wait_for_selector(".group-card", timeout=120_000)
+    page.wait_for_selector("#chart-reward .main-svg")
+    page.wait_for_selector("#run-status.completed", timeout=120_000)
+    assert page.evaluate("window.loadMarker") == "same page"
+    assert page.inner_text("#progress-text") == "step 12 / 12"
+    assert page.locator("#step-select option").count() == 12
+    cards = page.locator(".group-card")
+    assert cards.count() == 2
+    assert cards.first.locator("tbody tr").count() == 4
+    assert page.evaluate("window.pwned") is None
+
+    page.select_option("#step-select", "3")
+    page.wait_for_selector("#shown-step:text('Step 3')")
+    assert not page.is_checked("#follow")
