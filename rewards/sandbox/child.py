@@ -1,0 +1,670 @@
+"""The sandboxed reward worker, started by ``rewards.sandbox.host`` as a fresh interpreter::
+
+    python -I -B -X utf8 .../rewards/sandbox/child.py REQUEST_FD REPLY_FD
+
+Self-contained on purpose: it imports the standard library and msgpack only, never the project, and it is exec'd,
+never forked from the caller, so no state of the training process (tensors, credentials, open files) is in it.
+
+It reads its config from REQUEST_FD, locks itself in, in this order, then compiles the user's source:
+
+1. a private mount namespace whose root holds only the interpreter, stdlib, site-packages, system libraries and a
+   size-limited tmpfs scratch (when the kernel allows one; otherwise the scratch is a host directory);
+2. a uid of its own (``setgroups([])``, ``setresgid``, ``setresuid``) when started as root;
+3. rlimits (address space, CPU, file size, open files, processes, core dumps, locked memory, message queues);
+4. ``PR_SET_PDEATHSIG=SIGKILL`` (again after the uid change, which clears it) and a check that the parent is alive;
+5. ``PR_SET_NO_NEW_PRIVS``;
+6. Landlock: read-only interpreter and libraries, read-write scratch, no TCP, no signals or abstract UNIX sockets
+   outside the sandbox;
+7. a seccomp filter (classic BPF) denying sockets, process creation, exec, ptrace, namespaces, mounts, keyrings, BPF,
+   io_uring, SysV IPC and more.
+
+Then it serves one call per message. Everything after step 7 runs user code in this process, so nothing here is
+trusted by the host: the host enforces the time limit, message sizes and the shape of every reply itself.
+Messages are a 4-byte big-endian length and a msgpack body, both ways.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import inspect
+import linecache
+import os
+import resource
+import signal
+import struct
+import sys
+import traceback
+import types
+
+import msgpack
+
+HEADER = struct.Struct(">I")
+STATE_MODULE = "__reward__"
+
+# --- raw syscalls -------------------------------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.restype = ctypes.c_int
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.unshare.argtypes = [ctypes.c_int]
+
+NR_LANDLOCK_CREATE_RULESET, NR_LANDLOCK_ADD_RULE, NR_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # same on every arch
+# (pivot_root, capset): glibc wraps neither. Elsewhere the private root and the capability drop are refused.
+NR_PIVOT_ROOT, NR_CAPSET = {"x86_64": (155, 126), "aarch64": (41, 91)}.get(os.uname().machine, (None, None))
+
+PR_SET_PDEATHSIG, PR_GET_SECCOMP, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 21, 22, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+
+
+def _fail(what: str):
+    err = ctypes.get_errno()
+    raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _syscall(nr: int, *args: int) -> int:
+    ret = _libc.syscall(ctypes.c_long(nr), *(ctypes.c_long(a) for a in args))
+    if ret < 0:
+        _fail(f"syscall {nr}")
+    return ret
+
+
+def _prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
+    ret = _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
+                      ctypes.c_ulong(0))
+    if ret < 0:
+        _fail(f"prctl({option})")
+    return ret
+
+
+# --- Landlock -----------------------------------------------------------------------------------------------------
+
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+FS_REMOVE_DIR, FS_REMOVE_FILE, FS_MAKE_CHAR, FS_MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+FS_MAKE_REG, FS_MAKE_SOCK, FS_MAKE_FIFO, FS_MAKE_BLOCK, FS_MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
+FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+RULE_PATH_BENEATH = 1
+
+READ_DIR = FS_READ_FILE | FS_READ_DIR
+SCRATCH = (FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG
+           | FS_MAKE_SYM | FS_REFER | FS_TRUNCATE)
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
+    ret = _libc.syscall(ctypes.c_long(NR_LANDLOCK_CREATE_RULESET), ctypes.c_long(0), ctypes.c_long(0),
+                        ctypes.c_long(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    return max(int(ret), 0)
+
+
+def _handled_fs(abi: int) -> int:
+    handled = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    if abi >= 2:
+        handled |= FS_REFER
+    if abi >= 3:
+        handled |= FS_TRUNCATE
+    if abi >= 5:
+        handled |= FS_IOCTL_DEV
+    return handled
+
+
+def landlock_restrict(abi: int, rules: list[tuple[int, int]]) -> str:
+    """Allow only ``rules`` ((O_PATH fd, access), ...); no TCP and scoped signals/sockets where the ABI has them."""
+    handled = _handled_fs(abi)
+    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+                        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24  # the struct grew with the ABI; older kernels reject a bigger one
+    ruleset = _syscall(NR_LANDLOCK_CREATE_RULESET, ctypes.addressof(attr), size, 0)
+    try:
+        for fd, access in rules:
+            rule = _PathBeneathAttr(access & handled, fd)
+            _syscall(NR_LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.addressof(rule), 0)
+        _syscall(NR_LANDLOCK_RESTRICT_SELF, ruleset, 0)
+    finally:
+        os.close(ruleset)
+    return "fs" + ("+net" if abi >= 4 else "") + ("+scope" if abi >= 6 else "")
+
+
+# --- seccomp ------------------------------------------------------------------------------------------------------
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+RET_KILL_PROCESS, RET_ERRNO, RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+EPERM, ENOSYS = 1, 38
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+X32_SYSCALL_BIT = 0x40000000
+
+# x86_64 numbers (asm/unistd_64.h), denied with EPERM so user code sees a clear PermissionError.
+DENIED = {
+    "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "socketpair": 53, "accept4": 288,
+    "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322,
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
+    "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "process_mrelease": 448,
+    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "mount_setattr": 442, "open_tree_attr": 467,
+    "bpf": 321, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "keyctl": 250, "add_key": 248, "request_key": 249, "perf_event_open": 298, "userfaultfd": 323,
+    "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+    "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "quotactl": 179, "quotactl_fd": 443,
+    "setuid": 105, "setgid": 106, "setreuid": 113, "setregid": 114, "setresuid": 117, "setresgid": 119,
+    "setgroups": 116, "setfsuid": 122, "setfsgid": 123, "capset": 126,
+    "personality": 135, "mknod": 133, "mknodat": 259, "uselib": 134, "modify_ldt": 154, "iopl": 172, "ioperm": 173,
+    "syslog": 103, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
+    "sethostname": 170, "setdomainname": 171, "vhangup": 153, "lookup_dcookie": 212,
+    "name_to_handle_at": 303, "open_by_handle_at": 304,
+    "migrate_pages": 256, "move_pages": 279, "setpriority": 141, "ioprio_set": 251,
+    "sched_setaffinity": 203, "sched_setparam": 142, "sched_setscheduler": 144, "sched_setattr": 314,
+    "memfd_create": 319, "memfd_secret": 447, "seccomp": 317,
+    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
+    "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+}
+NR_CLONE3, NR_PRCTL, NR_PRLIMIT64 = 435, 157, 302
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program() -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions: kill on a foreign arch or x32, deny DENIED, allow the rest."""
+    def ld(offset):
+        return (BPF_LD_W_ABS, 0, 0, offset)
+
+    def ret(action):
+        return (BPF_RET_K, 0, 0, action)
+
+    eperm, arg0 = RET_ERRNO | EPERM, 16  # seccomp_data: nr @0, arch @4, ip @8, args @16 (low 32 bits first)
+    prog = [ld(4), (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64), ret(RET_KILL_PROCESS),
+            ld(0), (BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), ret(RET_KILL_PROCESS)]
+    # prctl(PR_SET_PDEATHSIG, ...) would let the worker outlive the host; every other prctl is allowed.
+    prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_PRCTL), ld(arg0), (BPF_JEQ_K, 0, 1, PR_SET_PDEATHSIG), ret(eperm),
+             ret(RET_ALLOW)]
+    # prlimit64 on pid 0 (itself: glibc's setrlimit) only; a same-uid host must not be re-limited.
+    prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_PRLIMIT64), ld(arg0), (BPF_JEQ_K, 1, 0, 0), ret(eperm), ret(RET_ALLOW)]
+    prog.append(ld(0))
+    for nr in sorted(set(DENIED.values())):
+        prog += [(BPF_JEQ_K, 0, 1, nr), ret(eperm)]
+    prog += [(BPF_JEQ_K, 0, 1, NR_CLONE3), ret(RET_ERRNO | ENOSYS)]  # ENOSYS: glibc falls back to clone, denied
+    prog.append(ret(RET_ALLOW))
+    return prog
+
+
+def seccomp_available() -> bool:
+    return _libc.prctl(ctypes.c_int(PR_GET_SECCOMP), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0)) >= 0
+
+
+def seccomp_install() -> None:
+    prog = seccomp_program()
+    filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
+    fprog = _SockFprog(len(prog), ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
+    _prctl(PR_SET_SECCOMP, 2, ctypes.addressof(fprog))  # SECCOMP_MODE_FILTER
+
+
+# --- mounts and credentials ---------------------------------------------------------------------------------------
+
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
+MNT_DETACH = 2
+
+
+def _mount(source, target, fstype, flags, data=None):
+    enc = (lambda s: None if s is None else os.fsencode(s))
+    if _libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        _fail(f"mount {target}")
+
+
+def read_only_paths() -> list[str]:
+    """What user code may read: the interpreter, stdlib, site-packages, system libraries, time zones."""
+    import site
+
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages(),
+             os.path.dirname(os.__file__), "/usr/lib", "/lib", "/lib64", "/usr/lib64", "/usr/share/zoneinfo"]
+    seen, out = set(), []
+    for p in paths:
+        if p and p not in seen and os.path.isdir(p):
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+DEVICES = {"/dev/null": FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE, "/dev/urandom": FS_READ_FILE}
+
+
+def _kept_flags(path: str) -> int:
+    """The source mount's flags a read-only remount must keep (a user namespace may not clear them)."""
+    have = os.statvfs(path).f_flag
+    return sum(ms for st, ms in ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
+                                 (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)) if have & st)
+
+
+def private_root(scratch: str, scratch_mb: int, uid: int | None, gid: int | None, ro_paths: list[str]) -> None:
+    """Pivot into a tmpfs root that holds only ``ro_paths`` (bind-mounted read-only), the two devices and a
+    ``scratch_mb`` tmpfs at ``scratch``; the rest of the host file system is not there at all. As root this needs a
+    mount namespace only; otherwise a user namespace too. Raises OSError when the kernel or a container refuses."""
+    if NR_PIVOT_ROOT is None:
+        raise OSError(38, f"no pivot_root number for {os.uname().machine}")
+    if uid is not None:
+        if _libc.unshare(CLONE_NEWNS) != 0:
+            _fail("unshare(CLONE_NEWNS)")
+    else:
+        real_uid, real_gid = os.geteuid(), os.getegid()
+        if real_uid == 0 and not _effective_caps() & (1 << 31):
+            raise OSError(1, "uid 0 may map itself into a user namespace only with CAP_SETFCAP")
+        if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+            _fail("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{real_uid} {real_uid} 1"),
+                           ("gid_map", f"{real_gid} {real_gid} 1")):
+            with open(f"/proc/self/{name}", "w") as fh:
+                fh.write(text)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    root = scratch  # the host's scratch directory is only a mount point for the new root
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=1024,mode=0755")
+    bound: list[str] = []
+    for real, path in sorted((os.path.realpath(p), p) for p in ro_paths):  # parents before children
+        if real != path:  # e.g. /lib -> usr/lib: recreate the link, bind its target
+            link = root + path
+            os.makedirs(os.path.dirname(link), mode=0o755, exist_ok=True)
+            if not os.path.lexists(link):
+                os.symlink(real, link)
+        if any(real == b or real.startswith(b + "/") for b in bound):
+            continue
+        target = root + real
+        os.makedirs(target, mode=0o755, exist_ok=True)
+        _mount(real, target, None, MS_BIND | MS_REC)
+        kept = _kept_flags(real)
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
+        bound.append(real)
+    os.makedirs(root + "/dev", mode=0o755, exist_ok=True)
+    for dev in DEVICES:
+        open(root + dev, "w").close()
+        _mount(dev, root + dev, None, MS_BIND)
+    inner = root + scratch
+    os.makedirs(inner, mode=0o755, exist_ok=True)
+    owner = f",uid={uid},gid={gid}" if uid is not None else ""
+    _mount("tmpfs", inner, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={scratch_mb}m,nr_inodes={max(64, scratch_mb * 64)},mode=0700{owner}")
+    os.mkdir(root + "/.old")
+    new_root, put_old = ctypes.create_string_buffer(os.fsencode(root)), ctypes.create_string_buffer(
+        os.fsencode(root + "/.old"))  # referenced until the call returns
+    _syscall(NR_PIVOT_ROOT, ctypes.addressof(new_root), ctypes.addressof(put_old))
+    os.chdir("/")
+    if _libc.umount2(b"/.old", MNT_DETACH) != 0:
+        _fail("umount /.old")
+    os.rmdir("/.old")
+    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _effective_caps() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1], 16) for line in fh if line.startswith("CapEff:"))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """No capabilities at all: for a worker that keeps its host's uid (root -> uid N already cleared them)."""
+    if NR_CAPSET is None:
+        raise OSError(38, f"no capset number for {os.uname().machine}")
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
+    _syscall(NR_CAPSET, ctypes.addressof(header), ctypes.addressof(data))
+    _libc.prctl(ctypes.c_int(PR_CAP_AMBIENT), ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0),
+                ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+def set_limits(cfg: dict) -> None:
+    mib = 1 << 20
+    for res, soft, hard in (
+        (resource.RLIMIT_AS, cfg["memory_mb"] * mib, None),
+        (resource.RLIMIT_CPU, cfg["cpu_s"], cfg["cpu_s"] + 1),  # SIGXCPU at soft, SIGKILL at hard, even if ignored
+        (resource.RLIMIT_FSIZE, cfg["scratch_mb"] * mib, None),
+        (resource.RLIMIT_NOFILE, cfg["nofile"], None),
+        (resource.RLIMIT_NPROC, 1, None),
+        (resource.RLIMIT_CORE, 0, None),
+        (resource.RLIMIT_MEMLOCK, 0, None),
+        (resource.RLIMIT_MSGQUEUE, 0, None),
+    ):
+        resource.setrlimit(res, (soft, soft if hard is None else hard))
+
+
+# --- the protocol -------------------------------------------------------------------------------------------------
+
+class Channel:
+    def __init__(self, rfd: int, wfd: int, max_message: int):
+        self.rfd, self.wfd, self.max_message = rfd, wfd, max_message
+
+    def _read_exact(self, n: int) -> bytearray | None:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = os.readv(self.rfd, [view[got:]])
+            if k == 0:
+                return None
+            got += k
+        return buf
+
+    def receive(self):
+        head = self._read_exact(HEADER.size)
+        if head is None:
+            return None
+        (n,) = HEADER.unpack(head)
+        if n > self.max_message:
+            raise ValueError(f"request of {n} bytes is over the {self.max_message}-byte limit")
+        body = self._read_exact(n)
+        if body is None:
+            return None
+        return msgpack.unpackb(body, raw=False, strict_map_key=False)
+
+    def send(self, message: dict) -> None:
+        body = msgpack.packb(message, use_bin_type=True)
+        if len(body) > self.max_message:
+            body = msgpack.packb({"id": message.get("id"), "ok": False, "stdout": "", "truncated": False,
+                                  "error": {"kind": "ResultTooLarge", "line": None, "traceback": "",
+                                            "message": f"the reply would be {len(body)} bytes; the limit is "
+                                                       f"{self.max_message}"}}, use_bin_type=True)
+        view, sent = memoryview(HEADER.pack(len(body)) + body), 0  # one buffer: usually one write(2)
+        while sent < len(view):
+            sent += os.write(self.wfd, view[sent:])
+
+
+class Capture:
+    """What ``print`` writes during a call, up to ``limit`` characters; the rest is counted as truncated."""
+
+    encoding, errors = "utf-8", "strict"
+
+    def __init__(self, limit: int):
+        self.parts: list[str] = []
+        self.size, self.limit, self.truncated = 0, limit, False
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        room = self.limit - self.size
+        if len(text) > room:
+            self.truncated = True
+            text = text[:max(room, 0)]
+        if text:
+            self.parts.append(text)
+            self.size += len(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class UserError(Exception):
+    """An invalid result, reported with this kind instead of the exception's own type."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def describe(exc: BaseException, filename: str) -> dict:
+    """Kind, message, the line in the user's source (deepest frame there) and a short traceback."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename == filename:
+        line, message = exc.lineno, str(exc.msg)
+    else:
+        try:
+            message = str(exc)
+        except BaseException:  # a hostile __str__
+            message = "<unprintable exception>"
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except BaseException:
+        text = ""
+    kind = exc.kind if isinstance(exc, UserError) else type(exc).__name__
+    return {"kind": str(kind)[:200], "message": message[:4000], "line": line, "traceback": text[-8000:]}
+
+
+def plain_rewards(result, n: int) -> list:
+    """One msgpack-able value per completion; numpy/torch scalars become floats. The host checks again."""
+    if inspect.iscoroutine(result):  # an async reward function: no event loop here (it needs sockets), drive it
+        try:
+            while True:
+                result.send(None)
+        except StopIteration as stop:
+            result = stop.value
+    if not isinstance(result, (list, tuple)):
+        raise UserError("InvalidResult", f"the reward function returned a {type(result).__name__}; expected a list "
+                                         "with one number or None per completion")
+    if len(result) != n:
+        raise UserError("InvalidResult", f"the reward function returned {len(result)} values for {n} completions")
+    out = []
+    for i, v in enumerate(result):
+        t = type(v)
+        if v is None or t is bool or t is float or (t is int and -(1 << 63) <= v < (1 << 63)):
+            out.append(v)
+        elif not isinstance(v, (str, bytes, list, tuple, dict, set)) and hasattr(v, "__float__"):
+            try:
+                out.append(float(v))
+            except (OverflowError, ValueError, TypeError) as exc:
+                raise UserError("InvalidResult", f"rewards[{i}] ({t.__name__}) is not a number: {exc}") from None
+        else:
+            raise UserError("InvalidResult", f"rewards[{i}] is a {t.__name__} ({repr(v)[:60]}); expected a finite "
+                                             "number or None")
+    return out
+
+
+def _scalar(value):
+    return value if value is None or type(value) in (bool, int, float, str) and (
+        type(value) is not int or -(1 << 63) <= value < (1 << 63)) else str(value)
+
+
+def _disarm_timers() -> None:
+    """No user code between calls: stop interval timers and their Python handlers (a C-level timer still meets the
+    host's time limit on the next call)."""
+    for timer, sig in ((signal.ITIMER_REAL, signal.SIGALRM), (signal.ITIMER_VIRTUAL, signal.SIGVTALRM),
+                       (signal.ITIMER_PROF, signal.SIGPROF)):
+        signal.setitimer(timer, 0)
+        signal.signal(sig, signal.SIG_DFL)
+
+
+class Worker:
+    def __init__(self, channel: Channel, cfg: dict, func, filename: str):
+        self.channel, self.cfg, self.func, self.filename = channel, cfg, func, filename
+
+    def call(self, req: dict) -> dict:
+        args = req["args"]
+        completions = args["completions"]
+        extra: list = []
+        metrics: list = []
+
+        def log_extra(column, values):
+            extra.append([str(column), [_scalar(v) for v in values]])
+
+        def log_metric(name, value):
+            metrics.append([str(name), float(value)])
+
+        out = Capture(self.cfg["stdout_limit"])
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = out
+        try:
+            result = self.func(prompts=args.get("prompts"), completions=completions,
+                               completion_ids=args.get("completion_ids"),
+                               trainer_state=types.SimpleNamespace(**(args.get("trainer_state") or {})),
+                               log_extra=log_extra, log_metric=log_metric, **(args.get("columns") or {}))
+            reply = {"ok": True, "rewards": plain_rewards(result, len(completions)), "extra": extra,
+                     "metrics": metrics}
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
+            reply = {"ok": False, "error": describe(exc, self.filename)}
+        finally:
+            sys.stdout, sys.stderr = saved
+            _disarm_timers()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        reply.update(id=req["id"], stdout=out.text(), truncated=out.truncated, cpu=usage.ru_utime + usage.ru_stime)
+        return reply
+
+    def serve(self) -> None:
+        while True:
+            req = self.channel.receive()
+            if req is None or req.get("op") == "close":
+                return
+            self.channel.send(self.call(req))
+
+
+def lock_in(cfg: dict) -> dict:
+    """Apply the isolation in the documented order; returns what was applied. Raises on anything missing unless
+    ``allow_weak`` (then the gap is listed under ``weak``)."""
+    weak, report = [], {"weak": []}
+    allow_weak = cfg["allow_weak"]
+    scratch, uid, gid = cfg["scratch"], cfg["uid"], cfg["gid"]
+
+    def missing(what: str):
+        if not allow_weak:
+            raise PermissionError(what)
+        weak.append(what)
+
+    abi = landlock_abi()
+    ro_paths = read_only_paths()
+    report["private_mounts"] = False
+    if cfg["private_mounts"] is not False:
+        try:
+            private_root(scratch, cfg["scratch_mb"], uid, gid, ro_paths)
+            report["private_mounts"] = True
+        except OSError as exc:
+            if cfg["private_mounts"]:
+                raise PermissionError(f"a private mount namespace was required: {exc}") from None
+            report["private_mounts_error"] = str(exc)
+            _libc.umount2(os.fsencode(scratch), MNT_DETACH)  # uncover the host directory if the tmpfs got mounted
+    if not report["private_mounts"] and uid is not None:
+        os.chown(scratch, uid, gid)
+    os.chdir(scratch)
+
+    # Landlock rules name inodes: open them now, while the paths are reachable (as root, before the uid change).
+    rules = []
+    for path in ro_paths:
+        rules.append((os.open(path, os.O_PATH | os.O_CLOEXEC), READ_DIR))
+    for dev, access in DEVICES.items():
+        rules.append((os.open(dev, os.O_PATH | os.O_CLOEXEC), access))
+    rules.append((os.open(scratch, os.O_PATH | os.O_CLOEXEC), SCRATCH))
+
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+            raise PermissionError(f"could not switch to uid {uid}")
+        for path in ro_paths:
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise PermissionError(f"{path} is not readable by the sandbox uid {uid}; install Python where every "
+                                      "user can read it, or give the worker CAP_SYS_ADMIN for a private root")
+    else:
+        drop_capabilities()  # a capless root, or root of the user namespace made for the private root
+    report["uid"] = os.getuid()
+
+    set_limits(cfg)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared the one set at start
+    if os.getppid() != cfg["ppid"]:
+        os._exit(0)  # the host died before this point: no one to serve
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+    report["landlock_abi"] = abi
+    report["landlock"] = None
+    if abi == 0:
+        missing("Landlock is not available")
+    else:
+        report["landlock"] = landlock_restrict(abi, rules)
+        if abi < 6:
+            (missing if uid is None else weak.append)(
+                f"Landlock ABI {abi} < 6: signals and abstract UNIX sockets are not scoped")
+    for fd, _ in rules:
+        os.close(fd)
+
+    report["seccomp"] = False
+    if os.uname().machine != "x86_64":
+        missing(f"the seccomp filter is written for x86_64, not {os.uname().machine}")
+    elif not seccomp_available():
+        missing("seccomp is not available")
+    else:
+        seccomp_install()
+        report["seccomp"] = True
+    report["weak"] = weak
+    return report
+
+
+def load(source: str, name: str) -> tuple[object, str]:
+    filename = f"<reward:{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show user lines
+    code = compile(source, filename, "exec", dont_inherit=True)
+    module = types.ModuleType(STATE_MODULE)
+    module.__dict__["__builtins__"] = builtins
+    sys.modules[STATE_MODULE] = module  # dataclasses and pickle look classes up by module name
+    exec(code, module.__dict__)
+    func = module.__dict__.get(name)
+    if not callable(func):
+        raise UserError("MissingFunction", f"the source defines no function named {name!r}")
+    return func, filename
+
+
+def main(argv: list[str]) -> int:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    channel = Channel(int(argv[1]), int(argv[2]), 8 << 20)  # the config: a source of at most a few MiB
+    cfg = channel.receive()
+    if cfg is None:
+        return 0
+    channel.max_message = cfg["max_message"]
+    try:
+        isolation = lock_in(cfg)
+    except BaseException as exc:
+        channel.send({"ok": False, "unavailable": True, "error": {
+            "kind": "SandboxUnavailable", "line": None, "traceback": traceback.format_exc()[-4000:],
+            "message": f"{type(exc).__name__}: {exc}"}})
+        return 1
+    # From here on user code runs in this process.
+    out = Capture(cfg["stdout_limit"])
+    sys.stdout = sys.stderr = out
+    try:
+        func, filename = load(cfg["source"], cfg["name"])
+    except BaseException as exc:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        channel.send({"ok": False, "stdout": out.text(), "error": describe(exc, f"<reward:{cfg['name']}>")})
+        return 1
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    channel.send({"ok": True, "isolation": isolation, "stdout": out.text()})
+    Worker(channel, cfg, func, filename).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,594 @@
+"""The host side of the reward sandbox: starts, feeds, times and checks one worker process per reward function.
+
+No Django: the training process imports this. The worker (``child.py``) is untrusted once user code has run in it,
+so everything that protects this process is enforced here or by the kernel: the wall-clock limit (SIGKILL), the
+message size cap, a bound on how many objects a reply may decode into, and the check of every value returned.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import select
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+
+from rewards.sandbox import child as _child
+
+CHILD_SCRIPT = str(Path(_child.__file__).resolve())
+HEADER = struct.Struct(">I")
+UID_BASE = 61000  # slot N runs as uid/gid UID_BASE + N when the host may switch uids
+MAX_SLOT = 3999
+MAX_SOURCE_BYTES = 1 << 20
+MAX_REPLY_ITEMS = 2_000_000  # lists + dict pairs one reply may decode into: a 64 MiB reply must not become 4 GB
+STATE_FIELDS = ("global_step", "max_steps", "epoch", "num_train_epochs")
+F_SETPIPE_SZ = 1031
+PIPE_SIZE = 1 << 20
+NOFILE = 64
+
+
+class SandboxError(Exception):
+    """A call or start failed. ``kind`` is the user's exception type (``ZeroDivisionError``, ``SyntaxError``) or one of
+    ours (``InvalidResult``, ``InvalidInput``, ``MissingFunction``, ``SourceTooLarge``, ``ProtocolError``,
+    ``ResultTooLarge``, ``ScratchQuota``, ``Timeout``, ``Crash``, ``SandboxUnavailable``); ``line`` is the line in the
+    user's source, or None; ``stdout`` what the function printed before it failed; ``duration_s`` how long a failed
+    call took."""
+
+    def __init__(self, message: str, *, kind: str = "SandboxError", line: int | None = None, stdout: str = "",
+                 traceback: str = ""):
+        self.kind, self.message, self.line, self.stdout, self.traceback = kind, message, line, stdout, traceback
+        self.duration_s: float | None = None  # set for failed calls: how long the call took
+        where = f" at line {line}" if line is not None else ""
+        super().__init__(f"{kind}{where}: {message}")
+
+
+class SandboxTimeout(SandboxError):
+    """The call ran past ``timeout_s``; the worker was killed (a fresh one starts on the next call)."""
+
+
+class SandboxCrash(SandboxError):
+    """The worker died during the call (segfault, os._exit, a signal, a limit, a bad reply)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """This kernel or process cannot isolate user code as required, and weak mode was not allowed."""
+
+
+@dataclass
+class CallResult:
+    rewards: list[float | None]
+    stdout: str
+    stdout_truncated: bool
+    duration_s: float
+    logged_extra: dict[str, list] = field(default_factory=dict)
+    logged_metrics: dict[str, list[float]] = field(default_factory=dict)
+
+    def replay(self, log_extra=None, log_metric=None) -> None:
+        """Send what the function logged to TRL's ``log_extra(column, values)`` / ``log_metric(name, value)``."""
+        for column, values in self.logged_extra.items():
+            if log_extra is not None:
+                log_extra(column, values)
+        for name, values in self.logged_metrics.items():
+            for value in values if log_metric is not None else ():
+                log_metric(name, value)
+
+
+def _env_bool(name: str) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{name}={os.environ[name]!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def _effective_caps() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return ~0 if os.geteuid() == 0 else 0
+
+
+def sandbox_support() -> dict:
+    """What this kernel and process offer: ``landlock_abi``, ``seccomp``, ``can_setuid`` (root with CAP_SETUID and
+    CAP_SETGID), ``arch``; ``missing`` lists why user code would be refused (empty when ``ok``)."""
+    abi, seccomp, arch = _child.landlock_abi(), _child.seccomp_available(), os.uname().machine
+    caps = _effective_caps()
+    can_setuid = bool(caps & (1 << 7)) and bool(caps & (1 << 6))
+    missing = []
+    if arch != "x86_64":
+        missing.append(f"the seccomp filter is written for x86_64, this machine is {arch}")
+    if abi == 0:
+        missing.append("Landlock is not available (Linux >= 5.13 with landlock in the lsm= list)")
+    if not seccomp:
+        missing.append("seccomp is not available")
+    if not can_setuid and abi < 6:
+        missing.append(f"this process cannot give the worker a uid of its own (not root) and Landlock ABI {abi} < 6 "
+                       "cannot keep it from signalling this process (Linux >= 6.12 needed)")
+    return {"arch": arch, "landlock_abi": abi, "seccomp": seccomp, "can_setuid": can_setuid, "missing": missing,
+            "ok": not missing}
+
+
+class _Lost(Exception):
+    """The worker can no longer be trusted or reached; ``cls`` is the public error to raise."""
+
+    def __init__(self, cls, kind: str, message: str):
+        super().__init__(message)
+        self.cls, self.kind, self.message = cls, kind, message
+
+
+class _Worker:
+    """One worker process and our ends of its two pipes."""
+
+    def __init__(self, proc: subprocess.Popen, wfd: int, rfd: int):
+        self.proc, self.wfd, self.rfd = proc, wfd, rfd
+        self.buf = bytearray()
+        self.readable, self.writable = select.poll(), select.poll()
+        self.readable.register(rfd, select.POLLIN)
+        self.writable.register(wfd, select.POLLOUT)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        for fd in (self.wfd, self.rfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.wfd = self.rfd = -1
+
+
+def _reap(workers: list, scratch: str | None) -> None:
+    while workers:
+        workers.pop().kill()
+    if scratch:
+        _wipe(scratch, remove=True)
+
+
+def _wipe(path: str, remove: bool = False) -> None:
+    """Empty (or remove) a scratch directory, whatever modes user code left on it."""
+    def fix(func, p, exc_info):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    try:
+        os.chmod(path, 0o700)
+    except OSError:
+        pass
+    if remove:
+        shutil.rmtree(path, onerror=fix)
+        return
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, onerror=fix)
+        else:
+            os.unlink(entry.path)
+
+
+def _usage(path: str, max_entries: int) -> tuple[int, int]:
+    """Bytes and entries under ``path``, counting stops past ``max_entries``; a folder it cannot read counts as
+    too many entries."""
+    total, count, stack = 0, 0, [path]
+    try:
+        while stack and count <= max_entries:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    count += 1
+                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+    except OSError:
+        count = max_entries + 1
+    return total, count
+
+
+def _exit_text(rc: int) -> str:
+    if rc < 0:
+        if -rc == signal.SIGKILL:
+            return "was killed by SIGKILL (its CPU-time limit, or it killed itself)"
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
+def _plain(obj):
+    """msgpack fallback for numpy/torch values in dataset columns."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"cannot send a {type(obj).__name__} to the sandbox")
+
+
+class Sandbox:
+    """One reward function in its own sandboxed worker process. See the package docstring."""
+
+    def __init__(self, source: str, func_name: str, *, slot: int = 0, timeout_s: float = 5.0, memory_mb: int = 1024,
+                 cpu_limit_s: float = 600.0, scratch_mb: int = 64, scratch_root: str | os.PathLike | None = None,
+                 max_message_mb: int = 64, stdout_limit: int = 64 * 1024, startup_timeout_s: float = 30.0,
+                 private_mounts: bool | None = None, allow_weak: bool = False):
+        if not isinstance(source, str):
+            raise TypeError("source must be a str")
+        size = len(source.encode("utf-8", "surrogatepass"))
+        if size > MAX_SOURCE_BYTES:
+            raise SandboxError(f"the source is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes",
+                               kind="SourceTooLarge")
+        if not func_name.isidentifier():
+            raise ValueError(f"{func_name!r} is not a Python function name")
+        if not (isinstance(slot, int) and 0 <= slot <= MAX_SLOT):
+            raise ValueError(f"slot must be an int in 0..{MAX_SLOT}")
+        self.source, self.func_name, self.slot = source, func_name, slot
+        self.timeout_s, self.startup_timeout_s = float(timeout_s), float(startup_timeout_s)
+        self.memory_mb, self.cpu_limit_s, self.scratch_mb = int(memory_mb), float(cpu_limit_s), int(scratch_mb)
+        self.max_message = int(max_message_mb) << 20
+        self.stdout_limit, self.private_mounts = int(stdout_limit), private_mounts
+        self.allow_weak = bool(allow_weak) or _env_bool("GRPO_SANDBOX_ALLOW_WEAK")
+        self.scratch_root = Path(scratch_root or Path(tempfile.gettempdir()) / f"grpo-sandbox-{os.geteuid()}")
+        self.calls = 0  # calls made, whatever their outcome
+        self.failures = 0  # calls that raised: user exceptions, invalid results, timeouts, crashes
+        self.faults = 0  # workers lost: timeouts, crashes, protocol violations, deaths between calls
+        self.start_time_s: float | None = None  # how long the last (re)start took
+        self.isolation: dict = {}  # what the worker applied: uid, landlock, seccomp, private_mounts, weak
+        self.scratch: str | None = None
+        self._workers: list[_Worker] = []  # zero or one; a list so the finalizer sees respawns
+        self._seq = 0
+        self._lock = threading.RLock()
+        self._finalizer = None
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return bool(self._workers) and self._workers[0].proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id, while one is running."""
+        return self._workers[0].proc.pid if self.running else None
+
+    def start(self) -> None:
+        """Start the worker if it is not running. Raises SandboxUnavailable (fail closed) or SandboxError (the
+        source does not compile, raises at import, or defines no function ``func_name``)."""
+        with self._lock:
+            if self.running:
+                return
+            self._discard()
+            support = sandbox_support()
+            if support["missing"] and not self.allow_weak:
+                raise SandboxUnavailable(
+                    "refusing to run reward code: " + "; ".join(support["missing"])
+                    + ". Set GRPO_SANDBOX_ALLOW_WEAK=1 (or allow_weak=True) to run it with weaker isolation.",
+                    kind="SandboxUnavailable")
+            if self.scratch is None:
+                self.scratch = tempfile.mkdtemp(prefix=f"slot{self.slot}-", dir=self._scratch_root())
+                self._finalizer = weakref.finalize(self, _reap, self._workers, self.scratch)
+            else:
+                _wipe(self.scratch)
+            uid = UID_BASE + self.slot if support["can_setuid"] else None
+            began = time.perf_counter()
+            worker = self._spawn()
+            self._workers.append(worker)
+            config = {"source": self.source, "name": self.func_name, "uid": uid, "gid": uid,
+                      "scratch": self.scratch, "scratch_mb": self.scratch_mb, "memory_mb": self.memory_mb,
+                      "cpu_s": max(1, math.ceil(self.cpu_limit_s)), "nofile": NOFILE,
+                      "stdout_limit": self.stdout_limit, "max_message": self.max_message,
+                      "allow_weak": self.allow_weak, "private_mounts": self.private_mounts, "ppid": os.getpid()}
+            deadline = began + self.startup_timeout_s
+            try:
+                self._send(worker, msgpack.packb(config, use_bin_type=True), deadline)
+                hello = self._receive(worker, deadline)
+            except _Lost as lost:
+                self._discard()
+                raise lost.cls(f"the worker did not start: {lost.message}", kind=lost.kind) from None
+            if hello.get("ok") is not True:
+                self._discard()
+                error = self._error(hello, cls=SandboxUnavailable if hello.get("unavailable") else SandboxError)
+                raise error
+            self.isolation = hello.get("isolation") if isinstance(hello.get("isolation"), dict) else {}
+            self.start_time_s = time.perf_counter() - began
+
+    def close(self) -> None:
+        """Kill the worker and remove its scratch directory. The object can be started again."""
+        with self._lock:
+            self._discard()
+            if self._finalizer is not None:
+                self._finalizer()
+                self._finalizer, self.scratch = None, None
+
+    def _scratch_root(self) -> Path:
+        """The parent of scratch directories: ours alone (not a planted link), and traversable by sandbox uids."""
+        root = self.scratch_root
+        root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        st = os.lstat(root)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise SandboxUnavailable(f"{root} is not a directory owned by uid {os.geteuid()}; pass another "
+                                     "scratch_root", kind="SandboxUnavailable")
+        os.chmod(root, 0o711)
+        return root
+
+    def _discard(self) -> None:
+        while self._workers:
+            self._workers.pop().kill()
+
+    def _spawn(self) -> _Worker:
+        req_r, req_w = os.pipe2(os.O_CLOEXEC)
+        rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
+        for fd in (req_w, rep_r):
+            try:
+                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)  # a 64 x 2 KB batch in one write
+            except OSError:
+                pass
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": self.scratch,
+               "TMPDIR": self.scratch, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-X", "utf8", CHILD_SCRIPT, str(req_r), str(rep_w)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(req_r, rep_w), cwd="/", env=env, start_new_session=True)
+        except BaseException:
+            for fd in (req_w, rep_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        os.set_blocking(req_w, False)
+        return _Worker(proc, req_w, rep_r)
+
+    # --- calls ------------------------------------------------------------------------------------------------
+
+    def call(self, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
+             log_metric=None, **columns) -> CallResult:
+        """Score ``completions`` with TRL's calling convention; dataset columns come as keyword arguments.
+        ``trainer_state`` may be TRL's TrainerState or a dict; when ``log_extra`` / ``log_metric`` are given (TRL
+        passes its own), what the function logged is replayed into them after a successful call.
+        Raises SandboxError (user exception, invalid result), SandboxTimeout or SandboxCrash."""
+        with self._lock:
+            completions = list(completions)
+            request = {"op": "call", "id": self._seq + 1, "args": {
+                "completions": completions, "prompts": prompts, "completion_ids": completion_ids,
+                "trainer_state": self._state(trainer_state), "columns": columns}}
+            body = self._pack(request)
+            self._seq += 1
+            if self._workers and not self.running:  # died between calls (killed from outside, a C-level timer)
+                self.faults += 1
+            self.start()
+            worker = self._workers[0]
+            began = time.perf_counter()
+            try:
+                self._send(worker, body, began + self.timeout_s)
+                reply = self._receive(worker, began + self.timeout_s)
+                if reply.get("id") != self._seq:
+                    raise _Lost(SandboxCrash, "ProtocolError", "the worker answered out of turn")
+                stdout, truncated = reply.get("stdout", ""), reply.get("truncated", False)
+                if not isinstance(stdout, str) or not isinstance(truncated, bool):
+                    raise _Lost(SandboxCrash, "ProtocolError", "the worker sent a malformed reply")
+                if reply.get("ok") is True:
+                    result = CallResult(self._rewards(reply.get("rewards"), len(completions), stdout), stdout,
+                                        truncated, 0.0, *self._logs(reply))
+                elif reply.get("ok") is False:
+                    result = self._error(reply, cls=SandboxError)
+                else:
+                    raise _Lost(SandboxCrash, "ProtocolError", "the worker sent a malformed reply")
+            except _Lost as lost:
+                self.failures += 1
+                self.faults += 1
+                self._discard()
+                error = lost.cls(lost.message, kind=lost.kind)
+                error.duration_s = time.perf_counter() - began
+                raise error from None
+            except SandboxError as error:
+                self.failures += 1
+                error.duration_s = time.perf_counter() - began
+                raise
+            finally:
+                self.calls += 1
+            duration = time.perf_counter() - began
+            self._after_call(worker, reply)
+            if isinstance(result, SandboxError):
+                self.failures += 1
+                result.duration_s = duration
+                raise result
+            result.duration_s = duration
+            result.replay(log_extra, log_metric)
+            return result
+
+    def _after_call(self, worker: _Worker, reply: dict) -> None:
+        """Recycle a worker near its CPU budget; enforce the scratch quota where the kernel could not."""
+        cpu = reply.get("cpu")
+        if isinstance(cpu, (int, float)) and cpu > self.cpu_limit_s / 2:
+            self._discard()
+            return
+        if not self.isolation.get("private_mounts") and self.scratch:
+            limit = self.scratch_mb << 20
+            used, entries = _usage(self.scratch, 4096)
+            if used > limit or entries > 4096:
+                self.failures += 1
+                self.faults += 1
+                self._discard()
+                raise SandboxError(f"the function left {used} bytes in {entries} entries in its scratch directory; "
+                                   f"the limit is {limit} bytes and 4096 entries. The directory was emptied.",
+                                   kind="ScratchQuota")
+
+    @staticmethod
+    def _state(state) -> dict:
+        if state is None:
+            return {name: 0 for name in STATE_FIELDS}
+        get = state.get if isinstance(state, dict) else (lambda name, default: getattr(state, name, default))
+        out = {}
+        for name in STATE_FIELDS:
+            value = get(name, 0)
+            out[name] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+        return out
+
+    def _pack(self, request: dict) -> bytes:
+        try:
+            body = msgpack.packb(request, use_bin_type=True, default=_plain)
+        except (TypeError, ValueError, OverflowError) as exc:
+            for name, value in request["args"]["columns"].items():
+                try:
+                    msgpack.packb(value, use_bin_type=True, default=_plain)
+                except (TypeError, ValueError, OverflowError) as col_exc:
+                    raise SandboxError(f"column {name!r} cannot be sent to the sandbox: {col_exc}",
+                                       kind="InvalidInput") from None
+            raise SandboxError(f"the call's arguments cannot be sent to the sandbox: {exc}", kind="InvalidInput") \
+                from None
+        if len(body) > self.max_message:
+            raise SandboxError(f"the call's arguments are {len(body)} bytes; the limit is {self.max_message}",
+                               kind="InvalidInput")
+        return body
+
+    @staticmethod
+    def _rewards(values, n: int, stdout: str) -> list[float | None]:
+        """Exactly ``n`` finite numbers or None; bools count as 0.0/1.0 (TRL's tensor conversion does the same)."""
+        def bad(message):
+            return SandboxError(message, kind="InvalidResult", stdout=stdout)
+
+        if not isinstance(values, list):
+            raise bad(f"the reward function returned a {type(values).__name__}; expected a list")
+        if len(values) != n:
+            raise bad(f"the reward function returned {len(values)} values for {n} completions")
+        out: list[float | None] = []
+        for i, v in enumerate(values):
+            if v is None:
+                out.append(None)
+                continue
+            if type(v) not in (bool, int, float):
+                raise bad(f"rewards[{i}] is a {type(v).__name__} ({repr(v)[:60]}); expected a finite number or None")
+            try:
+                f = float(v)
+            except OverflowError:
+                f = math.inf
+            if not math.isfinite(f):
+                raise bad(f"rewards[{i}] is {f}; rewards must be finite numbers or None")
+            out.append(f)
+        return out
+
+    @staticmethod
+    def _logs(reply: dict) -> tuple[dict, dict]:
+        extra, metrics = {}, {}
+        try:
+            for column, values in reply.get("extra") or []:
+                if not isinstance(column, str) or not isinstance(values, list) or not all(
+                        v is None or type(v) in (bool, int, float, str) for v in values):
+                    raise ValueError
+                extra.setdefault(column, []).extend(values)
+            for name, value in reply.get("metrics") or []:
+                if not isinstance(name, str) or type(value) not in (int, float):
+                    raise ValueError
+                metrics.setdefault(name, []).append(float(value))
+        except (TypeError, ValueError):
+            raise _Lost(SandboxCrash, "ProtocolError", "the worker sent malformed log records") from None
+        return extra, metrics
+
+    def _error(self, reply: dict, cls):
+        err = reply.get("error")
+        if not isinstance(err, dict):
+            raise _Lost(SandboxCrash, "ProtocolError", "the worker sent a malformed error")
+        line = err.get("line")
+        stdout = reply.get("stdout")
+        return cls(str(err.get("message", ""))[:4000], kind=str(err.get("kind", "Error"))[:200],
+                   line=line if type(line) is int else None, stdout=stdout if isinstance(stdout, str) else "",
+                   traceback=str(err.get("traceback", ""))[:8000])
+
+    # --- the pipe protocol ------------------------------------------------------------------------------------
+
+    def _send(self, worker: _Worker, body: bytes, deadline: float) -> None:
+        data = memoryview(HEADER.pack(len(body)) + body)
+        while data:
+            try:
+                data = data[os.write(worker.wfd, data):]
+            except BlockingIOError:
+                if not worker.writable.poll(self._wait_ms(deadline)):
+                    raise self._timeout() from None
+            except (BrokenPipeError, OSError):
+                raise self._died(worker) from None
+
+    def _receive(self, worker: _Worker, deadline: float) -> dict:
+        self._fill(worker, HEADER.size, deadline)
+        (n,) = HEADER.unpack_from(worker.buf)
+        if n > self.max_message:
+            raise _Lost(SandboxCrash, "ProtocolError",
+                        f"the worker announced a reply of {n} bytes; the limit is {self.max_message} bytes")
+        self._fill(worker, HEADER.size + n, deadline)
+        body = bytes(worker.buf[HEADER.size:HEADER.size + n])
+        del worker.buf[:HEADER.size + n]
+        budget = [MAX_REPLY_ITEMS]
+
+        def count(items):
+            budget[0] -= len(items)
+            if budget[0] < 0:
+                raise ValueError("too many items")
+            return items
+
+        try:
+            reply = msgpack.unpackb(body, raw=False, strict_map_key=False, list_hook=count,
+                                    object_pairs_hook=lambda pairs: dict(count(pairs)),
+                                    max_array_len=MAX_REPLY_ITEMS, max_map_len=MAX_REPLY_ITEMS)
+        except Exception as exc:
+            raise _Lost(SandboxCrash, "ProtocolError", f"the worker sent an unreadable reply ({exc})") from None
+        if not isinstance(reply, dict):
+            raise _Lost(SandboxCrash, "ProtocolError", "the worker sent a malformed reply")
+        return reply
+
+    def _fill(self, worker: _Worker, need: int, deadline: float) -> None:
+        while len(worker.buf) < need:
+            if not worker.readable.poll(self._wait_ms(deadline)):
+                raise self._timeout()
+            chunk = os.read(worker.rfd, max(need - len(worker.buf), 1 << 16))
+            if not chunk:
+                raise self._died(worker)
+            worker.buf += chunk
+
+    @staticmethod
+    def _wait_ms(deadline: float) -> int:
+        return max(0, math.ceil((deadline - time.perf_counter()) * 1000))
+
+    def _timeout(self) -> _Lost:
+        return _Lost(SandboxTimeout, "Timeout",
+                     f"{self.func_name} did not finish within its time limit; its worker was killed and a fresh one "
+                     "starts on the next call")
+
+    def _died(self, worker: _Worker) -> _Lost:
+        try:
+            rc = worker.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            rc = worker.proc.returncode
+        return _Lost(SandboxCrash, "Crash", f"the worker running {self.func_name} {_exit_text(rc)}; a fresh one "
+                                            "starts on the next call")
