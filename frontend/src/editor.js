@@ -1,0 +1,223 @@
+// grpo-web reward-function editor: CodeMirror 6 wrappers.
+//
+// Built by `npm run build` into static/vendor/codemirror/editor.bundle.js as an
+// IIFE that sets `window.GrpoEditor`.  See static/vendor/codemirror/README.md.
+
+import { basicSetup, EditorView } from "codemirror";
+import { EditorState } from "@codemirror/state";
+import { keymap, lineNumbers, highlightSpecialChars, drawSelection } from "@codemirror/view";
+import { indentWithTab } from "@codemirror/commands";
+import { indentUnit, syntaxHighlighting, defaultHighlightStyle } from "@codemirror/language";
+import { python } from "@codemirror/lang-python";
+import { MergeView, unifiedMergeView } from "@codemirror/merge";
+
+const WRAPPER_SELECTOR = '[data-testid="code-editor"]';
+
+function pythonBase() {
+  return [
+    python(),
+    EditorState.tabSize.of(4),
+    indentUnit.of("    "),
+  ];
+}
+
+function readOnlyExt() {
+  return [EditorState.readOnly.of(true), EditorView.editable.of(false)];
+}
+
+function labelFor(textarea) {
+  if (textarea.id) {
+    const l = document.querySelector(`label[for="${CSS.escape(textarea.id)}"]`);
+    if (l) return l;
+  }
+  return textarea.closest("label");
+}
+
+/**
+ * Replace a <textarea> with a CodeMirror 6 Python editor.
+ * The textarea stays in the DOM (hidden) and its value is kept in sync on
+ * every change, so a normal form POST still submits the code.
+ *
+ * @param {HTMLTextAreaElement} textarea
+ * @param {{readOnly?: boolean}} [options]
+ * @returns {{getValue(): string, setValue(text: string): void, view: EditorView,
+ *            wrapper: HTMLElement, textarea: HTMLTextAreaElement, destroy(): void}}
+ */
+export function mountEditor(textarea, { readOnly = false } = {}) {
+  if (typeof textarea === "string") textarea = document.querySelector(textarea);
+  if (!textarea) throw new Error("GrpoEditor.mountEditor: textarea not found");
+  if (textarea.grpoEditor) return textarea.grpoEditor;
+
+  const readOnlyAttr = readOnly || textarea.readOnly || textarea.disabled;
+  const wrapper = document.createElement("div");
+  wrapper.className = "cm-grpo-editor-wrap";
+  wrapper.setAttribute("data-testid", "code-editor");
+  if (readOnlyAttr) wrapper.classList.add("cm-grpo-readonly");
+
+  const label = labelFor(textarea);
+  const ariaLabel =
+    textarea.getAttribute("aria-label") ||
+    (label ? label.textContent.trim().split("\n")[0].trim() : "") ||
+    "Code editor";
+
+  const syncToTextarea = EditorView.updateListener.of((update) => {
+    if (!update.docChanged) return;
+    textarea.value = update.state.doc.toString();
+    textarea.dispatchEvent(new Event("input", { bubbles: true }));
+  });
+
+  const extensions = [
+    basicSetup, // line numbers, history, bracket matching, search, fold, autocomplete...
+    keymap.of([indentWithTab]),
+    pythonBase(),
+    EditorView.editorAttributes.of({ class: "cm-grpo-editor" }),
+    EditorView.contentAttributes.of({ "aria-label": ariaLabel }),
+    syncToTextarea,
+  ];
+  if (readOnlyAttr) extensions.push(readOnlyExt());
+
+  const view = new EditorView({
+    state: EditorState.create({ doc: textarea.value, extensions }),
+    parent: wrapper,
+  });
+
+  // The hidden textarea must not block submission: a `required` control that
+  // is display:none makes the browser refuse to submit ("not focusable").
+  // The server validates the field anyway.
+  textarea.removeAttribute("required");
+  textarea.style.display = "none";
+  textarea.setAttribute("aria-hidden", "true");
+  // Insert outside an enclosing <label> so clicks inside the editor are not
+  // redirected to the hidden textarea.
+  const anchor = textarea.parentElement && textarea.parentElement.tagName === "LABEL" ? textarea.parentElement : textarea;
+  anchor.insertAdjacentElement("afterend", wrapper);
+
+  const onLabelClick = (e) => { e.preventDefault(); view.focus(); };
+  if (label) label.addEventListener("click", onLabelClick);
+
+  const setValue = (text) => {
+    view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: String(text ?? "") } });
+  };
+  const getValue = () => view.state.doc.toString();
+
+  const form = textarea.form;
+  const onReset = () => setTimeout(() => setValue(textarea.defaultValue), 0);
+  const onSubmit = () => { textarea.value = getValue(); };
+  if (form) {
+    form.addEventListener("reset", onReset);
+    form.addEventListener("submit", onSubmit);
+  }
+
+  const handle = {
+    view,
+    wrapper,
+    textarea,
+    getValue,
+    setValue,
+    focus: () => view.focus(),
+    destroy() {
+      if (form) {
+        form.removeEventListener("reset", onReset);
+        form.removeEventListener("submit", onSubmit);
+      }
+      if (label) label.removeEventListener("click", onLabelClick);
+      view.destroy();
+      wrapper.remove();
+      textarea.style.display = "";
+      textarea.removeAttribute("aria-hidden");
+      delete textarea.grpoEditor;
+    },
+  };
+  wrapper.cmView = view;
+  wrapper.grpoEditor = handle;
+  textarea.grpoEditor = handle;
+  return handle;
+}
+
+/**
+ * Read-only diff of two versions of a Python file.
+ *
+ * @param {HTMLElement|string} container
+ * @param {string} oldText  left / original
+ * @param {string} newText  right / changed
+ * @param {{mode?: "split"|"unified", collapseUnchanged?: boolean}} [options]
+ * @returns {{view: MergeView|EditorView, destroy(): void}}
+ */
+export function mountDiff(container, oldText, newText, { mode = "split", collapseUnchanged = false } = {}) {
+  if (typeof container === "string") container = document.querySelector(container);
+  if (!container) throw new Error("GrpoEditor.mountDiff: container not found");
+  container.classList.add("cm-grpo-diff");
+  container.setAttribute("data-testid", "code-diff");
+
+  const ext = [
+    lineNumbers(),
+    highlightSpecialChars(),
+    drawSelection(),
+    syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+    pythonBase(),
+    readOnlyExt(),
+    EditorView.editorAttributes.of({ class: "cm-grpo-diff-editor" }),
+  ];
+  const collapse = collapseUnchanged ? { margin: 3, minSize: 4 } : undefined;
+
+  let view;
+  if (mode === "unified") {
+    view = new EditorView({
+      parent: container,
+      state: EditorState.create({
+        doc: String(newText ?? ""),
+        extensions: [ext, unifiedMergeView({ original: String(oldText ?? ""), mergeControls: false, collapseUnchanged: collapse })],
+      }),
+    });
+  } else {
+    view = new MergeView({
+      a: { doc: String(oldText ?? ""), extensions: ext },
+      b: { doc: String(newText ?? ""), extensions: ext },
+      parent: container,
+      highlightChanges: true,
+      gutter: true,
+      collapseUnchanged: collapse,
+    });
+  }
+  container.cmMergeView = view;
+  return { view, destroy: () => view.destroy() };
+}
+
+function resolveView(selectorOrEl) {
+  let el = selectorOrEl == null ? document.querySelector(WRAPPER_SELECTOR)
+    : typeof selectorOrEl === "string" ? document.querySelector(selectorOrEl) : selectorOrEl;
+  if (!el) throw new Error("GrpoEditor: element not found: " + selectorOrEl);
+  if (el instanceof EditorView) return el;
+  if (el.cmView) return el.cmView;
+  if (el.grpoEditor) return el.grpoEditor.view;
+  const w = el.closest && el.closest(WRAPPER_SELECTOR);
+  if (w && w.cmView) return w.cmView;
+  const inner = el.querySelector && el.querySelector(WRAPPER_SELECTOR);
+  if (inner && inner.cmView) return inner.cmView;
+  const found = EditorView.findFromDOM(el);
+  if (found) return found;
+  throw new Error("GrpoEditor: no editor at " + selectorOrEl);
+}
+
+/** Test helper: replace an editor's whole content. Accepts the wrapper, the
+ * original textarea, a selector for either, or null for the first editor. */
+export function setValue(selectorOrEl, text) {
+  const view = resolveView(selectorOrEl);
+  view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: String(text ?? "") } });
+  return view.state.doc.toString();
+}
+
+/** Test helper: read an editor's content (same arguments as setValue). */
+export function getValue(selectorOrEl) {
+  return resolveView(selectorOrEl).state.doc.toString();
+}
+
+/** Mount an editor on every `textarea[data-code-editor]` not yet mounted. */
+export function mountAll(root = document) {
+  return Array.from(root.querySelectorAll("textarea[data-code-editor]"))
+    .map((ta) => mountEditor(ta, { readOnly: ta.dataset.codeEditor === "readonly" }));
+}
+
+const api = { mountEditor, mountDiff, setValue, getValue, mountAll, EditorView, version: __GRPO_EDITOR_VERSIONS__ };
+if (typeof window !== "undefined") window.GrpoEditor = api;
+export default api;
