@@ -3,6 +3,36 @@
 from __future__ import annotations
 
 import random
+import string
+
+WORDS = [
+    "strawberry", "banana", "raspberry", "mississippi", "committee", "bookkeeper", "balloon", "parallel", "coffee",
+    "letter", "apple", "grammar", "success", "address", "occurrence", "pepper", "referee", "tomorrow", "necessary",
+    "possession", "assessment", "accommodate", "embarrass", "millennium", "questionnaire", "cappuccino", "broccoli",
+    "zucchini", "spaghetti", "giraffe", "hippopotamus", "kangaroo", "penguin", "cinnamon", "vanilla", "caramel",
+    "chocolate", "marshmallow", "butterfly", "dragonfly", "grasshopper", "mosquito", "avocado", "pineapple",
+    "watermelon", "blueberry", "cranberry", "gooseberry", "elderberry", "mulberry", "tangerine", "mandarin",
+    "apricot", "persimmon", "pomegranate", "coconut", "lemon", "orange", "cherry", "peach", "plum", "grape",
+    "reasoning", "gradient", "optimizer", "reward", "advantage", "policy", "sampling", "temperature", "tokenizer",
+    "transformer", "attention", "embedding", "parameter", "baseline", "variance", "probability", "statistics",
+    "algorithm", "recursion", "iteration", "compiler", "interpreter", "keyboard", "mountain", "valley", "river",
+    "ocean", "island", "volcano", "glacier", "desert", "forest", "thunder", "lightning", "rainbow", "horizon",
+    "telescope", "microscope", "umbrella", "bicycle", "calendar", "dictionary", "encyclopedia", "library",
+]
+
+
+def letter_count_rows(n: int = 200, *, seed: int = 0) -> list[dict]:
+    """Count a letter in a word: ``{"prompt": "How many r's are in strawberry?", "answer": "3", "word":
+    "strawberry", "letter": "r"}`` (the ``letter_count`` reward reads ``word`` and ``letter``).
+
+    Mostly letters the word has (some twice or more), sometimes one it lacks, so "0" is a possible answer."""
+    rng = random.Random(seed)
+    pairs = [("strawberry", "r")]
+    while len(pairs) < n:
+        word = rng.choice(WORDS)
+        pairs.append((word, rng.choice(word) if rng.random() < 0.8 else rng.choice(string.ascii_lowercase)))
+    return [{"prompt": f"How many {letter}'s are in {word}?", "answer": str(word.count(letter)), "word": word,
+             "letter": letter} for word, letter in pairs[:n]]
 
 
 def arithmetic_rows(n: int = 200, *, seed: int = 0) -> list[dict]:
