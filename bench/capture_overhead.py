@@ -60,9 +60,9 @@ def make_config(model_dir: Path, data_path: Path, work: Path, steps: int, seed: 
         output_dir=str(work / "out"),
         event_log=str(work / "events.jsonl"),
         rewards=[
-            RewardSpec("digits", "digit_ratio", 0.5),
-            RewardSpec("format", "think_format", 1.0),
-            RewardSpec("correct", "accuracy", 2.0),
+            RewardSpec("digits", 0.5, builtin="digit_ratio"),
+            RewardSpec("format", 1.0, builtin="think_format"),
+            RewardSpec("correct", 2.0, builtin="accuracy"),
         ],
         grpo=GRPOFields(max_steps=steps, seed=seed),
     )

@@ -7,7 +7,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "grpo_web.settings")
 
 app = Celery("grpo_web")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["workers"])
+app.autodiscover_tasks(["workers", "rewards"])
 
 
 @worker_init.connect

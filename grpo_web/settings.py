@@ -99,11 +99,14 @@ if REDIS_EMBEDDED:
 
 # kombu spells a UNIX-socket Redis redis+socket://; redis-py spells it unix://
 CELERY_BROKER_URL = "redis+socket://" + REDIS_URL.removeprefix("unix://") if REDIS_URL.startswith("unix://") else REDIS_URL
-CELERY_RESULT_BACKEND = None
+# Results of short sandbox tasks (reward tests, contract checks) come back through Redis and expire after an hour.
+CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_IGNORE_RESULT = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"workers.tasks.train_run": {"queue": "training"}}
+CELERY_TASK_ROUTES = {"workers.tasks.train_run": {"queue": "training"}, "rewards.tasks.*": {"queue": "sandbox"}}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("GRPO_VISIBILITY_TIMEOUT", str(12 * 3600))}
 CELERY_TASK_ALWAYS_EAGER = False  # never run work inline: a missing broker is an error
@@ -134,6 +137,10 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
+# The sandbox refuses to run user code without Landlock and seccomp unless this is set (see docs/sandbox.md).
+GRPO_SANDBOX_ALLOW_WEAK = envbool("GRPO_SANDBOX_ALLOW_WEAK", "0")
+GRPO_REWARD_MAX_FAULTS = envint("GRPO_REWARD_MAX_FAULTS", "3")
+GRPO_CONTRACT_CHECK_TIMEOUT = envint("GRPO_CONTRACT_CHECK_TIMEOUT", "60")
 
 LOGGING = {
     "version": 1,

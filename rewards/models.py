@@ -1,15 +1,15 @@
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 
 class RewardFunction(models.Model):
-    """A reward function a user can pick for a run. Built-ins reference ``rewards.builtins``; ``source`` is shown."""
+    """A user's reward function. Its code lives in immutable versions; runs pin the version they used."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reward_functions")
     name = models.SlugField(max_length=64, help_text="Logged by TRL as rewards/<name>/mean.")
-    builtin = models.CharField(max_length=64, help_text="Name of the built-in in rewards.builtins.")
     description = models.TextField(blank=True)
-    source = models.TextField(blank=True)
+    template = models.CharField(max_length=64, blank=True, help_text="The library template it started from.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -18,3 +18,30 @@ class RewardFunction(models.Model):
 
     def __str__(self):
         return self.name
+
+    def get_absolute_url(self):
+        return reverse("reward_detail", args=[self.pk])
+
+    @property
+    def latest_version(self):
+        return self.versions.order_by("-number").first()
+
+
+class RewardFunctionVersion(models.Model):
+    """One saved state of the code. Never edited: saving changed code creates the next number."""
+
+    function = models.ForeignKey(RewardFunction, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    source = models.TextField()
+    entrypoint = models.CharField(max_length=100, help_text="The function in the source that TRL calls.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [models.UniqueConstraint(fields=["function", "number"], name="reward_version_unique")]
+
+    def __str__(self):
+        return f"{self.function.name} v{self.number}"
+
+    def get_absolute_url(self):
+        return reverse("reward_version", args=[self.function_id, self.number])

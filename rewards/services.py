@@ -1,17 +1,81 @@
-import inspect
+"""Writes for reward functions. Keyword-only, <entity>_<action>."""
 
-from rewards.builtins import BUILTINS
-from rewards.models import RewardFunction
+from __future__ import annotations
+
+import ast
+
+from django.db import transaction
+from django.db.models import Max
+
+from rewards.library import NAMES, source
+from rewards.models import RewardFunction, RewardFunctionVersion
+
+MAX_SOURCE_BYTES = 1024 * 1024
+
+
+class RewardCodeError(ValueError):
+    """The code cannot be saved; the message names the line where there is one."""
+
+
+def normalize(code: str) -> str:
+    """Browsers submit textarea text with CRLF line ends; store LF so equal code compares equal."""
+    return code.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def check_source(code: str, entrypoint: str) -> None:
+    """Cheap checks before saving (the sandbox checks the rest): size, syntax, and that the entrypoint is defined."""
+    if len(code.encode()) > MAX_SOURCE_BYTES:
+        raise RewardCodeError(f"the code is {len(code.encode())} bytes; the limit is {MAX_SOURCE_BYTES}")
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise RewardCodeError(f"line {exc.lineno}: {exc.msg}") from None
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if entrypoint not in names:
+        raise RewardCodeError(f"no top-level function named '{entrypoint}' (found: {', '.join(sorted(names)) or 'none'})")
+
+
+@transaction.atomic
+def reward_create(*, owner, name: str, source_code: str, entrypoint: str, description: str = "",
+                  template: str = "") -> RewardFunction:
+    source_code = normalize(source_code)
+    check_source(source_code, entrypoint)
+    rf = RewardFunction.objects.create(owner=owner, name=name, description=description, template=template)
+    RewardFunctionVersion.objects.create(function=rf, number=1, source=source_code, entrypoint=entrypoint)
+    return rf
+
+
+@transaction.atomic
+def reward_save(*, function: RewardFunction, source_code: str, entrypoint: str,
+                description: str | None = None) -> tuple[RewardFunctionVersion, bool]:
+    """Save the code as a new version if it changed; return (latest version, whether one was created)."""
+    source_code = normalize(source_code)
+    check_source(source_code, entrypoint)
+    rf = RewardFunction.objects.select_for_update().get(pk=function.pk)
+    if description is not None and description != rf.description:
+        rf.description = description
+        rf.save(update_fields=["description"])
+    latest = rf.latest_version
+    if latest and latest.source == source_code and latest.entrypoint == entrypoint:
+        return latest, False
+    number = (rf.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+    return RewardFunctionVersion.objects.create(function=rf, number=number, source=source_code,
+                                                entrypoint=entrypoint), True
+
+
+def docstring(code: str, entrypoint: str) -> str:
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef) and node.name == entrypoint:
+            return ast.get_docstring(node) or ""
+    return ""
 
 
 def reward_builtins_install(*, owner) -> list[RewardFunction]:
-    """Give ``owner`` a copy of each built-in reward function (skipping names they already have)."""
+    """Give ``owner`` an editable copy of each library function (skipping names they already have)."""
     created = []
-    for name, func in BUILTINS.items():
-        rf, was_created = RewardFunction.objects.get_or_create(
-            owner=owner, name=name,
-            defaults={"builtin": name, "description": inspect.getdoc(func) or "", "source": inspect.getsource(func)},
-        )
-        if was_created:
-            created.append(rf)
+    for name in NAMES:
+        if not RewardFunction.objects.filter(owner=owner, name=name).exists():
+            code = source(name)
+            created.append(reward_create(owner=owner, name=name, source_code=code, entrypoint=name,
+                                         description=docstring(code, name), template=name))
     return created

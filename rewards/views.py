@@ -1,8 +1,107 @@
-from django.shortcuts import get_object_or_404, render
+import difflib
 
+from celery.result import AsyncResult
+from django.contrib import messages
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from rewards.forms import BLANK, RewardEditForm, RewardNewForm, RewardTestForm
+from rewards.library import source as library_source
 from rewards.models import RewardFunction
+from rewards.services import RewardCodeError, docstring, reward_create, reward_save
+from runs.models import DatasetVersion, Run
+
+
+def _owned(request, pk) -> RewardFunction:
+    return get_object_or_404(RewardFunction, pk=pk, owner=request.user)
+
+
+def reward_new(request):
+    form = RewardNewForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        name, template = form.cleaned_data["name"], form.cleaned_data["template"]
+        code, entrypoint = (library_source(template), template) if template else (BLANK, "my_reward")
+        if RewardFunction.objects.filter(owner=request.user, name=name).exists():
+            form.add_error("name", "You already have a reward function with this name.")
+        else:
+            rf = reward_create(owner=request.user, name=name, source_code=code, entrypoint=entrypoint,
+                               description=docstring(code, entrypoint), template=template)
+            return redirect(rf)
+    return render(request, "rewards/reward_new.html", {"form": form}, status=400 if form.errors else 200)
 
 
 def reward_detail(request, pk):
-    reward = get_object_or_404(RewardFunction, pk=pk, owner=request.user)
-    return render(request, "rewards/reward_detail.html", {"reward": reward})
+    """The editor: saving changed code creates the next version."""
+    rf = _owned(request, pk)
+    latest = rf.latest_version
+    initial = {"description": rf.description, "entrypoint": latest.entrypoint, "source": latest.source}
+    form = RewardEditForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            version, created = reward_save(function=rf, source_code=form.cleaned_data["source"],
+                                           entrypoint=form.cleaned_data["entrypoint"],
+                                           description=form.cleaned_data["description"])
+        except RewardCodeError as exc:
+            form.add_error("source", str(exc))
+        else:
+            messages.success(request, f"Saved version {version.number}." if created else "No changes to save.")
+            return redirect(rf)
+    versions = list(rf.versions.all())
+    return render(request, "rewards/reward_detail.html", {
+        "reward": rf, "form": form, "versions": versions, "latest": latest,
+        "datasets": DatasetVersion.objects.filter(dataset__owner=request.user).select_related("dataset"),
+        "runs": Run.objects.filter(owner=request.user).exclude(step=0),
+    }, status=400 if form.errors else 200)
+
+
+def reward_version(request, pk, number):
+    rf = _owned(request, pk)
+    version = get_object_or_404(rf.versions, number=number)
+    return render(request, "rewards/reward_version.html", {"reward": rf, "version": version})
+
+
+def reward_diff(request, pk):
+    rf = _owned(request, pk)
+    try:
+        a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
+    except ValueError:
+        raise Http404("pick two versions") from None
+    old = get_object_or_404(rf.versions, number=a)
+    new = get_object_or_404(rf.versions, number=b)
+    unified = "".join(difflib.unified_diff(old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
+                                           fromfile=f"v{a}", tofile=f"v{b}"))
+    return render(request, "rewards/reward_diff.html", {"reward": rf, "old": old, "new": new, "unified": unified})
+
+
+@require_POST
+def reward_test_start(request, pk):
+    """Queue a test of the editor's current code on the sandbox queue; the page polls for the result."""
+    rf = _owned(request, pk)
+    form = RewardTestForm(request.POST)
+    if not form.is_valid():
+        return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+    data = form.cleaned_data
+    version = get_object_or_404(DatasetVersion, pk=data["dataset_version"], dataset__owner=request.user)
+    run = get_object_or_404(Run, pk=data["run"], owner=request.user) if data.get("run") else None
+    from rewards.tasks import reward_test
+
+    result = reward_test.apply_async(kwargs={
+        "owner_id": request.user.pk, "function_id": rf.pk, "source": data["source"], "entrypoint": data["entrypoint"],
+        "dataset_version_id": version.pk, "rows": data["rows"], "completions": form.completion_list(),
+        "run_id": run.pk if run else None,
+    })
+    return JsonResponse({"task": result.id, "poll": f"/rewards/{rf.pk}/test/{result.id}/"}, status=202)
+
+
+@require_GET
+def reward_test_result(request, pk, task_id):
+    rf = _owned(request, pk)
+    result = AsyncResult(task_id)
+    if not result.ready():
+        return JsonResponse({"ready": False})
+    value = result.result if result.successful() else {"error": f"the test task failed: {result.result!r}"}
+    if not isinstance(value, dict) or value.get("owner_id") not in (None, request.user.pk) or \
+            value.get("function_id") not in (None, rf.pk):
+        raise Http404
+    return JsonResponse({"ready": True, **value})

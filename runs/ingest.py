@@ -25,6 +25,17 @@ def _text(value) -> str:
     return value.replace("\x00", "\u2400")
 
 
+def _json_safe(value):
+    """Dataset cells for a JSON column: NUL-free text (PostgreSQL jsonb refuses \u0000 too)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\u2400")
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def rollout_objects(run: Run, event: dict) -> list[Rollout]:
     step = event["step"]
     objs = []
@@ -34,6 +45,7 @@ def rollout_objects(run: Run, event: dict) -> list[Rollout]:
             run=run, step=step, index=row["index"], group=row["group"], prompt=_text(row["prompt"]),
             completion=completion, rewards=row["rewards"], reward=row["reward"], advantage=row["advantage"],
             length=row["length"], truncated=row["truncated"], reflections=find_reflections(completion),
+            columns=_json_safe(row.get("columns") or {}),
         ))
     return objs
 
@@ -42,8 +54,11 @@ def ingest_events(run: Run, events: list[dict]) -> dict:
     """Store a batch of events; return what changed (for the live push)."""
     rollouts: list[Rollout] = []
     metrics: list[StepMetric] = []
+    faults: dict[str, dict] = {}
     for event in events:
-        if event["type"] == "rollouts":
+        if event["type"] == "reward_fault":
+            faults[event["name"]] = {k: event.get(k) for k in ("faults", "disabled", "error", "step")}
+        elif event["type"] == "rollouts":
             rollouts.extend(rollout_objects(run, event))
         elif event["type"] == "metrics":
             metrics.append(StepMetric(run=run, step=event["step"], metrics=event["metrics"],
@@ -64,6 +79,9 @@ def ingest_events(run: Run, events: list[dict]) -> dict:
                 existing.save(update_fields=["metrics"])
             else:
                 m.save()
+        if faults:
+            run.reward_faults = {**run.reward_faults, **faults}
+            run.save(update_fields=["reward_faults"])
     steps = sorted({m.step for m in merged.values()} | {r.step for r in rollouts})
     return {"steps": steps, "rollouts": len(rollouts)}
 

@@ -26,15 +26,43 @@ class Dataset(models.Model):
 
 
 class DatasetVersion(models.Model):
-    """An immutable, validated copy of an upload: normalised JSON lines on disk, one row a line."""
+    """An immutable, validated copy of a dataset: its rows in a Parquet file, and how they feed training.
+
+    Nothing here changes after creation: a new upload, or a new mapping of the same rows, is a new version, so a run
+    that pinned a version trains on exactly what it was shown."""
+
+    class PromptFormat(models.TextChoices):
+        STANDARD = "standard", "standard (prompt is text)"
+        CONVERSATIONAL = "conversational", "conversational (prompt is a list of messages)"
+
+    class Split(models.TextChoices):
+        NONE = "none", "no evaluation split"
+        FRACTION = "fraction", "a random fraction"
+        COLUMN = "column", "a column ('train' rows train)"
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
-    path = models.CharField(max_length=500)
+    path = models.CharField(max_length=500, help_text="The rows: a Parquet file, shared by the mappings of one upload.")
     source_name = models.CharField(max_length=255, blank=True)
+    source_format = models.CharField(max_length=16, blank=True, help_text="jsonl, json, csv, parquet or hf")
+    based_on = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                 help_text="The version whose rows this one maps anew.")
     columns = models.JSONField(default=list)
-    prompt_column = models.CharField(max_length=200, default="prompt")
+    column_types = models.JSONField(default=dict, help_text="Column -> text, integer, number, messages, list, ...")
     row_count = models.PositiveIntegerField()
+    size_bytes = models.BigIntegerField(default=0, help_text="Size of the Parquet file.")
+    # the mapping: what the trainer receives (runs.dataset_mapping.Mapping)
+    prompt_column = models.CharField(max_length=200, default="prompt")
+    prompt_format = models.CharField(max_length=16, choices=PromptFormat.choices, default=PromptFormat.STANDARD)
+    system_prompt = models.TextField(blank=True)
+    prompt_template = models.TextField(blank=True, help_text="Text with {column} fields; blank: the prompt column.")
+    reward_columns = models.JSONField(default=list, help_text="Columns passed to reward functions by name.")
+    split = models.CharField(max_length=16, choices=Split.choices, default=Split.NONE)
+    eval_fraction = models.FloatField(default=0.0)
+    split_seed = models.IntegerField(default=0)
+    split_column = models.CharField(max_length=200, blank=True)
+    train_rows = models.PositiveIntegerField(default=0)
+    eval_rows = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -43,6 +71,24 @@ class DatasetVersion(models.Model):
 
     def __str__(self):
         return f"{self.dataset.name} v{self.number}"
+
+    def get_absolute_url(self):
+        return reverse("dataset_version", args=[self.dataset_id, self.number])
+
+    @property
+    def mapping(self):
+        from runs.dataset_mapping import Mapping
+
+        return Mapping(prompt_column=self.prompt_column, prompt_format=self.prompt_format,
+                       system_prompt=self.system_prompt, prompt_template=self.prompt_template,
+                       reward_columns=tuple(self.reward_columns), split=self.split, eval_fraction=self.eval_fraction,
+                       split_seed=self.split_seed, split_column=self.split_column)
+
+    def write_training_jsonl(self, out) -> str:
+        """Write the train split as the training program reads it (``prompt`` + reward columns); return the path."""
+        from runs.dataset_mapping import write_training_jsonl
+
+        return str(write_training_jsonl(self.path, self.mapping, out))
 
 
 class Run(models.Model):
@@ -68,6 +114,8 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
     event_offset = models.BigIntegerField(default=0, help_text="Bytes of the event log already ingested.")
+    reward_faults = models.JSONField(default=dict, blank=True,
+                                     help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -138,6 +186,7 @@ class Rollout(models.Model):
     length = models.PositiveIntegerField(help_text="Completion length in tokens.")
     truncated = models.BooleanField(default=False)
     reflections = models.JSONField(default=list, help_text="Self-reflection phrases found in the completion.")
+    columns = models.JSONField(default=dict, help_text="The dataset row's other columns, as the rewards saw them.")
 
     class Meta:
         ordering = ["step", "index"]

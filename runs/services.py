@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import tempfile
 import uuid
 from pathlib import Path
@@ -12,7 +10,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
-from runs.datasets import DatasetError, iter_jsonl_rows
+from runs.dataset_mapping import Mapping, check_mapping, default_mapping
+from runs.datasets import DatasetError, ImportOptions, ImportResult, hf_batches, import_arrow, import_file, load_hf, \
+    save_stream
 from runs.models import Dataset, DatasetVersion, Run
 from workers.config import GRPOFields, RewardSpec, TrainConfig
 
@@ -23,50 +23,160 @@ def _datasets_dir() -> Path:
     return path
 
 
-@transaction.atomic
-def dataset_import(*, owner, name: str, stream, source_name: str = "", dataset: Dataset | None = None) -> DatasetVersion:
-    """Validate a JSON-lines upload and store it as a new immutable version. On any error nothing is saved."""
-    columns: dict[str, None] = {}
-    count = 0
-    fd, tmp = tempfile.mkstemp(dir=_datasets_dir(), suffix=".part")
-    final = None
+def hf_import_root() -> Path:
+    """Server folders a user may import from by path: only under here, never the rest of the machine."""
+    return settings.DATA_DIR / "imports"
+
+
+def _import_options(prompt_column: str, gsm8k_column: str) -> ImportOptions:
+    return ImportOptions(prompt_column=prompt_column or "prompt", gsm8k_column=gsm8k_column,
+                         max_bytes=settings.GRPO_MAX_UPLOAD_BYTES)
+
+
+def _import(convert, *, owner, name: str, source_name: str, dataset: Dataset | None,
+            prompt_column: str) -> DatasetVersion:
+    """Run ``convert(dest, workdir) -> ImportResult`` outside any transaction, then record the version.
+
+    On any error nothing is saved: no rows (the transaction rolls back), no files (removed here)."""
+    folder = _datasets_dir()
+    dest = folder / f"{uuid.uuid4().hex}.parquet"  # unique across databases sharing a data folder
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for row in iter_jsonl_rows(stream):
-                for key in row:
-                    columns.setdefault(key, None)
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
-        if dataset is None:
-            dataset = Dataset.objects.create(owner=owner, name=name)
-        number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
-        final = _datasets_dir() / f"{uuid.uuid4().hex}.jsonl"  # unique across databases sharing a data folder
-        os.replace(tmp, final)
-        return DatasetVersion.objects.create(
-            dataset=dataset, number=number, path=str(final), source_name=source_name,
-            columns=list(columns), row_count=count,
-        )
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".import-") as workdir:
+            result: ImportResult = convert(dest, Path(workdir))
+        mapping = default_mapping(prompt_column or "prompt", result.columns, result.column_types)
+        with transaction.atomic():
+            if dataset is None:
+                dataset = Dataset.objects.create(owner=owner, name=name)
+            return _version_create(dataset=dataset, path=str(dest), source_name=source_name,
+                                   source_format=result.format, columns=result.columns,
+                                   column_types=result.column_types, row_count=result.row_count,
+                                   size_bytes=dest.stat().st_size, train_rows=result.row_count,
+                                   **mapping.as_fields())
     except BaseException:
-        # nothing half-saved: the rows roll back with the transaction, the file goes here
-        Path(tmp).unlink(missing_ok=True)
-        if final is not None:
-            final.unlink(missing_ok=True)
+        dest.unlink(missing_ok=True)
         raise
+
+
+def _version_create(*, dataset: Dataset, **fields) -> DatasetVersion:
+    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()  # one number per version, even when racing
+    number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+    return DatasetVersion.objects.create(dataset=dataset, number=number, **fields)
+
+
+def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, source_name: str = "",
+                   dataset: Dataset | None = None, prompt_column: str = "prompt",
+                   gsm8k_column: str = "") -> DatasetVersion:
+    """Validate an uploaded file (JSON lines, JSON, CSV or Parquet; .gz or .zip) and store it as a new version.
+
+    The format comes from ``source_name``'s extension and is checked against the file's first bytes. Give the file
+    as ``stream`` (an upload; copied to disk in chunks unless Django already wrote it there) or as ``path``."""
+    options = _import_options(prompt_column, gsm8k_column)
+    filename = source_name or (path.name if path else "upload")
+
+    def convert(dest: Path, workdir: Path) -> ImportResult:
+        source = path
+        if source is None:
+            on_disk = getattr(stream, "temporary_file_path", None)
+            source = Path(on_disk()) if on_disk else save_stream(stream, workdir / "upload", options.max_bytes)
+        return import_file(Path(source), filename=filename, dest=dest, workdir=workdir, options=options)
+
+    return _import(convert, owner=owner, name=name, source_name=filename, dataset=dataset,
+                   prompt_column=options.prompt_column)
+
+
+def dataset_import_hf(*, owner, name: str, local_path: str = "", hub_id: str = "", config: str = "",
+                      split: str = "", dataset: Dataset | None = None, prompt_column: str = "prompt",
+                      gsm8k_column: str = "") -> DatasetVersion:
+    """Import a Hugging Face dataset: a folder under ``hf_import_root()`` (saved with ``save_to_disk``, a data
+    folder, or one data file), or a hub id + config + split when the server is online. Runs in the request."""
+    options = _import_options(prompt_column, gsm8k_column)
+    local = None
+    if local_path:
+        root = hf_import_root().resolve()
+        local = (root / local_path).resolve()
+        if not local.is_relative_to(root):
+            raise DatasetError([f"path: only folders under {root} can be imported"])
+        if not local.exists():
+            raise DatasetError([f"path: {local_path} does not exist under {root}"])
+        if local.is_file():
+            return dataset_import(owner=owner, name=name, path=local, source_name=local.name, dataset=dataset,
+                                  prompt_column=prompt_column, gsm8k_column=gsm8k_column)
+    source_name = local.name if local else ":".join(x for x in (hub_id, config, split) if x)
+
+    def convert(dest: Path, workdir: Path) -> ImportResult:
+        ds = load_hf(local_path=local, hub_id=hub_id, config=config, split=split, cache_dir=workdir / "cache")
+        if ds.data.nbytes > options.max_bytes:
+            raise DatasetError([f"the dataset is {ds.data.nbytes} bytes; the limit is {options.max_bytes}"])
+        batches, schema = hf_batches(ds)
+        return import_arrow(batches, schema, dest=dest, options=options)
+
+    return _import(convert, owner=owner, name=name, source_name=source_name, dataset=dataset,
+                   prompt_column=options.prompt_column)
+
+
+def dataset_version_map(*, version: DatasetVersion, mapping: Mapping) -> DatasetVersion:
+    """Save a new mapping of a version's rows as a new version (the rows file is shared; versions never change)."""
+    check = check_mapping(version.path, mapping, version.columns, version.column_types)
+    if check.errors:
+        raise DatasetError(check.errors)
+    with transaction.atomic():
+        return _version_create(
+            dataset=version.dataset, path=version.path, source_name=version.source_name,
+            source_format=version.source_format, based_on=version, columns=version.columns,
+            column_types=version.column_types, row_count=version.row_count, size_bytes=version.size_bytes,
+            train_rows=check.train_rows, eval_rows=check.eval_rows, **mapping.as_fields())
+
+
+class RunRefused(Exception):
+    """The run would fail: each message names the field or the reward function."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
 
 
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict) -> Run:
-    """Validate and queue a run; the training task is sent once the row is committed."""
+    """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed."""
+    from rewards.selectors import reward_specs
+
+    specs = reward_specs(rewards)
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
-                       rewards=[RewardSpec(**r) for r in rewards], grpo=GRPOFields(**config))
+                       rewards=[RewardSpec(**r) for r in specs], grpo=GRPOFields(**config))
     errors = spec.validate()
     if errors:
-        raise DatasetError(errors)  # same shape: a list of messages naming the field
+        raise RunRefused(errors)
+    problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version)
+    if problems:
+        raise RunRefused(problems)
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
                                  rewards=rewards, config=config, total_steps=config["max_steps"])
         transaction.on_commit(lambda: _enqueue(run.pk))
     return run
+
+
+def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion) -> list[str]:
+    """Run each reward on a few rows in the sandbox (on a sandbox worker, never here) before a GPU is spent on it."""
+    if not specs:
+        return []
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from grpo_web.embedded import ensure_configured_redis
+    from rewards.tasks import reward_contract_check
+
+    ensure_configured_redis()
+    pending = reward_contract_check.apply_async(kwargs={
+        "rewards": [{"name": s["name"], "source": s["source"], "entrypoint": s["entrypoint"]} for s in specs],
+        "dataset_version_id": dataset_version.pk,
+    })
+    try:
+        return pending.get(timeout=settings.GRPO_CONTRACT_CHECK_TIMEOUT)
+    except CeleryTimeout:
+        return [f"rewards: no sandbox worker checked the reward functions within "
+                f"{settings.GRPO_CONTRACT_CHECK_TIMEOUT} s; is a worker serving the 'sandbox' queue running?"]
+    finally:
+        pending.forget()
 
 
 def _enqueue(run_id: int) -> None:

@@ -1,21 +1,21 @@
-import json
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET
 
 from rewards.models import RewardFunction
 from runs import selectors
 from runs.datasets import DatasetError
-from runs.forms import DatasetUploadForm, RunForm
+from runs.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm, RunForm
 from runs.live import channel
-from runs.models import Dataset, Run
+from runs.models import Dataset, DatasetVersion, Run
 from runs.reflection import pattern_source
-from runs.services import dataset_import, run_create
-
-PREVIEW_ROWS = 20
+from runs.services import dataset_import, dataset_import_hf, dataset_version_map, hf_import_root, run_create, RunRefused
 
 
 def dashboard(request):
@@ -26,40 +26,111 @@ def dashboard(request):
     })
 
 
-def dataset_upload(request):
-    form = DatasetUploadForm(request.POST or None, request.FILES or None)
+class _UploadLimit(FileUploadHandler):
+    """Stops reading an upload once it passes GRPO_MAX_UPLOAD_BYTES, before it is all on disk."""
+
+    def receive_data_chunk(self, raw_data, start):
+        if start + len(raw_data) > settings.GRPO_MAX_UPLOAD_BYTES:
+            self.request.upload_too_large = True
+            raise StopUpload(connection_reset=False)
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
+
+
+@csrf_exempt  # checked below, once the size limit is in place (handlers must be set before the body is read)
+def dataset_upload(request, pk=None):
+    request.upload_handlers.insert(0, _UploadLimit(request))
+    return _dataset_upload(request, pk)
+
+
+@csrf_protect
+def _dataset_upload(request, pk):
+    dataset = get_object_or_404(Dataset, pk=pk, owner=request.user) if pk else None
+    source = request.POST.get("source", "file") if request.method == "POST" else None  # one page, two forms
+    forms = {"file": DatasetUploadForm(request.POST if source == "file" else None,
+                                       request.FILES if source == "file" else None, dataset=dataset),
+             "hf": DatasetHubForm(request.POST if source == "hf" else None, dataset=dataset, prefix="hf")}
+    form = forms.get(source)
     errors = []
-    if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]
-        if upload.size > settings.GRPO_MAX_UPLOAD_BYTES:
-            errors = [f"the file is {upload.size} bytes; the limit is {settings.GRPO_MAX_UPLOAD_BYTES}"]
+    if getattr(request, "upload_too_large", False):
+        errors = [f"the file is larger than the upload limit ({settings.GRPO_MAX_UPLOAD_BYTES} bytes)"]
+    elif form is not None and form.is_valid():
+        try:
+            version = _import(source, form.cleaned_data, owner=request.user, dataset=dataset)
+        except DatasetError as exc:
+            errors = exc.errors
         else:
+            messages.success(request, f"Imported {version.row_count} rows as version {version.number}.")
+            return redirect(version)
+    return render(request, "runs/dataset_upload.html", {
+        "upload_form": forms["file"], "hub_form": forms["hf"], "errors": errors, "dataset": dataset,
+        "imports_root": hf_import_root(),
+    }, status=400 if errors or (form is not None and form.errors) else 200)
+
+
+def _import(source: str, data: dict, *, owner, dataset) -> DatasetVersion:
+    common = dict(owner=owner, name=data.get("name", ""), dataset=dataset, prompt_column=data["prompt_column"],
+                  gsm8k_column=data["gsm8k_column"].strip())
+    if source == "file":
+        return dataset_import(stream=data["file"], source_name=data["file"].name, **common)
+    return dataset_import_hf(local_path=data["local_path"], hub_id=data["hub_id"], config=data["config"],
+                             split=data["split"], **common)
+
+
+def _owned_version(request, pk, number=None) -> DatasetVersion:
+    dataset = get_object_or_404(Dataset, pk=pk, owner=request.user)
+    versions = dataset.versions.select_related("dataset")
+    version = versions.filter(number=number).first() if number else versions.first()
+    if version is None:
+        raise Http404
+    return version
+
+
+def dataset_detail(request, pk, number=None):
+    version = _owned_version(request, pk, number)
+    q = request.GET.get("q", "").strip()[:200]
+    try:
+        page = int(request.GET.get("page", 1))
+    except ValueError:
+        page = 1
+    rows = selectors.dataset_rows(version, q=q, page=page)
+    versions = selectors.dataset_versions(version.dataset)
+    base = request.path + "?" + (urlencode({"q": q}) + "&" if q else "")
+    return render(request, "runs/dataset_detail.html", {
+        "dataset": version.dataset, "version": version, "versions": versions, "latest": versions[0].pk == version.pk,
+        "rows": rows, "q": q, "page_url": base + "page=",
+    })
+
+
+def dataset_mapping(request, pk, number):
+    version = _owned_version(request, pk, number)
+    action = request.POST.get("action") if request.method == "POST" else None
+    form = DatasetMappingForm(request.POST or None, version=version, initial=DatasetMappingForm.initial_for(version))
+    errors, preview = [], None
+    if action is None:
+        mapping, model = version.mapping, ""
+    elif form.is_valid():
+        mapping, model = form.mapping(), form.cleaned_data["model"].strip()
+        if action == "save":
             try:
-                version = dataset_import(owner=request.user, name=form.cleaned_data["name"], stream=upload,
-                                         source_name=upload.name)
+                new = dataset_version_map(version=version, mapping=mapping)
             except DatasetError as exc:
                 errors = exc.errors
             else:
-                messages.success(request, f"Imported {version.row_count} rows.")
-                return redirect(version.dataset)
-    status = 400 if errors else 200
-    return render(request, "runs/dataset_upload.html", {"form": form, "errors": errors}, status=status)
-
-
-def dataset_detail(request, pk):
-    dataset = get_object_or_404(Dataset, pk=pk, owner=request.user)
-    version = dataset.latest_version
-    rows = []
-    if version:
-        with open(version.path, encoding="utf-8") as fh:
-            for _, line in zip(range(PREVIEW_ROWS), fh):
-                row = json.loads(line)
-                rows.append([_cell(row.get(c)) for c in version.columns])
-    return render(request, "runs/dataset_detail.html", {"dataset": dataset, "version": version, "rows": rows})
-
-
-def _cell(value):
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                messages.success(request, f"Saved the mapping as version {new.number}.")
+                return redirect(new)
+    else:
+        mapping = None
+    if mapping is not None and not errors:
+        try:
+            preview = selectors.dataset_preview(version, mapping, model=model)
+        except DatasetError as exc:
+            errors = exc.errors
+    return render(request, "runs/dataset_mapping.html", {
+        "dataset": version.dataset, "version": version, "form": form, "errors": errors, "preview": preview,
+    }, status=400 if errors or form.errors else 200)
 
 
 def run_new(request):
@@ -70,7 +141,7 @@ def run_new(request):
         try:
             run = run_create(owner=request.user, name=data["name"], model=data["model"],
                              dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"])
-        except DatasetError as exc:
+        except RunRefused as exc:
             for error in exc.errors:
                 form.add_error(None, error)
         else:

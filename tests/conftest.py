@@ -151,7 +151,7 @@ def celery_worker(service_env, tiny_model, tmp_path_factory):
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training,default", "-c", "1",
+            [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training,default,sandbox", "-c", "1",
              "--prefetch-multiplier", "1", "-n", name, "-l", "INFO"],
             cwd=BASE_DIR, env=service_env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:

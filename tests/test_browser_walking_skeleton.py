@@ -33,6 +33,8 @@ def test_upload_create_a_run_and_see_rollouts_arrive_live(web_server, celery_wor
     page.fill("#id_max_steps", "12")
     page.fill("#id_num_generations", "4")
     page.fill("#id_per_device_train_batch_size", "8")
+    for name in ("digit_ratio", "think_format", "accuracy"):
+        page.locator(f"tr:has(a:text-is('{name}')) input[type=checkbox]").check()
     page.click("button:text('Start run')")
     page.wait_for_url("**/runs/*/")
     page.evaluate("window.loadMarker = 'same page'")

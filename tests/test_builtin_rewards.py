@@ -1,6 +1,13 @@
+"""Table tests for the built-in reward library, called in-process exactly as TRL calls them."""
+
 import pytest
 
-from rewards.builtins import accuracy, digit_ratio, extract_boxed, think_format
+from rewards.library import NAMES, function, source
+from rewards.library.accuracy import last_boxed
+
+accuracy, think_format, length_penalty = function("accuracy"), function("think_format"), function("length_penalty")
+letter_count, language_consistency, digit_ratio = (function("letter_count"), function("language_consistency"),
+                                                   function("digit_ratio"))
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -16,10 +23,12 @@ def test_think_format(text, expected):
 
 @pytest.mark.parametrize("text, answer, expected", [
     ("<think>x</think> \\boxed{7}", "7", 1.0),
-    ("\\boxed{1,000}", "1000", 1.0),
+    ("\\boxed{\\frac{1}{2}}", "0.5", 1.0),
+    ("\\boxed{0.5}", "1/2", 1.0),
     ("\\boxed{7.0}", "7", 1.0),
     ("\\boxed{8}", "7", 0.0),
     ("no box", "7", 0.0),
+    ("\\boxed{}", "7", 0.0),
     ("\\boxed{7}", "", None),
 ])
 def test_accuracy_against_the_answer_column(text, answer, expected):
@@ -31,11 +40,44 @@ def test_accuracy_reads_conversational_completions():
     assert accuracy([completion], answer=["12"]) == [1.0]
 
 
+@pytest.mark.parametrize("length, expected", [(0, 0.0), (400, 0.0), (600, -0.5), (800, -1.0), (5000, -1.0)])
+def test_length_penalty(length, expected):
+    assert length_penalty(["x" * length]) == [pytest.approx(expected)]
+
+
+@pytest.mark.parametrize("text, word, letter, expected", [
+    ("There are 3 r's. \\boxed{3}", "strawberry", "r", 1.0),
+    ("I count 2", "strawberry", "r", 0.0),
+    ("s-t-r-a-w: 1, then e-r-r-y: 3 in total", "strawberry", "r", 1.0),
+    ("\\boxed{2} (wait, I said 3)", "banana", "n", 1.0),
+    ("no number", "banana", "a", 0.0),
+])
+def test_letter_count(text, word, letter, expected):
+    assert letter_count([text], word=[word], letter=[letter]) == [expected]
+
+
+@pytest.mark.parametrize("text, language, expected", [
+    ("Let me think", "latin", 1.0),
+    ("Давайте подумаем", "cyrillic", 1.0),
+    ("Let подумаем", "latin", pytest.approx(3 / 11)),
+    ("12345", "latin", 0.0),
+])
+def test_language_consistency(text, language, expected):
+    assert language_consistency([text], language=[language]) == [expected]
+
+
 @pytest.mark.parametrize("text, expected", [("1234", 1.0), ("12ab", 0.5), ("abcd", 0.0), ("", 0.0), ("1 2 a b", 0.5)])
 def test_digit_ratio(text, expected):
     assert digit_ratio([text]) == [expected]
 
 
-def test_extract_boxed_balances_braces():
-    assert extract_boxed("first \\boxed{1} then \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
-    assert extract_boxed("\\boxed{unclosed") is None
+def test_last_boxed_balances_braces():
+    assert last_boxed("first \\boxed{1} then \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
+    assert last_boxed("\\boxed{unclosed") is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_template_is_self_contained_source_defining_its_function(name):
+    namespace: dict = {}
+    exec(compile(source(name), f"<{name}>", "exec"), namespace)
+    assert callable(namespace[name])

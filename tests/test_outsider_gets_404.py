@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def run(owner, dataset_version):
     return Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version,
-                              rewards=[{"name": "digit_ratio", "builtin": "digit_ratio", "weight": 1.0}],
+                              rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None}],
                               config={"max_steps": 3}, total_steps=3)
 
 
@@ -21,6 +21,8 @@ def _urls(run, dataset_version, owner):
     return [
         reverse("dataset_detail", args=[dataset_version.dataset.pk]),
         reverse("reward_detail", args=[reward.pk]),
+        reverse("reward_version", args=[reward.pk, 1]),
+        reverse("reward_diff", args=[reward.pk]) + "?a=1&b=1",
         reverse("run_detail", args=[run.pk]),
         reverse("run_status_json", args=[run.pk]),
         reverse("run_metrics_json", args=[run.pk]),
@@ -55,3 +57,13 @@ def test_posting_someone_elses_dataset_version_is_refused(outsider_client, datas
                                                           "dataset_version": dataset_version.pk})
     assert response.status_code == 400
     assert not Run.objects.filter(name="steal").exists()
+
+
+def test_an_outsider_cannot_test_or_read_tests_of_someone_elses_reward(outsider_client, owner, dataset_version):
+    reward = RewardFunction.objects.filter(owner=owner).first()
+    start = outsider_client.post(reverse("reward_test_start", args=[reward.pk]),
+                                 {"source": "x", "entrypoint": "x", "dataset_version": dataset_version.pk, "rows": 1,
+                                  "completions": "a"})
+    assert start.status_code == 404
+    result = outsider_client.get(reverse("reward_test_result", args=[reward.pk, "any-task-id"]))
+    assert result.status_code == 404

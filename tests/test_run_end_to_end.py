@@ -5,24 +5,28 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rewards.models import RewardFunction
 from runs.models import Rollout, Run, StepMetric
 from runs.services import run_create
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-REWARDS = [
-    {"name": "digit_ratio", "builtin": "digit_ratio", "weight": 1.0},
-    {"name": "think_format", "builtin": "think_format", "weight": 0.5},
-    {"name": "accuracy", "builtin": "accuracy", "weight": 2.0},
-]
+WEIGHTS = {"digit_ratio": 1.0, "think_format": 0.5, "accuracy": 2.0}
+
+
+def _rewards(owner):
+    """The owner's copies of the library functions, pinned at their latest version (they run in the sandbox)."""
+    return [{"name": name, "weight": weight,
+             "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk}
+            for name, weight in WEIGHTS.items()]
 
 
 def _submit(owner, dataset_version, model="tiny", **config):
     base = {"num_generations": 4, "max_completion_length": 16, "learning_rate": 1e-2, "beta": 0.0, "epsilon": 0.2,
             "temperature": 1.0, "max_steps": 3, "per_device_train_batch_size": 8, "seed": 7, "loss_type": "dapo",
             "scale_rewards": "group", "log_completions": True}
-    return run_create(owner=owner, name="e2e", model=model, dataset_version=dataset_version, rewards=REWARDS,
+    return run_create(owner=owner, name="e2e", model=model, dataset_version=dataset_version, rewards=_rewards(owner),
                       config={**base, **config})
 
 

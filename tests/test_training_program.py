@@ -19,7 +19,7 @@ def _config(tmp_path, model, **grpo):
     return TrainConfig(
         model=str(model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
         event_log=str(tmp_path / "events.jsonl"),
-        rewards=[RewardSpec("digit_ratio", "digit_ratio", 1.0), RewardSpec("think_format", "think_format", 0.5)],
+        rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio"), RewardSpec("think_format", 0.5, builtin="think_format")],
         grpo=GRPOFields(**grpo),
     )
 

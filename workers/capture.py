@@ -23,10 +23,15 @@ class CapturingGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
-            self._capture(len(inputs), output)
+            self._capture(inputs, output)
         return output
 
-    def _capture(self, local_count: int, output: dict) -> None:
+    def _capture(self, inputs: list[dict], output: dict) -> None:
+        from accelerate.utils import gather_object
+
+        local_count = len(inputs)
+        # the row's own columns (answer, ...): what the reward functions saw beside the completion
+        columns = gather_object([{k: v for k, v in x.items() if k != "prompt"} for x in inputs])
         # completion_mask: (B_local, T) -> lengths (B_all,) after gathering across processes
         lengths = self.accelerator.gather(output["completion_mask"].sum(dim=1)).tolist()
         has_eos = self.accelerator.gather(
@@ -56,6 +61,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
                 "advantage": advantages[i],
                 "length": int(lengths[i]),
                 "truncated": not has_eos[i],
+                "columns": columns[i],
             })
         # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
         self._events.write("rollouts", step=self.state.global_step + 1, num_generations=G,

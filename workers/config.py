@@ -40,9 +40,19 @@ GRPO_FIELDS = {f.name: f for f in dataclasses.fields(GRPOFields)}
 
 @dataclass
 class RewardSpec:
+    """One reward function of a run. User code (``source``) runs in the sandbox; ``builtin`` names trusted library
+    code run in-process (tests and benchmarks)."""
+
     name: str  # the name TRL logs it under: rewards/<name>/mean
-    builtin: str  # key in rewards.builtins.BUILTINS
     weight: float = 1.0
+    source: str | None = None
+    entrypoint: str | None = None
+    builtin: str | None = None
+    version_id: int | None = None  # the pinned RewardFunctionVersion, for the record
+
+    def __post_init__(self):
+        if (self.source is None) == (self.builtin is None):
+            raise ValueError(f"reward {self.name!r}: give exactly one of source or builtin")
 
 
 @dataclass
@@ -54,6 +64,9 @@ class TrainConfig:
     rewards: list[RewardSpec]
     grpo: GRPOFields = field(default_factory=GRPOFields)
     capture: bool = True  # write rollouts and metrics to the event log
+    max_reward_faults: int = 3  # a sandboxed reward function that faults this often is disabled for the run
+    allow_weak_sandbox: bool = False  # run user code even where Landlock or seccomp is missing (docs/sandbox.md)
+    sandbox_slot_base: int = 100  # sandbox slots (and their uids) of this run's reward functions start here
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)

@@ -13,6 +13,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from rewards.selectors import reward_specs
 from runs.ingest import ingest_log
 from runs.live import publish
 from runs.models import Run
@@ -33,12 +34,22 @@ def resolve_model(model: str) -> str:
 def train_config(run: Run) -> TrainConfig:
     return TrainConfig(
         model=resolve_model(run.model),
-        dataset_path=run.dataset_version.path,
+        dataset_path=run.dataset_version.write_training_jsonl(run.run_dir / "train.jsonl"),
         output_dir=str(run.run_dir / "output"),
         event_log=str(run.run_dir / "events.jsonl"),
-        rewards=[RewardSpec(**r) for r in run.rewards],
+        rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
         grpo=GRPOFields(**run.config),
+        max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
+        allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
+        sandbox_slot_base=_slot_base(),
     )
+
+
+def _slot_base() -> int:
+    """Sandbox slots of this worker process's runs: 100 + 16 per Celery pool process, clear of the sandbox queue's."""
+    from billiard.process import current_process
+
+    return 100 + 16 * (getattr(current_process(), "index", 0) or 0)
 
 
 def training_env() -> dict[str, str]:

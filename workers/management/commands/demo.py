@@ -28,8 +28,13 @@ class Command(BaseCommand):
         ensure_configured_redis()
         env = dict(os.environ)  # children derive the same settings, so they share the embedded Redis
         procs = [
-            subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training,default",
-                              "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "demo@%h", "-l", "INFO"],
+            # the training queue, one run at a time (a GPU worker's job) ...
+            subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training",
+                              "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "train@%h", "-l", "INFO"],
+                             env=env, cwd=settings.BASE_DIR),
+            # ... and reward tests and contract checks in the sandbox, which must not wait behind a run
+            subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "sandbox,default",
+                              "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "sandbox@%h", "-l", "INFO"],
                              env=env, cwd=settings.BASE_DIR),
             subprocess.Popen([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", host,
                               "--port", str(port)], env=env, cwd=settings.BASE_DIR),

@@ -1,0 +1,23 @@
+"""The built-in reward library: one self-contained file per function, so its text is a template users can copy.
+
+Each file defines one function under its file's name with TRL's contract. ``BUILTINS`` imports them for trusted,
+in-process use (tests, benchmarks); users' copies run in the sandbox.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from pathlib import Path
+
+LIBRARY_DIR = Path(__file__).parent
+NAMES = ["accuracy", "think_format", "length_penalty", "letter_count", "language_consistency", "digit_ratio"]
+
+
+def source(name: str) -> str:
+    return (LIBRARY_DIR / f"{name}.py").read_text()
+
+
+@cache
+def function(name: str):
+    return getattr(importlib.import_module(f"rewards.library.{name}"), name)

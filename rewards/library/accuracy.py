@@ -1,0 +1,36 @@
+from math_verify import parse, verify
+
+
+def last_boxed(text):
+    """Content of the last \\boxed{...}, braces balanced; None if there is none."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed{")
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            if depth == 0:
+                return text[i:j]
+            depth -= 1
+    return None
+
+
+def accuracy(completions, answer, **kwargs):
+    """1.0 when the last \\boxed{} answer equals the row's `answer` column as math-verify judges it (1/2, 0.5 and
+    \\frac{1}{2} agree), else 0.0. None (abstain) for a row without an answer."""
+    rewards = []
+    for completion, expected in zip(completions, answer):
+        text = completion if isinstance(completion, str) else completion[-1]["content"]
+        if expected is None or not str(expected).strip():
+            rewards.append(None)
+            continue
+        boxed = last_boxed(text)
+        if boxed is None or not boxed.strip():
+            rewards.append(0.0)
+            continue
+        gold = parse(f"${expected}$")
+        guess = parse(f"${boxed}$")
+        rewards.append(1.0 if gold and guess and verify(gold, guess) else 0.0)
+    return rewards

@@ -1,0 +1,72 @@
+// The reward editor: CodeMirror on the code field, and the Test panel that runs the editor's code in the sandbox
+// (through a Celery task) and shows per-row scores, errors with their line, stdout and time. Results are text only.
+
+const rewardId = document.getElementById("reward").dataset.reward;
+const editor = GrpoEditor.mountEditor(document.getElementById("id_source"));
+const status = document.getElementById("test-status");
+const results = document.getElementById("test-results");
+const csrf = document.querySelector("#reward-form [name=csrfmiddlewaretoken]").value;
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (cls) node.className = cls;
+  return node;
+}
+
+function showResult(r) {
+  results.replaceChildren();
+  if (r.error) {
+    results.append(el("div", r.error, "error test-error"));
+  }
+  if (r.rows && r.rows.length) {
+    const table = el("table", undefined, "test-table");
+    const head = el("tr");
+    for (const h of ["row", "prompt", "completion", "score"]) head.append(el("th", h));
+    table.append(el("thead"), el("tbody"));
+    table.tHead.append(head);
+    r.rows.forEach((row) => {
+      const tr = el("tr");
+      tr.append(el("td", String(row.row)), el("td"), el("td"), el("td", row.score === null ? "None" : row.score.toFixed(3), "num score"));
+      tr.children[1].append(el("pre", row.prompt));
+      tr.children[2].append(el("pre", row.completion));
+      table.tBodies[0].append(tr);
+    });
+    results.append(table);
+  }
+  if (r.stdout) {
+    results.append(el("h3", "stdout"));
+    results.append(el("pre", r.stdout, "code test-stdout"));
+  }
+  if (r.duration_ms !== undefined) results.append(el("p", `${r.duration_ms.toFixed(1)} ms in the sandbox`, "muted test-time"));
+}
+
+async function poll(url) {
+  for (let i = 0; i < 240; i++) {
+    const response = await fetch(url);
+    const data = await response.json();
+    if (data.ready) return data;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return { error: "no sandbox worker answered within a minute" };
+}
+
+document.getElementById("test-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const body = new FormData(event.target);
+  body.append("source", editor.getValue());
+  body.append("entrypoint", document.getElementById("id_entrypoint").value);
+  status.textContent = "running in the sandbox…";
+  results.replaceChildren();
+  const response = await fetch(`/rewards/${rewardId}/test/`, { method: "POST", body, headers: { "X-CSRFToken": csrf } });
+  const started = await response.json();
+  if (!response.ok) {
+    status.textContent = "";
+    const messages = Object.entries(started.errors || {}).map(([f, errs]) => `${f}: ${errs.map((e) => e.message).join(" ")}`);
+    showResult({ error: messages.join("; ") || "could not start the test" });
+    return;
+  }
+  const result = await poll(started.poll);
+  status.textContent = "";
+  showResult(result);
+});
