@@ -114,6 +114,15 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
     event_offset = models.BigIntegerField(default=0, help_text="Bytes of the event log already ingested.")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones",
+                               help_text="The run this one was cloned or retried from.")
+    requested_gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs the run needs; 0 runs on a CPU.")
+    worker_name = models.CharField(max_length=200, blank=True, help_text="The Celery worker that took the run.")
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="1, then +1 for each resume.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the supervisor.")
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    checkpoint_step = models.PositiveIntegerField(default=0, help_text="Step of the last checkpoint saved.")
+    resumable = models.BooleanField(default=False, help_text="Failed with a checkpoint to resume from.")
     reward_faults = models.JSONField(default=dict, blank=True,
                                      help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
     created_at = models.DateTimeField(auto_now_add=True)
