@@ -1,7 +1,9 @@
 // Builds src/editor.js into ../static/vendor/codemirror/editor.bundle.js (one
-// minified IIFE that sets window.GrpoEditor).  Run: npm ci && npm run build
+// minified IIFE that sets window.GrpoEditor), src/highlight.js into
+// ../static/vendor/highlight/highlight.bundle.js (window.GrpoHighlight, for transcripts), and copies KaTeX's
+// dist (script, stylesheet, woff2 fonts) into ../static/vendor/katex.  Run: npm ci && npm run build
 import { build } from "esbuild";
-import { readFileSync, statSync } from "node:fs";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 
@@ -36,3 +38,41 @@ await build({
   logLevel: "info",
 });
 console.log(`${out}: ${(statSync(out).size / 1024).toFixed(1)} KiB`);
+
+// Transcript code highlighting: the Lezer parts only (no editor).
+const highlightPkgs = ["@lezer/highlight", "@lezer/python", "@lezer/lr", "@lezer/common"];
+const highlightOut = join(here, "..", "static", "vendor", "highlight", "highlight.bundle.js");
+await build({
+  entryPoints: [join(here, "src", "highlight.js")],
+  bundle: true,
+  minify: true,
+  format: "iife",
+  target: ["es2020"],
+  legalComments: "none",
+  banner: {
+    js: "/*! grpo-web transcript highlighting (frontend/src/highlight.js), built with esbuild.\n" +
+      " * Includes Lezer, MIT License, (c) Marijn Haverbeke and others: " +
+      highlightPkgs.map((p) => `${p}@${versions[p]}`).join(", ") + "\n" +
+      " * Rebuild: cd frontend && npm ci && npm run build\n */",
+  },
+  outfile: highlightOut,
+  logLevel: "info",
+});
+console.log(`${highlightOut}: ${(statSync(highlightOut).size / 1024).toFixed(1)} KiB`);
+
+// KaTeX, as its dist ships it: rendering LaTeX in transcripts. Only the woff2 fonts: every browser we serve reads
+// them, and KaTeX's stylesheet lists them first.
+const katexDist = join(here, "node_modules", "katex", "dist");
+const katexOut = join(here, "..", "static", "vendor", "katex");
+const katexVersion = JSON.parse(readFileSync(join(here, "node_modules", "katex", "package.json"), "utf8")).version;
+rmSync(katexOut, { recursive: true, force: true });
+mkdirSync(join(katexOut, "fonts"), { recursive: true });
+for (const name of ["katex.min.js", "katex.min.css"]) copyFileSync(join(katexDist, name), join(katexOut, name));
+for (const name of readdirSync(join(katexDist, "fonts")).filter((n) => n.endsWith(".woff2"))) {
+  copyFileSync(join(katexDist, "fonts", name), join(katexOut, "fonts", name));
+}
+copyFileSync(join(here, "node_modules", "katex", "LICENSE"), join(katexOut, "LICENSE"));
+writeFileSync(join(katexOut, "README.md"),
+  `KaTeX ${katexVersion} (MIT License), copied from node_modules/katex/dist by frontend/build.mjs.\n` +
+  "Do not edit: rebuild with `cd frontend && npm ci && npm run build`.\n");
+console.log(`${katexOut}: KaTeX ${katexVersion}`);

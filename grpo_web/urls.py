@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from rewards import views as reward_views
-from runs import views
+from runs import compare_views, inspection_views, lifecycle_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -21,10 +21,36 @@ urlpatterns = [
     path("rewards/<int:pk>/test/", reward_views.reward_test_start, name="reward_test_start"),
     path("rewards/<int:pk>/test/<str:task_id>/", reward_views.reward_test_result, name="reward_test_result"),
     path("runs/new/", views.run_new, name="run_new"),
+    path("runs/compare/", compare_views.run_compare, name="run_compare"),
+    path("runs/compare/metrics.json", compare_views.run_compare_metrics, name="run_compare_metrics"),
+    path("runs/compare/prompts.json", compare_views.run_compare_prompts, name="run_compare_prompts"),
+    path("runs/compare/transcripts.json", compare_views.run_compare_transcripts, name="run_compare_transcripts"),
+    path("runs/compare/events", compare_views.run_compare_events, name="run_compare_events"),
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
     path("runs/<int:pk>/status.json", views.run_status_json, name="run_status_json"),
     path("runs/<int:pk>/metrics.json", views.run_metrics_json, name="run_metrics_json"),
     path("runs/<int:pk>/steps/<int:step>.json", views.run_step_json, name="run_step_json"),
     path("runs/<int:pk>/events", views.run_events, name="run_events"),
+    path("runs/<int:pk>/rollouts/", inspection_views.run_rollouts, name="run_rollouts"),
+    path("runs/<int:pk>/rollouts.json", inspection_views.run_rollouts_json, name="run_rollouts_json"),
+    path("runs/<int:pk>/rollouts.jsonl", inspection_views.run_rollouts_jsonl, name="run_rollouts_jsonl"),
+    path("runs/<int:pk>/rollouts.parquet", inspection_views.run_rollouts_parquet, name="run_rollouts_parquet"),
+    path("runs/<int:pk>/rollouts/sft/", inspection_views.run_rollouts_sft, name="run_rollouts_sft"),
+    path("runs/<int:pk>/reflection/", inspection_views.run_reflection, name="run_reflection"),
+    path("runs/<int:pk>/reflection.json", inspection_views.run_reflection_json, name="run_reflection_json"),
+    path("runs/<int:pk>/prompts/", inspection_views.run_prompts, name="run_prompts"),
+    path("runs/<int:pk>/prompts.json", inspection_views.run_prompts_json, name="run_prompts_json"),
+    path("runs/<int:pk>/prompts/<slug:key>/", inspection_views.run_prompt, name="run_prompt"),
+    path("runs/<int:pk>/prompts/<slug:key>.json", inspection_views.run_prompt_json, name="run_prompt_json"),
+    path("runs/<int:pk>/health.json", inspection_views.run_health_json, name="run_health_json"),
+    path("runs/<int:pk>/progress.json", lifecycle_views.run_progress_json, name="run_progress_json"),
+    path("runs/<int:pk>/cancel/", lifecycle_views.run_cancel_view, name="run_cancel"),
+    path("runs/<int:pk>/resume/", lifecycle_views.run_resume_view, name="run_resume"),
+    path("runs/<int:pk>/retry/", lifecycle_views.run_retry_view, name="run_retry"),
+    path("runs/<int:pk>/clone/", lifecycle_views.run_clone, name="run_clone"),
+    path("runs/<int:pk>/diff/<int:other>/", lifecycle_views.run_diff, name="run_diff"),
+    path("runs/<int:pk>/config.yaml", lifecycle_views.run_yaml_view, name="run_yaml"),
+    path("runs/import/", lifecycle_views.run_import, name="run_import"),
+    path("workers/", lifecycle_views.workers_list, name="workers"),
     path("admin/", admin.site.urls),
 ]

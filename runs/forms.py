@@ -5,7 +5,7 @@ from django import forms
 from rewards.models import RewardFunction
 from runs.dataset_mapping import Mapping, template_fields
 from runs.models import DatasetVersion
-from workers.config import GRPO_FIELDS
+from workers.config import GRPO_FIELDS, GROUPS
 
 
 class _DatasetSourceForm(forms.Form):
@@ -112,22 +112,32 @@ class DatasetMappingForm(forms.Form):
 
 def _grpo_field(name, f):
     default, help_text = f.default, f.metadata["help"]
+    optional = default is None
+    common = {"initial": default, "help_text": help_text, "required": not optional}
     if "choices" in f.metadata:
-        return forms.ChoiceField(choices=[(c, c) for c in f.metadata["choices"]], initial=default, help_text=help_text)
+        return forms.ChoiceField(choices=[(c, c) for c in f.metadata["choices"]], **common)
     if isinstance(default, bool):
-        return forms.BooleanField(initial=default, required=False, help_text=help_text)
-    if isinstance(default, int):
-        return forms.IntegerField(initial=default, min_value=f.metadata.get("min"), help_text=help_text)
-    return forms.FloatField(initial=default, min_value=f.metadata.get("min"), help_text=help_text)
+        return forms.BooleanField(**{**common, "required": False})
+    if isinstance(default, int) or f.type.startswith("int"):
+        return forms.IntegerField(min_value=f.metadata.get("min"), **common)
+    return forms.FloatField(min_value=f.metadata.get("min"), **common)
 
 
 class RunForm(forms.Form):
+    """A run: model, dataset version, pinned reward versions with weights, and GRPOConfig grouped as TRL documents it.
+
+    ``run`` pre-fills everything from an existing run (clone with edits)."""
+
     name = forms.CharField(max_length=200)
     model = forms.CharField(max_length=500, initial="tiny",
                             help_text="'tiny' for the local demo model, a local path, or a Hugging Face hub id.")
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none())
+    requested_gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, label="GPUs",
+                                        help_text="0 runs on a CPU worker; N waits for a worker with N GPUs.")
+    config_extra = forms.JSONField(required=False, initial=dict, widget=forms.HiddenInput,
+                                   help_text="Further GRPOConfig fields from an imported TRL config.")
 
-    def __init__(self, *args, owner, **kwargs):
+    def __init__(self, *args, owner, run=None, imported=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["dataset_version"].queryset = (
             DatasetVersion.objects.filter(dataset__owner=owner).select_related("dataset").order_by("-created_at")
@@ -136,31 +146,59 @@ class RunForm(forms.Form):
             latest = self.fields["dataset_version"].queryset.first()
             self.initial["dataset_version"] = latest.pk if latest else None
         self.reward_functions = [rf for rf in RewardFunction.objects.filter(owner=owner).prefetch_related("versions")
-                                 if rf.latest_version]
+                                 if rf.versions.all()]
         for rf in self.reward_functions:
+            numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
             self.fields[f"reward_{rf.pk}"] = forms.BooleanField(required=False, label=rf.name)
             self.fields[f"weight_{rf.pk}"] = forms.FloatField(initial=1.0, label=f"{rf.name} weight")
+            self.fields[f"version_{rf.pk}"] = forms.TypedChoiceField(
+                choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version")
         for name, f in GRPO_FIELDS.items():
             self.fields[name] = _grpo_field(name, f)
+        source = run or imported
+        if source is not None:
+            self._prefill(source, clone=run is not None)
+
+    def _prefill(self, source, clone: bool):
+        by_name = {rf.name: rf for rf in self.reward_functions}
+        extra = getattr(source, "config_extra", None) or getattr(source, "extra", None) or {}
+        self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus, **source.config,
+                             "config_extra": extra})
+        self.initial["name"] = f"{source.name} (clone)" if clone else source.name
+        if source.dataset_version is not None:
+            self.initial["dataset_version"] = source.dataset_version.pk
+        for r in source.rewards:
+            rf = by_name.get(r["name"])
+            if rf:
+                self.initial.update({f"reward_{rf.pk}": True, f"weight_{rf.pk}": r["weight"],
+                                     f"version_{rf.pk}": r.get("version") or self.fields[f"version_{rf.pk}"].initial})
 
     def reward_rows(self):
-        """(checkbox, weight, reward function) for the template."""
-        return [(self[f"reward_{rf.pk}"], self[f"weight_{rf.pk}"], rf) for rf in self.reward_functions]
+        """(checkbox, weight, version, reward function) for the template."""
+        return [(self[f"reward_{rf.pk}"], self[f"weight_{rf.pk}"], self[f"version_{rf.pk}"], rf)
+                for rf in self.reward_functions]
 
-    def grpo_fields(self):
-        return [self[name] for name in GRPO_FIELDS]
+    def grpo_groups(self):
+        """[(group, [bound fields])] in TRL's documented order."""
+        return [(group, [self[name] for name, f in GRPO_FIELDS.items() if f.metadata["group"] == group])
+                for group in GROUPS]
 
     def clean(self):
         data = super().clean()
         chosen = [rf for rf in self.reward_functions if data.get(f"reward_{rf.pk}")]
         if not chosen:
             raise forms.ValidationError("Pick at least one reward function.")
-        data["rewards"] = [{"name": rf.name, "weight": data[f"weight_{rf.pk}"], "version_id": rf.latest_version.pk,
-                            "version": rf.latest_version.number} for rf in chosen]
-        data["config"] = {name: data[name] for name in GRPO_FIELDS}
+        data["rewards"] = []
+        for rf in chosen:
+            version = next(v for v in rf.versions.all() if v.number == data.get(f"version_{rf.pk}"))
+            data["rewards"].append({"name": rf.name, "weight": data[f"weight_{rf.pk}"], "version_id": version.pk,
+                                    "version": version.number})
+        data["config"] = {name: data.get(name) for name in GRPO_FIELDS}
         g = data["config"]
         if g.get("num_generations") and g.get("per_device_train_batch_size"):
-            if g["per_device_train_batch_size"] % g["num_generations"]:
+            steps = g.get("steps_per_generation") or g.get("gradient_accumulation_steps") or 1
+            if (g["per_device_train_batch_size"] * steps) % g["num_generations"]:
                 self.add_error("per_device_train_batch_size",
-                               f"Must be a multiple of num_generations ({g['num_generations']}).")
+                               f"The generation batch (this x {steps} steps per generation) must be a multiple of "
+                               f"num_generations ({g['num_generations']}).")
         return data

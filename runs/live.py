@@ -27,3 +27,36 @@ def redis_client():
 
 def publish(run_id: int, **payload) -> None:
     redis_client().publish(channel(run_id), json.dumps(payload))
+
+
+def sse_response(run_ids: list[int]):
+    """Server-sent events carrying the runs' pushes on one connection: "open" once subscribed (pages refetch then, so
+    nothing published before is lost), then one message per push, its payload with ``run`` set to the run's id, and
+    a comment every 15 s of quiet to keep the connection open."""
+    from django.http import StreamingHttpResponse
+
+    runs_by_channel = {channel(pk).encode(): pk for pk in run_ids}
+
+    async def stream():
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(settings.REDIS_URL)
+        pubsub = client.pubsub()
+        await pubsub.subscribe(*runs_by_channel)
+        try:
+            yield "retry: 2000\nevent: open\ndata: {}\n\n"
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=15.0)
+                if message is None:
+                    yield ": keep-alive\n\n"
+                else:
+                    payload = {**json.loads(message["data"]), "run": runs_by_channel[message["channel"]]}
+                    yield f"data: {json.dumps(payload)}\n\n"
+        finally:
+            await pubsub.aclose()
+            await client.aclose()
+
+    response = StreamingHttpResponse(stream(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

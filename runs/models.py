@@ -1,9 +1,12 @@
+import math
 import uuid
 
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
+
+from runs.reflection import default_reflection_phrases
 
 
 class Dataset(models.Model):
@@ -108,6 +111,8 @@ class Run(models.Model):
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="runs")
     rewards = models.JSONField(help_text="[{name, builtin, weight}] as used by the training program.")
     config = models.JSONField(help_text="GRPOConfig fields under TRL's names.")
+    config_extra = models.JSONField(default=dict, blank=True,
+                                    help_text="Further GRPOConfig fields from an imported TRL config, passed through.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)
@@ -125,6 +130,8 @@ class Run(models.Model):
     resumable = models.BooleanField(default=False, help_text="Failed with a checkpoint to resume from.")
     reward_faults = models.JSONField(default=dict, blank=True,
                                      help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
+    reflection_phrases = models.JSONField(default=default_reflection_phrases, blank=True,
+                                          help_text="Self-reflection phrases tagged at ingest; /.../ is a regex.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -162,9 +169,15 @@ class Run(models.Model):
         self.status, self.finished_at = self.Status.COMPLETED, timezone.now()
         self.save(update_fields=["status", "finished_at"])
 
+    def mark_cancelled(self):
+        self.status, self.finished_at = self.Status.CANCELLED, timezone.now()
+        self.save(update_fields=["status", "finished_at"])
+
     def mark_failed(self, error: str, log_tail: str = ""):
+        # a failure with a checkpoint behind it can continue from there
+        self.resumable = self.checkpoint_step > 0
         self.status, self.error, self.log_tail, self.finished_at = self.Status.FAILED, error, log_tail, timezone.now()
-        self.save(update_fields=["status", "error", "log_tail", "finished_at"])
+        self.save(update_fields=["status", "error", "log_tail", "finished_at", "resumable"])
 
 
 class StepMetric(models.Model):
@@ -180,23 +193,51 @@ class StepMetric(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "step"], name="step_metric_unique")]
 
 
+def reward_bucket(reward: float | None) -> int | None:
+    """Rollout.reward_bucket: floor(4·asinh(reward)). About a quarter wide near 0 and 1, wider for large rewards, so
+    a run has a handful of buckets (a dozen for rewards in [-1, 2], some 40 for [-100, 100])."""
+    return None if reward is None else math.floor(4 * math.asinh(reward))
+
+
 class Rollout(models.Model):
     """One completion of one generation batch, with TRL's per-function rewards and advantage. Key: (run, step, index)."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts")
+    # No index of its own: the key (run, step, index) and the indexes below all start with run. No database
+    # constraint either: checking it row by row costs the ingest a quarter of its speed (bench/ingest.py), rows come
+    # only from the ingest of an existing run, and deleting a run still deletes its rollouts (Django, one DELETE).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts", db_index=False,
+                            db_constraint=False)
     step = models.PositiveIntegerField()
     index = models.PositiveIntegerField(help_text="Position in the generation batch.")
     group = models.PositiveIntegerField(help_text="index // num_generations: completions of the same prompt.")
     prompt = models.TextField()
+    prompt_key = models.CharField(max_length=16, default="", help_text="A hash of the prompt: one prompt across steps.")
     completion = models.TextField()
     rewards = models.JSONField(help_text="Per reward function, in the run's order; None where the function abstained.")
     reward = models.FloatField(null=True, help_text="Weighted sum of the per-function rewards.")
+    reward_bucket = models.SmallIntegerField(null=True, help_text="reward_bucket(reward): the browser reads rollouts "
+                                                                  "in advantage order bucket by bucket.")
     advantage = models.FloatField()
     length = models.PositiveIntegerField(help_text="Completion length in tokens.")
     truncated = models.BooleanField(default=False)
+    zero_std = models.BooleanField(default=False, help_text="Its group's rewards were all equal: no learning signal.")
     reflections = models.JSONField(default=list, help_text="Self-reflection phrases found in the completion.")
+    reflective = models.BooleanField(default=False, help_text="Holds at least one self-reflection phrase.")
+    reflection_mask = models.BigIntegerField(default=0, help_text="Bit i set: the run's phrase i was found. Kept in "
+                                                                  "the browser's index, so filtering on a phrase "
+                                                                  "reads no row it does not keep.")
     columns = models.JSONField(default=dict, help_text="The dataset row's other columns, as the rewards saw them.")
 
     class Meta:
         ordering = ["step", "index"]
         constraints = [models.UniqueConstraint(fields=["run", "step", "index"], name="rollout_key")]
+        # What the rollout browser needs at ten million rows (bench/browse.py): pages sorted by (advantage, id),
+        # read bucket by bucket of reward (a reward range reads only its own buckets), with the browser's numeric
+        # and yes/no filters checked in the index itself, before any row is read (runs/rollout_filters.py); one
+        # prompt across steps; one step's groups read the key. Each index costs the ingest (bench/ingest.py), so
+        # sorting by reward and searching text read rows instead.
+        indexes = [
+            models.Index(fields=["run", "reward_bucket", "advantage", "id", "reward", "step", "length", "zero_std",
+                                 "reflective", "truncated", "reflection_mask"], name="rollout_run_advantage"),
+            models.Index(fields=["run", "prompt_key", "step"], name="rollout_run_prompt"),
+        ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from runs.dataset_mapping import Mapping, check_mapping, default_mapping
 from runs.datasets import DatasetError, ImportOptions, ImportResult, hf_batches, import_arrow, import_file, load_hf, \
@@ -136,14 +137,15 @@ class RunRefused(Exception):
 
 
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
-               config: dict) -> Run:
+               config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
+               parent: Run | None = None) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed."""
     from rewards.selectors import reward_specs
 
     specs = reward_specs(rewards)
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], grpo=GRPOFields(**config))
-    errors = spec.validate()
+    errors = spec.validate() + model_problems(model)
     if errors:
         raise RunRefused(errors)
     problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version)
@@ -151,8 +153,9 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused(problems)
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                                 rewards=rewards, config=config, total_steps=config["max_steps"])
-        transaction.on_commit(lambda: _enqueue(run.pk))
+                                 rewards=rewards, config=config, config_extra=config_extra or {},
+                                 total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent)
+        transaction.on_commit(lambda: _enqueue(run))
     return run
 
 
@@ -179,9 +182,147 @@ def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion)
         pending.forget()
 
 
-def _enqueue(run_id: int) -> None:
+def model_problems(model: str) -> list[str]:
+    """A local model folder must hold a config.json; a hub id must at least look like one (org/name)."""
+    from workers.supervisor import resolve_model
+
+    path = Path(resolve_model(model))
+    if path.is_absolute() or model.startswith((".", "~")) or path.exists():
+        if not (path / "config.json").is_file():
+            return [f"model: no loadable model at {path} (no config.json)"]
+        return []
+    if model.count("/") != 1 or not all(part.strip() for part in model.split("/")):
+        return [f"model: '{model}' is neither a local folder nor a hub id like org/name"]
+    return []
+
+
+def _enqueue(run: Run) -> None:
     from grpo_web.embedded import ensure_configured_redis
-    from workers.tasks import train_run
+    from workers.tasks import train_run, training_queue
 
     ensure_configured_redis()
-    train_run.delay(run_id)
+    train_run.apply_async(args=[run.pk], queue=training_queue(run.requested_gpus))
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Queued: cancelled at once. Running: flagged; the supervisor stops the training process within seconds and
+    keeps everything already ingested."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status == Run.Status.QUEUED:
+            run.mark_cancelled()
+        elif run.status == Run.Status.RUNNING and run.cancel_requested_at is None:
+            run.cancel_requested_at = timezone.now()
+            run.save(update_fields=["cancel_requested_at"])
+    return run
+
+
+def run_resume(*, run: Run) -> Run:
+    """A failed run with a checkpoint continues from it: same run, same step numbering, attempt + 1."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status != Run.Status.FAILED or not run.resumable:
+            raise RunRefused(["only a failed run with a checkpoint can be resumed"])
+        run.status, run.attempt, run.error, run.resumable = Run.Status.QUEUED, run.attempt + 1, "", False
+        run.finished_at = run.cancel_requested_at = None
+        run.save(update_fields=["status", "attempt", "error", "resumable", "finished_at", "cancel_requested_at"])
+        transaction.on_commit(lambda: _enqueue(run))
+    return run
+
+
+def run_retry(*, run: Run) -> Run:
+    """Run the same configuration again from scratch, as a new run that remembers where it came from."""
+    return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
+                      dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
+                      config_extra=run.config_extra, requested_gpus=run.requested_gpus, parent=run)
+
+
+def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
+    """Running runs whose supervisor went silent (a worker killed, a machine lost): ingest what their event log holds,
+    then mark them failed, resumable where a checkpoint exists. Called by every worker's heartbeat and when a run's
+    page is looked at."""
+    from datetime import timedelta
+
+    from workers.supervisor import event_log_path
+
+    now = now or timezone.now()
+    limit = now - timedelta(seconds=settings.GRPO_HEARTBEAT_TIMEOUT if timeout is None else timeout)
+    reaped = []
+    for run_id in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=limit).values_list("pk", flat=True):
+        with transaction.atomic():
+            run = Run.objects.select_for_update(skip_locked=True).filter(
+                pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=limit).first()
+            if run is None:
+                continue
+            from runs.ingest import ingest_log
+
+            ingest_log(run, event_log_path(run))
+            seconds = int((now - run.heartbeat_at).total_seconds())
+            run.mark_failed(f"the worker {run.worker_name or ''} stopped responding (no heartbeat for {seconds} s)")
+            reaped.append(run)
+    return reaped
+
+
+# --- inspection: the reflection phrase list, rejection sampling ---------------------------------------------------
+
+RETAG_INLINE_ROWS = 20_000  # a run with more rollouts is re-tagged by a task on the default queue
+
+
+def run_reflection_phrases_update(*, run: Run, phrases: list[str]) -> bool:
+    """Save a run's edited phrase list (``runs.reflection.clean_phrases`` first) and re-tag its stored rollouts:
+    here for a small run, by a task for a large one. Returns True when the re-tagging was queued."""
+    from runs.models import Rollout
+
+    run.reflection_phrases = phrases
+    run.save(update_fields=["reflection_phrases"])
+    if Rollout.objects.filter(run=run)[:RETAG_INLINE_ROWS + 1].count() <= RETAG_INLINE_ROWS:
+        rollout_reflections_retag(run_id=run.pk)
+        return False
+    from grpo_web.embedded import ensure_configured_redis
+    from runs.tasks import retag_reflections
+
+    ensure_configured_redis()
+    transaction.on_commit(lambda: retag_reflections.delay(run.pk))
+    return True
+
+
+def rollout_reflections_retag(*, run_id: int, chunk: int = 5000) -> int:
+    """Match the run's current phrase list against its stored completions; update the rows whose tags changed.
+    Returns how many changed."""
+    from runs.models import Rollout
+    from runs.reflection import matcher, reflection_mask
+
+    run = Run.objects.get(pk=run_id)
+    phrases = tuple(run.reflection_phrases)
+    find = matcher(phrases).find
+    changed, last = 0, 0
+    while True:
+        rows = list(Rollout.objects.filter(run=run, id__gt=last).order_by("id")
+                    .only("id", "completion", "reflections", "reflection_mask")[:chunk])
+        if not rows:
+            return changed
+        last = rows[-1].id
+        updates = []
+        for r in rows:
+            tags = find(r.completion)
+            mask = reflection_mask(tags, phrases)  # bits move when phrases do
+            if tags != r.reflections or mask != r.reflection_mask:
+                r.reflections, r.reflective, r.reflection_mask = tags, bool(tags), mask
+                updates.append(r)
+        Rollout.objects.bulk_update(updates, ["reflections", "reflective", "reflection_mask"], batch_size=1000)
+        changed += len(updates)
+
+
+def dataset_from_rollouts(*, run: Run, data: dict, threshold: float, name: str = "") -> DatasetVersion:
+    """Rejection sampling: the run's completions (with the browser's filters) whose total reward is at least
+    ``threshold``, as a new dataset of the run's owner in TRL's prompt-completion SFT format (columns ``prompt`` and
+    ``completion``; the prompt as the run stored it, as text). DatasetError when no completion qualifies."""
+    from runs.exports import write_sft_jsonl
+
+    with tempfile.TemporaryDirectory(dir=_datasets_dir(), prefix=".sft-") as workdir:
+        path = Path(workdir) / "sft.jsonl"
+        if not write_sft_jsonl(run, data, threshold, path):
+            raise DatasetError([f"no completion of this run has a reward of at least {threshold:g} with these "
+                                f"filters"])
+        return dataset_import(owner=run.owner, name=name or f"{run.name}: reward ≥ {threshold:g} (SFT)", path=path,
+                              source_name=f"run-{run.pk}-sft.jsonl")

@@ -3,7 +3,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
-from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET
@@ -12,10 +12,10 @@ from rewards.models import RewardFunction
 from runs import selectors
 from runs.datasets import DatasetError
 from runs.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm, RunForm
-from runs.live import channel
+from runs.live import sse_response
 from runs.models import Dataset, DatasetVersion, Run
-from runs.reflection import pattern_source
-from runs.services import dataset_import, dataset_import_hf, dataset_version_map, hf_import_root, run_create, RunRefused
+from runs.groups import formula
+from runs.services import dataset_import, dataset_import_hf, dataset_version_map, hf_import_root
 
 
 def dashboard(request):
@@ -137,14 +137,10 @@ def run_new(request):
     initial = {"name": "demo run", "dataset_version": request.GET.get("dataset_version")}
     form = RunForm(request.POST or None, owner=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            run = run_create(owner=request.user, name=data["name"], model=data["model"],
-                             dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"])
-        except RunRefused as exc:
-            for error in exc.errors:
-                form.add_error(None, error)
-        else:
+        from runs.lifecycle_views import create_from_form
+
+        run = create_from_form(request, form)
+        if run:
             return redirect(run)
     return render(request, "runs/run_new.html", {"form": form}, status=400 if form.errors else 200)
 
@@ -152,7 +148,7 @@ def run_new(request):
 def run_detail(request, pk):
     run = get_object_or_404(Run.objects.select_related("dataset_version__dataset"), pk=pk, owner=request.user)
     return render(request, "runs/run_detail.html", {
-        "run": run, "summary": selectors.run_summary(run), "reflection_pattern": pattern_source(),
+        "run": run, "formula": formula((run.config or {}).get("scale_rewards")),
     })
 
 
@@ -175,37 +171,20 @@ def run_metrics_json(request, pk):
 
 @require_GET
 def run_step_json(request, pk, step):
+    """A page of the step's groups: ``?from=<first group>&groups=<how many>`` (32 by default, 256 at most)."""
     run = _owned_run(request, pk)
+    try:
+        first = max(0, int(request.GET.get("from", 0)))
+        count = min(256, max(1, int(request.GET.get("groups", selectors.STEP_GROUPS_PAGE))))
+    except ValueError:
+        return JsonResponse({"errors": {"from": ["give whole numbers for from and groups"]}}, status=400)
     return JsonResponse({"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
-                         "groups": selectors.step_groups(run, step)})
+                         **selectors.step_view(run, step, first_group=first, groups=count)})
 
 
 async def run_events(request, pk):
     """Server-sent events: one message per ingested batch of steps, fed by Redis pub/sub."""
-    import redis.asyncio as aioredis
-
     user = await request.auser()
     if not await Run.objects.filter(pk=pk, owner=user).aexists():
         raise Http404
-
-    async def stream():
-        client = aioredis.Redis.from_url(settings.REDIS_URL)
-        pubsub = client.pubsub()
-        await pubsub.subscribe(channel(pk))
-        try:
-            # the page refetches on "open", so anything published before the subscription is not lost
-            yield "retry: 2000\nevent: open\ndata: {}\n\n"
-            while True:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=15.0)
-                if message is None:
-                    yield ": keep-alive\n\n"
-                else:
-                    yield f"data: {message['data'].decode()}\n\n"
-        finally:
-            await pubsub.aclose()
-            await client.aclose()
-
-    response = StreamingHttpResponse(stream(), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return sse_response([pk])

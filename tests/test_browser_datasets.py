@@ -4,15 +4,9 @@ import json
 
 import pytest
 
+from tests.conftest import log_in
+
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-def _log_in(page, web_server):
-    page.goto(f"{web_server}/login/")
-    page.fill("#id_username", "owner")
-    page.fill("#id_password", "owner-pass")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Datasets")
 
 
 def test_upload_map_and_preview_a_dataset(web_server, owner, tiny_model, page, tmp_path):
@@ -20,7 +14,7 @@ def test_upload_map_and_preview_a_dataset(web_server, owner, tiny_model, page, t
     upload.write_text("question,answer,level\n"
                       "What is 2 + 2?,4,easy\n"
                       "\"<b>Bold</b> question, with a comma\",=1+1,hard\n")
-    _log_in(page, web_server)
+    log_in(page, web_server)
 
     page.click("text=Upload dataset")
     page.fill("#id_name", "questions")
@@ -55,7 +49,7 @@ def test_upload_map_and_preview_a_dataset(web_server, owner, tiny_model, page, t
 def test_browse_and_search_rows(web_server, owner, page, tmp_path):
     upload = tmp_path / "many.jsonl"
     upload.write_text("".join(json.dumps({"prompt": f"item {i:03d}", "answer": str(i)}) + "\n" for i in range(120)))
-    _log_in(page, web_server)
+    log_in(page, web_server)
     page.click("text=Upload dataset")
     page.fill("#id_name", "many")
     page.set_input_files("#id_file", str(upload))
@@ -81,7 +75,7 @@ def test_upload_a_new_version_from_the_dataset_page(web_server, owner, page, tmp
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"prompt": ["new question", "another"], "answer": ["2", "3"]}), second)
-    _log_in(page, web_server)
+    log_in(page, web_server)
     page.click("text=Upload dataset")
     page.fill("#id_name", "versions")
     page.set_input_files("#id_file", str(first))

@@ -3,6 +3,7 @@
 import pytest
 
 from rewards.models import RewardFunction
+from tests.conftest import log_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -23,10 +24,7 @@ def _set_code(page, code):
 
 
 def test_write_save_and_test_a_reward_in_the_browser(web_server, celery_worker, owner, dataset_version, page):
-    page.goto(f"{web_server}/login/")
-    page.fill("#id_username", "owner")
-    page.fill("#id_password", "owner-pass")
-    page.click("button[type=submit]")
+    log_in(page, web_server)
 
     page.goto(f"{web_server}/rewards/new/")
     page.fill("#id_name", "has-answer")

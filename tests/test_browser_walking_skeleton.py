@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from tests.conftest import log_in
+
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
@@ -13,11 +15,7 @@ def test_upload_create_a_run_and_see_rollouts_arrive_live(web_server, celery_wor
     upload = tmp_path / "sums.jsonl"
     upload.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    page.goto(f"{web_server}/login/")
-    page.fill("#id_username", "owner")
-    page.fill("#id_password", "owner-pass")
-    page.click("button[type=submit]")
-    page.wait_for_selector("text=Datasets")
+    log_in(page, web_server)
 
     page.click("text=Upload dataset")
     page.fill("#id_name", "sums")

@@ -67,3 +67,15 @@ def test_an_outsider_cannot_test_or_read_tests_of_someone_elses_reward(outsider_
     assert start.status_code == 404
     result = outsider_client.get(reverse("reward_test_result", args=[reward.pk, "any-task-id"]))
     assert result.status_code == 404
+
+
+def test_an_outsider_gets_404_on_every_lifecycle_url(outsider_client, run, owner, dataset_version):
+    other = Run.objects.create(owner=owner, name="other", model="tiny", dataset_version=dataset_version, rewards=[],
+                               config={"max_steps": 3}, total_steps=3)
+    for url in [reverse("run_progress_json", args=[run.pk]), reverse("run_clone", args=[run.pk]),
+                reverse("run_diff", args=[run.pk, other.pk]), reverse("run_yaml", args=[run.pk])]:
+        assert outsider_client.get(url).status_code == 404, url
+    for name in ("run_cancel", "run_resume", "run_retry"):
+        assert outsider_client.post(reverse(name, args=[run.pk])).status_code == 404, name
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED and Run.objects.count() == 2

@@ -1,5 +1,6 @@
 """A run submitted through the service, trained by a real Celery worker on real Redis, stored in the database."""
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -7,7 +8,7 @@ import pytest
 
 from rewards.models import RewardFunction
 from runs.models import Rollout, Run, StepMetric
-from runs.services import run_create
+from runs.services import RunRefused, run_create
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -71,10 +72,21 @@ def test_stored_rewards_and_advantages_are_trls_own(celery_worker, owner, datase
         assert "entropy" in metrics[step] and "completions/mean_length" in metrics[step]
 
 
-def test_a_training_process_that_fails_marks_the_run_failed_with_its_log(celery_worker, owner, dataset_version):
-    run = _submit(owner, dataset_version, model="/nonexistent/model")
+def test_a_training_process_that_fails_marks_the_run_failed_with_its_log(celery_worker, owner, dataset_version,
+                                                                         tiny_model, tmp_path):
+    broken = tmp_path / "broken-model"
+    shutil.copytree(tiny_model, broken)
+    (broken / "model.safetensors").write_bytes(b"not weights")
+    run = _submit(owner, dataset_version, model=str(broken))
     wait_for(lambda: _finished(run), timeout=120, what="the run to fail")
     assert run.status == Run.Status.FAILED
-    assert "/nonexistent/model" in run.error
+    assert "Error" in run.error.split(":")[0]  # the exception's type, then its message
     assert "Traceback" in run.log_tail
     assert not Rollout.objects.filter(run=run).exists()
+    assert not run.resumable
+
+
+def test_a_model_path_without_a_model_is_refused_naming_the_field(owner, dataset_version):
+    with pytest.raises(RunRefused, match="model: no loadable model at /nonexistent/model"):
+        _submit(owner, dataset_version, model="/nonexistent/model")
+    assert not Run.objects.exists()

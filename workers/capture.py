@@ -77,3 +77,8 @@ class MetricsCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
             self._events.write("metrics", step=state.global_step, max_steps=state.max_steps, metrics=dict(logs))
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            path = f"{args.output_dir}/checkpoint-{state.global_step}"
+            self._events.write("checkpoint", step=state.global_step, path=path)

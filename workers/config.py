@@ -12,27 +12,74 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def _f(default, help_text: str, **extra):
-    return field(default=default, metadata={"help": help_text, **extra})
+def _f(default, help_text: str, group: str, **extra):
+    return field(default=default, metadata={"help": help_text, "group": group, **extra})
+
+
+# TRL documents GRPOConfig in these groups; the run form shows them in this order.
+GROUPS = ["generation", "vllm", "loss", "rewards", "training", "logging"]
 
 
 @dataclass
 class GRPOFields:
-    """The GRPOConfig fields a run sets, under TRL's own names. Defaults suit the tiny demo model on a CPU."""
+    """The GRPOConfig fields a run sets, under TRL's own names. Defaults suit the tiny demo model on a CPU; the rest
+    are TRL's defaults. ``None`` means "TRL's default" for optional fields."""
 
-    num_generations: int = _f(8, "Completions sampled per prompt (G); the group is its own baseline.", min=2)
-    max_completion_length: int = _f(16, "Maximum tokens generated per completion.", min=1)
-    learning_rate: float = _f(1e-2, "AdamW learning rate.", min=0.0)
-    beta: float = _f(0.0, "KL coefficient against the reference model; 0 skips the reference model.", min=0.0)
-    epsilon: float = _f(0.2, "Clipping range of the policy ratio.", min=0.0)
-    temperature: float = _f(1.0, "Sampling temperature for generation.", min=0.0)
-    max_steps: int = _f(30, "Optimizer steps to train for.", min=1)
-    per_device_train_batch_size: int = _f(16, "Completions per device per step; a multiple of num_generations.", min=1)
-    seed: int = _f(42, "Random seed: the same seed gives the same run.")
-    loss_type: str = _f("dapo", "Loss normalisation.", choices=("grpo", "dr_grpo", "dapo", "bnpo"))
+    # generation
+    num_generations: int = _f(8, "Completions sampled per prompt (G); the group is its own baseline.", "generation",
+                              min=2)
+    max_completion_length: int = _f(16, "Maximum tokens generated per completion.", "generation", min=1)
+    temperature: float = _f(1.0, "Sampling temperature for generation.", "generation", min=0.0)
+    top_p: float = _f(1.0, "Nucleus sampling: keep the smallest token set with this much probability.", "generation",
+                      min=0.0)
+    top_k: int = _f(0, "Sample among the k most likely tokens; 0 disables it.", "generation", min=0)
+    repetition_penalty: float = _f(1.0, "Penalty on repeated tokens; 1.0 is none.", "generation", min=0.0)
+    steps_per_generation: int | None = _f(None, "Optimizer steps per generation batch (defaults to "
+                                                "gradient_accumulation_steps).", "generation", min=1)
+    # vLLM
+    use_vllm: bool = _f(False, "Generate with vLLM (GPU workers with vLLM installed).", "vllm")
+    vllm_mode: str = _f("colocate", "'colocate': vLLM inside the trainer process; 'server': a TRL vLLM server the "
+                                    "worker starts on a spare GPU.", "vllm", choices=("colocate", "server"))
+    vllm_gpu_memory_utilization: float = _f(0.3, "Share of GPU memory vLLM may take (colocate mode).", "vllm",
+                                            min=0.0)
+    # loss
+    beta: float = _f(0.0, "KL coefficient against the reference model; 0 skips the reference model.", "loss",
+                     min=0.0)
+    epsilon: float = _f(0.2, "Lower clipping range of the policy ratio.", "loss", min=0.0)
+    epsilon_high: float | None = _f(None, "Upper clipping range (DAPO's clip-higher); defaults to epsilon.", "loss",
+                                    min=0.0)
+    loss_type: str = _f("dapo", "Loss normalisation.", "loss", choices=("grpo", "dr_grpo", "dapo", "bnpo"))
+    num_iterations: int = _f(1, "Optimisation passes per generation batch (μ in the GRPO paper).", "loss", min=1)
+    importance_sampling_level: str = _f("token", "Importance ratios per token, or per sequence (GSPO).", "loss",
+                                        choices=("token", "sequence"))
+    mask_truncated_completions: bool = _f(False, "Leave completions cut off at max_completion_length out of the "
+                                                 "loss.", "loss")
+    # rewards
     scale_rewards: str = _f("group", "Divide advantages by the std of the group, of the batch, or not at all.",
-                            choices=("group", "batch", "none"))
-    log_completions: bool = _f(False, "Also write TRL's own completions table (parquet) every logged step.")
+                            "rewards", choices=("group", "batch", "none"))
+    multi_objective_aggregation: str = _f("sum_then_normalize", "Combine the reward functions before or after "
+                                                                "normalising each.", "rewards",
+                                          choices=("sum_then_normalize", "normalize_then_sum"))
+    # training
+    learning_rate: float = _f(1e-2, "AdamW learning rate.", "training", min=0.0)
+    max_steps: int = _f(30, "Optimizer steps to train for.", "training", min=1)
+    per_device_train_batch_size: int = _f(16, "Completions per device per step; a multiple of num_generations.",
+                                          "training", min=1)
+    gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
+    lr_scheduler_type: str = _f("linear", "Learning-rate schedule.", "training",
+                                choices=("linear", "constant", "constant_with_warmup", "cosine"))
+    max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
+    weight_decay: float = _f(0.0, "AdamW weight decay.", "training", min=0.0)
+    bf16: str = _f("auto", "bfloat16 training: 'auto' uses it where the GPU supports it.", "training",
+                   choices=("auto", "yes", "no"))
+    gradient_checkpointing: bool = _f(True, "Trade compute for memory.", "training")
+    seed: int = _f(42, "Random seed: the same seed gives the same run.", "training")
+    # logging and checkpoints
+    save_steps: int = _f(10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.",
+                         "logging", min=0)
+    save_total_limit: int = _f(2, "Checkpoints kept on disk.", "logging", min=1)
+    log_completions: bool = _f(False, "Also write TRL's own completions table (parquet) every logged step.",
+                               "logging")
 
 
 GRPO_FIELDS = {f.name: f for f in dataclasses.fields(GRPOFields)}
@@ -67,6 +114,9 @@ class TrainConfig:
     max_reward_faults: int = 3  # a sandboxed reward function that faults this often is disabled for the run
     allow_weak_sandbox: bool = False  # run user code even where Landlock or seccomp is missing (docs/sandbox.md)
     sandbox_slot_base: int = 100  # sandbox slots (and their uids) of this run's reward functions start here
+    extra: dict = field(default_factory=dict)  # further GRPOConfig fields, passed through unchanged
+    resume_from_checkpoint: str | None = None  # a checkpoint folder of this run: continue from its step
+    vllm_server_port: int | None = None  # vllm_mode="server": the port of the TRL vLLM server the worker started
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -87,13 +137,19 @@ class TrainConfig:
         g, errors = self.grpo, []
         if g.num_generations < 2:
             errors.append("num_generations: must be at least 2, or every advantage is zero.")
-        elif g.per_device_train_batch_size % g.num_generations:
-            errors.append(
-                f"per_device_train_batch_size: {g.per_device_train_batch_size} is not a multiple of "
-                f"num_generations ({g.num_generations})."
-            )
+        else:
+            # TRL's generation batch: per_device_train_batch_size x steps_per_generation (x processes)
+            steps = g.steps_per_generation or g.gradient_accumulation_steps
+            batch = g.per_device_train_batch_size * steps
+            if batch % g.num_generations:
+                errors.append(
+                    f"per_device_train_batch_size: the generation batch ({g.per_device_train_batch_size} x {steps} "
+                    f"steps per generation = {batch}) is not a multiple of num_generations ({g.num_generations})."
+                )
         for name, f in GRPO_FIELDS.items():
             value = getattr(g, name)
+            if value is None:
+                continue
             if "min" in f.metadata and value < f.metadata["min"]:
                 errors.append(f"{name}: must be at least {f.metadata['min']}.")
             if "choices" in f.metadata and value not in f.metadata["choices"]:

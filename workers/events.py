@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
+
+import orjson
 
 
 def clean(value):
@@ -40,19 +43,56 @@ class EventWriter:
         self._fh.close()
 
 
-def read_events(path: str | Path, offset: int = 0) -> tuple[list[dict], int]:
-    """Complete events from byte ``offset`` on, and the offset after the last complete line."""
+def read_events(path: str | Path, offset: int = 0, limit: int | None = None) -> tuple[list[dict], int]:
+    """Complete events from byte ``offset`` on, and the offset after the last complete line.
+
+    With ``limit``, about that many bytes at most (more only when a single line is longer)."""
+    lines, offset = read_lines(path, offset, limit)
+    return [parse_event(line) for line in lines], offset
+
+
+def read_lines(path: str | Path, offset: int = 0, limit: int | None = None) -> tuple[list[bytes], int]:
+    """``read_events`` without the parsing: the complete lines, for a reader that parses them as it goes."""
     path = Path(path)
     if not path.exists():
         return [], offset
     with open(path, "rb") as fh:
         fh.seek(offset)
-        data = fh.read()
+        data = fh.read(limit) if limit else fh.read()
+        if limit and len(data) == limit and b"\n" not in data:
+            data += fh.read()
     end = data.rfind(b"\n")
     if end < 0:
         return [], offset
-    events = [json.loads(line) for line in data[: end + 1].splitlines() if line.strip()]
-    return events, offset + end + 1
+    return [line for line in data[: end + 1].splitlines() if line.strip()], offset + end + 1
+
+
+def parse_event(line: bytes) -> dict:
+    """orjson is about twice as fast on rollout batches; json takes the lines it refuses (a lone surrogate escape,
+    \\ud800, which a model can emit). orjson reads integers up to 64 bits exactly (uint64 included), everything a
+    dataset column (Arrow) can hold; a larger one would come back as a float."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return _scrub(json.loads(line))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # only lone ones are left once json has joined the pairs
+
+
+def _scrub(value):
+    """Lone surrogates (a model can emit half a pair) become U+FFFD: no text column of a database stores them."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
 
 
 def file_size(path: str | Path) -> int:

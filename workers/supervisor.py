@@ -1,22 +1,32 @@
 """The Django side of a run: start the training program as its own process, ingest its event log, keep the run's
-status true. The training process never imports Django; this module never imports torch."""
+status true (heartbeat, cancel, checkpoints, crashes). The training process never imports Django; this module never
+imports torch.
+
+The event log decouples the two: training goes on while the database or Redis is briefly away, and whatever the log
+holds is ingested when they are back, when the run is resumed, or when a reaper finds the run abandoned.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from django.utils import timezone
 
 from rewards.selectors import reward_specs
 from runs.ingest import ingest_log
 from runs.live import publish
-from runs.models import Run
+from runs.models import Rollout, Run, StepMetric
 from workers.config import GRPOFields, RewardSpec, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -25,23 +35,40 @@ log = logging.getLogger(__name__)
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
               "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 POLL_SECONDS = 0.25
+CONTROL_SECONDS = 1.0  # how often the cancel flag is read and the heartbeat written
+DB_ERRORS = (OperationalError, InterfaceError)
 
 
 def resolve_model(model: str) -> str:
     return str(settings.GRPO_TINY_MODEL_DIR) if model == "tiny" else model
 
 
-def train_config(run: Run) -> TrainConfig:
+def event_log_path(run: Run) -> Path:
+    return run.run_dir / f"events-{run.attempt}.jsonl"
+
+
+def checkpoint_path(run: Run) -> Path | None:
+    if not run.checkpoint_step:
+        return None
+    path = run.run_dir / "output" / f"checkpoint-{run.checkpoint_step}"
+    return path if path.is_dir() else None
+
+
+def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
+    checkpoint = checkpoint_path(run)
     return TrainConfig(
         model=resolve_model(run.model),
         dataset_path=run.dataset_version.write_training_jsonl(run.run_dir / "train.jsonl"),
         output_dir=str(run.run_dir / "output"),
-        event_log=str(run.run_dir / "events.jsonl"),
+        event_log=str(event_log_path(run)),
         rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
         grpo=GRPOFields(**run.config),
+        extra=run.config_extra,
         max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
         allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
         sandbox_slot_base=_slot_base(),
+        resume_from_checkpoint=str(checkpoint) if checkpoint else None,
+        vllm_server_port=vllm_server_port,
     )
 
 
@@ -59,78 +86,205 @@ def training_env() -> dict[str, str]:
     return env
 
 
-def claim(run_id: int) -> Run | None:
-    """Move a queued run to running; None if it is gone or no longer queued (cancelled, or a redelivery)."""
+def claim(run_id: int, worker_name: str) -> Run | None:
+    """Move a queued run to running; None if it is gone or no longer queued (cancelled, or a redelivery).
+
+    A resumed run (attempt > 1) drops what the abandoned attempt stored after its checkpoint: the resumed attempt
+    trains those steps again, so keeping both would duplicate them.
+    """
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None or run.status != Run.Status.QUEUED:
             return None
+        if run.attempt > 1:
+            Rollout.objects.filter(run=run, step__gt=run.checkpoint_step).delete()
+            StepMetric.objects.filter(run=run, step__gt=run.checkpoint_step).delete()
+            run.step = run.checkpoint_step
+        run.worker_name, run.heartbeat_at, run.event_offset = worker_name, timezone.now(), 0
+        run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step"])
         run.mark_running()
         return run
 
 
-def _log_tail(path: Path, lines: int = 40) -> str:
+def log_tail(path: Path, lines: int = 40) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - 64 * 1024))
+            return "\n".join(fh.read().decode(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
 
 
+def push(run: Run, **extra) -> None:
+    """Tell open pages; live updates are best effort, so a Redis outage never stops a run."""
+    try:
+        publish(run.pk, status=run.status, step=run.step, **extra)
+    except Exception as exc:  # redis.ConnectionError and friends
+        log.warning("run %s: live update not sent: %s", run.pk, exc)
+
+
 def ingest_and_push(run: Run) -> list[dict]:
-    changed, events = ingest_log(run, run.run_dir / "events.jsonl")
+    changed, events = ingest_log(run, event_log_path(run))
     if events:
-        publish(run.pk, status=run.status, step=run.step, steps=changed["steps"], rollouts=changed["rollouts"])
+        push(run, steps=changed["steps"], rollouts=changed["rollouts"])
     return events
 
 
-def supervise(run_id: int) -> None:
-    run = claim(run_id)
+def _die_with_parent() -> None:
+    """In the training process, before exec: SIGKILL when the supervisor dies (a worker killed with -9 included)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _command(run: Run, config_path: Path) -> list[str]:
+    if run.requested_gpus > 1:
+        # several GPUs: one process per GPU through accelerate, as TRL documents
+        return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(run.requested_gpus),
+                "-m", "workers.train", str(config_path)]
+    return [sys.executable, "-m", "workers.train", str(config_path)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_vllm_server(run: Run, log_file) -> tuple[subprocess.Popen, int]:
+    """vllm_mode="server": TRL's vLLM server on the last visible GPU; training gets the others."""
+    port = _free_port()
+    env = training_env()
+    gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus[-1]
+    proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model),
+                             "--port", str(port)], cwd=settings.BASE_DIR, env=env, stdout=log_file,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+    deadline = time.monotonic() + settings.GRPO_VLLM_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the vLLM server exited with code {proc.returncode}")
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health/", timeout=2).status == 200:
+                return proc, port
+        except OSError:
+            time.sleep(2)
+    proc.kill()
+    raise RuntimeError(f"the vLLM server did not answer within {settings.GRPO_VLLM_START_TIMEOUT} s")
+
+
+def stop(proc: subprocess.Popen, grace: float = 3.0) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class Supervisor:
+    """Watches one attempt of one run: ingest, heartbeat, cancel, outcome."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.log_path = run.run_dir / "train.log"
+        self.outcome: dict = {}
+        self.cancelled = False
+        self.db_down_since: float | None = None
+        self.next_control = 0.0
+
+    def start(self) -> subprocess.Popen:
+        run = self.run
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log_file:
+            port = None
+            self.vllm = None
+            if run.config.get("use_vllm") and run.config.get("vllm_mode") == "server":
+                self.vllm, port = start_vllm_server(run, log_file)
+            config_path = run.run_dir / f"train_config-{run.attempt}.json"
+            config_path.write_text(train_config(run, vllm_server_port=port).to_json())
+            return subprocess.Popen(
+                _command(run, config_path), cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+
+    def tick(self, proc: subprocess.Popen) -> None:
+        """One pass: ingest what is new; every CONTROL_SECONDS, heartbeat and read the cancel flag."""
+        for event in ingest_and_push(self.run):
+            if event["type"] in ("finished", "failed"):
+                self.outcome = event
+        if time.monotonic() >= self.next_control:
+            self.next_control = time.monotonic() + CONTROL_SECONDS
+            Run.objects.filter(pk=self.run.pk).update(heartbeat_at=timezone.now())
+            if not self.cancelled and Run.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists():
+                self.cancelled = True
+                stop(proc)
+
+    def watch(self, proc: subprocess.Popen) -> None:
+        while True:
+            exited = proc.poll() is not None  # read the exit status first so the last ingest sees every event
+            try:
+                self.tick(proc)
+                self.db_down_since = None
+            except DB_ERRORS as exc:
+                # The database is away: training goes on, the event log keeps everything for the next tick.
+                close_old_connections()
+                self.db_down_since = self.db_down_since or time.monotonic()
+                log.warning("run %s: database unavailable (%s); will ingest when it is back", self.run.pk, exc)
+                if time.monotonic() - self.db_down_since > settings.GRPO_DB_OUTAGE_GRACE:
+                    stop(proc)
+                    raise
+                time.sleep(1.0)
+                continue
+            if exited:
+                return
+            time.sleep(POLL_SECONDS)
+
+    def finish(self, proc: subprocess.Popen) -> None:
+        if self.vllm is not None:
+            stop(self.vllm)
+        run = self.run
+        run.refresh_from_db()
+        if self.cancelled:
+            run.mark_cancelled()
+        elif proc.returncode == 0 and self.outcome.get("type") == "finished":
+            run.mark_completed()
+        else:
+            error = self.outcome.get("error") or f"the training process exited with code {proc.returncode}"
+            run.mark_failed(error, log_tail(self.log_path))
+        push(run, steps=[], rollouts=0)
+
+
+def supervise(run_id: int, worker_name: str = "") -> None:
+    run = claim(run_id, worker_name)
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    config_path = run.run_dir / "train_config.json"
-    config_path.write_text(train_config(run).to_json())
-    log_path = run.run_dir / "train.log"
-    publish(run.pk, status=run.status, step=run.step, steps=[], rollouts=0)
-
-    with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.train", str(config_path)],
-            cwd=settings.BASE_DIR, env=training_env(), stdout=log_file, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-    outcome: dict = {}
+    push(run, steps=[], rollouts=0)
+    supervisor = Supervisor(run)
     try:
-        while True:
-            exited = proc.poll() is not None  # read the exit status first so the final ingest sees every event
-            for event in ingest_and_push(run):
-                if event["type"] in ("finished", "failed"):
-                    outcome = event
-            if exited:
-                break
-            time.sleep(POLL_SECONDS)
+        proc = supervisor.start()
     except Exception as exc:
-        # Ingest failed (a bad event, the database went away): stop training rather than train unobserved.
-        log.exception("run %s: ingest failed", run.pk)
-        _kill(proc)
-        run.mark_failed(f"ingest failed: {type(exc).__name__}: {exc}", _log_tail(log_path))
-        publish(run.pk, status=run.status, step=run.step, steps=[], rollouts=0)
+        log.exception("run %s: could not start", run.pk)
+        run.mark_failed(f"could not start training: {exc}", log_tail(supervisor.log_path))
+        push(run, steps=[], rollouts=0)
         return
-
-    if proc.returncode == 0 and outcome.get("type") == "finished":
-        run.mark_completed()
-    else:
-        error = outcome.get("error") or f"the training process exited with code {proc.returncode}"
-        run.mark_failed(error, _log_tail(log_path))
-    publish(run.pk, status=run.status, step=run.step, steps=[], rollouts=0)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """Stop the training process and everything it started (its own session)."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, 9)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    try:
+        supervisor.watch(proc)
+    except Exception as exc:
+        # Ingest failed for good (a bad event, a long database outage): stop rather than train unobserved.
+        log.exception("run %s: supervision failed", run.pk)
+        stop(proc)
+        close_old_connections()
+        run.mark_failed(f"supervision failed: {type(exc).__name__}: {exc}", log_tail(supervisor.log_path))
+        push(run, steps=[], rollouts=0)
+        return
+    supervisor.finish(proc)

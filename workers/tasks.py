@@ -5,8 +5,15 @@ from celery import shared_task
 from grpo_web.env import envint
 
 
-@shared_task(acks_late=True, ignore_result=True, time_limit=envint("GRPO_RUN_TIME_LIMIT", str(7 * 24 * 3600)))
-def train_run(run_id: int) -> None:
+def training_queue(gpus: int) -> str:
+    """Runs are routed by the GPUs they need: "training" for CPU runs, "training-gpuN" for N GPUs. A worker with N
+    GPUs serves training-gpu1 .. training-gpuN (see `manage.py run_worker`), one run at a time."""
+    return "training" if gpus <= 0 else f"training-gpu{gpus}"
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True,
+             time_limit=envint("GRPO_RUN_TIME_LIMIT", str(7 * 24 * 3600)))
+def train_run(self, run_id: int) -> None:
     from workers.supervisor import supervise
 
-    supervise(run_id)
+    supervise(run_id, worker_name=self.request.hostname or "")

@@ -8,6 +8,7 @@ reward and advantage exactly as TRL computed them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import traceback
@@ -82,13 +83,20 @@ def grpo_config(config: TrainConfig):
     import torch
     from trl import GRPOConfig
 
+    fields = {k: v for k, v in dataclasses.asdict(config.grpo).items() if v is not None}
+    bf16 = fields.pop("bf16")
+    fields["bf16"] = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if bf16 == "auto" else bf16 == "yes"
+    save_steps = fields.pop("save_steps")
+    if config.grpo.use_vllm and config.grpo.vllm_mode == "server" and config.vllm_server_port:
+        fields.update(vllm_server_host="127.0.0.1", vllm_server_port=config.vllm_server_port)
     return GRPOConfig(
         output_dir=config.output_dir,
-        **json.loads(json.dumps(config.grpo.__dict__)),
-        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        **config.extra,  # other GRPOConfig fields, from an imported TRL config
+        **fields,
         use_cpu=not torch.cuda.is_available(),
         logging_steps=1,
-        save_strategy="no",
+        save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500,
         report_to=[],
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -133,7 +141,7 @@ def run(config: TrainConfig) -> None:
                          reward_names=[r.name for r in config.rewards],
                          reward_weights=[r.weight for r in config.rewards])
         try:
-            trainer.train()
+            trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
         finally:
             for closer in trainer.reward_closers:
                 closer.close()

@@ -12,6 +12,12 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AddField(
+            model_name="run",
+            name="config_extra",
+            field=models.JSONField(blank=True, default=dict,
+                                   help_text="Further GRPOConfig fields from an imported TRL config, passed through."),
+        ),
+        migrations.AddField(
             model_name='run',
             name='attempt',
             field=models.PositiveSmallIntegerField(default=1, help_text='1, then +1 for each resume.'),

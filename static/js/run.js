@@ -1,48 +1,24 @@
-// The run page: progress, TRL's metric curves, and one step's groups, refreshed when the server pushes new steps.
-// Everything from the model is inserted with textContent: it is never parsed as HTML.
+// The run page: progress, health signals, TRL's metric curves, and one step's groups, refreshed when the server
+// pushes new steps. The step in view is in the URL (?step=N, #group-G), so a view can be shared.
+// Everything from the model goes in as text (dom.js, transcript.js): it is never parsed as HTML.
+
+import { el, fmt, getJSON } from "./dom.js";
+import { onRunEvents } from "./live.js";
+import { transcript } from "./transcript.js";
 
 const root = document.getElementById("run");
 const runId = root.dataset.run;
 const base = `/runs/${runId}`;
-const reflection = new RegExp(JSON.parse(document.getElementById("reflection-pattern").textContent), "gi");
+const browse = `${base}/rollouts/`;
 const slider = document.getElementById("step-slider");
 const select = document.getElementById("step-select");
 const follow = document.getElementById("follow");
+const wanted = new URLSearchParams(location.search).get("step");
 let steps = [];
 let shownStep = null;
 let finished = false;
 
-const fmt = (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "style") node.style.cssText = v;
-    else node.setAttribute(k, v);
-  }
-  for (const child of children) node.append(child);
-  return node;
-}
-
-// Model text with self-reflection phrases wrapped in <mark>, built from text nodes only.
-function highlighted(text) {
-  const frag = document.createDocumentFragment();
-  let last = 0;
-  for (const m of text.matchAll(reflection)) {
-    frag.append(document.createTextNode(text.slice(last, m.index)));
-    frag.append(el("mark", { class: "reflection", text: m[0] }));
-    last = m.index + m[0].length;
-  }
-  frag.append(document.createTextNode(text.slice(last)));
-  return frag;
-}
-
-async function getJSON(url) {
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
-  if (!response.ok) throw new Error(`${url}: ${response.status}`);
-  return response.json();
-}
+if (wanted !== null) follow.checked = false;
 
 async function refreshStatus() {
   const s = await getJSON(`${base}/status.json`);
@@ -61,7 +37,21 @@ async function refreshStatus() {
     slider.min = steps[0] ?? 1;
     slider.max = steps[steps.length - 1] ?? 1;
   }
-  if (steps.length && (follow.checked || shownStep === null)) await showStep(steps[steps.length - 1]);
+  if (!steps.length) return;
+  if (shownStep === null && wanted !== null) await showStep(Number(wanted), { scroll: true });
+  else if (follow.checked || shownStep === null) await showStep(steps[steps.length - 1]);
+}
+
+async function refreshHealth() {
+  const { signals } = await getJSON(`${base}/health.json`);
+  const list = document.getElementById("health");
+  list.replaceChildren(...signals.map((s) => {
+    const item = el("li", { class: `signal ${s.level}`, "data-key": s.key },
+      el("strong", { text: s.title }), document.createTextNode(` · ${s.detail}`));
+    if (s.step !== null && s.step !== undefined) item.append(el("span", { class: "muted", text: ` (step ${s.step})` }));
+    if (s.url) item.append(" ", el("a", { href: s.url, text: "show them" }));
+    return item;
+  }));
 }
 
 async function refreshMetrics() {
@@ -72,7 +62,15 @@ async function refreshMetrics() {
     let div = document.getElementById(id);
     if (!div) {
       div = el("div", { id, class: "chart", "data-metric": key });
-      charts.append(div);
+      if (key === "frac_reward_zero_std") {
+        // the zero-variance share links to those groups: all of them, or a clicked step's
+        const link = el("a", { href: `${browse}?zero_std=yes`, id: "zero-std-link", class: "small",
+                               text: "browse the zero-variance groups (click a point for its step)" });
+        charts.append(el("div", { class: "chart-wrap" }, div, link));
+        div.dataset.clickable = "1";
+      } else {
+        charts.append(div);
+      }
     }
     Plotly.react(div, [{ x: m.steps, y: m.series[key], mode: "lines+markers", line: { width: 2 }, marker: { size: 4 } }], {
       title: { text: key, font: { size: 13 } },
@@ -80,68 +78,112 @@ async function refreshMetrics() {
       height: 220,
       xaxis: { title: { text: "step" } },
     }, { displayModeBar: false, responsive: true });
+    if (div.dataset.clickable === "1") {
+      div.dataset.clickable = "bound";
+      div.on("plotly_click", (event) => {
+        const step = event.points[0].x;
+        location.href = `${browse}?zero_std=yes&step_min=${step}&step_max=${step}`;
+      });
+    }
   }
 }
 
-function groupCard(group, rewardNames) {
+function formulaText(group, scaleRewards) {
+  const mean = fmt(group.mean);
+  if (scaleRewards === "none") return `advantage = reward − ${mean}`;
+  const scale = group.scale === null || group.scale === undefined ? "NaN" : fmt(group.scale);
+  const what = scaleRewards === "batch" ? "batch std" : "group std";
+  return `advantage = (reward − ${mean}) / (${scale} ${what} + 1e-4)`;
+}
+
+function groupCard(group, data) {
+  const rewardNames = data.reward_names;
   const maxAbs = Math.max(1e-9, ...group.completions.map((c) => Math.abs(c.advantage)));
   const header = el("div", { class: "group-head" },
     el("strong", { text: `Group ${group.group}` }),
     el("span", { class: "muted", text: ` mean ${fmt(group.mean)} · std ${fmt(group.std)}` }),
-    group.zero_std ? el("span", { class: "badge warn", text: "zero variance: no learning signal" }) : "");
+    group.zero_std
+      ? el("a", { class: "badge warn", href: `${browse}?zero_std=yes&step_min=${data.step}&step_max=${data.step}`,
+                  text: "zero variance: no learning signal" })
+      : "",
+    " ",
+    el("a", { class: "small", href: `${base}/prompts/${group.prompt_key}/`, text: "this prompt over time" }));
   const prompt = el("pre", { class: "prompt" });
   prompt.textContent = group.prompt;
+  const formula = el("p", { class: "formula muted", text: formulaText(group, data.scale_rewards) });
   const rows = group.completions.map((c) => {
     const width = (Math.abs(c.advantage) / maxAbs) * 50;
-    const bar = el("div", { class: "advbar" }, el("div", {
+    const bar = el("div", { class: "advbar", title: `advantage ${fmt(c.advantage, 4)}` }, el("div", {
       class: c.advantage >= 0 ? "pos" : "neg",
       style: c.advantage >= 0 ? `left:50%;width:${width}%` : `left:${50 - width}%;width:${width}%`,
     }));
-    const text = el("pre", { class: "completion" });
-    text.append(highlighted(c.completion));
     return el("tr", { "data-index": c.index },
-      el("td", { class: "num adv", text: fmt(c.advantage) }),
+      el("td", { class: "num adv", text: fmt(c.advantage), title: `by the formula: ${fmt(c.formula_advantage, 4)}` }),
       el("td", {}, bar),
       el("td", { class: "num total", text: fmt(c.reward) }),
       ...rewardNames.map((n) => el("td", { class: "num", text: fmt(c.rewards[n]) })),
       el("td", { class: "num", text: `${c.length}${c.truncated ? " ✂" : ""}` }),
-      el("td", {}, text));
+      el("td", { class: "completion-cell" }, transcript(c.completion, c.spans)));
   });
   const table = el("table", { class: "group" },
     el("thead", {}, el("tr", {}, ...["advantage", "", "reward", ...rewardNames, "tokens", "completion"].map((h) => el("th", { text: h })))),
     el("tbody", {}, ...rows));
-  return el("div", { class: "group-card" }, header, prompt, table);
+  return el("div", { class: `group-card${group.zero_std ? " zero-std" : ""}`, id: `group-${group.group}` },
+    header, prompt, formula, table);
 }
 
-async function showStep(step) {
+const GROUPS_PAGE = 32; // the server's page of groups (runs.selectors.STEP_GROUPS_PAGE)
+
+async function showStep(step, { scroll = false, from = null } = {}) {
   shownStep = Number(step);
   slider.value = shownStep;
   select.value = shownStep;
-  const data = await getJSON(`${base}/steps/${shownStep}.json`);
+  // a link to #group-G opens the page of groups that holds G
+  const target = scroll && location.hash.startsWith("#group-") ? Number(location.hash.slice(7)) || 0 : 0;
+  const first = from ?? Math.floor(target / GROUPS_PAGE) * GROUPS_PAGE;
+  const data = await getJSON(`${base}/steps/${shownStep}.json?from=${first}&groups=${GROUPS_PAGE}`);
   const container = document.getElementById("groups");
-  container.replaceChildren(el("p", { class: "muted", id: "shown-step", text: `Step ${data.step}: ${data.groups.length} groups` }),
-    ...data.groups.map((g) => groupCard(g, data.reward_names)));
+  const shown = data.groups.length;
+  const nav = el("p", { class: "pager", id: "group-pager" });
+  if (first > 0) {
+    const before = el("button", { type: "button", class: "secondary", id: "groups-before", text: "← groups before" });
+    before.addEventListener("click", () => showStep(shownStep, { from: Math.max(0, first - GROUPS_PAGE) }));
+    nav.append(before);
+  }
+  if (first + shown < data.groups_total) {
+    const after = el("button", { type: "button", class: "secondary", id: "groups-after", text: "groups after →" });
+    after.addEventListener("click", () => showStep(shownStep, { from: first + GROUPS_PAGE }));
+    nav.append(after);
+  }
+  container.replaceChildren(
+    el("p", { class: "muted", id: "shown-step",
+              text: `Step ${data.step}: ${data.groups_total} groups` +
+                    (data.zero_std_groups ? `, ${data.zero_std_groups} with zero variance` : "") }),
+    el("p", { class: "muted small", id: "group-range",
+              text: shown < data.groups_total ? `groups ${first}–${first + shown - 1} shown` : "" }),
+    ...data.groups.map((g) => groupCard(g, data)), nav);
+  if (scroll && location.hash) document.getElementById(location.hash.slice(1))?.scrollIntoView();
 }
 
 function pick(step) {
   follow.checked = false;
+  const url = new URL(location.href);
+  url.searchParams.set("step", step);
+  url.hash = "";
+  history.replaceState(null, "", url);
   showStep(step);
 }
 slider.addEventListener("change", () => pick(slider.value));
 select.addEventListener("change", () => pick(select.value));
+follow.addEventListener("change", () => {
+  if (!follow.checked) return;
+  const url = new URL(location.href);
+  url.searchParams.delete("step");
+  history.replaceState(null, "", url);
+  if (steps.length) showStep(steps[steps.length - 1]);
+});
 
-let pending = null;
-function refreshSoon() {
-  // coalesce bursts of pushed steps into one refresh
-  if (pending) return;
-  pending = setTimeout(async () => {
-    pending = null;
-    await Promise.all([refreshStatus(), refreshMetrics()]);
-    if (finished) events.close();
-  }, 150);
-}
-
-const events = new EventSource(`${base}/events`);
-events.addEventListener("open", refreshSoon);
-events.addEventListener("message", refreshSoon);
-refreshSoon();
+onRunEvents(runId, async () => {
+  await Promise.all([refreshStatus(), refreshMetrics(), refreshHealth()]);
+  return finished;
+});

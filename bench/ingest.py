@@ -1,0 +1,142 @@
+"""How fast do rollouts reach PostgreSQL? The project's ingest path against a raw COPY of the same rows.
+
+    python -m bench.ingest [--rows 1000000] [--rounds 3] [--database-url postgres://postgres@127.0.0.1:5432/grpo_bench_ingest]
+
+An event log holding ``--rows`` synthetic completions (bench.synthetic: R1-style transcripts, three reward functions,
+TRL's group advantages, self-reflection phrases; 1024 completions a step, G=8) is written once. Then, alternating:
+
+- "project": ``runs.ingest.ingest_log`` reads the log from its start, as a supervisor does: parse the events, tag
+  reflection phrases with the run's list, derive the prompt key and zero-variance flag, and store the rows (binary
+  COPY, 32 MB of log a transaction) with the metrics, advancing the run's offset.
+- "copy": the rows the project stored, dumped once with ``COPY ... TO`` and loaded back with ``COPY ... FROM STDIN``
+  in one transaction: PostgreSQL's own floor for the same rows into the same table with the same indexes.
+
+The table is emptied and checkpointed before each measurement. The database is created (and dropped unless
+``--keep``) here; it must not be one that others use. The last line is
+``ingest_rows_per_s=<project median> copy_ratio=<copy seconds / project seconds, median of the rounds>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import pgdb
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/grpo_bench_ingest"
+
+
+def write_log(path: Path, rows: int) -> int:
+    from bench.synthetic import rollout_events
+
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for event in rollout_events(rows):
+            fh.write(json.dumps(event) + "\n")
+            n += len(event.get("rows", ()))
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_INGEST_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    os.environ.update(DATABASE_URL=args.database_url, GRPO_DATA_DIR=str(work / "data"),
+                      DJANGO_SETTINGS_MODULE="grpo_web.settings")
+    pgdb.create(args.database_url)
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+
+    from runs.ingest import ROLLOUT_COLUMNS, ingest_log
+    from runs.models import Dataset, DatasetVersion, Rollout, Run, StepMetric
+
+    try:
+        call_command("migrate", verbosity=0)
+        log = work / "events.jsonl"
+        start = time.perf_counter()
+        n = write_log(log, args.rows)
+        print(f"event log: {n} completions, {log.stat().st_size / 1e6:.0f} MB, written in "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
+
+        user = get_user_model().objects.create(username="bench")
+        dataset = Dataset.objects.create(owner=user, name="bench")
+        version = DatasetVersion.objects.create(dataset=dataset, number=1, path="", row_count=0)
+        from bench.synthetic import REWARD_NAMES
+
+        run = Run.objects.create(owner=user, name="bench", model="tiny", dataset_version=version,
+                                 rewards=[{"name": name, "weight": 1.0} for name in REWARD_NAMES],
+                                 config={"num_generations": 8, "scale_rewards": "group"})
+        table = Rollout._meta.db_table
+        columns = ", ".join(connection.ops.quote_name(c) for c in ROLLOUT_COLUMNS)
+        dump = work / "rows.copy"
+
+        def fresh():
+            with connection.cursor() as cursor:
+                cursor.execute(f"TRUNCATE {table}, {StepMetric._meta.db_table}")
+                cursor.execute("CHECKPOINT")
+
+        def project() -> float:
+            fresh()
+            run.event_offset, run.step = 0, 0
+            t = time.perf_counter()
+            changed, _ = ingest_log(run, log)
+            seconds = time.perf_counter() - t
+            assert changed["rollouts"] == n, changed["rollouts"]
+            return seconds
+
+        def copy() -> float:
+            fresh()
+            raw = connection.connection  # psycopg's connection, outside Django's transaction handling
+            t = time.perf_counter()
+            with raw.transaction():
+                with raw.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as cp, open(dump, "rb") as fh:
+                    while block := fh.read(1 << 20):
+                        cp.write(block)
+            return time.perf_counter() - t
+
+        # the first project ingest stores the rows the raw COPY will load: exactly the same rows
+        project()
+        with connection.cursor() as cursor, open(dump, "wb") as fh:
+            with cursor.cursor.copy(f"COPY (SELECT {columns} FROM {table}) TO STDOUT") as cp:
+                for block in cp:
+                    fh.write(block)
+        print(f"rows dumped for the raw COPY: {dump.stat().st_size / 1e6:.0f} MB", flush=True)
+
+        times: dict[str, list[float]] = {"project": [], "copy": []}
+        for i in range(args.rounds):
+            for variant, measure in (("project", project), ("copy", copy)) if i % 2 == 0 else \
+                    (("copy", copy), ("project", project)):
+                seconds = measure()
+                times[variant].append(seconds)
+                print(f"round {i + 1} {variant:8s} {seconds:7.2f} s  {n / seconds:10,.0f} rows/s", flush=True)
+        ratios = [c / p for c, p in zip(times["copy"], times["project"])]
+        project_median = statistics.median(times["project"])
+        copy_median = statistics.median(times["copy"])
+        print(f"project median {project_median:.2f} s ({n / project_median:,.0f} rows/s); raw COPY median "
+              f"{copy_median:.2f} s ({n / copy_median:,.0f} rows/s); on {os.cpu_count()} CPUs")
+        print(f"ingest_rows_per_s={n / project_median:.0f} copy_ratio={statistics.median(ratios):.2f}")
+    finally:
+        if not args.keep:
+            pgdb.drop(args.database_url)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+// The rollout browser: rows of the filtered, sorted rollouts (rollouts.json with this page's own query string), one
+// keyset page at a time, each a transcript. New steps pushed by the server refresh the first page in place; deeper
+// pages say they have arrived. Model text goes in as text only (transcript.js).
+
+import { el, fmt, getJSON } from "./dom.js";
+import { onRunEvents } from "./live.js";
+import { transcript } from "./transcript.js";
+
+const root = document.getElementById("browser");
+const runId = root.dataset.run;
+const query = new URLSearchParams(location.search);
+const firstPage = !query.has("after");
+let shown = 0;
+
+function rewardsText(rewards) {
+  return Object.entries(rewards).map(([name, v]) => `${name} ${fmt(v)}`).join(" · ");
+}
+
+function rowCard(r) {
+  const head = el("div", { class: "rollout-head" },
+    el("a", { href: r.group_url, class: "where", text: `step ${r.step} · group ${r.group} · #${r.index}` }),
+    el("span", { class: `num adv ${r.advantage >= 0 ? "pos" : "neg"}`, text: `advantage ${fmt(r.advantage)}` }),
+    el("span", { class: "num total", text: `reward ${fmt(r.reward)}` }),
+    el("span", { class: "muted", text: rewardsText(r.rewards) }),
+    el("span", { class: "num", text: `${r.length} tokens${r.truncated ? " · truncated ✂" : ""}` }));
+  if (r.zero_std) head.append(el("span", { class: "badge warn", text: "zero-variance group" }));
+  for (const phrase of r.reflections) head.append(el("span", { class: "badge reflection-tag", text: phrase }));
+  head.append(el("a", { href: r.prompt_url, class: "small", text: "prompt over time" }));
+  const prompt = el("details", { class: "prompt-details" }, el("summary", { text: "prompt" }),
+    el("pre", { class: "prompt", text: r.prompt }));
+  return el("article", { class: "rollout", "data-id": r.id }, head, prompt, transcript(r.completion, r.spans));
+}
+
+async function load() {
+  const rowsDiv = document.getElementById("rows");
+  const response = await fetch(`/runs/${runId}/rollouts.json?${query}`, { headers: { Accept: "application/json" } });
+  const data = await response.json();
+  if (!response.ok) {
+    const messages = Object.entries(data.errors || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("; ");
+    rowsDiv.replaceChildren(el("div", { class: "error", id: "rows-error", text: messages || `error ${response.status}` }));
+    return;
+  }
+  shown = data.rows.length;
+  rowsDiv.replaceChildren(
+    el("p", { class: "muted", id: "rows-count",
+              text: data.rows.length ? `${data.rows.length} rollouts on this page${data.next ? ", more after" : ""}` : "No rollouts match." }),
+    ...data.rows.map(rowCard));
+  const next = document.getElementById("next-page");
+  next.hidden = !data.next;
+  if (data.next) next.href = data.next;
+  document.getElementById("first-page").hidden = firstPage;
+}
+
+onRunEvents(runId, async (event) => {
+  if (firstPage || shown === 0) {
+    await load();
+  } else if (event && event.steps && event.steps.length) {
+    const note = document.getElementById("live-note");
+    note.hidden = false;
+    note.textContent = `New steps arrived (up to step ${Math.max(...event.steps)}); the first page shows them.`;
+  }
+  return event && ["completed", "failed", "cancelled"].includes(event.status);
+});

@@ -1,0 +1,46 @@
+// The run's life on its page: steps per second, ETA, the live tail of the training log, and which actions apply.
+// Polls progress.json every 2 s until the run has finished (and once more after). Text only, never HTML.
+
+const root = document.getElementById("run");
+const url = `/runs/${root.dataset.run}/progress.json`;
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  const s = Math.round(seconds);
+  return s >= 3600 ? `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min` : s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
+}
+
+async function refresh() {
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  if (!response.ok) return true;
+  const p = await response.json();
+  const parts = [];
+  if (p.steps_per_second) parts.push(`${p.steps_per_second.toFixed(2)} steps/s`);
+  if (p.eta_seconds !== null && p.status === "running") parts.push(`about ${duration(p.eta_seconds)} left`);
+  if (p.checkpoint_step) parts.push(`last checkpoint: step ${p.checkpoint_step}`);
+  if (p.cancel_requested && p.status === "running") parts.push("cancelling…");
+  document.getElementById("run-speed").textContent = parts.join(" · ");
+  const tail = document.getElementById("log-tail");
+  if (p.log_tail && tail.textContent !== p.log_tail) {
+    const atBottom = tail.scrollTop + tail.clientHeight >= tail.scrollHeight - 4;
+    tail.textContent = p.log_tail;
+    if (atBottom) tail.scrollTop = tail.scrollHeight;
+  }
+  const finished = ["completed", "failed", "cancelled"].includes(p.status);
+  document.getElementById("cancel-form").hidden = finished;
+  document.getElementById("retry-form").hidden = !finished;
+  document.getElementById("resume-form").hidden = !(p.status === "failed" && p.resumable);
+  if (p.worker) document.getElementById("run-worker").textContent = `on ${p.worker}${p.attempt > 1 ? ` · attempt ${p.attempt}` : ""}`;
+  return finished;
+}
+
+async function loop() {
+  let done = false;
+  try {
+    done = await refresh();
+  } catch (e) {
+    // a failed poll is retried on the next tick
+  }
+  if (!done) setTimeout(loop, 2000);
+}
+loop();

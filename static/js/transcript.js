@@ -1,0 +1,120 @@
+// A completion as a transcript: <think> sections collapsible, LaTeX rendered with KaTeX, fenced code highlighted,
+// self-reflection phrases marked. Everything is built from the text: tags and markup found in it only decide how
+// text nodes are grouped (textContent, KaTeX's own renderer, Lezer's tokens); no model text is ever parsed as HTML,
+// so a completion holding <script> or </textarea> shows as those characters and runs nothing.
+
+import { el } from "./dom.js";
+
+// <think>, </think>, a fenced code block (closed or running to the end), $$display$$, \[display\], \(inline\),
+// and $inline$ (no space inside the dollars, no digit right after: "$5 and $10" stays text).
+const TOKEN = new RegExp(
+  [
+    "<think>",
+    "</think>",
+    "```([\\w+#.-]*)[^\\n]*\\n([\\s\\S]*?)(?:\\n?```|$)",
+    "\\$\\$([\\s\\S]+?)\\$\\$",
+    "\\\\\\[([\\s\\S]+?)\\\\\\]",
+    "\\\\\\(([\\s\\S]+?)\\\\\\)",
+    "\\$(?![\\s$])((?:[^$\\n\\\\]|\\\\.)+?)(?<!\\s)\\$(?!\\d)",
+  ].join("|"),
+  "g",
+);
+
+// Text with the reflection spans ([start, end] in UTF-16 units of the whole completion) inside [offset, offset+len)
+// wrapped in <mark>.
+function appendMarked(parent, text, offset, spans) {
+  let pos = 0;
+  for (const [start, end] of spans || []) {
+    const a = Math.max(start - offset, pos);
+    const b = Math.min(end - offset, text.length);
+    if (b <= a) continue;
+    if (a > pos) parent.append(document.createTextNode(text.slice(pos, a)));
+    parent.append(el("mark", { class: "reflection", text: text.slice(a, b) }));
+    pos = b;
+  }
+  if (pos < text.length) parent.append(document.createTextNode(text.slice(pos)));
+}
+
+function math(tex, display) {
+  const node = el(display ? "div" : "span", { class: display ? "math display" : "math" });
+  if (window.katex) {
+    // trust: false keeps \href, \url, \includegraphics and \html* out; KaTeX escapes text it writes
+    window.katex.render(tex, node, { displayMode: display, throwOnError: false, trust: false, strict: "ignore",
+                                     maxSize: 20, maxExpand: 500, output: "htmlAndMathml" });
+  } else {
+    node.textContent = display ? `$$${tex}$$` : `$${tex}$`;
+  }
+  node.dataset.tex = tex;
+  return node;
+}
+
+function codeBlock(code, language) {
+  const inner = el("code", language ? { "data-lang": language } : {});
+  if (!(window.GrpoHighlight && window.GrpoHighlight.highlight(code, language, inner))) inner.textContent = code;
+  return el("pre", { class: "code-block" }, inner);
+}
+
+function thinkSection(open) {
+  const body = el("div", { class: "think-body" });
+  const summary = el("summary", { text: "thinking" });
+  const details = el("details", { class: "think" }, summary, body);
+  details.open = open;
+  return { details, body, summary };
+}
+
+// Render `text` into a new element. `spans`: reflection phrase spans from the server.
+export function transcript(text, spans = [], { thinkOpen = true } = {}) {
+  const root = el("div", { class: "transcript" });
+  let parent = root;
+  let think = null;
+  let last = 0;
+  // A completion that closes a <think> it never opened (the chat template opened it) starts inside one.
+  const opens = text.indexOf("<think>");
+  const closes = text.indexOf("</think>");
+  if (closes >= 0 && (opens < 0 || closes < opens)) {
+    think = thinkSection(thinkOpen);
+    root.append(think.details);
+    parent = think.body;
+  }
+  const flushText = (upto) => {
+    if (upto > last) appendMarked(parent, text.slice(last, upto), last, spans);
+  };
+  for (const m of text.matchAll(TOKEN)) {
+    flushText(m.index);
+    const token = m[0];
+    if (token === "<think>") {
+      if (!think) {
+        think = thinkSection(thinkOpen);
+        root.append(think.details);
+        parent = think.body;
+      } else {
+        appendMarked(parent, token, m.index, spans);
+      }
+    } else if (token === "</think>") {
+      if (think && parent === think.body) {
+        const words = think.body.textContent.trim().split(/\s+/).filter(Boolean).length;
+        const marks = think.body.querySelectorAll("mark.reflection").length;
+        think.summary.textContent = `thinking · ${words} words` + (marks ? ` · ${marks} reflection phrase${marks === 1 ? "" : "s"}` : "");
+        parent = root;
+      } else {
+        appendMarked(parent, token, m.index, spans);
+      }
+    } else if (token.startsWith("```")) {
+      parent.append(codeBlock(m[2], m[1]));
+    } else if (m[3] !== undefined) {
+      parent.append(math(m[3], true));
+    } else if (m[4] !== undefined) {
+      parent.append(math(m[4], true));
+    } else if (m[5] !== undefined) {
+      parent.append(math(m[5], false));
+    } else {
+      parent.append(math(m[6], false));
+    }
+    last = m.index + token.length;
+  }
+  flushText(text.length);
+  if (think && parent === think.body) {
+    think.summary.textContent = "thinking · unfinished (no </think>)";
+  }
+  return root;
+}

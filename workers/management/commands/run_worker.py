@@ -1,0 +1,30 @@
+"""Start a Celery worker that serves what this machine can run: training-gpu1..N for N GPUs (one run at a time per
+worker), plain "training" for CPU runs, and optionally the sandbox queue."""
+
+import os
+import sys
+
+from django.core.management.base import BaseCommand
+
+from workers.registry import detect_gpus
+from workers.tasks import training_queue
+
+
+class Command(BaseCommand):
+    help = "Run a Celery worker whose queues match this machine's GPUs."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--cpu-runs", action="store_true", help="also take runs that need no GPU")
+        parser.add_argument("--sandbox", action="store_true", help="also serve reward tests and contract checks")
+        parser.add_argument("--name", default="gpu@%h")
+
+    def handle(self, *args, cpu_runs, sandbox, name, **options):
+        gpus = len(detect_gpus())
+        queues = [training_queue(n) for n in range(1, gpus + 1)]
+        if cpu_runs or not gpus:
+            queues.append(training_queue(0))
+        if sandbox:
+            queues += ["sandbox", "default"]
+        self.stdout.write(f"{gpus} GPU(s); queues: {', '.join(queues)}")
+        os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", ",".join(queues),
+                                  "--concurrency", "1", "--prefetch-multiplier", "1", "-n", name, "-l", "INFO"])

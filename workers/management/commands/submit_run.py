@@ -1,0 +1,37 @@
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = "Submit a run from a TRL GRPOConfig YAML (plus model_name_or_path, dataset_name, reward_funcs)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("config", help="path to the YAML file")
+        parser.add_argument("--user", required=True, help="the owner of the run (and of its dataset and rewards)")
+
+    def handle(self, *args, config, user, **options):
+        from runs.services import RunRefused, run_create
+        from runs.trl_yaml import parse_run_yaml
+
+        owner = get_user_model().objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"no user {user!r}")
+        try:
+            text = Path(config).read_text()
+        except OSError as exc:
+            raise CommandError(str(exc)) from None
+        imported = parse_run_yaml(text, owner=owner)
+        for note in imported.notes:
+            self.stdout.write(f"note: {note}")
+        if imported.errors:
+            raise CommandError("\n".join(imported.errors))
+        try:
+            run = run_create(owner=owner, name=imported.name, model=imported.model,
+                             dataset_version=imported.dataset_version, rewards=imported.rewards,
+                             config=imported.config, config_extra=imported.extra,
+                             requested_gpus=imported.requested_gpus)
+        except RunRefused as exc:
+            raise CommandError("\n".join(exc.errors)) from None
+        self.stdout.write(self.style.SUCCESS(f"queued run {run.pk}: {run.name}"))

@@ -1,0 +1,73 @@
+"""Workers announce themselves when they start (host, GPUs, vLLM) and keep a heartbeat; each heartbeat also runs the
+reaper, so a run whose worker died is marked failed within GRPO_HEARTBEAT_TIMEOUT plus one beat."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import threading
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+BEAT_SECONDS = int(os.environ.get("GRPO_WORKER_BEAT", "15"))
+
+
+def detect_gpus() -> list[dict]:
+    """GPUs as nvidia-smi lists them (no torch import in the worker's main process)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        index, name, memory = [part.strip() for part in line.split(",")]
+        gpus.append({"index": int(index), "name": name, "memory_mb": int(float(memory))})
+    return gpus
+
+
+def vllm_installed() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def announce(name: str, queues: list[str]) -> None:
+    from workers.models import Worker
+
+    now = timezone.now()
+    Worker.objects.update_or_create(name=name, defaults={
+        "hostname": socket.gethostname(), "queues": queues, "gpus": detect_gpus(), "vllm": vllm_installed(),
+        "started_at": now, "last_seen": now,
+    })
+
+
+def beat(name: str, queues: list[str]) -> None:
+    from runs.services import run_reap_stale
+    from workers.models import Worker
+
+    if not Worker.objects.filter(name=name).update(last_seen=timezone.now()):
+        announce(name, queues)  # the row went away (an admin cleaned up): say who we are again
+    for run in run_reap_stale():
+        log.warning("reaped run %s: %s", run.pk, run.error)
+
+
+def start_heartbeat(name: str, queues: list[str], stop: threading.Event) -> threading.Thread:
+    def loop():
+        while not stop.wait(BEAT_SECONDS):
+            try:
+                beat(name, queues)
+            except Exception:  # the database may be briefly away; the next beat tries again
+                log.exception("worker heartbeat failed")
+            finally:
+                close_old_connections()
+
+    thread = threading.Thread(target=loop, name="grpo-heartbeat", daemon=True)
+    thread.start()
+    return thread
