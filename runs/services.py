@@ -223,6 +223,11 @@ def run_resume(*, run: Run) -> Run:
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status != Run.Status.FAILED or not run.resumable:
             raise RunRefused(["only a failed run with a checkpoint can be resumed"])
+        if run.checkpoint_step >= run.total_steps:
+            # every step is trained and saved (the process died after its last checkpoint): nothing to resume
+            run.status, run.error, run.resumable, run.step = Run.Status.COMPLETED, "", False, run.total_steps
+            run.save(update_fields=["status", "error", "resumable", "step"])
+            return run
         run.status, run.attempt, run.error, run.resumable = Run.Status.QUEUED, run.attempt + 1, "", False
         run.finished_at = run.cancel_requested_at = None
         run.save(update_fields=["status", "attempt", "error", "resumable", "finished_at", "cancel_requested_at"])
@@ -256,7 +261,11 @@ def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
                 continue
             from runs.ingest import ingest_log
 
-            ingest_log(run, event_log_path(run))
+            _, events = ingest_log(run, event_log_path(run))
+            if any(e["type"] == "finished" for e in events):
+                run.mark_completed()  # training finished; only its supervisor died before saying so
+                reaped.append(run)
+                continue
             seconds = int((now - run.heartbeat_at).total_seconds())
             run.mark_failed(f"the worker {run.worker_name or ''} stopped responding (no heartbeat for {seconds} s)")
             reaped.append(run)

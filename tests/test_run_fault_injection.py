@@ -34,7 +34,7 @@ def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(
                              rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
                              config={"num_generations": 4, "max_completion_length": 8,
                                      "per_device_train_batch_size": 8, "seed": 5, "save_steps": 3,
-                                     "max_steps": 10}, total_steps=10)
+                                     "max_steps": 40}, total_steps=40)
     train_run.apply_async(args=[run.pk], queue="faults")
     wait_for(lambda: refreshed(run).checkpoint_step >= 3 and run.step >= 4, timeout=120, what="a checkpoint")
     pid = training_pid(run)
@@ -57,7 +57,7 @@ def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(
     run_resume(run=run)  # the session's worker takes it
     wait_for(lambda: refreshed(run).is_finished, timeout=180, what="the resumed run")
     assert run.status == Run.Status.COMPLETED, run.error
-    assert_complete_and_unique(run, steps=10)
+    assert_complete_and_unique(run, steps=40)
 
 
 def _restart_redis():

@@ -87,7 +87,7 @@ def test_a_queued_run_is_cancelled_at_once(owner, dataset_version):
 
 def test_killing_the_training_process_fails_the_run_and_resume_completes_it(celery_worker, owner,
                                                                            dataset_version):
-    run = submit(owner, dataset_version, max_steps=10)
+    run = submit(owner, dataset_version, max_steps=40)
     wait_for(lambda: refreshed(run).checkpoint_step >= 3 and run.step >= 4, timeout=120, what="a checkpoint")
     os.kill(training_pid(run), signal.SIGKILL)
     wait_for(lambda: refreshed(run).status == Run.Status.FAILED, timeout=30, what="the run to fail")
@@ -97,8 +97,8 @@ def test_killing_the_training_process_fails_the_run_and_resume_completes_it(cele
     run_resume(run=run)
     wait_for(lambda: refreshed(run).is_finished, timeout=180, what="the resumed run to finish")
     assert run.status == Run.Status.COMPLETED, run.error
-    assert run.attempt == 2 and run.step == 10
-    assert_complete_and_unique(run, steps=10)
+    assert run.attempt == 2 and run.step == 40
+    assert_complete_and_unique(run, steps=40)
     # the resumed attempt started at the checkpoint: its event log holds only the steps after it
     import json
 

@@ -57,3 +57,14 @@ def test_finished_runs_are_never_reaped(running):
     run = running(1000)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
     assert run_reap_stale(timeout=60) == []
+
+
+def test_a_run_whose_training_finished_before_its_supervisor_died_is_completed(running):
+    run = running(300, checkpoint_step=10)
+    log = event_log_path(run)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(json.dumps({"type": "metrics", "ts": 1.0, "step": 10, "metrics": {"reward": 1.0}}) + "\n"
+                   + json.dumps({"type": "finished", "ts": 2.0, "step": 10}) + "\n")
+    run_reap_stale(timeout=60)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED and run.step == 10
