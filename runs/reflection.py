@@ -153,11 +153,3 @@ def matcher(phrases: tuple[str, ...]) -> PhraseMatcher:
 
 def find_reflections(text: str, phrases: list[str] | tuple[str, ...] = tuple(DEFAULT_PHRASES)) -> list[str]:
     return matcher(tuple(phrases)).find(text)
-
-
-def pattern_source(phrases: list[str] | tuple[str, ...] = tuple(DEFAULT_PHRASES)) -> str:
-    """One JavaScript-compatible pattern for a page's highlighter (plain phrases only; regex entries are matched on
-    the server, which sends spans: see ``PhraseMatcher.spans``)."""
-    plain = sorted((p for p in phrases if not _is_regex(p)), key=len, reverse=True)
-    escaped = (re.sub(r"[.*+?^${}()|\[\]\\/-]", r"\\\g<0>", p) for p in plain)
-    return r"\b(" + "|".join(escaped) + r")\b" if plain else r"(?!)"
