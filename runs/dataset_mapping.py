@@ -228,11 +228,17 @@ def preview_rows(path, mapping: Mapping, n: int = 5) -> list[dict]:
     return out
 
 
-def write_training_jsonl(path, mapping: Mapping, out: Path) -> Path:
-    """The train split as JSON lines, one ``{"prompt": ..., <reward columns>...}`` a row: what workers.train reads."""
+def write_training_jsonl(path, mapping: Mapping, out: Path, split: str = "train") -> Path:
+    """A split as JSON lines, one ``{"prompt": ..., <reward columns>...}`` a row: what workers.train reads.
+
+    ``split``: "train" (the rows not held out), "eval" (the held-out rows, for workers.evaluate) or "all"."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     held_out = eval_mask(path, mapping)
+    if split == "eval":
+        held_out = ~held_out
+    elif split == "all":
+        held_out[:] = False
     part = out.with_suffix(".part")
     offset = 0
     with open(part, "w", encoding="utf-8") as fh:

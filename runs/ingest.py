@@ -188,12 +188,18 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
         stored = store_rollouts(rows)
         metrics: list[StepMetric] = []
         faults: dict[str, dict] = {}
+        evaluated: list[int] = []
         for event in others:
             if event["type"] == "reward_fault":
                 faults[event["name"]] = {k: event.get(k) for k in ("faults", "disabled", "error", "step")}
             elif event["type"] == "checkpoint" and event["step"] > run.checkpoint_step:
                 run.checkpoint_step = event["step"]
                 run.save(update_fields=["checkpoint_step"])
+            elif event["type"] == "eval":
+                from runs.evaluations import store_periodic
+
+                store_periodic(run, event)
+                evaluated.append(event["step"])
             elif event["type"] == "metrics":
                 metrics.append(StepMetric(run=run, step=event["step"], metrics=event["metrics"],
                                           logged_at=datetime.fromtimestamp(event["ts"], tz=timezone.utc)))
@@ -215,7 +221,7 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
         if faults:
             run.reward_faults = {**run.reward_faults, **faults}
             run.save(update_fields=["reward_faults"])
-    return {"steps": sorted(set(merged) | rollout_steps), "rollouts": stored}
+    return {"steps": sorted(set(merged) | rollout_steps), "rollouts": stored, "evaluated": evaluated}
 
 
 @contextmanager
@@ -234,7 +240,7 @@ def _no_cyclic_gc():
 def ingest_log(run: Run, path) -> tuple[dict, list[dict]]:
     """Ingest what the event log holds past ``run.event_offset``, ``READ_LIMIT`` bytes a transaction; each advances
     the offset in the same transaction. Returns what changed and the events read (rollouts without their rows)."""
-    changed: dict = {"steps": [], "rollouts": 0}
+    changed: dict = {"steps": [], "rollouts": 0, "evaluated": []}
     all_events: list[dict] = []
     while True:
         lines, offset = read_lines(path, run.event_offset, READ_LIMIT)
@@ -256,5 +262,6 @@ def ingest_log(run: Run, path) -> tuple[dict, list[dict]]:
             run.event_offset, run.step = offset, min(done, run.total_steps or done)
             run.save(update_fields=["event_offset", "step"])
         changed = {"steps": sorted(set(changed["steps"]) | set(batch["steps"])),
-                   "rollouts": changed["rollouts"] + batch["rollouts"]}
+                   "rollouts": changed["rollouts"] + batch["rollouts"],
+                   "evaluated": changed["evaluated"] + batch["evaluated"]}
         all_events.extend(read)

@@ -87,11 +87,12 @@ class DatasetVersion(models.Model):
                        reward_columns=tuple(self.reward_columns), split=self.split, eval_fraction=self.eval_fraction,
                        split_seed=self.split_seed, split_column=self.split_column)
 
-    def write_training_jsonl(self, out) -> str:
-        """Write the train split as the training program reads it (``prompt`` + reward columns); return the path."""
+    def write_training_jsonl(self, out, split: str = "train") -> str:
+        """Write a split ("train", "eval" or "all") as the training program reads it (``prompt`` + reward columns);
+        return the path."""
         from runs.dataset_mapping import write_training_jsonl
 
-        return str(write_training_jsonl(self.path, self.mapping, out))
+        return str(write_training_jsonl(self.path, self.mapping, out, split))
 
 
 class Run(models.Model):
@@ -130,6 +131,8 @@ class Run(models.Model):
     resumable = models.BooleanField(default=False, help_text="Failed with a checkpoint to resume from.")
     reward_faults = models.JSONField(default=dict, blank=True,
                                      help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
+    evaluation = models.JSONField(default=dict, blank=True,
+                                  help_text="Periodic evaluation settings (workers.config.EvalFields); {}: none.")
     reflection_phrases = models.JSONField(default=default_reflection_phrases, blank=True,
                                           help_text="Self-reflection phrases tagged at ingest; /.../ is a regex.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -241,3 +244,97 @@ class Rollout(models.Model):
                                  "reflective", "truncated", "reflection_mask"], name="rollout_run_advantage"),
             models.Index(fields=["run", "prompt_key", "step"], name="rollout_run_prompt"),
         ]
+
+
+class Evaluation(models.Model):
+    """One evaluation of one model on a dataset version's eval prompts: k samples and one greedy completion per prompt,
+    scored by the run's reward functions (workers.evaluate). Periodic ones come from the training run itself (one
+    per evaluated step); standalone ones are jobs a user starts on the run page (the base model, a checkpoint, the
+    final model, any model folder)."""
+
+    class Kind(models.TextChoices):
+        PERIODIC = "periodic"
+        STANDALONE = "standalone"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluations")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    step = models.PositiveIntegerField(null=True, blank=True,
+                                       help_text="Periodic: the training step evaluated. A checkpoint: its step.")
+    label = models.CharField(max_length=200, help_text="'step 4', 'base model', 'final model', 'checkpoint-10', ...")
+    model = models.CharField(max_length=500, blank=True, help_text="The model folder or hub id evaluated.")
+    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="evaluations")
+    split = models.CharField(max_length=8, default="eval", help_text="'eval': the eval split; 'all': every row.")
+    settings = models.JSONField(default=dict, help_text="workers.config.EvalFields as used.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    k = models.PositiveSmallIntegerField(default=0)
+    solved_by = models.CharField(max_length=200, blank=True, help_text="The reward that decided correctness.")
+    threshold = models.FloatField(default=1.0)
+    prompts = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=dict, help_text="mean@k, pass@k, maj@k, greedy, reward_mean@k, ...")
+    seconds = models.FloatField(null=True, blank=True, help_text="Generation and scoring time.")
+    error = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["kind", "step", "created_at"]
+        constraints = [models.UniqueConstraint(fields=["run", "step"], condition=models.Q(kind="periodic"),
+                                               name="evaluation_periodic_step")]
+
+    def __str__(self):
+        return f"{self.run.name}: {self.label}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.COMPLETED, self.Status.FAILED)
+
+    @property
+    def eval_dir(self):
+        return self.run.run_dir / "evaluations" / str(self.pk)
+
+
+class EvalSample(models.Model):
+    """One completion of an evaluation: sample 0..k-1 of a prompt, or its greedy completion (sample k)."""
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="samples")
+    prompt_index = models.PositiveIntegerField()
+    sample = models.PositiveSmallIntegerField()
+    greedy = models.BooleanField(default=False)
+    prompt = models.TextField()
+    prompt_key = models.CharField(max_length=16, default="")
+    completion = models.TextField()
+    rewards = models.JSONField(help_text="Per reward function, in the run's order; None where it abstained.")
+    reward = models.FloatField(null=True)
+    correct = models.BooleanField(default=False)
+    answer = models.CharField(max_length=200, blank=True, help_text="The extracted answer maj@k votes on.")
+    length = models.PositiveIntegerField()
+    truncated = models.BooleanField(default=False)
+    columns = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["prompt_index", "sample"]
+        constraints = [models.UniqueConstraint(fields=["evaluation", "prompt_index", "sample"],
+                                               name="eval_sample_key")]
+
+
+class ResourceSample(models.Model):
+    """What the training process used at one moment, sampled by the worker: CPU and memory of the process tree,
+    and per GPU its utilisation and memory where there are GPUs."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="resource_samples")
+    at = models.DateTimeField()
+    step = models.PositiveIntegerField(default=0)
+    cpu_percent = models.FloatField(help_text="Of one core: 200 is two cores busy.")
+    rss_bytes = models.BigIntegerField()
+    gpus = models.JSONField(default=list, help_text="[{index, util, mem_used, mem_total}] (bytes, %).")
+
+    class Meta:
+        ordering = ["at"]
+        indexes = [models.Index(fields=["run", "at"], name="resource_run_at")]

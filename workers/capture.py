@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from trl import GRPOTrainer
 from transformers import TrainerCallback
 
@@ -19,6 +21,15 @@ class CapturingGRPOTrainer(GRPOTrainer):
     def __init__(self, *args, events: EventWriter, **kwargs):
         super().__init__(*args, **kwargs)
         self._events = events
+        self.step_timing = StepTiming()
+
+    def _generate(self, prompts):
+        with self.step_timing.part("generation"):
+            return super()._generate(prompts)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        with self.step_timing.part("reward"):  # sandboxed reward functions included
+            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
@@ -37,6 +48,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
         has_eos = self.accelerator.gather(
             (output["completion_ids"] == self.processing_class.eos_token_id).any(dim=1)
         ).tolist()
+        self.step_timing.tokens += int(sum(lengths))
         if not self.accelerator.is_main_process:
             return
         n = local_count * self.accelerator.num_processes
@@ -68,15 +80,66 @@ class CapturingGRPOTrainer(GRPOTrainer):
                            reward_names=list(self.reward_func_names), rows=rows)
 
 
-class MetricsCallback(TrainerCallback):
-    """TRL's own logged metrics (reward, reward_std, rewards/<fn>/mean, kl, entropy, completions/...), per step."""
+class StepTiming:
+    """Where one optimizer step's wall time goes: generation, reward scoring (sandbox included), and the rest, the
+    policy update (log-probabilities, loss, backward, optimizer step); and the completion tokens generated."""
 
-    def __init__(self, events: EventWriter):
+    def __init__(self):
+        self.parts: dict[str, float] = {}
+        self.tokens = 0
+        self.started: float | None = None
+        self.step_s: float | None = None
+
+    def part(self, name: str):
+        timing = self
+
+        class _Part:
+            def __enter__(self):
+                self.t = time.perf_counter()
+
+            def __exit__(self, *exc):
+                timing.parts[name] = timing.parts.get(name, 0.0) + time.perf_counter() - self.t
+
+        return _Part()
+
+    def begin(self):
+        self.parts, self.tokens, self.started, self.step_s = {}, 0, time.perf_counter(), None
+
+    def end(self):
+        if self.started is not None:
+            self.step_s = time.perf_counter() - self.started
+
+    def metrics(self) -> dict:
+        if self.step_s is None:
+            return {}
+        generation, reward = self.parts.get("generation", 0.0), self.parts.get("reward", 0.0)
+        return {"timing/step_s": self.step_s, "timing/generation_s": generation, "timing/reward_s": reward,
+                "timing/update_s": max(0.0, self.step_s - generation - reward),
+                "timing/tokens_per_s": self.tokens / self.step_s if self.step_s > 0 else None,
+                "timing/generation_tokens_per_s": self.tokens / generation if generation > 0 else None}
+
+
+class MetricsCallback(TrainerCallback):
+    """TRL's own logged metrics (reward, reward_std, rewards/<fn>/mean, kl, entropy, completions/...), per step,
+    with the step's time split (``timing/...``) when the trainer keeps one."""
+
+    def __init__(self, events: EventWriter, timing: StepTiming | None = None):
         self._events = events
+        self._timing = timing
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self._timing:
+            self._timing.begin()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._timing:
+            self._timing.end()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
-            self._events.write("metrics", step=state.global_step, max_steps=state.max_steps, metrics=dict(logs))
+            timing = self._timing.metrics() if self._timing and "loss" in logs else {}
+            self._events.write("metrics", step=state.global_step, max_steps=state.max_steps,
+                               metrics={**logs, **timing})
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:

@@ -86,6 +86,27 @@ GRPO_FIELDS = {f.name: f for f in dataclasses.fields(GRPOFields)}
 
 
 @dataclass
+class EvalFields:
+    """Held-out evaluation during a run (workers.evaluate), on the dataset version's eval split. Not GRPOConfig
+    fields: TRL's own evaluation samples num_generations per prompt and knows no pass@k, so grpo-web runs its own."""
+
+    eval_steps: int = _f(0, "Evaluate on the eval split every N steps (and before the first and after the last); "
+                            "0: no periodic evaluation.", "evaluation", min=0)
+    eval_num_samples: int = _f(4, "k: sampled completions per eval prompt (mean@k, pass@k, maj@k), plus one greedy.",
+                               "evaluation", min=1)
+    eval_max_prompts: int = _f(32, "Eval prompts used (the first rows of the eval split); 0: all of them.",
+                               "evaluation", min=0)
+    eval_temperature: float = _f(1.0, "Sampling temperature of the k samples.", "evaluation", min=0.0)
+    eval_solved_by: str = _f("", "The reward that decides a correct completion: a reward function's name, or "
+                                 "'reward' for the weighted total. Blank: 'accuracy' if the run has it, else the total.",
+                             "evaluation")
+    eval_threshold: float = _f(1.0, "A completion is correct when that reward is at least this.", "evaluation")
+
+
+EVAL_FIELDS = {f.name: f for f in dataclasses.fields(EvalFields)}
+
+
+@dataclass
 class RewardSpec:
     """One reward function of a run. User code (``source``) runs in the sandbox; ``builtin`` names trusted library
     code run in-process (tests and benchmarks)."""
@@ -117,6 +138,9 @@ class TrainConfig:
     extra: dict = field(default_factory=dict)  # further GRPOConfig fields, passed through unchanged
     resume_from_checkpoint: str | None = None  # a checkpoint folder of this run: continue from its step
     vllm_server_port: int | None = None  # vllm_mode="server": the port of the TRL vLLM server the worker started
+    evaluation: EvalFields = field(default_factory=EvalFields)
+    eval_dataset_path: str | None = None  # JSONL of the eval split, rows as in dataset_path
+    eval_source: str = "eval"  # the data source in the eval metrics' names (val-core/<source>/...)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -126,6 +150,7 @@ class TrainConfig:
         data = dict(data)
         data["rewards"] = [RewardSpec(**r) for r in data["rewards"]]
         data["grpo"] = GRPOFields(**data.get("grpo", {}))
+        data["evaluation"] = EvalFields(**data.get("evaluation", {}))
         return cls(**data)
 
     @classmethod
@@ -154,6 +179,15 @@ class TrainConfig:
                 errors.append(f"{name}: must be at least {f.metadata['min']}.")
             if "choices" in f.metadata and value not in f.metadata["choices"]:
                 errors.append(f"{name}: must be one of {', '.join(f.metadata['choices'])}.")
+        for name, f in EVAL_FIELDS.items():
+            value = getattr(self.evaluation, name)
+            if "min" in f.metadata and value < f.metadata["min"]:
+                errors.append(f"{name}: must be at least {f.metadata['min']}.")
         if not self.rewards:
             errors.append("rewards: pick at least one reward function.")
+        elif self.evaluation.eval_solved_by:
+            names = [r.name for r in self.rewards]
+            if self.evaluation.eval_solved_by not in names + ["reward"]:
+                errors.append(f"eval_solved_by: '{self.evaluation.eval_solved_by}' is not one of the run's rewards "
+                              f"({', '.join(names)}) nor 'reward' (the weighted total).")
         return errors

@@ -26,7 +26,7 @@ from django.utils import timezone
 from rewards.selectors import reward_specs
 from runs.ingest import ingest_log
 from runs.live import publish
-from runs.models import Rollout, Run, StepMetric
+from runs.models import Evaluation, Rollout, Run, StepMetric
 from workers.config import GRPOFields, RewardSpec, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,11 @@ def checkpoint_path(run: Run) -> Path | None:
 
 
 def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
+    from runs.evaluations import eval_settings, eval_source
+
     checkpoint = checkpoint_path(run)
+    evaluation = eval_settings(run)
+    evaluate = evaluation.eval_steps > 0 and run.dataset_version.eval_rows > 0
     return TrainConfig(
         model=resolve_model(run.model),
         dataset_path=run.dataset_version.write_training_jsonl(run.run_dir / "train.jsonl"),
@@ -69,6 +73,10 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         sandbox_slot_base=_slot_base(),
         resume_from_checkpoint=str(checkpoint) if checkpoint else None,
         vllm_server_port=vllm_server_port,
+        evaluation=evaluation,
+        eval_dataset_path=run.dataset_version.write_training_jsonl(run.run_dir / "eval.jsonl", "eval")
+        if evaluate else None,
+        eval_source=eval_source(run.dataset_version),
     )
 
 
@@ -99,6 +107,7 @@ def claim(run_id: int, worker_name: str) -> Run | None:
         if run.attempt > 1:
             Rollout.objects.filter(run=run, step__gt=run.checkpoint_step).delete()
             StepMetric.objects.filter(run=run, step__gt=run.checkpoint_step).delete()
+            Evaluation.objects.filter(run=run, kind=Evaluation.Kind.PERIODIC, step__gt=run.checkpoint_step).delete()
             run.step = run.checkpoint_step
         run.worker_name, run.heartbeat_at, run.event_offset = worker_name, timezone.now(), 0
         run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step"])
@@ -126,7 +135,7 @@ def push(run: Run, **extra) -> None:
 def ingest_and_push(run: Run) -> list[dict]:
     changed, events = ingest_log(run, event_log_path(run))
     if events:
-        push(run, steps=changed["steps"], rollouts=changed["rollouts"])
+        push(run, steps=changed["steps"], rollouts=changed["rollouts"], evaluations=changed["evaluated"])
     return events
 
 

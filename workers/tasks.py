@@ -17,3 +17,11 @@ def train_run(self, run_id: int) -> None:
     from workers.supervisor import supervise
 
     supervise(run_id, worker_name=self.request.hostname or "")
+
+
+@shared_task(acks_late=True, ignore_result=True, time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
+def evaluate(evaluation_id: int) -> None:
+    """A standalone evaluation (runs.evaluations): on the training queues, where the GPUs are."""
+    from runs.evaluations import run_evaluation
+
+    run_evaluation(evaluation_id)

@@ -110,6 +110,7 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     from trl import GRPOTrainer
 
     from workers.capture import CapturingGRPOTrainer, MetricsCallback
+    from workers.evaluate import eval_callback
 
     args = grpo_config(config)
     for key, value in overrides.items():
@@ -125,7 +126,11 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
         trainer = (trainer_cls or GRPOTrainer)(**kwargs)
     else:
         trainer = (trainer_cls or CapturingGRPOTrainer)(events=events, **kwargs)
-        trainer.add_callback(MetricsCallback(events))
+        trainer.add_callback(MetricsCallback(events, getattr(trainer, "step_timing", None)))
+        # periodic evaluation on the eval split, scored by the same reward functions (sandboxes included)
+        callback = eval_callback(trainer, config, events, funcs, weights, [r.name for r in config.rewards])
+        if callback is not None:
+            trainer.add_callback(callback)
     trainer.reward_closers = closers
     return trainer
 
@@ -142,6 +147,8 @@ def run(config: TrainConfig) -> None:
                          reward_weights=[r.weight for r in config.rewards])
         try:
             trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+            # the final policy, loadable with from_pretrained: what "evaluate the final model" reads
+            trainer.save_model(str(Path(config.output_dir) / "final"))
         finally:
             for closer in trainer.reward_closers:
                 closer.close()
