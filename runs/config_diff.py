@@ -12,7 +12,7 @@ import json
 
 from rewards.models import RewardFunctionVersion
 from runs.models import Run
-from workers.config import GRPO_FIELDS
+from workers.config import EVAL_FIELDS, GRPO_FIELDS
 
 MISSING = None  # the value of a reward a run does not use, or of an extra config field it does not set
 
@@ -65,6 +65,10 @@ def _setup(run: Run) -> dict[str, tuple[str, object, object]]:
     config = run.config or {}
     for name, f in GRPO_FIELDS.items():
         value = config.get(name, _default(f))
+        fields[name] = ("config", value, value)
+    evaluation = getattr(run, "evaluation", None) or {}
+    for name, f in EVAL_FIELDS.items():
+        value = evaluation.get(name, _default(f))
         fields[name] = ("config", value, value)
     extra = {**(getattr(run, "config_extra", None) or {}), **{k: v for k, v in config.items() if k not in GRPO_FIELDS}}
     for name in sorted(extra):

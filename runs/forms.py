@@ -5,7 +5,7 @@ from django import forms
 from rewards.models import RewardFunction
 from runs.dataset_mapping import Mapping, template_fields
 from runs.models import DatasetVersion
-from workers.config import GRPO_FIELDS, GROUPS
+from workers.config import EVAL_FIELDS, GRPO_FIELDS, GROUPS
 
 
 class _DatasetSourceForm(forms.Form):
@@ -118,6 +118,8 @@ def _grpo_field(name, f):
         return forms.ChoiceField(choices=[(c, c) for c in f.metadata["choices"]], **common)
     if isinstance(default, bool):
         return forms.BooleanField(**{**common, "required": False})
+    if isinstance(default, str):
+        return forms.CharField(max_length=200, **{**common, "required": False})
     if isinstance(default, int) or f.type.startswith("int"):
         return forms.IntegerField(min_value=f.metadata.get("min"), **common)
     return forms.FloatField(min_value=f.metadata.get("min"), **common)
@@ -155,6 +157,9 @@ class RunForm(forms.Form):
                 choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version")
         for name, f in GRPO_FIELDS.items():
             self.fields[name] = _grpo_field(name, f)
+        for name, f in EVAL_FIELDS.items():  # optional: blank keeps the default
+            self.fields[name] = _grpo_field(name, f)
+            self.fields[name].required = False
         source = run or imported
         if source is not None:
             self._prefill(source, clone=run is not None)
@@ -163,7 +168,7 @@ class RunForm(forms.Form):
         by_name = {rf.name: rf for rf in self.reward_functions}
         extra = getattr(source, "config_extra", None) or getattr(source, "extra", None) or {}
         self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus, **source.config,
-                             "config_extra": extra})
+                             **(source.evaluation or {}), "config_extra": extra})
         self.initial["name"] = f"{source.name} (clone)" if clone else source.name
         if source.dataset_version is not None:
             self.initial["dataset_version"] = source.dataset_version.pk
@@ -183,6 +188,9 @@ class RunForm(forms.Form):
         return [(group, [self[name] for name, f in GRPO_FIELDS.items() if f.metadata["group"] == group])
                 for group in GROUPS]
 
+    def eval_fields(self):
+        return [self[name] for name in EVAL_FIELDS]
+
     def clean(self):
         data = super().clean()
         chosen = [rf for rf in self.reward_functions if data.get(f"reward_{rf.pk}")]
@@ -194,6 +202,12 @@ class RunForm(forms.Form):
             data["rewards"].append({"name": rf.name, "weight": data[f"weight_{rf.pk}"], "version_id": version.pk,
                                     "version": version.number})
         data["config"] = {name: data.get(name) for name in GRPO_FIELDS}
+        data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]
+                              for name, f in EVAL_FIELDS.items()}
+        data["evaluation"]["eval_solved_by"] = (data["evaluation"]["eval_solved_by"] or "").strip()
+        if data["evaluation"]["eval_steps"] and data.get("dataset_version") and not data["dataset_version"].eval_rows:
+            self.add_error("eval_steps", f"{data['dataset_version']} has no eval split: map one on the dataset's "
+                                         f"mapping page, or set eval_steps to 0.")
         g = data["config"]
         if g.get("num_generations") and g.get("per_device_train_batch_size"):
             steps = g.get("steps_per_generation") or g.get("gradient_accumulation_steps") or 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 import uuid
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from runs.dataset_mapping import Mapping, check_mapping, default_mapping
 from runs.datasets import DatasetError, ImportOptions, ImportResult, hf_batches, import_arrow, import_file, load_hf, \
     save_stream
 from runs.models import Dataset, DatasetVersion, Run
-from workers.config import GRPOFields, RewardSpec, TrainConfig
+from workers.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
 
 
 def _datasets_dir() -> Path:
@@ -138,14 +139,19 @@ class RunRefused(Exception):
 
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
-               parent: Run | None = None) -> Run:
+               evaluation: dict | None = None, parent: Run | None = None) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed."""
     from rewards.selectors import reward_specs
 
     specs = reward_specs(rewards)
+    evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
-                       rewards=[RewardSpec(**r) for r in specs], grpo=GRPOFields(**config))
+                       rewards=[RewardSpec(**r) for r in specs], grpo=GRPOFields(**config),
+                       evaluation=EvalFields(**evaluation))
     errors = spec.validate() + model_problems(model)
+    if spec.evaluation.eval_steps and not dataset_version.eval_rows:
+        errors.append(f"eval_steps: {dataset_version} has no eval split; map one on the dataset's mapping page, or "
+                      f"set eval_steps to 0")
     if errors:
         raise RunRefused(errors)
     problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version)
@@ -154,6 +160,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
                                  rewards=rewards, config=config, config_extra=config_extra or {},
+                                 evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent)
         transaction.on_commit(lambda: _enqueue(run))
     return run
@@ -239,7 +246,8 @@ def run_retry(*, run: Run) -> Run:
     """Run the same configuration again from scratch, as a new run that remembers where it came from."""
     return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
-                      config_extra=run.config_extra, requested_gpus=run.requested_gpus, parent=run)
+                      config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
+                      parent=run)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

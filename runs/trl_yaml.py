@@ -13,7 +13,7 @@ import yaml
 
 from rewards.models import RewardFunction
 from runs.models import DatasetVersion, Run
-from workers.config import GRPO_FIELDS, GRPOFields
+from workers.config import EVAL_FIELDS, GRPO_FIELDS, GRPOFields
 from workers.trl_fields import GRPO_CONFIG_FIELDS
 
 # Set by grpo-web for every run (workers/train.py), so an imported value would be overridden anyway.
@@ -36,13 +36,14 @@ class ImportedRun:
     rewards: list[dict] = field(default_factory=list)
     config: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
     requested_gpus: int = 0
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
 def _coerce(name: str, value, errors: list[str]):
-    f = GRPO_FIELDS[name]
+    f = GRPO_FIELDS.get(name) or EVAL_FIELDS[name]
     default = f.default
     if value is None:
         return None
@@ -113,6 +114,8 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             continue
         if key in GRPO_FIELDS:
             out.config[key] = _coerce(key, value, out.errors)
+        elif key in EVAL_FIELDS:  # eval_steps is TRL's name too: every N steps, on the eval split
+            out.evaluation[key] = _coerce(key, value, out.errors)
         elif key in MANAGED or key in IGNORED_SCRIPT_KEYS:
             out.notes.append(f"{key}: set by grpo-web for every run; the imported value is ignored")
         elif key in GRPO_CONFIG_FIELDS:
@@ -136,6 +139,7 @@ def run_yaml(run: Run) -> str:
         "requested_gpus": run.requested_gpus,
     }
     config = {k: v for k, v in run.config.items() if k in GRPO_FIELDS and v is not None}
+    config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})
     header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL GRPOConfig fields\n"
     return header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra},
                                                                           sort_keys=False)

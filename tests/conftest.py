@@ -94,6 +94,29 @@ def tiny_model():
     return path
 
 
+@pytest.fixture(scope="session")
+def coldstart_model(tiny_model):
+    """The tiny model after the R1 recipe's short cold-start SFT (workers.coldstart): it answers arithmetic in the
+    \\boxed{} format, right now and then, so accuracy, pass@k and maj@k have signal. Built once per data folder."""
+    from workers.coldstart import cold_start
+
+    path = Path(settings.DATA_DIR) / "models" / "tiny-sft"
+    if not (path / "model.safetensors").exists():
+        cold_start(tiny_model, path)
+    return path
+
+
+@pytest.fixture
+def eval_version(dataset_version):
+    """The arithmetic rows with a quarter held out for evaluation."""
+    import dataclasses
+
+    from runs.services import dataset_version_map
+
+    return dataset_version_map(version=dataset_version, mapping=dataclasses.replace(
+        dataset_version.mapping, split="fraction", eval_fraction=0.25, split_seed=3))
+
+
 # --- services ---------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")

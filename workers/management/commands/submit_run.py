@@ -30,7 +30,7 @@ class Command(BaseCommand):
         try:
             run = run_create(owner=owner, name=imported.name, model=imported.model,
                              dataset_version=imported.dataset_version, rewards=imported.rewards,
-                             config=imported.config, config_extra=imported.extra,
+                             config=imported.config, config_extra=imported.extra, evaluation=imported.evaluation,
                              requested_gpus=imported.requested_gpus)
         except RunRefused as exc:
             raise CommandError("\n".join(exc.errors)) from None
