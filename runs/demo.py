@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
 from django.contrib.auth import get_user_model
 
 from runs.models import Dataset, DatasetVersion
-from runs.services import dataset_import
+from runs.services import dataset_import, dataset_version_map
 from workers.demo_data import arithmetic_rows, letter_count_rows, word_problem_rows
 
 # name -> (rows, import options). Arithmetic comes last: the newest version is the run form's default.
@@ -36,6 +37,9 @@ def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[Da
             continue
         data = "".join(json.dumps(r) + "\n" for r in rows()).encode()
         source = name.removesuffix(" (demo)").replace(" ", "_") + ".jsonl"
-        versions.append(dataset_import(owner=user, name=name, stream=io.BytesIO(data), source_name=source,
-                                       dataset=dataset, **options))
+        version = dataset_import(owner=user, name=name, stream=io.BytesIO(data), source_name=source,
+                                 dataset=dataset, **options)
+        # a tenth held out, so runs can evaluate on prompts they never train on (eval_steps)
+        versions.append(dataset_version_map(version=version, mapping=dataclasses.replace(
+            version.mapping, split="fraction", eval_fraction=0.1, split_seed=0)))
     return user, versions

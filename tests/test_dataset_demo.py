@@ -50,3 +50,11 @@ def test_word_problem_answers_are_parsed_from_their_marker_lines():
 def test_arithmetic_is_the_newest_so_the_run_form_offers_it_first():
     demo_load(password="demo")
     assert DatasetVersion.objects.order_by("-created_at").first().dataset.name == "arithmetic (demo)"
+
+
+def test_demo_datasets_hold_out_an_eval_split():
+    demo_load(password="demo")
+    for dataset in Dataset.objects.all():
+        version = dataset.latest_version
+        assert version.split == "fraction" and 0 < version.eval_rows < version.row_count // 5
+        assert version.train_rows + version.eval_rows == version.row_count
