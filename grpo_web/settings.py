@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from grpo_web.env import envbool, envint, envstr
+from grpo_web.env import envbool, envfloat, envint, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("GRPO_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -137,6 +137,7 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
+GRPO_TINY_SFT_MODEL_DIR = DATA_DIR / "models" / "tiny-sft"  # the tiny model after a cold-start SFT (workers.coldstart)
 # The sandbox refuses to run user code without Landlock and seccomp unless this is set (see docs/sandbox.md).
 GRPO_SANDBOX_ALLOW_WEAK = envbool("GRPO_SANDBOX_ALLOW_WEAK", "0")
 GRPO_REWARD_MAX_FAULTS = envint("GRPO_REWARD_MAX_FAULTS", "3")
@@ -146,6 +147,8 @@ GRPO_HEARTBEAT_TIMEOUT = envint("GRPO_HEARTBEAT_TIMEOUT", "60")
 # How long a supervisor keeps training through a database outage before it stops the run.
 GRPO_DB_OUTAGE_GRACE = envint("GRPO_DB_OUTAGE_GRACE", "300")
 GRPO_VLLM_START_TIMEOUT = envint("GRPO_VLLM_START_TIMEOUT", "600")
+# How often the worker samples a training process's CPU, memory and GPUs (runs.telemetry).
+GRPO_TELEMETRY_SECONDS = envfloat("GRPO_TELEMETRY_SECONDS", "2.0")
 
 LOGGING = {
     "version": 1,

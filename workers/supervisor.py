@@ -27,6 +27,7 @@ from rewards.selectors import reward_specs
 from runs.ingest import ingest_log
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
+from runs.telemetry import ResourceSampler
 from workers.config import GRPOFields, RewardSpec, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,8 @@ DB_ERRORS = (OperationalError, InterfaceError)
 
 
 def resolve_model(model: str) -> str:
-    return str(settings.GRPO_TINY_MODEL_DIR) if model == "tiny" else model
+    """'tiny' and 'tiny-sft' name the local demo models (random, and cold-started); anything else is a path or id."""
+    return str({"tiny": settings.GRPO_TINY_MODEL_DIR, "tiny-sft": settings.GRPO_TINY_SFT_MODEL_DIR}.get(model, model))
 
 
 def event_log_path(run: Run) -> Path:
@@ -226,10 +228,12 @@ class Supervisor:
             )
 
     def tick(self, proc: subprocess.Popen) -> None:
-        """One pass: ingest what is new; every CONTROL_SECONDS, heartbeat and read the cancel flag."""
+        """One pass: ingest what is new; sample resources when due; every CONTROL_SECONDS, heartbeat and read the
+        cancel flag."""
         for event in ingest_and_push(self.run):
             if event["type"] in ("finished", "failed"):
                 self.outcome = event
+        self.sampler.tick()
         if time.monotonic() >= self.next_control:
             self.next_control = time.monotonic() + CONTROL_SECONDS
             Run.objects.filter(pk=self.run.pk).update(heartbeat_at=timezone.now())
@@ -238,6 +242,7 @@ class Supervisor:
                 stop(proc)
 
     def watch(self, proc: subprocess.Popen) -> None:
+        self.sampler = ResourceSampler(self.run, proc.pid)
         while True:
             exited = proc.poll() is not None  # read the exit status first so the last ingest sees every event
             try:

@@ -1,9 +1,22 @@
 // Live pages: new steps arrive as server-sent events (the run's Redis pub/sub channel, relayed by /runs/<id>/events).
 // `onRunEvents` calls `refresh` once the stream is open (anything published before is then fetched) and after each
-// push, bursts coalesced; the stream closes when `refresh` returns true (the run has finished).
+// push, bursts coalesced; it stops calling when `refresh` returns true (the run has finished).
+// Several modules of one page share one stream per run (a browser opens only ~6 connections per host); the stream
+// closes when every one of them is done.
+
+const streams = new Map(); // run id -> { source, listeners }
 
 export function onRunEvents(runId, refresh, { delay = 150 } = {}) {
-  const source = new EventSource(`/runs/${runId}/events`);
+  const key = String(runId);
+  let stream = streams.get(key);
+  if (!stream) {
+    const source = new EventSource(`/runs/${key}/events`);
+    stream = { source, listeners: new Set() };
+    const notify = (event) => stream.listeners.forEach((listener) => listener(event));
+    source.addEventListener("open", notify);
+    source.addEventListener("message", notify);
+    streams.set(key, stream);
+  }
   let pending = null;
   let last = null;
   const fire = (event) => {
@@ -17,12 +30,15 @@ export function onRunEvents(runId, refresh, { delay = 150 } = {}) {
     if (pending) return;
     pending = setTimeout(async () => {
       pending = null;
-      const done = await refresh(last);
-      if (done) source.close();
+      if (!stream.listeners.has(fire) || !(await refresh(last))) return;
+      stream.listeners.delete(fire);
+      if (!stream.listeners.size) {
+        stream.source.close();
+        streams.delete(key);
+      }
     }, delay);
   };
-  source.addEventListener("open", fire);
-  source.addEventListener("message", fire);
+  stream.listeners.add(fire);
   fire(); // at once, too: the page fills in even if the stream is slow to open
-  return source;
+  return stream.source;
 }
