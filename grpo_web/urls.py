@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from rewards import views as reward_views
-from runs import compare_views, inspection_views, lifecycle_views, views
+from runs import compare_views, evaluation_views, inspection_views, lifecycle_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -43,6 +43,7 @@ urlpatterns = [
     path("runs/<int:pk>/prompts/<slug:key>/", inspection_views.run_prompt, name="run_prompt"),
     path("runs/<int:pk>/prompts/<slug:key>.json", inspection_views.run_prompt_json, name="run_prompt_json"),
     path("runs/<int:pk>/health.json", inspection_views.run_health_json, name="run_health_json"),
+    path("runs/<int:pk>/telemetry.json", views.run_telemetry_json, name="run_telemetry_json"),
     path("runs/<int:pk>/progress.json", lifecycle_views.run_progress_json, name="run_progress_json"),
     path("runs/<int:pk>/cancel/", lifecycle_views.run_cancel_view, name="run_cancel"),
     path("runs/<int:pk>/resume/", lifecycle_views.run_resume_view, name="run_resume"),
@@ -50,6 +51,12 @@ urlpatterns = [
     path("runs/<int:pk>/clone/", lifecycle_views.run_clone, name="run_clone"),
     path("runs/<int:pk>/diff/<int:other>/", lifecycle_views.run_diff, name="run_diff"),
     path("runs/<int:pk>/config.yaml", lifecycle_views.run_yaml_view, name="run_yaml"),
+    path("runs/<int:pk>/evaluations/", evaluation_views.run_evaluate, name="run_evaluate"),
+    path("runs/<int:pk>/evaluations.json", evaluation_views.run_evaluations_json, name="run_evaluations_json"),
+    path("runs/<int:pk>/evaluations/<int:evaluation_id>/", evaluation_views.evaluation_detail,
+         name="evaluation_detail"),
+    path("runs/<int:pk>/evaluations/<int:evaluation_id>.jsonl", evaluation_views.evaluation_jsonl,
+         name="evaluation_jsonl"),
     path("runs/import/", lifecycle_views.run_import, name="run_import"),
     path("workers/", lifecycle_views.workers_list, name="workers"),
     path("admin/", admin.site.urls),

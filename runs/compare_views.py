@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from runs import compare
 from runs.compare import CompareError, CompareParams
 from runs.config_diff import config_table
+from runs.evaluation_selectors import compared_evaluations
 from runs.live import sse_response
 from runs.models import Run
 
@@ -41,6 +42,7 @@ def run_compare(request):
         "runs": runs, "ids": ",".join(str(run.pk) for run in runs), "config_rows": config_table(runs),
         "metrics": compare.metric_names(runs), "params": params, "criterion": criterion,
         "solve_choices": compare.solve_choices(runs), "live": any(not run.is_finished for run in runs),
+        "evaluations": compared_evaluations(runs),
     })
 
 

@@ -1,9 +1,11 @@
 import re
+from dataclasses import replace
 
 from django import forms
 
 from rewards.models import RewardFunction
 from runs.dataset_mapping import Mapping, template_fields
+from runs.evaluations import EVAL_SPLITS, eval_settings, model_choices
 from runs.models import DatasetVersion
 from workers.config import EVAL_FIELDS, GRPO_FIELDS, GROUPS
 
@@ -132,7 +134,8 @@ class RunForm(forms.Form):
 
     name = forms.CharField(max_length=200)
     model = forms.CharField(max_length=500, initial="tiny",
-                            help_text="'tiny' for the local demo model, a local path, or a Hugging Face hub id.")
+                            help_text="'tiny' for the local demo model ('tiny-sft': the same after a short cold-start "
+                                      "SFT, it answers now and then), a local path, or a Hugging Face hub id.")
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none())
     requested_gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, label="GPUs",
                                         help_text="0 runs on a CPU worker; N waits for a worker with N GPUs.")
@@ -216,3 +219,43 @@ class RunForm(forms.Form):
                                f"The generation batch (this x {steps} steps per generation) must be a multiple of "
                                f"num_generations ({g['num_generations']}).")
         return data
+
+
+class EvaluationForm(forms.Form):
+    """A standalone evaluation of one of ``run``'s models (runs.evaluations.evaluation_create). The settings start at
+    the run's own evaluation settings, so a standalone result compares with the periodic ones."""
+
+    SETTINGS = {"eval_num_samples": "k", "eval_max_prompts": "max prompts", "eval_temperature": "temperature",
+                "eval_solved_by": "solved by", "eval_threshold": "threshold"}
+
+    model = forms.ChoiceField(label="model")
+    model_path = forms.CharField(max_length=500, required=False, label="model path",
+                                 help_text="With 'another model': a model folder on the worker, or a hub id.")
+    dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), label="dataset")
+    split = forms.ChoiceField(choices=list(EVAL_SPLITS.items()), label="split")
+
+    def __init__(self, *args, run, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.run, self.settings = run, eval_settings(run)
+        self.fields["model"].choices = model_choices(run)
+        versions = self.fields["dataset_version"]
+        versions.queryset = (DatasetVersion.objects.filter(dataset__owner=run.owner).select_related("dataset")
+                             .order_by("-created_at"))
+        versions.label_from_instance = lambda v: f"{v} ({v.eval_rows} eval rows, {v.row_count} in all)"
+        for name, label in self.SETTINGS.items():
+            f = EVAL_FIELDS[name]
+            if name == "eval_solved_by":
+                self.fields[name] = forms.ChoiceField(required=False, help_text=f.metadata["help"], choices=[
+                    ("", "default"), *[(n, n) for n in run.reward_names], ("reward", "reward (weighted total)")])
+            else:
+                self.fields[name] = _grpo_field(name, f)
+            self.fields[name].label = label
+        self.initial = {"model": "base", "dataset_version": run.dataset_version_id,
+                        "split": "eval" if run.dataset_version.eval_rows else "all",
+                        **{name: getattr(self.settings, name) for name in self.SETTINGS}, **self.initial}
+
+    def evaluation_args(self) -> dict:
+        """evaluation_create's arguments."""
+        d = self.cleaned_data
+        return {"model": d["model"], "model_path": d["model_path"], "dataset_version": d["dataset_version"],
+                "split": d["split"], "settings": replace(self.settings, **{name: d[name] for name in self.SETTINGS})}

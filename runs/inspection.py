@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from urllib.parse import urlencode
 
 from django.core.cache import cache
 from django.db.models import Count, F, FloatField, Min, Q, Sum
@@ -13,7 +14,7 @@ from django.db.models.functions import Cast
 from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 
-from runs.models import Rollout, Run
+from runs.models import Evaluation, Rollout, Run
 from runs.reflection import matcher
 from runs.selectors import metric_series
 
@@ -265,6 +266,8 @@ def run_health(run: Run) -> list[dict]:
         "those groups have no advantage, so no learning signal; the prompts are too easy or too hard for the model, "
         "or the reward is too coarse", url=f"{browse}?zero_std=yes")
 
+    signals += _reward_hacking(run, _values(series, "reward", steps))
+
     loss = _values(series, "loss", steps)
     if loss and abs(_recent(loss, 5)) < 1e-3:
         beta, loss_type = config.get("beta"), config.get("loss_type")
@@ -280,3 +283,39 @@ def run_health(run: Run) -> list[dict]:
                        f"term averages near zero; its gradient does not. Watch reward and grad_norm."),
             "step": loss[-1][0]})
     return signals
+
+
+def _reward_hacking(run: Run, reward: list[tuple[int, float]]) -> list[dict]:
+    """Training reward rising while held-out accuracy (periodic mean@k) stays flat or falls: the policy may be
+    learning to please the reward functions rather than to solve the task. Needs three evaluations."""
+    evals = [(e.step, e.metrics["mean@k"], e) for e in
+             Evaluation.objects.filter(run=run, kind=Evaluation.Kind.PERIODIC, status=Evaluation.Status.COMPLETED)
+             .order_by("step") if isinstance(e.metrics.get("mean@k"), (int, float))]
+    if not evals:
+        return []
+    if len(evals) < 3 or len(reward) < 4:
+        return [{"key": "reward_hacking", "level": "ok", "title": "Held-out accuracy",
+                 "detail": f"{len(evals)} evaluation{'s' if len(evals) != 1 else ''} so far; the reward-hacking check "
+                           f"needs three", "step": evals[-1][0]}]
+    third = max(2, len(reward) // 3)
+    early, late = statistics.fmean(v for _, v in reward[:third]), statistics.fmean(v for _, v in reward[-third:])
+    spread = max(v for _, v in reward) - min(v for _, v in reward)
+    acc_start, acc_now = evals[0][1], statistics.fmean(v for _, v, _ in evals[-2:])
+    latest = evals[-1][2]
+    rising = late - early > max(0.05, 0.25 * spread)
+    hacking = rising and acc_now - acc_start <= 0.02
+    figures = (f"training reward {early:.3g} → {late:.3g}; held-out mean@{latest.k} {acc_start:.0%} at step "
+               f"{evals[0][0]} → {acc_now:.0%} over the last two evaluations")
+    if not hacking:
+        return [{"key": "reward_hacking", "level": "ok", "title": "Held-out accuracy",
+                 "detail": figures + (": it rises with the reward" if rising else ""), "step": latest.step}]
+    # the examples: held-out completions that score like training completions now, yet are wrong
+    top = latest.samples.filter(correct=False, reward__isnull=False).order_by("-reward").values_list("reward", flat=True)
+    floor = min(late, top[0]) if top else late
+    url = reverse("evaluation_detail", args=[run.pk, latest.pk]) + "?" + urlencode(
+        {"correct": "no", "reward_min": round(floor, 6)})
+    return [{"key": "reward_hacking", "level": "warn", "title": "Possible reward hacking",
+             "detail": f"{figures}: the reward rises while held-out accuracy does not, so the policy may be exploiting "
+                       f"the reward functions (format without substance, a loophole in a check) or memorising "
+                       f"training prompts; read the wrong completions that still score high",
+             "step": latest.step, "url": url}]

@@ -41,7 +41,7 @@ def metric_series(run: Run) -> dict:
     series = {key: [metrics.get(key) for _, metrics in rows] for key in keys}
     reward_keys = [f"rewards/{name}/mean" for name in run.reward_names]
     charts = [k for k in CHART_METRICS[:2] if k in series] + [k for k in reward_keys if k in series] + \
-             [k for k in CHART_METRICS[2:] if k in series]
+             [k for k in CHART_METRICS[2:] if k in series] + [k for k in series if k.startswith("val-core/")]
     return {"steps": steps, "series": series, "charts": charts}
 
 

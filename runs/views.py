@@ -11,11 +11,12 @@ from django.views.decorators.http import require_GET
 from rewards.models import RewardFunction
 from runs import selectors
 from runs.datasets import DatasetError
-from runs.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm, RunForm
+from runs.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm, EvaluationForm, RunForm
 from runs.live import sse_response
 from runs.models import Dataset, DatasetVersion, Run
 from runs.groups import formula
 from runs.services import dataset_import, dataset_import_hf, dataset_version_map, hf_import_root
+from runs.telemetry import telemetry_series
 
 
 def dashboard(request):
@@ -145,10 +146,12 @@ def run_new(request):
     return render(request, "runs/run_new.html", {"form": form}, status=400 if form.errors else 200)
 
 
-def run_detail(request, pk):
+def run_detail(request, pk, eval_form=None):
+    """The run page; ``eval_form``: the evaluation form as submitted, with its errors (runs.evaluation_views)."""
     run = get_object_or_404(Run.objects.select_related("dataset_version__dataset"), pk=pk, owner=request.user)
     return render(request, "runs/run_detail.html", {
         "run": run, "formula": formula((run.config or {}).get("scale_rewards")),
+        "eval_form": eval_form or EvaluationForm(run=run),
     })
 
 
@@ -167,6 +170,11 @@ def run_status_json(request, pk):
 @require_GET
 def run_metrics_json(request, pk):
     return JsonResponse(selectors.metric_series(_owned_run(request, pk)))
+
+
+@require_GET
+def run_telemetry_json(request, pk):
+    return JsonResponse(telemetry_series(_owned_run(request, pk)))
 
 
 @require_GET

@@ -100,7 +100,7 @@ def coldstart_model(tiny_model):
     \\boxed{} format, right now and then, so accuracy, pass@k and maj@k have signal. Built once per data folder."""
     from workers.coldstart import cold_start
 
-    path = Path(settings.DATA_DIR) / "models" / "tiny-sft"
+    path = Path(settings.GRPO_TINY_SFT_MODEL_DIR)
     if not (path / "model.safetensors").exists():
         cold_start(tiny_model, path)
     return path

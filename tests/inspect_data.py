@@ -65,3 +65,22 @@ def metrics_event(step: int, **metrics) -> dict:
 
 def ingest(run: Run, *events: dict) -> dict:
     return ingest_events(run, list(events))
+
+
+def eval_event(step: int | None, prompts: list[tuple[str, list[tuple[str, float]]]], *, threshold: float = 1.0,
+               kind: str = "periodic") -> dict:
+    """An "eval" event as workers.evaluate writes it: per prompt, its completions as (text, accuracy); the last one is
+    the greedy completion. Correctness, the extracted answer and the figures are the program's own functions."""
+    from workers.evaluate import extract_answer, metrics
+
+    rows = []
+    for p, (prompt, completions) in enumerate(prompts):
+        k = len(completions) - 1
+        for s, (text, accuracy) in enumerate(completions):
+            rows.append({"prompt_index": p, "sample": s, "greedy": s == k, "prompt": prompt, "completion": text,
+                         "rewards": [accuracy, 0.5], "reward": accuracy + 0.5, "correct": accuracy >= threshold,
+                         "answer": extract_answer(text), "length": 8, "truncated": False, "columns": {"answer": "4"}})
+    k = len(prompts[0][1]) - 1 if prompts else 0
+    return {"type": "eval", "ts": 2000.0, "step": step, "kind": kind, "label": f"step {step}", "source": "arithmetic",
+            "k": k, "solved_by": "accuracy", "threshold": threshold, "prompts": len(prompts), "samples": len(rows),
+            "metrics": metrics(rows, k), "generation_seconds": 0.5, "seconds": 0.6, "rows": rows}
