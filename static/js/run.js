@@ -72,7 +72,9 @@ async function refreshMetrics() {
         charts.append(div);
       }
     }
-    Plotly.react(div, [{ x: m.steps, y: m.series[key], mode: "lines+markers", line: { width: 2 }, marker: { size: 4 } }], {
+    // connectgaps: held-out curves (val-core/...) have points only at the evaluated steps
+    Plotly.react(div, [{ x: m.steps, y: m.series[key], mode: "lines+markers", connectgaps: true, line: { width: 2 },
+                         marker: { size: 4 } }], {
       title: { text: key, font: { size: 13 } },
       margin: { l: 40, r: 10, t: 30, b: 30 },
       height: 220,
