@@ -167,6 +167,13 @@ def _stop(proc: subprocess.Popen):
             proc.wait()
 
 
+def _answers_ping(app, name: str) -> bool:
+    """Whether the worker answers, asked on a fresh broker connection: a pooled one may have been closed by a Redis
+    restart (the fault tests restart it)."""
+    with app.connection_for_write() as connection:
+        return any(name in r for r in app.control.ping(timeout=0.5, connection=connection) or [])
+
+
 def start_worker(env: dict, name: str, queues: str, log: Path) -> subprocess.Popen:
     """A real Celery worker process (its own session, so a test can kill it and everything it started)."""
     from grpo_web.celery import app
@@ -176,8 +183,12 @@ def start_worker(env: dict, name: str, queues: str, log: Path) -> subprocess.Pop
             [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", queues, "-c", "1",
              "--prefetch-multiplier", "1", "-n", name, "-l", "INFO"],
             cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    wait_for(lambda: proc.poll() is not None or any(name in r for r in app.control.ping(timeout=0.5) or []),
-             timeout=60, what=f"the Celery worker {name} to answer ping")
+    try:
+        wait_for(lambda: proc.poll() is not None or _answers_ping(app, name),
+                 timeout=60, what=f"the Celery worker {name} to answer ping")
+    except BaseException:
+        _stop(proc)  # no fixture teardown runs for a worker that never came up
+        raise
     if proc.poll() is not None:
         raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
     return proc

@@ -7,8 +7,8 @@ import pytest
 
 from runs import ingest as ingest_module
 from runs.ingest import ingest_log, prompt_key
-from runs.models import Rollout, StepMetric
-from tests.inspect_data import make_run, metrics_event, rollouts_event
+from runs.models import EvalSample, Evaluation, Rollout, StepMetric
+from tests.inspect_data import eval_event, make_run, metrics_event, rollouts_event
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def test_a_log_read_again_from_the_start_adds_only_the_new_rows(owner, dataset_v
     write_log(log, [rollouts_event(1, GROUPS), rollouts_event(2, GROUPS), metrics_event(2, reward=1.0)])
     run.event_offset = 0  # a restarted supervisor reads the whole log again
     changed, _ = ingest_log(run, log)
-    assert changed == {"steps": [1, 2], "rollouts": 8}
+    assert changed == {"steps": [1, 2], "rollouts": 8, "evaluated": []}
     assert Rollout.objects.filter(run=run).count() == 8
     assert first_ids <= set(Rollout.objects.filter(run=run).values_list("id", flat=True))
     assert StepMetric.objects.get(run=run).metrics == {"reward": 1.0}
@@ -91,3 +91,19 @@ def test_half_a_surrogate_pair_from_the_model_becomes_a_replacement_character(ow
     write_log(tmp_path / "events.jsonl", [event])  # json.dumps writes the half as \ud800
     ingest_log(run, tmp_path / "events.jsonl")
     assert Rollout.objects.get(run=run, index=0).completion == "x\ufffdy 😀"
+
+
+def test_an_evaluation_read_again_is_stored_once(owner, dataset_version, tmp_path):
+    run = make_run(owner, dataset_version)
+    log = tmp_path / "events.jsonl"
+    right, wrong = "<think>2 + 2 = 4</think> \\boxed{4}", "\\boxed{5}"
+    write_log(log, [eval_event(0, [("What is 2 + 2?", [(right, 1.0), (wrong, 0.0), (right, 1.0)])]),
+                    metrics_event(0, **{"val-core/arithmetic/acc/pass@2": 1.0})])
+    assert ingest_log(run, log)[0]["evaluated"] == [0]
+    run.event_offset = 0
+    assert ingest_log(run, log)[0]["evaluated"] == [0]
+    evaluation = Evaluation.objects.get(run=run)
+    assert (evaluation.kind, evaluation.step, evaluation.k, evaluation.prompts) == ("periodic", 0, 2, 1)
+    assert evaluation.metrics["pass@k"] == 1.0 and evaluation.metrics["mean@k"] == 0.5
+    assert list(EvalSample.objects.filter(evaluation=evaluation).values_list("sample", "greedy", "correct", "answer")) \
+        == [(0, False, True, "4"), (1, False, False, "5"), (2, True, True, "4")]
