@@ -14,14 +14,10 @@ from runs.evaluation_selectors import EvalFilterForm
 from runs.evaluations import EvaluationRefused, evaluation_create
 from runs.exports import async_chunks
 from runs.forms import EvaluationForm
-from runs.models import Evaluation, Run
-from runs.views import run_detail
+from runs.models import Evaluation
+from runs.views import _owned_run, run_detail
 
 METRICS = ("mean@k", "pass@k", "maj@k", "greedy", "reward_mean@k", "reward_greedy", "answer_rate")
-
-
-def _owned_run(request, pk) -> Run:
-    return get_object_or_404(Run, pk=pk, owner=request.user)
 
 
 def _owned_evaluation(request, pk, evaluation_id) -> Evaluation:

@@ -37,7 +37,8 @@ def extract_answer(text: str) -> str | None:
 
     answer = last_boxed(text)
     if answer is None and "####" in text:
-        answer = text.rsplit("####", 1)[1].strip().splitlines()[0] if text.rsplit("####", 1)[1].strip() else None
+        tail = text.rsplit("####", 1)[1].strip()
+        answer = tail.splitlines()[0] if tail else None
     if answer is None:
         numbers = re.findall(r"-?\d[\d,]*(?:\.\d+)?", text)
         answer = numbers[-1] if numbers else None
@@ -152,9 +153,8 @@ class Evaluator:
         """(completion token ids up to and including EOS, truncated) per text."""
         import torch
 
-        eos = {tokenizer.eos_token_id} | set(getattr(model.generation_config, "eos_token_id", None) and
-                                             [model.generation_config.eos_token_id] or [])
-        eos = {e for item in eos for e in (item if isinstance(item, list) else [item]) if e is not None}
+        configured = model.generation_config.eos_token_id  # an id, a list of ids, or None
+        eos = {tokenizer.eos_token_id, *(configured if isinstance(configured, list) else [configured])} - {None}
         out = []
         side = tokenizer.padding_side
         tokenizer.padding_side = "left"
