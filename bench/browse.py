@@ -12,10 +12,10 @@ Timed, each ``--samples`` times with random arguments, through the project's own
 endpoints call, Python included, JSON encoding excluded):
 
 - browse: a reward range and a self-reflection phrase (tagged at ingest), sorted by advantage, a page of 50, then
-  the next page by its cursor (``runs.rollout_filters.rollout_page``);
+  the next page by its cursor (``runs.rollouts.filters.rollout_page``);
 - step: one step's groups as its view loads them (the first 32 of 128), ranked, with mean, std, formula, highlight
-  spans and the step's totals (``runs.selectors.step_view``);
-- prompt: one prompt's history, mean reward and solve rate per step (``runs.inspection.prompt_history``).
+  spans and the step's totals (``runs.rollouts.selectors.step_view``);
+- prompt: one prompt's history, mean reward and solve rate per step (``runs.rollouts.inspection.prompt_history``).
 
 The last line is ``browse_p95_ms=<the largest of the three p95s>``. Also timed and printed, but not in that figure:
 "contains", the same page with free text the completion must contain instead of a phrase. No index serves free text
@@ -57,7 +57,8 @@ class Rows:
 
     def __init__(self, run_id: int, rows: int, seed: int = 0):
         from bench.synthetic import Generator
-        from runs.reflection import DEFAULT_PHRASES, matcher, reflection_mask
+        from runs.phrases import DEFAULT_PHRASES
+        from runs.rollouts.reflection import matcher, reflection_mask
 
         self.run_id, self.rows = run_id, rows
         self.steps = -(-rows // BATCH)
@@ -127,8 +128,8 @@ def load(args) -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from runs.ingest import ROLLOUT_COLUMNS
     from runs.models import Dataset, DatasetVersion, Rollout, Run
+    from runs.rollouts.ingest import ROLLOUT_COLUMNS
 
     if Run.objects.filter(name="browse bench").exists():
         run = Run.objects.get(name="browse bench")
@@ -187,10 +188,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure(args) -> dict[str, list[float]]:
-    from runs.inspection import prompt_history
     from runs.models import Rollout, Run
-    from runs.rollout_filters import SearchTooSlow, rollout_page
-    from runs.selectors import STEP_GROUPS_PAGE, step_view
+    from runs.rollouts.filters import SearchTooSlow, rollout_page
+    from runs.rollouts.inspection import prompt_history
+    from runs.rollouts.selectors import STEP_GROUPS_PAGE, step_view
 
     run = Run.objects.get(name="browse bench")
     steps = -(-args.rows // BATCH)

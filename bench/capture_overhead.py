@@ -52,7 +52,7 @@ def step_timer():
 
 
 def make_config(model_dir: Path, data_path: Path, work: Path, steps: int, seed: int):
-    from workers.config import GRPOFields, RewardSpec, TrainConfig
+    from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     return TrainConfig(
         model=str(model_dir),
@@ -79,8 +79,8 @@ class RunResult:
 def run_once(variant: str, config) -> RunResult:
     from transformers import PrinterCallback
 
+    from runs.protocol.events import EventWriter, read_events
     from workers.capture import MetricsCallback
-    from workers.events import EventWriter, read_events
     from workers.train import make_trainer
 
     events = EventWriter(config.event_log) if variant == "instrumented" else None
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore")
 
-    from workers.demo_data import arithmetic_rows
+    from runs.datasets.demo_data import arithmetic_rows
     from workers.tinymodel import build_tiny_model
 
     durations = {v: [] for v in VARIANTS}

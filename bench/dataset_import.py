@@ -2,7 +2,7 @@
 
     python -m bench.dataset_import [--rows 1000000] [--rounds 3]   (from the repo root)
 
-"project" is the real service, ``runs.services.dataset_import`` (sniffing, streaming read, vectorised validation, the
+"project" is the real service, ``runs.datasets.services.dataset_import`` (sniffing, streaming read, vectorised validation, the
 Parquet file, the database rows), run against a fresh SQLite database and data folder in a temporary directory.
 "datasets" is ``datasets.load_dataset("json", data_files=..., cache_dir=<fresh>)``, which reads the same file into
 its Arrow cache. Each measurement runs in a process of its own, so its peak memory (``ru_maxrss``) is its own; the
@@ -49,7 +49,7 @@ def measure(variant: str, data: Path, work: Path) -> dict:
         django.setup()
         from django.contrib.auth import get_user_model
 
-        from runs.services import dataset_import
+        from runs.datasets.services import dataset_import
 
         user, _ = get_user_model().objects.get_or_create(username="bench")
         start = time.perf_counter()

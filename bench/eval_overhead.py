@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as a file (python bench/eval_overhead.py): 
 
 
 def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
-    from workers.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+    from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
 
     return TrainConfig(
         model=str(model_dir), dataset_path=str(tmp / "train.jsonl"), output_dir=str(work / "out"),
@@ -48,7 +48,7 @@ def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
 def run_once(config) -> dict:
     from transformers import PrinterCallback
 
-    from workers.events import EventWriter, read_events
+    from runs.protocol.events import EventWriter, read_events
     from workers.train import make_trainer
 
     events = EventWriter(config.event_log)
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore")
 
-    from workers.demo_data import arithmetic_rows
+    from runs.datasets.demo_data import arithmetic_rows
     from workers.tinymodel import build_tiny_model
 
     results: dict[str, list[dict]] = {"without eval": [], "with eval": []}

@@ -5,7 +5,7 @@
 An event log holding ``--rows`` synthetic completions (bench.synthetic: R1-style transcripts, three reward functions,
 TRL's group advantages, self-reflection phrases; 1024 completions a step, G=8) is written once. Then, alternating:
 
-- "project": ``runs.ingest.ingest_log`` reads the log from its start, as a supervisor does: parse the events, tag
+- "project": ``runs.rollouts.ingest.ingest_log`` reads the log from its start, as a supervisor does: parse the events, tag
   reflection phrases with the run's list, derive the prompt key and zero-variance flag, and store the rows (binary
   COPY, 32 MB of log a transaction) with the metrics, advancing the run's offset.
 - "copy": the rows the project stored, dumped once with ``COPY ... TO`` and loaded back with ``COPY ... FROM STDIN``
@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from runs.ingest import ROLLOUT_COLUMNS, ingest_log
     from runs.models import Dataset, DatasetVersion, Rollout, Run, StepMetric
+    from runs.rollouts.ingest import ROLLOUT_COLUMNS, ingest_log
 
     try:
         call_command("migrate", verbosity=0)

@@ -8,7 +8,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "grpo_web.settings")
 
 app = Celery("grpo_web")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["workers", "rewards", "runs"])
+app.autodiscover_tasks(["workers"])
 
 _stop_heartbeat = threading.Event()
 

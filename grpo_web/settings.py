@@ -57,7 +57,8 @@ ROOT_URLCONF = "grpo_web.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # each capability of runs/ keeps its templates beside its views: runs/<capability>/templates/<capability>/
+        "DIRS": [BASE_DIR / "templates", *sorted((BASE_DIR / "runs").glob("*/templates"))],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -106,7 +107,8 @@ CELERY_TASK_IGNORE_RESULT = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"workers.tasks.train_run": {"queue": "training"}, "rewards.tasks.*": {"queue": "sandbox"}}
+CELERY_TASK_ROUTES = {"workers.tasks.train_run": {"queue": "training"}, "workers.tasks.reward_test": {"queue": "sandbox"},
+                      "workers.tasks.reward_contract_check": {"queue": "sandbox"}}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("GRPO_VISIBILITY_TIMEOUT", str(12 * 3600))}
 CELERY_TASK_ALWAYS_EAGER = False  # never run work inline: a missing broker is an error

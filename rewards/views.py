@@ -1,11 +1,11 @@
 import difflib
 
-from celery.result import AsyncResult
 from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from grpo_web import queues
 from rewards.forms import BLANK, RewardEditForm, RewardNewForm, RewardTestForm
 from rewards.library import source as library_source
 from rewards.models import RewardFunction
@@ -84,9 +84,7 @@ def reward_test_start(request, pk):
     data = form.cleaned_data
     version = get_object_or_404(DatasetVersion, pk=data["dataset_version"], dataset__owner=request.user)
     run = get_object_or_404(Run, pk=data["run"], owner=request.user) if data.get("run") else None
-    from rewards.tasks import reward_test
-
-    result = reward_test.apply_async(kwargs={
+    result = queues.enqueue(queues.REWARD_TEST, kwargs={
         "owner_id": request.user.pk, "function_id": rf.pk, "source": data["source"], "entrypoint": data["entrypoint"],
         "dataset_version_id": version.pk, "rows": data["rows"], "completions": form.completion_list(),
         "run_id": run.pk if run else None,
@@ -97,7 +95,7 @@ def reward_test_start(request, pk):
 @require_GET
 def reward_test_result(request, pk, task_id):
     rf = _owned(request, pk)
-    result = AsyncResult(task_id)
+    result = queues.result(task_id)
     if not result.ready():
         return JsonResponse({"ready": False})
     value = result.result if result.successful() else {"error": f"the test task failed: {result.result!r}"}

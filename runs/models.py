@@ -6,7 +6,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.reflection import default_reflection_phrases
+from runs.phrases import default_reflection_phrases
 
 
 class Dataset(models.Model):
@@ -77,22 +77,6 @@ class DatasetVersion(models.Model):
 
     def get_absolute_url(self):
         return reverse("dataset_version", args=[self.dataset_id, self.number])
-
-    @property
-    def mapping(self):
-        from runs.dataset_mapping import Mapping
-
-        return Mapping(prompt_column=self.prompt_column, prompt_format=self.prompt_format,
-                       system_prompt=self.system_prompt, prompt_template=self.prompt_template,
-                       reward_columns=tuple(self.reward_columns), split=self.split, eval_fraction=self.eval_fraction,
-                       split_seed=self.split_seed, split_column=self.split_column)
-
-    def write_training_jsonl(self, out, split: str = "train") -> str:
-        """Write a split ("train", "eval" or "all") as the training program reads it (``prompt`` + reward columns);
-        return the path."""
-        from runs.dataset_mapping import write_training_jsonl
-
-        return str(write_training_jsonl(self.path, self.mapping, out, split))
 
 
 class Run(models.Model):

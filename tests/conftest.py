@@ -76,8 +76,8 @@ def outsider_client(client, outsider):
 
 @pytest.fixture
 def dataset_version(owner):
-    from runs.services import dataset_import
-    from workers.demo_data import arithmetic_rows
+    from runs.datasets.demo_data import arithmetic_rows
+    from runs.datasets.services import dataset_import
 
     data = "".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)).encode()
     return dataset_import(owner=owner, name="arithmetic", stream=io.BytesIO(data), source_name="arith.jsonl")
@@ -111,10 +111,11 @@ def eval_version(dataset_version):
     """The arithmetic rows with a quarter held out for evaluation."""
     import dataclasses
 
-    from runs.services import dataset_version_map
+    from runs.datasets.mapping import Mapping
+    from runs.datasets.services import dataset_version_map
 
     return dataset_version_map(version=dataset_version, mapping=dataclasses.replace(
-        dataset_version.mapping, split="fraction", eval_fraction=0.25, split_seed=3))
+        Mapping.of(dataset_version), split="fraction", eval_fraction=0.25, split_seed=3))
 
 
 # --- services ---------------------------------------------------------------------------------------------------
@@ -157,7 +158,7 @@ def service_env(django_db_setup, django_db_blocker, redis_service):
     return env
 
 
-def _stop(proc: subprocess.Popen):
+def stop_process(proc: subprocess.Popen):
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -187,7 +188,7 @@ def start_worker(env: dict, name: str, queues: str, log: Path) -> subprocess.Pop
         wait_for(lambda: proc.poll() is not None or _answers_ping(app, name),
                  timeout=60, what=f"the Celery worker {name} to answer ping")
     except BaseException:
-        _stop(proc)  # no fixture teardown runs for a worker that never came up
+        stop_process(proc)  # no fixture teardown runs for a worker that never came up
         raise
     if proc.poll() is not None:
         raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
@@ -202,7 +203,7 @@ def celery_worker(service_env, tiny_model, tmp_path_factory):
     try:
         yield proc
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def _free_port() -> int:
@@ -234,7 +235,7 @@ def web_server(service_env, tmp_path_factory):
         wait_for(up, timeout=60, what="the web server")
         yield url
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from trl import GRPOTrainer
 from transformers import TrainerCallback
+from trl import GRPOTrainer
 
-from workers.events import EventWriter
+from runs.protocol.events import EventWriter
 
 
 class CapturingGRPOTrainer(GRPOTrainer):

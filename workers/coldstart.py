@@ -13,7 +13,7 @@ from pathlib import Path
 
 def cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
     """Prompt-completion pairs in TRL's format: the demo's arithmetic prompts, answered with a short trace."""
-    from workers.demo_data import arithmetic_rows
+    from runs.datasets.demo_data import arithmetic_rows
 
     rows = []
     for row in arithmetic_rows(n, seed=seed):

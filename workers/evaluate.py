@@ -20,14 +20,12 @@ import re
 import sys
 import time
 import traceback
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.config import EvalFields, RewardSpec
-from workers.events import EventWriter
-
-TOTAL = "reward"  # eval_solved_by naming the weighted total rather than one function
+from runs.protocol.config import EvalFields, RewardSpec
+from runs.protocol.events import EventWriter
+from runs.protocol.scoring import TOTAL, criterion, majority
 
 
 def extract_answer(text: str) -> str | None:
@@ -48,29 +46,9 @@ def extract_answer(text: str) -> str | None:
     return answer[:200] or None
 
 
-def criterion(solved_by: str, reward_names: list[str]) -> str:
-    """The reward that decides correctness: the one named, else ``accuracy`` when the run has it, else the total."""
-    if solved_by:
-        if solved_by != TOTAL and solved_by not in reward_names:
-            raise ValueError(f"eval_solved_by: '{solved_by}' is not one of the run's rewards "
-                             f"({', '.join(reward_names)}) nor '{TOTAL}' (the weighted total)")
-        return solved_by
-    return "accuracy" if "accuracy" in reward_names else TOTAL
-
-
 def is_correct(rewards: list, reward, names: list[str], solved_by: str, threshold: float) -> bool:
     score = reward if solved_by == TOTAL else rewards[names.index(solved_by)]
     return score is not None and score >= threshold
-
-
-def majority(answers: list[str | None]) -> int | None:
-    """Index of the first sample holding the most frequent answer (ties: the answer seen first); None if no sample
-    has an answer."""
-    counts = Counter(a for a in answers if a is not None)
-    if not counts:
-        return None
-    top = max(counts.values())
-    return next(i for i, a in enumerate(answers) if a is not None and counts[a] == top)
 
 
 def metrics(rows: list[dict], k: int) -> dict:
@@ -311,8 +289,8 @@ class EvalJob:
 def run_job(job: EvalJob) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workers.config import TrainConfig
-    from workers.train import reward_functions
+    from runs.protocol.config import TrainConfig
+    from workers.rewarding import reward_functions
 
     events = EventWriter(job.event_log)
     closers = []

@@ -49,7 +49,7 @@ def announce(name: str, queues: list[str]) -> None:
 
 
 def beat(name: str, queues: list[str]) -> None:
-    from runs.services import run_reap_stale
+    from runs.lifecycle.services import run_reap_stale
     from workers.models import Worker
 
     if not Worker.objects.filter(name=name).update(last_seen=timezone.now()):

@@ -24,11 +24,14 @@ from django.db import InterfaceError, OperationalError, close_old_connections, t
 from django.utils import timezone
 
 from rewards.selectors import reward_specs
-from runs.ingest import ingest_log
+from runs.datasets.services import version_training_file
+from runs.evaluations.services import eval_source, store_eval_event
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
-from runs.telemetry import ResourceSampler
-from workers.config import GRPOFields, RewardSpec, TrainConfig
+from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
+from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+from runs.rollouts.ingest import ingest_log
+from runs.telemetry.sampler import ResourceSampler
 
 log = logging.getLogger(__name__)
 
@@ -40,31 +43,15 @@ CONTROL_SECONDS = 1.0  # how often the cancel flag is read and the heartbeat wri
 DB_ERRORS = (OperationalError, InterfaceError)
 
 
-def resolve_model(model: str) -> str:
-    """'tiny' and 'tiny-sft' name the local demo models (random, and cold-started); anything else is a path or id."""
-    return str({"tiny": settings.GRPO_TINY_MODEL_DIR, "tiny-sft": settings.GRPO_TINY_SFT_MODEL_DIR}.get(model, model))
-
-
-def event_log_path(run: Run) -> Path:
-    return run.run_dir / f"events-{run.attempt}.jsonl"
-
-
-def checkpoint_path(run: Run) -> Path | None:
-    if not run.checkpoint_step:
-        return None
-    path = run.run_dir / "output" / f"checkpoint-{run.checkpoint_step}"
-    return path if path.is_dir() else None
-
-
 def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
-    from runs.evaluations import eval_settings, eval_source
+    from runs.evaluations.services import eval_settings, eval_source
 
     checkpoint = checkpoint_path(run)
     evaluation = eval_settings(run)
     evaluate = evaluation.eval_steps > 0 and run.dataset_version.eval_rows > 0
     return TrainConfig(
         model=resolve_model(run.model),
-        dataset_path=run.dataset_version.write_training_jsonl(run.run_dir / "train.jsonl"),
+        dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "train.jsonl"),
         output_dir=str(run.run_dir / "output"),
         event_log=str(event_log_path(run)),
         rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
@@ -76,7 +63,8 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         resume_from_checkpoint=str(checkpoint) if checkpoint else None,
         vllm_server_port=vllm_server_port,
         evaluation=evaluation,
-        eval_dataset_path=run.dataset_version.write_training_jsonl(run.run_dir / "eval.jsonl", "eval")
+        eval_dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "eval.jsonl",
+                                                split="eval")
         if evaluate else None,
         eval_source=eval_source(run.dataset_version),
     )
@@ -117,15 +105,6 @@ def claim(run_id: int, worker_name: str) -> Run | None:
         return run
 
 
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(path) - 64 * 1024))
-            return "\n".join(fh.read().decode(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 def push(run: Run, **extra) -> None:
     """Tell open pages; live updates are best effort, so a Redis outage never stops a run."""
     try:
@@ -147,7 +126,7 @@ def _die_with_parent() -> None:
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _command(run: Run, config_path: Path) -> list[str]:
+def training_command(run: Run, config_path: Path) -> list[str]:
     if run.requested_gpus > 1:
         # several GPUs: one process per GPU through accelerate, as TRL documents
         return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(run.requested_gpus),
@@ -222,7 +201,7 @@ class Supervisor:
             config_path = run.run_dir / f"train_config-{run.attempt}.json"
             config_path.write_text(train_config(run, vllm_server_port=port).to_json())
             return subprocess.Popen(
-                _command(run, config_path), cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                training_command(run, config_path), cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
@@ -302,3 +281,63 @@ def supervise(run_id: int, worker_name: str = "") -> None:
         push(run, steps=[], rollouts=0)
         return
     supervisor.finish(proc)
+
+
+def _claim(evaluation_id: int) -> Evaluation | None:
+    with transaction.atomic():
+        evaluation = (Evaluation.objects.select_for_update().select_related("run", "dataset_version__dataset")
+                      .filter(pk=evaluation_id).first())
+        if evaluation is None or evaluation.status != Evaluation.Status.QUEUED:
+            return None
+        evaluation.status = Evaluation.Status.RUNNING
+        evaluation.save(update_fields=["status"])
+        return evaluation
+
+
+def run_evaluation(evaluation_id: int) -> None:
+    """The worker's side of a standalone evaluation: write the eval prompts, run ``python -m workers.evaluate`` in
+    its own process, store its ``"eval"`` event."""
+    from runs.protocol.events import read_events
+    from workers.evaluate import EvalJob  # the evaluation program's job file; no torch at import
+
+    evaluation = _claim(evaluation_id)
+    if evaluation is None:
+        return
+    run = evaluation.run
+    folder = evaluation.eval_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path, event_log = folder / "eval.log", folder / "events.jsonl"
+    event_log.unlink(missing_ok=True)
+    push(run, evaluations=[evaluation.pk])
+    try:
+        job = EvalJob(
+            model=evaluation.model,
+            dataset_path=version_training_file(version=evaluation.dataset_version, out=folder / "prompts.jsonl",
+                                               split=evaluation.split),
+            event_log=str(event_log), rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
+            evaluation=EvalFields(**evaluation.settings), label=evaluation.label,
+            source=eval_source(evaluation.dataset_version),
+            max_new_tokens=run.config.get("max_completion_length") or 16, top_p=run.config.get("top_p") or 1.0,
+            seed=run.config.get("seed") or 0, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
+            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
+        config_path = folder / "eval_config.json"
+        config_path.write_text(job.to_json())
+        with open(log_path, "ab") as log_file:
+            code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
+                                   cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        events, _ = read_events(event_log)
+        result = next((e for e in events if e["type"] == "eval"), None)
+        if code == 0 and result is not None:
+            with transaction.atomic():
+                store_eval_event(evaluation, result)
+        else:
+            failure = next((e for e in events if e["type"] == "failed"), {})
+            raise RuntimeError(failure.get("error") or f"the evaluation process exited with code {code}")
+    except Exception as exc:
+        log.exception("evaluation %s failed", evaluation.pk)
+        evaluation.status, evaluation.error = Evaluation.Status.FAILED, str(exc)[:2000]
+        evaluation.log_tail, evaluation.finished_at = log_tail(log_path), timezone.now()
+        evaluation.save(update_fields=["status", "error", "log_tail", "finished_at"])
+    run.refresh_from_db()
+    push(run, evaluations=[evaluation.pk])

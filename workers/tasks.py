@@ -1,17 +1,15 @@
-"""Celery tasks: thin adapters that take an id and call the supervisor."""
+"""Celery tasks: thin adapters that take an id (or a payload) and call the supervisor or a service.
+
+Each task's name is the one ``grpo_web.queues`` enqueues by: the web side never imports this module.
+"""
 
 from celery import shared_task
 
+from grpo_web import queues
 from grpo_web.env import envint
 
 
-def training_queue(gpus: int) -> str:
-    """Runs are routed by the GPUs they need: "training" for CPU runs, "training-gpuN" for N GPUs. A worker with N
-    GPUs serves training-gpu1 .. training-gpuN (see `manage.py run_worker`), one run at a time."""
-    return "training" if gpus <= 0 else f"training-gpu{gpus}"
-
-
-@shared_task(bind=True, acks_late=True, ignore_result=True,
+@shared_task(name=queues.TRAIN_RUN, bind=True, acks_late=True, ignore_result=True,
              time_limit=envint("GRPO_RUN_TIME_LIMIT", str(7 * 24 * 3600)))
 def train_run(self, run_id: int) -> None:
     from workers.supervisor import supervise
@@ -19,9 +17,34 @@ def train_run(self, run_id: int) -> None:
     supervise(run_id, worker_name=self.request.hostname or "")
 
 
-@shared_task(acks_late=True, ignore_result=True, time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
+@shared_task(name=queues.EVALUATE, acks_late=True, ignore_result=True,
+             time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
 def evaluate(evaluation_id: int) -> None:
     """A standalone evaluation (runs.evaluations): on the training queues, where the GPUs are."""
-    from runs.evaluations import run_evaluation
+    from workers.supervisor import run_evaluation
 
     run_evaluation(evaluation_id)
+
+
+@shared_task(name=queues.RETAG_REFLECTIONS, time_limit=6 * 3600, acks_late=True)  # the default queue
+def retag_reflections(run_id: int) -> int:
+    """Re-tag a large run's stored completions after its reflection phrase list was edited."""
+    from runs.rollouts.services import rollout_reflections_retag
+
+    return rollout_reflections_retag(run_id=run_id)
+
+
+@shared_task(name=queues.REWARD_TEST, time_limit=180, soft_time_limit=170)
+def reward_test(**kwargs) -> dict:
+    """The reward editor's Test button (rewards.views): score the editor's code in the sandbox."""
+    from workers.reward_checks import reward_test_rows
+
+    return reward_test_rows(**kwargs)
+
+
+@shared_task(name=queues.REWARD_CONTRACT_CHECK, time_limit=120, soft_time_limit=110)
+def reward_contract_check(**kwargs) -> list[str]:
+    """Before a run is queued (runs.lifecycle.services): call each reward the way TRL will, on a few rows."""
+    from workers.reward_checks import reward_contract_problems
+
+    return reward_contract_problems(**kwargs)

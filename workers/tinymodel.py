@@ -21,7 +21,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def _corpus() -> list[str]:
     """Text the tokenizer learns its merges from: the shapes of the demo data and of R1-style answers."""
-    from workers.demo_data import arithmetic_rows, word_problem_rows
+    from runs.datasets.demo_data import arithmetic_rows, word_problem_rows
 
     lines = [f"{r['question']} {r['answer']}" for r in word_problem_rows(300, seed=1)]
     for row in arithmetic_rows(500, seed=1):

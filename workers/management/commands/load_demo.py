@@ -7,7 +7,7 @@ class Command(BaseCommand):
     help = "Create the demo user (password from GRPO_DEMO_PASSWORD, default 'demo') and the demo datasets."
 
     def handle(self, *args, **options):
-        from runs.demo import demo_load
+        from runs.datasets.demo import demo_load
 
         password = envstr("GRPO_DEMO_PASSWORD", "demo")
         user, versions = demo_load(password=password)

@@ -6,8 +6,8 @@ import sys
 
 from django.core.management.base import BaseCommand
 
+from grpo_web.queues import training_queue
 from workers.registry import detect_gpus
-from workers.tasks import training_queue
 
 
 class Command(BaseCommand):

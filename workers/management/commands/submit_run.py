@@ -12,8 +12,8 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="the owner of the run (and of its dataset and rewards)")
 
     def handle(self, *args, config, user, **options):
-        from runs.services import RunRefused, run_create
-        from runs.trl_yaml import parse_run_yaml
+        from runs.lifecycle.services import RunRefused, run_create
+        from runs.lifecycle.trl_yaml import parse_run_yaml
 
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:

@@ -1,0 +1,40 @@
+"""The work the web side hands to workers, by task name.
+
+``runs`` and ``rewards`` enqueue through here and never import ``workers``, where the tasks live
+(``workers/tasks.py`` declares each task under the name given here). A missing broker is a loud error: nothing runs
+inline.
+"""
+
+from __future__ import annotations
+
+from celery import current_app
+from celery.result import AsyncResult
+
+from grpo_web.embedded import ensure_configured_redis
+
+TRAIN_RUN = "workers.tasks.train_run"  # a training queue (training_queue)
+EVALUATE = "workers.tasks.evaluate"  # a training queue: it loads a model
+RETAG_REFLECTIONS = "workers.tasks.retag_reflections"  # the default queue
+REWARD_TEST = "workers.tasks.reward_test"  # the sandbox queue
+REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the sandbox queue
+TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK)
+SANDBOX_TASKS = (REWARD_TEST, REWARD_CONTRACT_CHECK)
+
+
+def training_queue(gpus: int) -> str:
+    """Runs are routed by the GPUs they need: "training" for CPU runs, "training-gpuN" for N GPUs. A worker with N
+    GPUs serves training-gpu1 .. training-gpuN (see `manage.py run_worker`), one run at a time."""
+    return "training" if gpus <= 0 else f"training-gpu{gpus}"
+
+
+def enqueue(name: str, *, args: list | None = None, kwargs: dict | None = None, queue: str | None = None
+            ) -> AsyncResult:
+    """Send task ``name`` (one of TASKS) to the broker; the queue is the task's route unless given."""
+    if name not in TASKS:
+        raise ValueError(f"no task named {name!r}")
+    ensure_configured_redis()
+    return current_app.send_task(name, args=args or [], kwargs=kwargs or {}, queue=queue)
+
+
+def result(task_id: str) -> AsyncResult:
+    return AsyncResult(task_id, app=current_app)

@@ -1,0 +1,46 @@
+"""Demo content for a fresh install: a user, and the locally generated demo datasets (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+from django.contrib.auth import get_user_model
+
+from runs.datasets.demo_data import arithmetic_rows, letter_count_rows, word_problem_rows
+from runs.datasets.mapping import Mapping
+from runs.datasets.services import dataset_import, dataset_version_map
+from runs.models import Dataset, DatasetVersion
+
+# name -> (rows, import options). Arithmetic comes last: the newest version is the run form's default.
+DEMO_DATASETS = {
+    "letter counting (demo)": (lambda: letter_count_rows(200, seed=0), {}),
+    # GSM8K's shape: the "#### <answer>" line is parsed into 'answer', the worked solution kept in 'solution'
+    "word problems (demo)": (lambda: word_problem_rows(100, seed=0),
+                             {"prompt_column": "question", "gsm8k_column": "answer"}),
+    "arithmetic (demo)": (lambda: arithmetic_rows(200, seed=0), {}),
+}
+
+
+def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[DatasetVersion]]:
+    """Create the demo user and datasets; run again, it changes nothing but the password."""
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=username)
+    if created or not user.check_password(password):
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    versions = []
+    for name, (rows, options) in DEMO_DATASETS.items():
+        dataset = Dataset.objects.filter(owner=user, name=name).first()
+        if dataset and dataset.latest_version:
+            versions.append(dataset.latest_version)
+            continue
+        data = "".join(json.dumps(r) + "\n" for r in rows()).encode()
+        source = name.removesuffix(" (demo)").replace(" ", "_") + ".jsonl"
+        version = dataset_import(owner=user, name=name, stream=io.BytesIO(data), source_name=source,
+                                 dataset=dataset, **options)
+        # a tenth held out, so runs can evaluate on prompts they never train on (eval_steps)
+        versions.append(dataset_version_map(version=version, mapping=dataclasses.replace(
+            Mapping.of(version), split="fraction", eval_fraction=0.1, split_seed=0)))
+    return user, versions

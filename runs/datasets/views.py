@@ -1,0 +1,127 @@
+"""Pages of the datasets capability: upload (with the size limit enforced while the body streams in), a version's
+rows and preview, the mapping page. Every URL answers 404 unless the user owns the dataset."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+
+from runs.datasets import selectors
+from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
+from runs.datasets.importing import DatasetError
+from runs.datasets.mapping import Mapping
+from runs.datasets.services import dataset_import, dataset_import_hf, dataset_version_map, hf_import_root
+from runs.models import Dataset, DatasetVersion
+
+
+class _UploadLimit(FileUploadHandler):
+    """Stops reading an upload once it passes GRPO_MAX_UPLOAD_BYTES, before it is all on disk."""
+
+    def receive_data_chunk(self, raw_data, start):
+        if start + len(raw_data) > settings.GRPO_MAX_UPLOAD_BYTES:
+            self.request.upload_too_large = True
+            raise StopUpload(connection_reset=False)
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
+
+
+@csrf_exempt  # checked below, once the size limit is in place (handlers must be set before the body is read)
+def dataset_upload(request, pk=None):
+    request.upload_handlers.insert(0, _UploadLimit(request))
+    return _dataset_upload(request, pk)
+
+
+@csrf_protect
+def _dataset_upload(request, pk):
+    dataset = get_object_or_404(Dataset, pk=pk, owner=request.user) if pk else None
+    source = request.POST.get("source", "file") if request.method == "POST" else None  # one page, two forms
+    forms = {"file": DatasetUploadForm(request.POST if source == "file" else None,
+                                       request.FILES if source == "file" else None, dataset=dataset),
+             "hf": DatasetHubForm(request.POST if source == "hf" else None, dataset=dataset, prefix="hf")}
+    form = forms.get(source)
+    errors = []
+    if getattr(request, "upload_too_large", False):
+        errors = [f"the file is larger than the upload limit ({settings.GRPO_MAX_UPLOAD_BYTES} bytes)"]
+    elif form is not None and form.is_valid():
+        try:
+            version = _import(source, form.cleaned_data, owner=request.user, dataset=dataset)
+        except DatasetError as exc:
+            errors = exc.errors
+        else:
+            messages.success(request, f"Imported {version.row_count} rows as version {version.number}.")
+            return redirect(version)
+    return render(request, "datasets/dataset_upload.html", {
+        "upload_form": forms["file"], "hub_form": forms["hf"], "errors": errors, "dataset": dataset,
+        "imports_root": hf_import_root(),
+    }, status=400 if errors or (form is not None and form.errors) else 200)
+
+
+def _import(source: str, data: dict, *, owner, dataset) -> DatasetVersion:
+    common = dict(owner=owner, name=data.get("name", ""), dataset=dataset, prompt_column=data["prompt_column"],
+                  gsm8k_column=data["gsm8k_column"].strip())
+    if source == "file":
+        return dataset_import(stream=data["file"], source_name=data["file"].name, **common)
+    return dataset_import_hf(local_path=data["local_path"], hub_id=data["hub_id"], config=data["config"],
+                             split=data["split"], **common)
+
+
+def _owned_version(request, pk, number=None) -> DatasetVersion:
+    dataset = get_object_or_404(Dataset, pk=pk, owner=request.user)
+    versions = dataset.versions.select_related("dataset")
+    version = versions.filter(number=number).first() if number else versions.first()
+    if version is None:
+        raise Http404
+    return version
+
+
+def dataset_detail(request, pk, number=None):
+    version = _owned_version(request, pk, number)
+    q = request.GET.get("q", "").strip()[:200]
+    try:
+        page = int(request.GET.get("page", 1))
+    except ValueError:
+        page = 1
+    rows = selectors.dataset_rows(version, q=q, page=page)
+    versions = selectors.dataset_versions(version.dataset)
+    base = request.path + "?" + (urlencode({"q": q}) + "&" if q else "")
+    return render(request, "datasets/dataset_detail.html", {
+        "dataset": version.dataset, "version": version, "versions": versions, "latest": versions[0].pk == version.pk,
+        "rows": rows, "q": q, "page_url": base + "page=",
+    })
+
+
+def dataset_mapping(request, pk, number):
+    version = _owned_version(request, pk, number)
+    action = request.POST.get("action") if request.method == "POST" else None
+    form = DatasetMappingForm(request.POST or None, version=version, initial=DatasetMappingForm.initial_for(version))
+    errors, preview = [], None
+    if action is None:
+        mapping, model = Mapping.of(version), ""
+    elif form.is_valid():
+        mapping, model = form.mapping(), form.cleaned_data["model"].strip()
+        if action == "save":
+            try:
+                new = dataset_version_map(version=version, mapping=mapping)
+            except DatasetError as exc:
+                errors = exc.errors
+            else:
+                messages.success(request, f"Saved the mapping as version {new.number}.")
+                return redirect(new)
+    else:
+        mapping = None
+    if mapping is not None and not errors:
+        try:
+            preview = selectors.dataset_preview(version, mapping, model=model)
+        except DatasetError as exc:
+            errors = exc.errors
+    return render(request, "datasets/dataset_mapping.html", {
+        "dataset": version.dataset, "version": version, "form": form, "errors": errors, "preview": preview,
+    }, status=400 if errors or form.errors else 200)

@@ -1,0 +1,139 @@
+"""Writes of the evaluations capability: store what the evaluation program (workers.evaluate) reports, and validate
+and queue standalone evaluation jobs (a worker runs them: workers.supervisor.run_evaluation)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+
+from django.db import transaction
+from django.utils import timezone
+
+from grpo_web import queues
+from runs.models import DatasetVersion, EvalSample, Evaluation, Run
+from runs.protocol.config import EvalFields
+from runs.text import as_text, json_safe, prompt_key
+
+EVAL_SPLITS = {"eval": "the eval split", "all": "every row"}
+
+
+class EvaluationRefused(Exception):
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def eval_source(version: DatasetVersion) -> str:
+    """The data source in the metric names (verl's ``val-core/<data source>/...``): the dataset's name, slugged."""
+    return re.sub(r"[^a-z0-9]+", "_", version.dataset.name.lower()).strip("_") or "eval"
+
+
+def eval_settings(run: Run) -> EvalFields:
+    return EvalFields(**(run.evaluation or {}))
+
+
+# --- storing results ----------------------------------------------------------------------------------------------
+
+def store_eval_event(evaluation: Evaluation, event: dict) -> None:
+    """An ``"eval"`` event's figures and completions onto ``evaluation``; samples already stored are kept (a log
+    read twice stores nothing twice)."""
+    evaluation.k, evaluation.solved_by, evaluation.threshold = event["k"], event["solved_by"], event["threshold"]
+    evaluation.prompts, evaluation.metrics, evaluation.seconds = event["prompts"], event["metrics"], event["seconds"]
+    evaluation.status, evaluation.finished_at = Evaluation.Status.COMPLETED, timezone.now()
+    evaluation.save()
+    keys: dict[str, str] = {}
+    samples = []
+    for row in event["rows"]:
+        prompt = as_text(row["prompt"])
+        samples.append(EvalSample(
+            evaluation=evaluation, prompt_index=row["prompt_index"], sample=row["sample"], greedy=row["greedy"],
+            prompt=prompt, prompt_key=keys.get(prompt) or keys.setdefault(prompt, prompt_key(prompt)),
+            completion=as_text(row["completion"]), rewards=row["rewards"], reward=row["reward"],
+            correct=row["correct"], answer=(row["answer"] or "")[:200].replace("\x00", ""), length=row["length"],
+            truncated=row["truncated"], columns=json_safe(row.get("columns") or {})))
+    EvalSample.objects.bulk_create(samples, batch_size=2000, ignore_conflicts=True)
+
+
+def store_periodic(run: Run, event: dict) -> Evaluation:
+    """A periodic evaluation from the training run's event log (one per evaluated step)."""
+    evaluation, _ = Evaluation.objects.get_or_create(
+        run=run, kind=Evaluation.Kind.PERIODIC, step=event["step"],
+        defaults={"label": event.get("label") or f"step {event['step']}", "model": run.model,
+                  "dataset_version_id": run.dataset_version_id, "settings": run.evaluation})
+    store_eval_event(evaluation, event)
+    return evaluation
+
+
+# --- standalone jobs ----------------------------------------------------------------------------------------------
+
+def model_choices(run: Run) -> list[tuple[str, str]]:
+    """What a standalone evaluation can load for this run: (value, label). The base model; the final model and each
+    checkpoint still on disk; 'path' for any other model folder."""
+    out = run.run_dir / "output"
+    choices = [("base", f"base model ({run.model})")]
+    if (out / "final" / "config.json").is_file():
+        choices.append(("final", "final model (after training)"))
+    checkpoints = sorted((p for p in out.glob("checkpoint-*") if (p / "config.json").is_file()),
+                         key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else 0)
+    choices += [(p.name, p.name) for p in checkpoints]
+    choices.append(("path", "another model (a folder or hub id)"))
+    return choices
+
+
+def _resolve(run: Run, choice: str, path: str) -> tuple[str, str, int | None]:
+    """(model to load, label, step) for a model choice."""
+    from runs.paths import model_problems, resolve_model
+
+    valid = dict(model_choices(run))
+    if choice not in valid:
+        raise EvaluationRefused([f"model: '{choice}' is not available for this run "
+                                 f"(choose one of {', '.join(valid)})"])
+    if choice == "base":
+        return resolve_model(run.model), "base model", 0
+    if choice == "final":
+        return str(run.run_dir / "output" / "final"), "final model", run.step
+    if choice.startswith("checkpoint-"):
+        return str(run.run_dir / "output" / choice), choice, int(choice.split("-")[-1])
+    path = path.strip()
+    problems = model_problems(path) if path else ["model path: give a model folder or a hub id"]
+    if problems:
+        raise EvaluationRefused(problems)
+    return resolve_model(path), path, None
+
+
+def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_version: DatasetVersion,
+                      split: str = "eval", settings: EvalFields | None = None) -> Evaluation:
+    """Validate and queue a standalone evaluation of one model of ``run`` (scored by the run's reward functions)."""
+    settings = settings or eval_settings(run)
+    errors = []
+    if split not in EVAL_SPLITS:
+        errors.append(f"split: give one of {', '.join(EVAL_SPLITS)}")
+    elif split == "eval" and not dataset_version.eval_rows:
+        errors.append(f"dataset: {dataset_version} has no eval split; choose 'every row' or map an eval split "
+                      f"on the dataset's mapping page")
+    if settings.eval_num_samples < 1:
+        errors.append("eval_num_samples: must be at least 1")
+    if settings.eval_max_prompts < 0:
+        errors.append("eval_max_prompts: must be 0 (all) or more")
+    try:
+        from runs.protocol.scoring import criterion
+
+        criterion(settings.eval_solved_by, run.reward_names)
+    except ValueError as exc:
+        errors.append(str(exc))
+    try:
+        loaded, label, step = _resolve(run, model, model_path)
+    except EvaluationRefused as exc:
+        errors += exc.errors
+    if errors:
+        raise EvaluationRefused(errors)
+    with transaction.atomic():
+        evaluation = Evaluation.objects.create(
+            run=run, kind=Evaluation.Kind.STANDALONE, step=step, label=label, model=loaded,
+            dataset_version=dataset_version, split=split, settings=asdict(settings))
+        transaction.on_commit(lambda: _enqueue(evaluation))
+    return evaluation
+
+
+def _enqueue(evaluation: Evaluation) -> None:
+    queues.enqueue(queues.EVALUATE, args=[evaluation.pk], queue=queues.training_queue(evaluation.run.requested_gpus))

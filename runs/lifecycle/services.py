@@ -1,0 +1,147 @@
+"""Writes of the lifecycle capability: create a run (validated, its rewards checked in the sandbox), queue it, cancel,
+resume, retry, and reap the runs whose worker went silent. Keyword-only functions named <entity>_<action>."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from grpo_web import queues
+from runs.models import DatasetVersion, Run
+from runs.paths import model_problems
+from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+
+
+class RunRefused(Exception):
+    """The run would fail: each message names the field or the reward function."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
+               config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
+               evaluation: dict | None = None, parent: Run | None = None) -> Run:
+    """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed."""
+    from rewards.selectors import reward_specs
+
+    specs = reward_specs(rewards)
+    evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
+    spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
+                       rewards=[RewardSpec(**r) for r in specs], grpo=GRPOFields(**config),
+                       evaluation=EvalFields(**evaluation))
+    errors = spec.validate() + model_problems(model)
+    if spec.evaluation.eval_steps and not dataset_version.eval_rows:
+        errors.append(f"eval_steps: {dataset_version} has no eval split; map one on the dataset's mapping page, or "
+                      f"set eval_steps to 0")
+    if errors:
+        raise RunRefused(errors)
+    problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version)
+    if problems:
+        raise RunRefused(problems)
+    with transaction.atomic():
+        run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
+                                 rewards=rewards, config=config, config_extra=config_extra or {},
+                                 evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
+                                 total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent)
+        transaction.on_commit(lambda: _enqueue(run))
+    return run
+
+
+def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion) -> list[str]:
+    """Run each reward on a few rows in the sandbox (on a sandbox worker, never here) before a GPU is spent on it."""
+    if not specs:
+        return []
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    pending = queues.enqueue(queues.REWARD_CONTRACT_CHECK, kwargs={
+        "rewards": [{"name": s["name"], "source": s["source"], "entrypoint": s["entrypoint"]} for s in specs],
+        "dataset_version_id": dataset_version.pk,
+    })
+    try:
+        return pending.get(timeout=settings.GRPO_CONTRACT_CHECK_TIMEOUT)
+    except CeleryTimeout:
+        return [f"rewards: no sandbox worker checked the reward functions within "
+                f"{settings.GRPO_CONTRACT_CHECK_TIMEOUT} s; is a worker serving the 'sandbox' queue running?"]
+    finally:
+        pending.forget()
+
+
+def _enqueue(run: Run) -> None:
+    queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.requested_gpus))
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Queued: cancelled at once. Running: flagged; the supervisor stops the training process within seconds and
+    keeps everything already ingested."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status == Run.Status.QUEUED:
+            run.mark_cancelled()
+        elif run.status == Run.Status.RUNNING and run.cancel_requested_at is None:
+            run.cancel_requested_at = timezone.now()
+            run.save(update_fields=["cancel_requested_at"])
+    return run
+
+
+def run_resume(*, run: Run) -> Run:
+    """A failed run with a checkpoint continues from it: same run, same step numbering, attempt + 1."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status != Run.Status.FAILED or not run.resumable:
+            raise RunRefused(["only a failed run with a checkpoint can be resumed"])
+        if run.checkpoint_step >= run.total_steps:
+            # every step is trained and saved (the process died after its last checkpoint): nothing to resume
+            run.status, run.error, run.resumable, run.step = Run.Status.COMPLETED, "", False, run.total_steps
+            run.save(update_fields=["status", "error", "resumable", "step"])
+            return run
+        run.status, run.attempt, run.error, run.resumable = Run.Status.QUEUED, run.attempt + 1, "", False
+        run.finished_at = run.cancel_requested_at = None
+        run.save(update_fields=["status", "attempt", "error", "resumable", "finished_at", "cancel_requested_at"])
+        transaction.on_commit(lambda: _enqueue(run))
+    return run
+
+
+def run_retry(*, run: Run) -> Run:
+    """Run the same configuration again from scratch, as a new run that remembers where it came from."""
+    return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
+                      dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
+                      config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
+                      parent=run)
+
+
+def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
+    """Running runs whose supervisor went silent (a worker killed, a machine lost): ingest what their event log holds,
+    then mark them failed, resumable where a checkpoint exists. Called by every worker's heartbeat and when a run's
+    page is looked at."""
+    from datetime import timedelta
+
+    from runs.paths import event_log_path
+
+    now = now or timezone.now()
+    limit = now - timedelta(seconds=settings.GRPO_HEARTBEAT_TIMEOUT if timeout is None else timeout)
+    reaped = []
+    for run_id in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=limit).values_list("pk", flat=True):
+        with transaction.atomic():
+            run = Run.objects.select_for_update(skip_locked=True).filter(
+                pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=limit).first()
+            if run is None:
+                continue
+            from runs.rollouts.ingest import ingest_log
+
+            _, events = ingest_log(run, event_log_path(run))
+            if any(e["type"] == "finished" for e in events):
+                run.mark_completed()  # training finished; only its supervisor died before saying so
+                reaped.append(run)
+                continue
+            seconds = int((now - run.heartbeat_at).total_seconds())
+            run.mark_failed(f"the worker {run.worker_name or ''} stopped responding (no heartbeat for {seconds} s)")
+            reaped.append(run)
+    return reaped
+
+
+# --- inspection: the reflection phrase list, rejection sampling ---------------------------------------------------

@@ -1,0 +1,149 @@
+"""Runs as TRL config YAML: what `trl grpo --config` reads (TRL's field names, flat), plus model, dataset and rewards.
+
+A TRL user's config comes in unchanged: GRPOConfig fields the run form knows fill the form; other GRPOConfig fields
+are passed through to GRPOConfig; fields grpo-web sets itself (output_dir, logging, reporting) are ignored with a note;
+anything else is an error naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from rewards.models import RewardFunction
+from runs.models import DatasetVersion, Run
+from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, GRPOFields
+from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS
+
+# Set by grpo-web for every run (workers/train.py), so an imported value would be overridden anyway.
+MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
+           "use_cpu", "dataloader_num_workers", "run_name", "logging_dir", "push_to_hub", "hub_model_id",
+           "reward_weights", "overwrite_output_dir"}
+# TRL script arguments (ScriptArguments / ModelConfig) we read or may safely ignore.
+SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
+               "requested_gpus", "name"}
+IGNORED_SCRIPT_KEYS = {"dataset_config", "dataset_train_split", "dataset_test_split", "torch_dtype", "dtype",
+                       "trust_remote_code", "attn_implementation", "use_peft", "lora_r", "lora_alpha",
+                       "lora_dropout", "lora_target_modules", "model_revision"}
+
+
+@dataclass
+class ImportedRun:
+    name: str = ""
+    model: str = "tiny"
+    dataset_version: DatasetVersion | None = None
+    rewards: list[dict] = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
+    requested_gpus: int = 0
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _coerce(name: str, value, errors: list[str]):
+    f = GRPO_FIELDS.get(name) or EVAL_FIELDS[name]
+    default = f.default
+    if value is None:
+        return None
+    try:
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ValueError
+            return value
+        if name == "bf16":
+            return {True: "yes", False: "no"}.get(value, str(value))
+        if isinstance(default, int) or f.type in ("int", "int | None"):
+            return int(value)
+        if isinstance(default, float) or f.type in ("float", "float | None"):
+            return float(value)
+        return str(value.value if hasattr(value, "value") else value)
+    except (TypeError, ValueError):
+        errors.append(f"{name}: {value!r} is not a valid value")
+        return default
+
+
+def parse_run_yaml(text: str, *, owner) -> ImportedRun:
+    out = ImportedRun()
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        out.errors.append(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})")
+        return out
+    if not isinstance(data, dict):
+        out.errors.append("the YAML must be a mapping of TRL field names to values")
+        return out
+
+    out.name = str(data.get("name") or "imported run")
+    out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
+    out.requested_gpus = int(data.get("requested_gpus") or 0)
+    dataset_name = data.get("dataset_name")
+    versions = DatasetVersion.objects.filter(dataset__owner=owner, dataset__name=dataset_name)
+    if data.get("dataset_version") is not None:
+        versions = versions.filter(number=data["dataset_version"])
+    out.dataset_version = versions.order_by("-number").first()
+    if out.dataset_version is None:
+        out.errors.append(f"dataset_name: you have no dataset named {dataset_name!r}"
+                          + (f" with version {data['dataset_version']}" if data.get("dataset_version") else ""))
+
+    names = data.get("reward_funcs") or []
+    names = [names] if isinstance(names, str) else names
+    weights = data.get("reward_weights") or [1.0] * len(names)
+    pinned = data.get("reward_versions") or [None] * len(names)
+    if not names:
+        out.errors.append("reward_funcs: name at least one of your reward functions")
+    if len(weights) != len(names) or len(pinned) != len(names):
+        out.errors.append("reward_weights / reward_versions: one value per entry of reward_funcs")
+    else:
+        for name, weight, number in zip(names, weights, pinned):
+            rf = RewardFunction.objects.filter(owner=owner, name=name).first()
+            version = rf and (rf.versions.filter(number=number).first() if number else rf.latest_version)
+            if version is None:
+                out.errors.append(f"reward_funcs: you have no reward function {name!r}"
+                                  + (f" with version {number}" if number else ""))
+                continue
+            out.rewards.append({"name": rf.name, "weight": float(weight), "version_id": version.pk,
+                                "version": version.number})
+
+    out.config = {name: f.default for name, f in GRPO_FIELDS.items()}
+    for key, value in data.items():
+        if key in SCRIPT_KEYS or key == "reward_weights":
+            continue
+        if key in GRPO_FIELDS:
+            out.config[key] = _coerce(key, value, out.errors)
+        elif key in EVAL_FIELDS:  # eval_steps is TRL's name too: every N steps, on the eval split
+            out.evaluation[key] = _coerce(key, value, out.errors)
+        elif key in MANAGED or key in IGNORED_SCRIPT_KEYS:
+            out.notes.append(f"{key}: set by grpo-web for every run; the imported value is ignored")
+        elif key in GRPO_CONFIG_FIELDS:
+            out.extra[key] = value
+            out.notes.append(f"{key}: passed to GRPOConfig as it is")
+        else:
+            out.errors.append(f"{key}: not a GRPOConfig field nor a grpo-web key")
+    return out
+
+
+def run_yaml(run: Run) -> str:
+    """The run as a TRL GRPOConfig YAML plus model, dataset and pinned rewards; parse_run_yaml reads it back."""
+    data = {
+        "name": run.name,
+        "model_name_or_path": run.model,
+        "dataset_name": run.dataset_version.dataset.name,
+        "dataset_version": run.dataset_version.number,
+        "reward_funcs": [r["name"] for r in run.rewards],
+        "reward_weights": [r["weight"] for r in run.rewards],
+        "reward_versions": [r.get("version") for r in run.rewards],
+        "requested_gpus": run.requested_gpus,
+    }
+    config = {k: v for k, v in run.config.items() if k in GRPO_FIELDS and v is not None}
+    config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})
+    header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL GRPOConfig fields\n"
+    return header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra},
+                                                                          sort_keys=False)
+
+
+def grpo_defaults() -> dict:
+    return {name: getattr(GRPOFields(), name) for name in GRPO_FIELDS}

@@ -1,0 +1,212 @@
+"""Pages and endpoints of a run's life: the dashboard, a new run (form or YAML import), the run page and its JSON and
+event stream, progress, cancel, resume, retry, clone, config diff, YAML, a standalone evaluation started from the
+run page."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from rewards.models import RewardFunction
+from runs.access import owned_run
+from runs.evaluations.forms import EvaluationForm
+from runs.evaluations.services import EvaluationRefused, evaluation_create
+from runs.lifecycle.config_diff import config_diff
+from runs.lifecycle.forms import RunForm
+from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_reap_stale, run_resume, run_retry
+from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
+from runs.live import sse_response
+from runs.models import Dataset, Run
+from runs.paths import log_tail
+from runs.rollouts import selectors
+from runs.rollouts.groups import formula
+
+
+def dashboard(request):
+    return render(request, "lifecycle/dashboard.html", {
+        "datasets": Dataset.objects.filter(owner=request.user).prefetch_related("versions"),
+        "reward_functions": RewardFunction.objects.filter(owner=request.user),
+        "runs": Run.objects.filter(owner=request.user).select_related("dataset_version__dataset"),
+    })
+
+
+def run_new(request):
+    initial = {"name": "demo run", "dataset_version": request.GET.get("dataset_version")}
+    form = RunForm(request.POST or None, owner=request.user, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        run = create_from_form(request, form)
+        if run:
+            return redirect(run)
+    return render(request, "lifecycle/run_new.html", {"form": form}, status=400 if form.errors else 200)
+
+
+def run_detail(request, pk, eval_form=None):
+    """The run page; ``eval_form``: the evaluation form as submitted, with its errors (run_evaluate)."""
+    run = get_object_or_404(Run.objects.select_related("dataset_version__dataset"), pk=pk, owner=request.user)
+    return render(request, "lifecycle/run_detail.html", {
+        "run": run, "formula": formula((run.config or {}).get("scale_rewards")),
+        "eval_form": eval_form or EvaluationForm(run=run),
+    })
+
+
+@require_GET
+def run_status_json(request, pk):
+    run = owned_run(request, pk)
+    return JsonResponse({"status": run.status, "step": run.step, "total_steps": run.total_steps,
+                         "progress": run.progress, "error": run.error, "finished": run.is_finished,
+                         "steps": selectors.rollout_steps(run)})
+
+
+@require_GET
+def run_metrics_json(request, pk):
+    return JsonResponse(selectors.metric_series(owned_run(request, pk)))
+
+
+@require_GET
+def run_step_json(request, pk, step):
+    """A page of the step's groups: ``?from=<first group>&groups=<how many>`` (32 by default, 256 at most)."""
+    run = owned_run(request, pk)
+    try:
+        first = max(0, int(request.GET.get("from", 0)))
+        count = min(256, max(1, int(request.GET.get("groups", selectors.STEP_GROUPS_PAGE))))
+    except ValueError:
+        return JsonResponse({"errors": {"from": ["give whole numbers for from and groups"]}}, status=400)
+    return JsonResponse({"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
+                         **selectors.step_view(run, step, first_group=first, groups=count)})
+
+
+async def run_events(request, pk):
+    """Server-sent events: one message per ingested batch of steps, fed by Redis pub/sub."""
+    user = await request.auser()
+    if not await Run.objects.filter(pk=pk, owner=user).aexists():
+        raise Http404
+    return sse_response([pk])
+
+
+def _speed(run: Run) -> tuple[float | None, float | None]:
+    """Steps per second over the last steps of this attempt, and the seconds left at that pace."""
+    times = list(run.step_metrics.exclude(logged_at=None).order_by("-step").values_list("step", "logged_at")[:20])
+    if len(times) < 2:
+        return None, None
+    (last_step, last_at), (first_step, first_at) = times[0], times[-1]
+    seconds = (last_at - first_at).total_seconds()
+    if seconds <= 0:
+        return None, None
+    rate = (last_step - first_step) / seconds
+    left = max(0, run.total_steps - run.step) / rate if rate > 0 and not run.is_finished else None
+    return rate, left
+
+
+@require_GET
+def run_progress_json(request, pk):
+    run = owned_run(request, pk)
+    if run.status == Run.Status.RUNNING:
+        run_reap_stale()  # a run looked at whose worker died is settled now, not at the next heartbeat
+        run.refresh_from_db()
+    rate, left = _speed(run)
+    return JsonResponse({
+        "status": run.status, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
+        "steps_per_second": rate, "eta_seconds": left, "attempt": run.attempt, "checkpoint_step": run.checkpoint_step,
+        "resumable": run.resumable, "cancel_requested": run.cancel_requested_at is not None,
+        "worker": run.worker_name, "log_tail": log_tail(run.run_dir / "train.log", 30), "error": run.error,
+    })
+
+
+@require_POST
+def run_cancel_view(request, pk):
+    run = run_cancel(run=owned_run(request, pk))
+    messages.info(request, "Cancelled." if run.status == Run.Status.CANCELLED else "Cancelling: training stops "
+                                                                                   "within seconds.")
+    return redirect(run)
+
+
+@require_POST
+def run_resume_view(request, pk):
+    run = owned_run(request, pk)
+    try:
+        run = run_resume(run=run)
+    except RunRefused as exc:
+        messages.error(request, "; ".join(exc.errors))
+    else:
+        messages.info(request, f"Resuming from the checkpoint at step {run.checkpoint_step}.")
+    return redirect(run)
+
+
+@require_POST
+def run_retry_view(request, pk):
+    try:
+        run = run_retry(run=owned_run(request, pk))
+    except RunRefused as exc:
+        messages.error(request, "; ".join(exc.errors))
+        return redirect("run_detail", pk=pk)
+    return redirect(run)
+
+
+def create_from_form(request, form, parent=None):
+    data = form.cleaned_data
+    try:
+        return run_create(owner=request.user, name=data["name"], model=data["model"],
+                          dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"],
+                          config_extra=data.get("config_extra") or {}, requested_gpus=data["requested_gpus"],
+                          evaluation=data["evaluation"], parent=parent)
+    except RunRefused as exc:
+        for error in exc.errors:
+            form.add_error(None, error)
+        return None
+
+
+def run_clone(request, pk):
+    """The run form filled from a run: edit what you want and start it; the clone remembers its parent."""
+    parent = owned_run(request, pk)
+    form = RunForm(request.POST or None, owner=request.user, run=parent)
+    if request.method == "POST" and form.is_valid():
+        run = create_from_form(request, form, parent=parent)
+        if run:
+            return redirect("run_diff", pk=parent.pk, other=run.pk)
+    return render(request, "lifecycle/run_new.html", {"form": form, "parent": parent}, status=400 if form.errors else 200)
+
+
+def run_import(request):
+    """A TRL config YAML fills the run form; nothing runs until the form is submitted."""
+    text = request.POST.get("yaml", "")
+    if request.FILES.get("file"):
+        text = request.FILES["file"].read(1024 * 1024).decode("utf-8", errors="replace")
+    imported = parse_run_yaml(text, owner=request.user)
+    form = RunForm(owner=request.user, imported=imported)
+    return render(request, "lifecycle/run_new.html", {"form": form, "import_errors": imported.errors,
+                                                  "import_notes": imported.notes},
+                  status=400 if imported.errors else 200)
+
+
+@require_GET
+def run_yaml_view(request, pk):
+    run = owned_run(request, pk)
+    response = HttpResponse(run_yaml(run), content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.yaml"'
+    return response
+
+
+def run_diff(request, pk, other):
+    a, b = owned_run(request, pk), owned_run(request, other)
+    return render(request, "lifecycle/run_diff.html", {"a": a, "b": b, "rows": config_diff(a, b)})
+
+
+@require_POST
+def run_evaluate(request, pk):
+    """Queue a standalone evaluation; bad input re-renders the run page with the form and each error by name."""
+    run = owned_run(request, pk)
+    form = EvaluationForm(request.POST, run=run)
+    if form.is_valid():
+        try:
+            evaluation = evaluation_create(run=run, **form.evaluation_args())
+        except EvaluationRefused as exc:
+            for error in exc.errors:
+                form.add_error(None, error)
+        else:
+            messages.success(request, f"Queued an evaluation: {evaluation.label}.")
+            return redirect(f"{run.get_absolute_url()}#evaluations")
+    response = run_detail(request, pk, eval_form=form)
+    response.status_code = 400
+    return response

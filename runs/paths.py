@@ -1,0 +1,50 @@
+"""Where a run's files are and which model a name means: the demo model names, event logs, checkpoints, log tails,
+and a model folder's basic check. Shared by the capabilities and by the worker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+
+from runs.models import Run
+
+
+def model_problems(model: str) -> list[str]:
+    """A local model folder must hold a config.json; a hub id must at least look like one (org/name)."""
+    from runs.paths import resolve_model
+
+    path = Path(resolve_model(model))
+    if path.is_absolute() or model.startswith((".", "~")) or path.exists():
+        if not (path / "config.json").is_file():
+            return [f"model: no loadable model at {path} (no config.json)"]
+        return []
+    if model.count("/") != 1 or not all(part.strip() for part in model.split("/")):
+        return [f"model: '{model}' is neither a local folder nor a hub id like org/name"]
+    return []
+
+
+def resolve_model(model: str) -> str:
+    """'tiny' and 'tiny-sft' name the local demo models (random, and cold-started); anything else is a path or id."""
+    return str({"tiny": settings.GRPO_TINY_MODEL_DIR, "tiny-sft": settings.GRPO_TINY_SFT_MODEL_DIR}.get(model, model))
+
+
+def event_log_path(run: Run) -> Path:
+    return run.run_dir / f"events-{run.attempt}.jsonl"
+
+
+def checkpoint_path(run: Run) -> Path | None:
+    if not run.checkpoint_step:
+        return None
+    path = run.run_dir / "output" / f"checkpoint-{run.checkpoint_step}"
+    return path if path.is_dir() else None
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - 64 * 1024))
+            return "\n".join(fh.read().decode(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,264 @@
+"""The rollout browser's filters and sort, read from a query string, as one queryset (the page, the exports and the
+rejection sampler all use it), and keyset pages over it.
+
+Pages are keyset pages: each ends with a cursor (the last row's sort value and id) and the next one starts after it,
+so a page deep into ten million rows reads as fast as the first. There is no total count: counting millions of
+matches on every page costs more than the page.
+
+Sorted by advantage, a page is read one reward bucket at a time from one index that also holds the numeric and
+yes/no filters (``rollout_page``), so neither a filter nor a reward range far from the top advantages makes it read
+rows it does not show.
+
+The text filters (a phrase, full-text search) have no index of their own, because a trigram or text-search index on
+the completions would cut the ingest to a fraction (``bench/ingest.py``); they are checked row by row as the sorted
+scan goes, which is quick while matches are not rare. On PostgreSQL a query that runs past ``SEARCH_TIMEOUT_MS``
+stops with a message asking for a narrower search (a step or reward range) instead of tying up the database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django import forms
+from django.db import connection, transaction
+from django.db.models import F, Max, Min, Q, QuerySet
+from django.db.models.lookups import GreaterThan
+from django.db.utils import OperationalError
+
+from runs.forms import YES_NO
+from runs.models import Rollout, Run, reward_bucket
+from runs.rollouts.reflection import matcher
+
+PAGE_SIZE = 50
+SEARCH_TIMEOUT_MS = 5000
+# sort -> (field, descending, tie-breaker)
+SORTS = {
+    "adv_desc": ("advantage", True, "id"),
+    "adv_asc": ("advantage", False, "id"),
+    "reward_desc": ("reward", True, "id"),
+    "reward_asc": ("reward", False, "id"),
+    "step_asc": ("step", False, "index"),
+    "step_desc": ("step", True, "index"),
+}
+SORT_LABELS = {"adv_desc": "advantage, highest first", "adv_asc": "advantage, lowest first",
+               "reward_desc": "reward, highest first", "reward_asc": "reward, lowest first",
+               "step_asc": "step, first to last", "step_desc": "step, last to first"}
+
+
+class SearchTooSlow(Exception):
+    """The database gave up on a text search (PostgreSQL statement timeout)."""
+
+
+class RolloutFilterForm(forms.Form):
+    step_min = forms.IntegerField(min_value=0, required=False, label="step from")
+    step_max = forms.IntegerField(min_value=0, required=False, label="step to")
+    reward_min = forms.FloatField(required=False, label="reward ≥")
+    reward_max = forms.FloatField(required=False, label="reward ≤")
+    adv_min = forms.FloatField(required=False, label="advantage ≥")
+    adv_max = forms.FloatField(required=False, label="advantage ≤")
+    len_min = forms.IntegerField(min_value=0, required=False, label="tokens ≥")
+    len_max = forms.IntegerField(min_value=0, required=False, label="tokens ≤")
+    truncated = forms.ChoiceField(choices=YES_NO, required=False, label="truncated")
+    zero_std = forms.ChoiceField(choices=YES_NO, required=False, label="zero-variance group")
+    reflective = forms.ChoiceField(choices=YES_NO, required=False, label="self-reflection")
+    reflection = forms.CharField(max_length=200, required=False, label="reflection phrase")
+    phrase = forms.CharField(max_length=200, required=False, label="contains",
+                             help_text="Text the completion contains, any case.")
+    q = forms.CharField(max_length=200, required=False, label="search",
+                        help_text='Words in any order; "a phrase", -excluded, or.')
+    prompt = forms.CharField(max_length=16, required=False, widget=forms.HiddenInput)
+    sort = forms.ChoiceField(choices=list(SORT_LABELS.items()), required=False, label="sort by")
+    after = forms.CharField(max_length=200, required=False, widget=forms.HiddenInput)
+
+    def __init__(self, data=None, *, run: Run, **kwargs):
+        super().__init__(data, **kwargs)
+        self.run = run
+        self.fields["reflection"].widget = forms.Select(
+            choices=[("", "any")] + [(p, p) for p in run.reflection_phrases])
+
+    def clean_reflection(self):
+        value = self.cleaned_data["reflection"]
+        if value and value not in self.run.reflection_phrases:
+            raise forms.ValidationError("not one of this run's reflection phrases")
+        return value
+
+    def clean_after(self):
+        value = self.cleaned_data["after"]
+        if value and _parse_cursor(value, self.cleaned_data.get("sort") or "adv_desc") is None:
+            raise forms.ValidationError("not a page cursor")
+        return value
+
+    def filters(self) -> dict:
+        """The non-empty filters (sort and cursor excepted), for links and exports."""
+        return {k: v for k, v in self.cleaned_data.items() if v not in (None, "") and k not in ("sort", "after")}
+
+
+def _yes(value: str, q: Q) -> Q:
+    return q if value == "yes" else ~q
+
+
+def filtered(run: Run, data: dict) -> QuerySet:
+    """Rollouts of ``run`` that pass the cleaned filters in ``data``, unsorted."""
+    qs = Rollout.objects.filter(run=run)
+    ranges = {"step": ("step_min", "step_max"), "reward": ("reward_min", "reward_max"),
+              "advantage": ("adv_min", "adv_max"), "length": ("len_min", "len_max")}
+    for field, (low, high) in ranges.items():
+        if data.get(low) is not None:
+            qs = qs.filter(**{f"{field}__gte": data[low]})
+        if data.get(high) is not None:
+            qs = qs.filter(**{f"{field}__lte": data[high]})
+    for field in ("truncated", "zero_std", "reflective"):
+        if data.get(field):
+            qs = qs.filter(_yes(data[field], Q(**{field: True})))
+    if data.get("reflection"):
+        qs = qs.filter(GreaterThan(F("reflection_mask").bitand(matcher(tuple(run.reflection_phrases)).bit(
+            data["reflection"])), 0))
+    if data.get("prompt"):
+        qs = qs.filter(prompt_key=data["prompt"])
+    if data.get("phrase"):
+        qs = qs.filter(completion__icontains=data["phrase"])
+    if data.get("q"):
+        qs = qs.filter(text_search(data["q"]))
+    return qs
+
+
+_TERMS = re.compile(r'(-?)"([^"]*)"|(\S+)')
+
+
+def text_search(q: str):
+    """Full-text search: PostgreSQL's (stemmed English words, web-search syntax: "a phrase", -word, or); on SQLite
+    the same syntax over plain substrings."""
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorExact
+
+        return SearchVectorExact(SearchVector("completion", config="english"),
+                                 SearchQuery(q, config="english", search_type="websearch"))
+    clauses: list[Q] = []
+    join_next_with_or = False
+    for m in _TERMS.finditer(q):
+        negate, quoted, word = m.group(1) == "-", m.group(2), m.group(3)
+        if word and word.lower() == "or" and clauses:
+            join_next_with_or = True
+            continue
+        if word and word.startswith("-") and len(word) > 1:
+            negate, word = True, word[1:]
+        text = quoted if quoted is not None else word
+        if not text:
+            continue
+        clause = ~Q(completion__icontains=text) if negate else Q(completion__icontains=text)
+        if join_next_with_or:
+            clauses[-1] = clauses[-1] | clause
+            join_next_with_or = False
+        else:
+            clauses.append(clause)
+    result = Q()
+    for clause in clauses:
+        result &= clause
+    return result
+
+
+# --- sorted keyset pages -----------------------------------------------------------------------------------------
+
+def _parse_cursor(cursor: str, sort: str):
+    field, _, tie = SORTS.get(sort, SORTS["adv_desc"])
+    value, sep, last = cursor.rpartition("~")
+    try:
+        parsed = int(value) if field == "step" else float(value)
+        return parsed, int(last)
+    except ValueError:
+        return None
+
+
+def _cursor(row: dict, sort: str) -> str:
+    field, _, tie = SORTS[sort]
+    return f"{row[field]!r}~{row[tie]}"
+
+
+def sorted_rows(qs: QuerySet, sort: str, after: str = "") -> QuerySet:
+    """``qs`` in the order of ``sort``, starting after the cursor ``after``."""
+    field, desc, tie = SORTS[sort]
+    if field == "reward":
+        qs = qs.filter(reward__isnull=False)  # unscorable completions (every function abstained) have no place
+    if after:
+        value, last = _parse_cursor(after, sort)
+        op = "lt" if desc else "gt"
+        # the first condition alone is what the index can seek to; the second picks up past the tie
+        qs = qs.filter(**{f"{field}__{op}e": value}).filter(
+            Q(**{f"{field}__{op}": value}) | Q(**{field: value, f"{tie}__{op}": last}))
+    prefix = "-" if desc else ""
+    return qs.order_by(f"{prefix}{field}", f"{prefix}{tie}")
+
+
+@dataclass
+class RolloutPage:
+    rows: list[dict]
+    next_cursor: str  # "" on the last page
+
+
+BROWSER_FIELDS = ("id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
+                  "advantage", "length", "truncated", "zero_std", "reflections")
+
+
+def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPage:
+    """One page: the ids first, then those rows. Sorted by advantage on PostgreSQL, the ids come from the index
+    (run, reward_bucket, advantage, id, <the numeric and yes/no filters>) one reward bucket at a time: each bucket's
+    next page is a seek into the index, and checking the filters there reads no row that is not kept (an index-only
+    scan); the buckets' pages merge into one. Text filters have to read rows, under a time limit."""
+    size = size or PAGE_SIZE
+    sort = data.get("sort") or "adv_desc"
+    after = data.get("after") or ""
+    qs = filtered(run, data)
+    if connection.vendor == "postgresql" and SORTS[sort][0] == "advantage":
+        ids_qs = _by_bucket(run, qs, data, sort, after, size + 1)
+    else:
+        ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[:size + 1]
+    # free text, and sorting by reward, read rows rather than an index: those run under the time limit
+    ids = guarded(lambda: [r if isinstance(r, int) else r[0] for r in ids_qs],
+                  text=bool(data.get("phrase") or data.get("q") or SORTS[sort][0] == "reward"))
+    by_id = {r["id"]: r for r in Rollout.objects.filter(id__in=ids).values(*BROWSER_FIELDS)}
+    rows = [by_id[i] for i in ids]
+    more = len(rows) > size
+    rows = rows[:size]
+    return RolloutPage(rows=rows, next_cursor=_cursor(rows[-1], sort) if more else "")
+
+
+def _by_bucket(run: Run, qs: QuerySet, data: dict, sort: str, after: str, limit: int):
+    """The first ``limit`` (id, advantage) of ``qs`` in advantage order: a UNION ALL of each reward bucket's own
+    first ``limit`` (each an index seek), merged."""
+    span = Rollout.objects.filter(run=run).aggregate(lo=Min("reward_bucket"), hi=Max("reward_bucket"))
+    lo, hi = span["lo"], span["hi"]
+    parts = []
+    if lo is not None:
+        if data.get("reward_min") is not None:
+            lo = max(lo, reward_bucket(data["reward_min"]))
+        if data.get("reward_max") is not None:
+            hi = min(hi, reward_bucket(data["reward_max"]))
+        parts = [qs.filter(reward_bucket=b) for b in range(lo, hi + 1)]
+    if data.get("reward_min") is None and data.get("reward_max") is None:
+        parts.append(qs.filter(reward_bucket__isnull=True))  # unscorable completions
+    parts = [sorted_rows(part, sort, after).values_list("id", "advantage")[:limit] for part in parts]
+    if not parts:
+        return []
+    prefix = "-" if SORTS[sort][1] else ""
+    return parts[0].union(*parts[1:], all=True).order_by(f"{prefix}advantage", f"{prefix}id")[:limit]
+
+
+def guarded(read, *, text: bool):
+    """Run ``read()``; a slow kind of read (``text``) runs under a statement timeout on PostgreSQL (SearchTooSlow
+    when it fires)."""
+    if not text or connection.vendor != "postgresql":
+        return read()
+    try:
+        with transaction.atomic():  # SET LOCAL ends with it (or with its savepoint, inside a transaction)
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL statement_timeout = {int(SEARCH_TIMEOUT_MS)}")
+            result = read()
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL statement_timeout TO DEFAULT")  # a savepoint released keeps it otherwise
+            return result
+    except OperationalError as exc:
+        if "statement timeout" in str(exc):
+            raise SearchTooSlow(f"this page took more than {SEARCH_TIMEOUT_MS / 1000:g} s to fill: narrow it with a "
+                                f"step range, a reward range or a longer phrase, or sort by advantage") from None
+        raise

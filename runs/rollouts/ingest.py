@@ -1,0 +1,239 @@
+"""Event log -> database. Idempotent: rollouts are keyed (run, step, index) and metrics (run, step), so reading the
+same events twice (a supervisor restart, a resumed run) never duplicates a row.
+
+Rollouts are the bulk (a run can store millions), so they skip model instances: each becomes a tuple in
+``ROLLOUT_COLUMNS`` order, written with COPY on PostgreSQL (``bench/ingest.py`` compares it with a raw COPY) and with
+one multi-row INSERT per batch on SQLite.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+import orjson
+from django.db import connection, transaction
+
+from runs.models import Rollout, Run, StepMetric, reward_bucket
+from runs.protocol.events import parse_event, read_lines
+from runs.rollouts.groups import group_stats
+from runs.rollouts.reflection import matcher, reflection_mask
+from runs.text import as_text, json_safe, prompt_key
+
+ROLLOUT_COLUMNS = ("run_id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
+                   "reward_bucket", "advantage", "length", "truncated", "zero_std", "reflections", "reflective",
+                   "reflection_mask", "columns")
+READ_LIMIT = 32 * 1024 * 1024  # bytes of event log per transaction when catching up on a long log
+_JSON_AT = tuple(i for i, c in enumerate(ROLLOUT_COLUMNS) if c in ("rewards", "reflections", "columns"))
+_JSONB = b"\x01"
+_JSONB_EMPTY_LIST = b"\x01[]"
+
+
+def _dumps(value) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # what orjson refuses and json writes: integers past 64 bits, non-text keys
+        return json.dumps(value).encode()
+
+
+def _json_text(value) -> bytes:
+    text = _dumps(value)
+    # jsonb refuses \u0000; only the rare row that holds one pays for the cleaning walk
+    return _dumps(json_safe(value)) if b"\\u0000" in text else text
+
+
+def rollout_rows(run_id: int, event: dict, phrases: tuple[str, ...]):
+    """One "rollouts" event as rows in ``ROLLOUT_COLUMNS`` order, one at a time. JSON columns are in jsonb's binary
+    form, ready for a binary COPY: a version byte (1), then the JSON text."""
+    step, find = event["step"], matcher(phrases).find
+    bits = {phrase: reflection_mask([phrase], phrases) for phrase in phrases}
+    rewards_by_group: dict[int, list[float]] = {}
+    for row in event["rows"]:
+        values = rewards_by_group.setdefault(row["group"], [])
+        if row["reward"] is not None:
+            values.append(row["reward"])
+    zero_std = {group: group_stats(values).zero_std for group, values in rewards_by_group.items()}
+    keys: dict[str, str] = {}
+    for row in event["rows"]:
+        prompt, completion = as_text(row["prompt"]), as_text(row["completion"])
+        key = keys.get(prompt) or keys.setdefault(prompt, prompt_key(prompt))
+        tags = find(completion)
+        reward = row["reward"]
+        yield (run_id, step, row["index"], row["group"], prompt, key, completion, _JSONB + _dumps(row["rewards"]),
+               reward, reward_bucket(reward), row["advantage"], row["length"], row["truncated"], zero_std[row["group"]],
+               _JSONB + _dumps(tags) if tags else _JSONB_EMPTY_LIST, bool(tags),
+               sum(bits[t] for t in tags) if tags else 0, _JSONB + _json_text(row.get("columns") or {}))
+
+
+def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
+    """Insert the rows (``rows()`` gives them, from ``rollout_rows``) whose key (run, step, index) is new; rows
+    already stored are left as they are. Returns the number of rows given."""
+    table = Rollout._meta.db_table
+    columns = ", ".join(connection.ops.quote_name(c) for c in ROLLOUT_COLUMNS)
+    if connection.vendor == "postgresql":
+        return _copy_rollouts(table, columns, rows)
+    rows = [tuple(v[1:].decode() if i in _JSON_AT else v for i, v in enumerate(row)) for row in rows()]
+    placeholders = "(" + ", ".join(["%s"] * len(ROLLOUT_COLUMNS)) + ")"
+    per_statement = 8000 // len(ROLLOUT_COLUMNS)  # well inside SQLite's limit of bound parameters (32766)
+    with connection.cursor() as cursor:
+        for i in range(0, len(rows), per_statement):
+            chunk = rows[i:i + per_statement]
+            cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))} "
+                           f"ON CONFLICT DO NOTHING", [v for row in chunk for v in row])
+    return len(rows)
+
+
+# Binary COPY: the server parses no text. The JSON columns already hold jsonb's binary form, which psycopg's bytea
+# dumper sends as it is (in C).
+_COPY_TYPES = ["int8", "int4", "int4", "int4", "text", "text", "text", "bytea", "float8", "int2", "float8", "int4",
+               "bool", "bool", "bytea", "bool", "int8", "bytea"]
+
+
+def _copy(raw, target: str, columns: str, rows: Iterable[tuple]) -> int:
+    from psycopg.copy import QueuedLibpqWriter
+
+    n = 0
+    # a writer thread sends while this one formats the next rows, and the server inserts meanwhile
+    with raw.copy(f"COPY {target} ({columns}) FROM STDIN (FORMAT BINARY)", writer=QueuedLibpqWriter(raw)) as copy:
+        copy.set_types(_COPY_TYPES)
+        for row in rows:
+            copy.write_row(row)
+            n += 1
+    return n
+
+
+def _copy_rollouts(table: str, columns: str, rows: Callable[[], Iterable[tuple]]) -> int:
+    """COPY straight into the table; when a key is already there (the log is read again after a restart), COPY into
+    a temporary table instead and insert only the new keys."""
+    from psycopg.errors import UniqueViolation
+
+    with connection.cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own cursor, for COPY
+        try:
+            with transaction.atomic():  # a savepoint: a conflict undoes only this COPY
+                return _copy(raw, table, columns, rows())
+        except UniqueViolation:
+            pass
+        raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS rollout_incoming ON COMMIT DELETE ROWS AS "
+                    f"SELECT {columns} FROM {table} WITH NO DATA")
+        n = _copy(raw, "rollout_incoming", columns, rows())
+        raw.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM rollout_incoming "
+                    f"ON CONFLICT (run_id, step, {connection.ops.quote_name('index')}) DO NOTHING")
+        raw.execute("TRUNCATE rollout_incoming")
+    return n
+
+
+def run_phrases(run: Run) -> tuple[str, ...]:
+    """The run's phrase list as stored now: an edit on the page applies to the very next batch."""
+    stored = Run.objects.filter(pk=run.pk).values_list("reflection_phrases", flat=True).first()
+    return tuple(stored if stored is not None else run.reflection_phrases)
+
+
+def ingest_events(run: Run, events: list[dict]) -> dict:
+    """Store a batch of events; return what changed (for the live push)."""
+    return _ingest(run, lambda: iter(events))
+
+
+def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
+    """``events()`` gives the batch (again, should the rollouts need a second pass): rollouts go to the database as
+    they come, so parsing the log overlaps with the database storing the rows already sent; the other events follow
+    in the same transaction."""
+    phrases = run_phrases(run)
+    rollout_steps: set[int] = set()
+    others: list[dict] = []
+
+    def rows():
+        rollout_steps.clear()
+        others.clear()
+        for event in events():
+            if event["type"] == "rollouts":
+                if event["rows"]:
+                    rollout_steps.add(event["step"])
+                yield from rollout_rows(run.pk, event, phrases)
+            else:
+                others.append(event)
+
+    with transaction.atomic():
+        stored = store_rollouts(rows)
+        metrics: list[StepMetric] = []
+        faults: dict[str, dict] = {}
+        evaluated: list[int] = []
+        for event in others:
+            if event["type"] == "reward_fault":
+                faults[event["name"]] = {k: event.get(k) for k in ("faults", "disabled", "error", "step")}
+            elif event["type"] == "checkpoint" and event["step"] > run.checkpoint_step:
+                run.checkpoint_step = event["step"]
+                run.save(update_fields=["checkpoint_step"])
+            elif event["type"] == "eval":
+                from runs.evaluations.services import store_periodic
+
+                store_periodic(run, event)
+                evaluated.append(event["step"])
+            elif event["type"] == "metrics":
+                metrics.append(StepMetric(run=run, step=event["step"], metrics=event["metrics"],
+                                          logged_at=datetime.fromtimestamp(event["ts"], tz=timezone.utc)))
+        # Several log lines can share a step (TRL logs the train summary at the last step): merge them.
+        merged: dict[int, StepMetric] = {}
+        for m in metrics:
+            if m.step in merged:
+                merged[m.step].metrics = {**merged[m.step].metrics, **m.metrics}
+            else:
+                merged[m.step] = m
+        # one read for the steps already stored (a log read again, a summary line), one insert for the rest
+        existing = {e.step: e for e in StepMetric.objects.filter(run=run, step__gte=min(merged, default=0),
+                                                                 step__lte=max(merged, default=-1))}
+        for step, m in merged.items():
+            if step in existing:
+                existing[step].metrics = {**existing[step].metrics, **m.metrics}
+                existing[step].save(update_fields=["metrics"])
+        StepMetric.objects.bulk_create([m for step, m in merged.items() if step not in existing])
+        if faults:
+            run.reward_faults = {**run.reward_faults, **faults}
+            run.save(update_fields=["reward_faults"])
+    return {"steps": sorted(set(merged) | rollout_steps), "rollouts": stored, "evaluated": evaluated}
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """Parsed events are hundreds of thousands of small, acyclic objects: without this, the cyclic collector walks
+    them over and over while they are created (a third of the ingest's time on large batches)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def ingest_log(run: Run, path) -> tuple[dict, list[dict]]:
+    """Ingest what the event log holds past ``run.event_offset``, ``READ_LIMIT`` bytes a transaction; each advances
+    the offset in the same transaction. Returns what changed and the events read (rollouts without their rows)."""
+    changed: dict = {"steps": [], "rollouts": 0, "evaluated": []}
+    all_events: list[dict] = []
+    while True:
+        lines, offset = read_lines(path, run.event_offset, READ_LIMIT)
+        if not lines:
+            return changed, all_events
+        read: list[dict] = []
+
+        def events():
+            read.clear()
+            for line in lines:
+                event = parse_event(line)
+                read.append({k: v for k, v in event.items() if k != "rows"})
+                yield event
+
+        with _no_cyclic_gc(), transaction.atomic():
+            batch = _ingest(run, events)
+            # The step counter shows completed optimizer steps: TRL logs metrics after each one.
+            done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
+            run.event_offset, run.step = offset, min(done, run.total_steps or done)
+            run.save(update_fields=["event_offset", "step"])
+        changed = {"steps": sorted(set(changed["steps"]) | set(batch["steps"])),
+                   "rollouts": changed["rollouts"] + batch["rollouts"],
+                   "evaluated": changed["evaluated"] + batch["evaluated"]}
+        all_events.extend(read)

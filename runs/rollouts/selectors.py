@@ -1,0 +1,102 @@
+"""Reads of the rollouts capability: a run's metric series, its steps, and one step's groups with their advantages."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.db.models import Count, Max, Q
+
+from runs.models import Rollout, Run
+from runs.rollouts.groups import advantage, group_stats
+from runs.rollouts.reflection import matcher
+
+# TRL's metric names, in the order the run page draws them (each present key gets a chart).
+CHART_METRICS = ["reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std",
+                 "completions/clipped_ratio", "loss", "grad_norm"]
+
+
+def metric_series(run: Run) -> dict:
+    """{"steps": [...], "series": {metric: [value or None per step]}} for every metric TRL logged."""
+    rows = list(run.step_metrics.values_list("step", "metrics"))
+    steps = [step for step, _ in rows]
+    keys: dict[str, None] = {}
+    for _, metrics in rows:
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)) or value is None:
+                keys.setdefault(key, None)
+    series = {key: [metrics.get(key) for _, metrics in rows] for key in keys}
+    reward_keys = [f"rewards/{name}/mean" for name in run.reward_names]
+    charts = [k for k in CHART_METRICS[:2] if k in series] + [k for k in reward_keys if k in series] + \
+             [k for k in CHART_METRICS[2:] if k in series] + [k for k in series if k.startswith("val-core/")]
+    return {"steps": steps, "series": series, "charts": charts}
+
+
+def rollout_steps(run: Run) -> list[int]:
+    """The steps that have rollouts, one index probe per step (a loose index scan): a plain DISTINCT would read
+    every row of a run with millions."""
+    table = Rollout._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"""
+            WITH RECURSIVE s(step) AS (
+                SELECT MIN(step) FROM {table} WHERE run_id = %s
+                UNION ALL
+                SELECT (SELECT MIN(step) FROM {table} WHERE run_id = %s AND step > s.step) FROM s
+                WHERE s.step IS NOT NULL
+            ) SELECT step FROM s WHERE step IS NOT NULL""", [run.pk, run.pk])
+        return [row[0] for row in cursor.fetchall()]
+
+
+STEP_GROUPS_PAGE = 32  # groups a step view sends at once; a step of 1024 completions (G=8) has 128
+
+
+def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_GROUPS_PAGE) -> dict:
+    """A page of the step's groups (``step_groups``), with how many groups the step has and how many of them had
+    zero variance."""
+    totals = Rollout.objects.filter(run=run, step=step).aggregate(
+        last=Max("group"), zero=Count("group", distinct=True, filter=Q(zero_std=True)))
+    batch = None
+    if (run.config or {}).get("scale_rewards") == "batch":  # the whole step's std scales every group
+        batch = group_stats(list(Rollout.objects.filter(run=run, step=step, reward__isnull=False)
+                                 .values_list("reward", flat=True))).std
+    return {"groups": step_groups(run, step, first_group=first_group, groups=groups, batch_std=batch),
+            "groups_total": 0 if totals["last"] is None else totals["last"] + 1, "zero_std_groups": totals["zero"],
+            "first_group": first_group}
+
+
+def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None = None,
+                batch_std: float | None = None) -> list[dict]:
+    """The step's groups (all, or ``groups`` from ``first_group`` on): prompt, then its G completions ranked by
+    advantage, with group mean and std (TRL's), the scale their advantages were divided by (group std, the batch's
+    std, or none: ``scale_rewards``), where each completion's reflection phrases are (``spans``), and whether the
+    group had zero variance. ``batch_std``: the step's, when only some groups are read."""
+    qs = Rollout.objects.filter(run=run, step=step)
+    if first_group or groups is not None:
+        qs = qs.filter(group__gte=first_group, **({"group__lt": first_group + groups} if groups is not None else {}))
+    rollouts = list(qs.order_by("group", "-advantage", "index").values(
+        "group", "prompt", "prompt_key", "index", "completion", "rewards", "reward", "advantage", "length",
+        "truncated", "reflections"))
+    spans = matcher(tuple(run.reflection_phrases)).spans
+    names = run.reward_names
+    scale_rewards = (run.config or {}).get("scale_rewards", "group")
+    by_group: dict[int, dict] = {}
+    for r in rollouts:
+        g = by_group.get(r["group"])
+        if g is None:
+            g = by_group[r["group"]] = {"group": r["group"], "prompt": r["prompt"], "prompt_key": r["prompt_key"],
+                                        "completions": []}
+        g["completions"].append({
+            "index": r["index"], "completion": r["completion"], "rewards": dict(zip(names, r["rewards"])),
+            "reward": r["reward"], "advantage": r["advantage"], "length": r["length"], "truncated": r["truncated"],
+            "reflections": r["reflections"], "spans": spans(r["completion"]),
+        })
+    if batch_std is None and scale_rewards == "batch":
+        batch_std = group_stats([r["reward"] for r in rollouts if r["reward"] is not None]).std
+    for g in by_group.values():
+        stats = group_stats([c["reward"] for c in g["completions"] if c["reward"] is not None])
+        scale = None if scale_rewards == "none" else batch_std if scale_rewards == "batch" else stats.std
+        g.update(mean=stats.mean, std=stats.std, zero_std=stats.zero_std, scale=scale)
+        for c in g["completions"]:
+            c["formula_advantage"] = advantage(c["reward"], stats.mean, scale, scale_rewards)
+    return list(by_group.values())
+
+
+# --- datasets ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,202 @@
+"""Inspection pages of one run: the rollout browser (and its exports and rejection sampling), the self-reflection
+tracker, prompt history, and the health signals. Each page is a template plus a JSON endpoint its module draws
+from; every URL holds the page's state, so it can be shared."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.access import async_chunks, owned_run
+from runs.datasets.importing import DatasetError
+from runs.rollouts import inspection
+from runs.rollouts.exports import jsonl_chunks, parquet_chunks
+from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
+from runs.rollouts.groups import formula
+from runs.rollouts.reflection import clean_phrases, matcher
+from runs.rollouts.services import dataset_from_rollouts, run_reflection_phrases_update
+
+
+def _number(value, default: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if number == number and abs(number) != float("inf") else default
+
+
+# --- the rollout browser -----------------------------------------------------------------------------------------
+
+@require_GET
+def run_rollouts(request, pk):
+    run = owned_run(request, pk)
+    form = RolloutFilterForm(request.GET or None, run=run)
+    form.is_valid()
+    params = request.GET.copy()
+    params.pop("after", None)
+    return render(request, "rollouts/run_rollouts.html", {
+        "run": run, "form": form, "formula": formula((run.config or {}).get("scale_rewards")),
+        "filter_query": params.urlencode(),
+    })
+
+
+def _filter_data(request, run) -> tuple[dict | None, JsonResponse | None]:
+    form = RolloutFilterForm(request.GET, run=run)
+    if not form.is_valid():
+        return None, JsonResponse({"errors": {k: [str(e) for e in v] for k, v in form.errors.items()}}, status=400)
+    return form.cleaned_data, None
+
+
+@require_GET
+def run_rollouts_json(request, pk):
+    run = owned_run(request, pk)
+    data, error = _filter_data(request, run)
+    if error:
+        return error
+    try:
+        page = rollout_page(run, data)
+    except SearchTooSlow as exc:
+        return JsonResponse({"errors": {"page": [str(exc)]}}, status=422)
+    names, spans = run.reward_names, matcher(tuple(run.reflection_phrases)).spans
+    rows = []
+    for r in page.rows:
+        r["rewards"] = dict(zip(names, r["rewards"]))
+        r["spans"] = spans(r["completion"])
+        r["group_url"] = f"{reverse('run_detail', args=[run.pk])}?step={r['step']}#group-{r['group']}"
+        r["prompt_url"] = reverse("run_prompt", args=[run.pk, r["prompt_key"]])
+        rows.append(r)
+    params = request.GET.copy()
+    params.pop("after", None)
+    next_url = ""
+    if page.next_cursor:
+        params["after"] = page.next_cursor
+        next_url = f"{reverse('run_rollouts', args=[run.pk])}?{params.urlencode()}"
+    return JsonResponse({"reward_names": names, "rows": rows, "next": next_url, "next_cursor": page.next_cursor})
+
+
+def _export(request, pk, chunks, content_type: str, ext: str):
+    run = owned_run(request, pk)
+    data, error = _filter_data(request, run)
+    if error:
+        return error
+    response = StreamingHttpResponse(async_chunks(chunks(run, data)), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.{ext}"'
+    return response
+
+
+@require_GET
+def run_rollouts_jsonl(request, pk):
+    return _export(request, pk, jsonl_chunks, "application/x-ndjson", "jsonl")
+
+
+@require_GET
+def run_rollouts_parquet(request, pk):
+    return _export(request, pk, parquet_chunks, "application/vnd.apache.parquet", "parquet")
+
+
+@require_POST
+def run_rollouts_sft(request, pk):
+    """Rejection sampling into a new SFT dataset; the filters come in the query string, the threshold in the form."""
+    run = owned_run(request, pk)
+    data, error = _filter_data(request, run)
+    back = f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
+    if error:
+        messages.error(request, "The filters are not valid.")
+        return redirect(back)
+    threshold = _number(request.POST.get("threshold"), None)
+    if threshold is None:
+        messages.error(request, "Give a reward threshold.")
+        return redirect(back)
+    try:
+        version = dataset_from_rollouts(run=run, data=data, threshold=threshold,
+                                        name=request.POST.get("name", "").strip()[:200])
+    except DatasetError as exc:
+        messages.error(request, "; ".join(exc.errors))
+        return redirect(back)
+    messages.success(request, f"Saved {version.row_count} completions with reward ≥ {threshold:g} as a new dataset.")
+    return redirect(version)
+
+
+# --- self-reflection ---------------------------------------------------------------------------------------------
+
+def run_reflection(request, pk):
+    run = owned_run(request, pk)
+    error = ""
+    if request.method == "POST":
+        text = request.POST.get("phrases", "")
+        try:
+            phrases = clean_phrases(text.splitlines())
+        except ValueError as exc:
+            error = str(exc)
+        else:
+            queued = run_reflection_phrases_update(run=run, phrases=phrases)
+            messages.success(request, "Saved the phrase list; " + (
+                "a worker is re-tagging the stored completions." if queued else "stored completions re-tagged."))
+            return redirect("run_reflection", pk=run.pk)
+    else:
+        text = "\n".join(run.reflection_phrases)
+    return render(request, "rollouts/run_reflection.html", {"run": run, "phrases_text": text, "error": error},
+                  status=400 if error else 200)
+
+
+@require_GET
+def run_reflection_json(request, pk):
+    return JsonResponse(inspection.reflection_tracker(owned_run(request, pk)))
+
+
+# --- prompts -----------------------------------------------------------------------------------------------------
+
+def _criterion_args(request) -> dict:
+    return {"solved_by": request.GET.get("solved_by", "")[:200],
+            "threshold": _number(request.GET.get("threshold"), 1.0)}
+
+
+@require_GET
+def run_prompts(request, pk):
+    run = owned_run(request, pk)
+    return render(request, "rollouts/run_prompts.html", {"run": run, "query": request.GET.urlencode(),
+                                                     **_criterion_args(request)})
+
+
+@require_GET
+def run_prompts_json(request, pk):
+    run = owned_run(request, pk)
+    try:
+        return JsonResponse(inspection.flipped_prompts(run, **_criterion_args(request)))
+    except ValueError as exc:
+        return JsonResponse({"errors": {"solved_by": [str(exc)]}}, status=400)
+
+
+@require_GET
+def run_prompt(request, pk, key):
+    run = owned_run(request, pk)
+    if not run.rollouts.filter(prompt_key=key).exists():
+        raise Http404
+    return render(request, "rollouts/run_prompt.html", {
+        "run": run, "key": key, "query": request.GET.urlencode(),
+        "browse_url": f"{reverse('run_rollouts', args=[run.pk])}?{urlencode({'prompt': key, 'sort': 'step_asc'})}",
+    })
+
+
+@require_GET
+def run_prompt_json(request, pk, key):
+    run = owned_run(request, pk)
+    try:
+        history = inspection.prompt_history(run, key, **_criterion_args(request))
+    except ValueError as exc:
+        return JsonResponse({"errors": {"solved_by": [str(exc)]}}, status=400)
+    if history is None:
+        raise Http404
+    return JsonResponse(history)
+
+
+# --- health ------------------------------------------------------------------------------------------------------
+
+@require_GET
+def run_health_json(request, pk):
+    return JsonResponse({"signals": inspection.run_health(owned_run(request, pk))})

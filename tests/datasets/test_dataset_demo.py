@@ -1,0 +1,60 @@
+"""A fresh install has three demo datasets made locally: letter counting, arithmetic, GSM8K-style word problems."""
+
+import re
+
+import pyarrow.parquet as pq
+import pytest
+from django.core.management import call_command
+
+from runs.datasets.demo import demo_load
+from runs.models import Dataset, DatasetVersion
+
+pytestmark = pytest.mark.django_db
+
+
+def _rows(name):
+    return pq.read_table(Dataset.objects.get(name=name).latest_version.path).to_pylist()
+
+
+def test_load_demo_creates_the_three_demo_datasets(capsys):
+    call_command("load_demo")
+    assert sorted(Dataset.objects.values_list("name", flat=True)) == [
+        "arithmetic (demo)", "letter counting (demo)", "word problems (demo)"]
+
+
+def test_loading_the_demo_again_changes_nothing():
+    demo_load(password="demo")
+    before = list(DatasetVersion.objects.values_list("pk", "path"))
+    demo_load(password="demo")
+    assert list(DatasetVersion.objects.values_list("pk", "path")) == before
+
+
+def test_letter_counting_answers_are_the_true_counts():
+    demo_load(password="demo")
+    rows = _rows("letter counting (demo)")
+    assert rows[0] == {"prompt": "How many r's are in strawberry?", "answer": "3", "word": "strawberry",
+                       "letter": "r"}
+    for row in rows:
+        letter, word = re.fullmatch(r"How many (\w)'s are in (\w+)\?", row["prompt"]).groups()
+        assert (row["answer"], row["word"], row["letter"]) == (str(word.count(letter)), word, letter)
+
+
+def test_word_problem_answers_are_parsed_from_their_marker_lines():
+    demo_load(password="demo")
+    version = Dataset.objects.get(name="word problems (demo)").latest_version
+    assert (version.prompt_column, version.columns) == ("question", ["question", "answer", "solution"])
+    for row in _rows("word problems (demo)"):
+        assert row["solution"].endswith(f"#### {row['answer']}") and row["answer"].isdigit()
+
+
+def test_arithmetic_is_the_newest_so_the_run_form_offers_it_first():
+    demo_load(password="demo")
+    assert DatasetVersion.objects.order_by("-created_at").first().dataset.name == "arithmetic (demo)"
+
+
+def test_demo_datasets_hold_out_an_eval_split():
+    demo_load(password="demo")
+    for dataset in Dataset.objects.all():
+        version = dataset.latest_version
+        assert version.split == "fraction" and 0 < version.eval_rows < version.row_count // 5
+        assert version.train_rows + version.eval_rows == version.row_count

@@ -1,0 +1,63 @@
+"""In chromium: write a reward in the editor, save it, test it on dataset rows, see the scores and an error's line."""
+
+import pytest
+
+from rewards.models import RewardFunction
+from tests.conftest import log_in
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+GOOD = '''def has_answer(completions, answer, **kwargs):
+    print("scoring", len(completions))
+    return [1.0 if a in c else 0.0 for c, a in zip(completions, answer)]
+'''
+BAD = '''def has_answer(completions, answer, **kwargs):
+    scores = []
+    for c in completions:
+        scores.append(1 / 0)
+    return scores
+'''
+
+
+def _set_code(page, code):
+    page.evaluate("(text) => GrpoEditor.setValue(null, text)", code)
+
+
+def test_write_save_and_test_a_reward_in_the_browser(web_server, celery_worker, owner, dataset_version, page):
+    log_in(page, web_server)
+
+    page.goto(f"{web_server}/rewards/new/")
+    page.fill("#id_name", "has-answer")
+    page.click("button:text('Create')")
+    page.wait_for_selector("[data-testid=code-editor] .cm-content")
+    assert page.locator(".cm-gutters .cm-lineNumbers").count() == 1  # a real CodeMirror, line numbers on
+
+    _set_code(page, GOOD)
+    page.fill("#id_entrypoint", "has_answer")
+    page.click("button:text('Save as a new version')")
+    page.wait_for_selector("text=Saved version 2.")
+    rf = RewardFunction.objects.get(owner=owner, name="has-answer")
+    assert rf.latest_version.source == GOOD
+
+    # the dataset's first rows are "What is a + b?" with their answers; this completion holds one of them
+    first_answer = _first_answer(dataset_version)
+    page.fill("#test-completions", f"<think>sum</think> \\boxed{{{first_answer}}}\n---\nno idea")
+    page.fill("[name=rows]", "4")
+    page.click("#test-button")
+    page.wait_for_selector(".test-table", timeout=60_000)
+    scores = page.locator(".test-table .score").all_inner_texts()
+    assert scores == ["1.000", "0.000", "0.000", "0.000"]
+    assert "scoring 4" in page.inner_text(".test-stdout")
+
+    _set_code(page, BAD)  # unsaved: the Test button runs what the editor holds
+    page.click("#test-button")
+    page.wait_for_selector(".test-error", timeout=60_000)
+    error = page.inner_text(".test-error")
+    assert "ZeroDivisionError" in error and "line 4" in error
+    assert rf.versions.count() == 2
+
+
+def _first_answer(version):
+    from runs.datasets.mapping import Mapping, preview_rows
+
+    return preview_rows(version.path, Mapping.of(version), 1)[0]["rewards"]["answer"]

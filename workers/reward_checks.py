@@ -1,0 +1,105 @@
+"""What the sandbox-queue tasks do: test a reward function on dataset rows, and check a run's rewards before it
+starts.
+
+Both start the user's code in the sandbox (rewards.sandbox), never in the web process or this worker's interpreter.
+"""
+
+from __future__ import annotations
+
+
+def _slot() -> int:
+    """This pool process's sandbox slot (its own uid and scratch): 1 + the Celery pool index."""
+    from billiard.process import current_process
+
+    return 1 + (getattr(current_process(), "index", 0) or 0)
+
+
+def _rows(dataset_version_id: int, n: int) -> list[dict]:
+    """The version's first rows as the trainer receives them: {"row", "prompt", "rewards": {column: value}}."""
+    from runs.datasets.mapping import Mapping, preview_rows
+    from runs.models import DatasetVersion
+
+    version = DatasetVersion.objects.get(pk=dataset_version_id)
+    return preview_rows(version.path, Mapping.of(version), n)
+
+
+def _columns(rows: list[dict], repeat: int = 1) -> dict[str, list]:
+    """Reward columns as TRL passes them: one list per column, one value per completion."""
+    names = list(rows[0]["rewards"]) if rows else []
+    return {name: [row["rewards"][name] for row in rows for _ in range(repeat)] for name in names}
+
+
+def _text(prompt) -> str:
+    return prompt if isinstance(prompt, str) else "\n".join(f"{m['role']}: {m['content']}" for m in prompt)
+
+
+def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint: str, dataset_version_id: int,
+                rows: int, completions: list[str], run_id: int | None = None) -> dict:
+    """Score the editor's code on ``rows`` dataset rows; completions typed in, or a run's latest rollouts."""
+    from django.conf import settings
+
+    from rewards.sandbox import Sandbox, SandboxError
+
+    result = {"owner_id": owner_id, "function_id": function_id, "rows": [], "error": None, "stdout": ""}
+    data = _rows(dataset_version_id, rows)
+    if run_id:
+        from runs.models import Rollout
+
+        last = Rollout.objects.filter(run_id=run_id, run__owner_id=owner_id).order_by("-step").values("step").first()
+        rollouts = list(Rollout.objects.filter(run_id=run_id, step=last["step"]).order_by("index")[:rows]) if last else []
+        if not rollouts:
+            result["error"] = "that run has no stored rollouts yet"
+            return result
+        completions = [r.completion for r in rollouts]
+        prompts = [r.prompt for r in rollouts]
+        columns = {name: [(r.columns or {}).get(name) for r in rollouts] for name in _columns(data)}
+        shown = list(range(1, len(rollouts) + 1))
+    else:
+        if not data:
+            result["error"] = "the dataset has no rows"
+            return result
+        completions = [completions[i % len(completions)] for i in range(len(data))]
+        prompts = [row["prompt"] for row in data]
+        columns = _columns(data)
+        shown = [row["row"] for row in data]
+    try:
+        with Sandbox(source, entrypoint, slot=_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
+            call = sb.call(completions, prompts=prompts, **columns)
+    except SandboxError as exc:
+        result.update(error=str(exc), stdout=exc.stdout, line=exc.line, kind=exc.kind)
+        return result
+    result["rows"] = [{"row": n, "prompt": _text(p), "completion": c, "score": s}
+                      for n, p, c, s in zip(shown, prompts, completions, call.rewards)]
+    result.update(stdout=call.stdout, duration_ms=call.duration_s * 1000)
+    return result
+
+
+SAMPLE_COMPLETIONS = ["<think>Let me work it out. Wait, let me check.</think> The answer is \\boxed{1}", "", "12"]
+
+
+def reward_contract_problems(*, rewards: list[dict], dataset_version_id: int, rows: int = 3) -> list[str]:
+    """Call each reward the way TRL will, on a few rows and sample completions; the problems, each naming its reward.
+
+    ``rewards`` are specs with ``name``, ``source`` and ``entrypoint``. The sandbox host already refuses a result
+    that is not one finite number or None per completion.
+    """
+    from django.conf import settings
+
+    from rewards.sandbox import Sandbox, SandboxError
+
+    data = _rows(dataset_version_id, rows)
+    if not data:
+        return ["dataset: the version has no rows"]
+    k = len(SAMPLE_COMPLETIONS)
+    completions = [c for _ in data for c in SAMPLE_COMPLETIONS]
+    prompts = [row["prompt"] for row in data for _ in range(k)]
+    columns = _columns(data, repeat=k)
+    problems = []
+    for spec in rewards:
+        try:
+            with Sandbox(spec["source"], spec["entrypoint"], slot=_slot(),
+                         allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
+                sb.call(completions, prompts=prompts, completion_ids=[[0]] * len(completions), **columns)
+        except SandboxError as exc:
+            problems.append(f"reward '{spec['name']}': {exc}")
+    return problems

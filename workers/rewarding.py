@@ -1,0 +1,68 @@
+"""The training program's reward functions: built-ins called in process, user code in the sandbox (one worker per
+function, faults counted and a faulty function disabled). No Django here."""
+
+from __future__ import annotations
+
+from runs.protocol.config import TrainConfig
+from runs.protocol.events import EventWriter
+
+
+def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> tuple[list, list[float], list]:
+    """The run's reward functions, named so TRL logs them as ``rewards/<name>/mean``; plus what to close at the end."""
+    from rewards.builtins import BUILTINS
+
+    funcs, closers = [], []
+    for slot, spec in enumerate(config.rewards):
+        if spec.builtin:
+            base = BUILTINS[spec.builtin]
+        else:
+            base = SandboxedReward(spec, slot=config.sandbox_slot_base + slot, events=events,
+                                   max_faults=config.max_reward_faults, allow_weak=config.allow_weak_sandbox)
+            closers.append(base)
+
+        def func(completions, _base=base, **kwargs):
+            return _base(completions, **kwargs)
+
+        func.__name__ = spec.name
+        funcs.append(func)
+    return funcs, [spec.weight for spec in config.rewards], closers
+
+
+class SandboxedReward:
+    """A user's reward function served by one persistent sandboxed worker for the whole run.
+
+    TRL calls it like any reward function. A call that faults (an exception, a crash, a timeout, a malformed result)
+    abstains for the batch (None for every completion) and is reported to the event log; after ``max_faults`` faults
+    the function is disabled for the rest of the run. The training process never executes the user's code itself.
+    """
+
+    def __init__(self, spec, *, slot: int, events: EventWriter | None, max_faults: int, allow_weak: bool):
+        from rewards.sandbox import Sandbox
+
+        self.spec, self.events, self.max_faults = spec, events, max_faults
+        self.faults, self.disabled = 0, False
+        self.sandbox = Sandbox(spec.source, spec.entrypoint, slot=slot, allow_weak=allow_weak)
+        self.sandbox.start()
+
+    def __call__(self, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
+                 log_metric=None, environments=None, **columns):
+        from rewards.sandbox import SandboxError
+
+        if self.disabled:
+            return [None] * len(completions)
+        try:
+            # TRL's log_extra / log_metric are replayed with what the user's code logged, after a successful call
+            return self.sandbox.call(completions, prompts=prompts, completion_ids=completion_ids,
+                                     trainer_state=trainer_state, log_extra=log_extra, log_metric=log_metric,
+                                     **columns).rewards
+        except SandboxError as exc:
+            self.faults += 1
+            self.disabled = self.faults >= self.max_faults
+            if self.events:
+                self.events.write("reward_fault", name=self.spec.name, error=str(exc),
+                                  faults=self.faults, disabled=self.disabled,
+                                  step=trainer_state.global_step + 1 if trainer_state else None)
+            return [None] * len(completions)
+
+    def close(self):
+        self.sandbox.close()
