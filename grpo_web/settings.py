@@ -138,6 +138,14 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 # Uploads stream to disk past 2.5 MB; the dataset size cap is enforced while reading.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
+# Limits on what an uploaded dataset may hold; each refusal names the line or row and the column.
+GRPO_MAX_COLUMNS = envint("GRPO_MAX_COLUMNS", "1000")
+GRPO_MAX_FIELD_BYTES = envint("GRPO_MAX_FIELD_BYTES", str(4 * 1024**2))  # one text value
+GRPO_MAX_NESTING = envint("GRPO_MAX_NESTING", "32")  # lists and objects inside each other
+# The child process that reads an uploaded file (runs.datasets.isolated): its memory, CPU and wall-clock limits.
+GRPO_IMPORT_MEMORY_BYTES = envint("GRPO_IMPORT_MEMORY_BYTES", str(4 * 1024**3))
+GRPO_IMPORT_CPU_SECONDS = envint("GRPO_IMPORT_CPU_SECONDS", "1800")
+GRPO_IMPORT_WALL_SECONDS = envint("GRPO_IMPORT_WALL_SECONDS", "3600")
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
 GRPO_TINY_SFT_MODEL_DIR = DATA_DIR / "models" / "tiny-sft"  # the tiny model after a cold-start SFT (workers.coldstart)
 # The sandbox refuses to run user code without Landlock and seccomp unless this is set (see docs/sandbox.md).

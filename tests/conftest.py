@@ -6,6 +6,7 @@ every service (see .ci/run).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -212,15 +213,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def web_server(service_env, tmp_path_factory):
-    """The ASGI app under uvicorn, as the demo and production run it (server-sent events need ASGI)."""
+@contextlib.contextmanager
+def running_web_server(env: dict, log: Path):
+    """The ASGI app under uvicorn, as the demo and production run it (server-sent events need ASGI); its URL."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("web") / "web.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=BASE_DIR, env=service_env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
 
     def up():
@@ -236,6 +236,12 @@ def web_server(service_env, tmp_path_factory):
         yield url
     finally:
         stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def web_server(service_env, tmp_path_factory):
+    with running_web_server(service_env, tmp_path_factory.mktemp("web") / "web.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import dataclasses
 import gzip
 import json
 import re
@@ -66,6 +67,10 @@ class ImportOptions:
     # text kept in 'solution' (or, when the column has another name, left in that column)
     gsm8k_column: str = ""
     max_bytes: int = 2 * 1024**3
+    max_columns: int = 1000  # columns in one row
+    max_field_bytes: int = 4 * 1024**2  # one text value (a cell, or a text inside a list or object)
+    max_depth: int = 32  # lists and objects inside each other (a list of messages is 2 deep)
+    precise: bool = False  # skip the fast road (pyarrow's readers): the row by row road only
 
 
 @dataclass
@@ -103,6 +108,11 @@ def import_file(source: Path, *, filename: str, dest: Path, workdir: Path, optio
         _expect(source, filename, "text", f"is not {FORMAT_NAMES[fmt]}")
         if _is_blank(source):
             raise DatasetError([f"{filename} is empty"])
+        problem = _first_utf8_problem(source)
+        if problem and fmt == "json":
+            raise DatasetError([problem])
+        if problem:  # whatever pyarrow would make of it: the row by row road names every line that is not UTF-8
+            options = dataclasses.replace(options, precise=True)
     # .gz and .zip were capped while decompressing; Parquet decompresses as it is read, so the sink watches it
     sink = _ParquetSink(dest, compressed_size=size if fmt == "parquet" and not compression else 0)
     READERS[fmt](source, sink, options)
@@ -181,6 +191,33 @@ def _expect(path: Path, filename: str, kind: str, problem: str) -> None:
         raise DatasetError([f"{filename} is UTF-16 text; save it as UTF-8"])
     looks = {"gzip": "a gzip file", "zip": "a zip archive", "parquet": "a Parquet file"}.get(what, what)
     raise DatasetError([f"{filename} {problem}: it looks like {looks}"])
+
+
+def _first_utf8_problem(path: Path) -> str | None:
+    """Text formats must be UTF-8 throughout: the first bad byte, named by its line and its byte in that line
+    (0-based); None when the file is all UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, line_start, offset = 1, 0, 0  # offset: bytes of the file before this chunk
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(BLOCK_BYTES)
+            pending = len(decoder.getstate()[0])  # the start of a character cut by the last chunk's end
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                bad = offset + exc.start - pending
+                before = chunk[:max(exc.start - pending, 0)]
+                newlines = before.count(b"\n")
+                if newlines:
+                    line_start = offset + before.rindex(b"\n") + 1
+                return f"line {line + newlines}: not UTF-8 text (byte {bad - line_start})"
+            if not chunk:
+                return None
+            newlines = chunk.count(b"\n")
+            if newlines:
+                line += newlines
+                line_start = offset + chunk.rindex(b"\n") + 1
+            offset += len(chunk)
 
 
 def _is_blank(path: Path) -> bool:
@@ -341,8 +378,51 @@ def _gsm8k_batch(batch: pa.RecordBatch, column: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def _type_depth(t: pa.DataType) -> int:
+    """How many lists and objects an Arrow type holds inside each other (walked without recursion: a hostile file
+    can nest thousands deep)."""
+    deepest, stack = 0, [(t, 0)]
+    while stack:
+        t, depth = stack.pop()
+        if pa.types.is_dictionary(t):
+            stack.append((t.value_type, depth))
+        elif _is_list(t) or pa.types.is_fixed_size_list(t):
+            stack.append((t.value_type, depth + 1))
+        elif pa.types.is_struct(t):
+            stack.extend((f.type, depth + 1) for f in t)
+        elif pa.types.is_map(t):
+            stack.extend(((t.key_type, depth + 1), (t.item_type, depth + 1)))
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _within_limits(arr, options: ImportOptions, depth: int = 0) -> bool:
+    """No text in ``arr`` is larger than max_field_bytes, and no value is nested deeper than max_depth (checked on
+    the type first, so the walk below never goes deeper than the limit)."""
+    if depth == 0 and _type_depth(arr.type) > options.max_depth:
+        return False
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return _within_limits(arr.dictionary, options, depth)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        longest = pc.max(pc.binary_length(arr)).as_py() if len(arr) else 0
+        return (longest or 0) <= options.max_field_bytes
+    if _is_list(t) or pa.types.is_struct(t) or pa.types.is_map(t):
+        if depth + 1 > options.max_depth:
+            return False
+        if pa.types.is_struct(t):
+            return all(_within_limits(child, options, depth + 1) for child in arr.flatten())
+        if pa.types.is_map(t):
+            return _within_limits(arr.keys, options, depth + 1) and _within_limits(arr.items, options, depth + 1)
+        return _within_limits(arr.flatten(), options, depth + 1)
+    return True
+
+
 def _checked(batch: pa.RecordBatch, options: ImportOptions) -> pa.RecordBatch:
     """The batch as it is stored (GSM8K answers parsed), or _FastPathStopped if any row has a problem."""
+    if batch.num_columns > options.max_columns or \
+            not all(_within_limits(column, options) for column in batch.columns):
+        raise _FastPathStopped  # the row checks name the line and the column
     try:
         if options.gsm8k_column:
             batch = _gsm8k_batch(batch, options.gsm8k_column)
@@ -377,6 +457,23 @@ KIND_WORDS = {"boolean": "true/false", "number": "a number", "text": "text", "li
 def _kind_words(value) -> str:
     kind = _kind(value)
     return "nothing (null)" if kind is None else KIND_WORDS.get(kind, kind)
+
+
+def value_problem(value, options: ImportOptions) -> str | None:
+    """Why one cell breaks a limit (a text too large, values nested too deeply), or None."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            if len(v) * 4 > options.max_field_bytes:  # cheap first: a text can be this long and still fit
+                size = len(v.encode("utf-8", "surrogatepass"))
+                if size > options.max_field_bytes:
+                    return f"holds a text of {size} bytes; the limit is {options.max_field_bytes}"
+        elif isinstance(v, (list, dict)):
+            if depth + 1 > options.max_depth:
+                return f"is nested more than {options.max_depth} levels deep, the limit"
+            stack.extend((child, depth + 1) for child in (v.values() if isinstance(v, dict) else v))
+    return None
 
 
 def prompt_problem(value, column: str) -> str | None:
@@ -427,6 +524,14 @@ class _RowChecker:
         """The row as it is stored; problems go to self.errors."""
         self.rows += 1
         o = self.options
+        if len(row) > o.max_columns:
+            self.error(where, f"{len(row)} columns; the limit is {o.max_columns}")
+            self.prompt_seen = True  # no other message about a row refused for its width
+            return row
+        for column, value in row.items():
+            problem = value_problem(value, o)
+            if problem:
+                self.error(where, f"column '{column}' {problem}")
         if o.gsm8k_column:
             row = self._gsm8k(where, row)
         if self.track_kinds:
@@ -566,11 +671,13 @@ class _DuplicateKey(Exception):
 _decoder = json.JSONDecoder(object_pairs_hook=_no_duplicates)
 
 
-def _parse_object(text: str) -> dict | str:
+def _parse_object(text: str, max_depth: int) -> dict | str:
     try:
         row = _decoder.decode(text)
     except json.JSONDecodeError as exc:
         return f"not valid JSON ({exc.msg} at column {exc.colno})"
+    except RecursionError:
+        return f"values are nested more than {max_depth} levels deep, the limit"
     except _DuplicateKey as exc:
         return f"column '{exc.args[0]}' appears twice"
     if not isinstance(row, dict):
@@ -578,9 +685,11 @@ def _parse_object(text: str) -> dict | str:
     return row
 
 
-def _jsonl_records(path: Path) -> Iterator[Record]:
+def _jsonl_records(path: Path, options: ImportOptions, max_lines: int = 0) -> Iterator[Record]:
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
+            if max_lines and lineno > max_lines:
+                return
             if not raw.strip():
                 continue
             try:
@@ -588,7 +697,20 @@ def _jsonl_records(path: Path) -> Iterator[Record]:
             except UnicodeDecodeError as exc:
                 yield f"line {lineno}", f"not UTF-8 text (byte {exc.start})"
                 continue
-            yield f"line {lineno}", _parse_object(text)
+            yield f"line {lineno}", _parse_object(text, options.max_depth)
+
+
+def _head_has_problems(path: Path, options: ImportOptions, lines: int = 100) -> bool:
+    """Whether the first lines already break a rule: then the row by row road is taken at once (pyarrow's reader is
+    never handed a file it could choke on: thousands of columns, values nested thousands deep)."""
+    checker = _RowChecker(options, track_kinds=False)
+    for where, row in _jsonl_records(path, options, max_lines=lines):
+        if isinstance(row, str):
+            return True
+        checker.check(where, row)
+        if checker.errors:
+            return True
+    return False
 
 
 def _without_timestamps(t: pa.DataType) -> pa.DataType:
@@ -603,9 +725,14 @@ def _without_timestamps(t: pa.DataType) -> pa.DataType:
 
 
 def read_jsonl(path: Path, sink: _ParquetSink, options: ImportOptions) -> None:
+    if options.precise or _head_has_problems(path, options):
+        _scan_and_write(lambda: _jsonl_records(path, options), sink, options)
+        return
     try:
         read = pj.ReadOptions(block_size=BLOCK_BYTES)
         reader = pj.open_json(path, read_options=read)
+        if any(_type_depth(f.type) > options.max_depth for f in reader.schema):
+            raise _FastPathStopped  # the row checks name the line
         schema = pa.schema([pa.field(f.name, _without_timestamps(f.type)) for f in reader.schema])
         if schema != reader.schema:
             reader = pj.open_json(path, read_options=read, parse_options=pj.ParseOptions(explicit_schema=schema))
@@ -615,13 +742,13 @@ def read_jsonl(path: Path, sink: _ParquetSink, options: ImportOptions) -> None:
     except (_FastPathStopped, pa.ArrowException, UnicodeDecodeError):
         pass
     sink.reset()
-    _scan_and_write(lambda: _jsonl_records(path), sink, options)
+    _scan_and_write(lambda: _jsonl_records(path, options), sink, options)
 
 
 NEWLINE = "\n"
 
 
-def _json_array_records(path: Path) -> Iterator[Record]:
+def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
     """Elements of a top-level JSON array, one at a time (the file is never read whole)."""
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     buf, pos, lines_before, eof, index = "", 0, 0, False, 0
@@ -685,6 +812,9 @@ def _json_array_records(path: Path) -> Iterator[Record]:
                             raise _Stop(line_at(exc.pos), f"not valid JSON ({exc.msg})") from None
                     except _DuplicateKey as exc:
                         raise _Stop(f"row {index}", f"column '{exc.args[0]}' appears twice") from None
+                    except RecursionError:
+                        raise _Stop(f"row {index}", f"values are nested more than {max_depth} levels deep, "
+                                                    f"the limit") from None
                 pos = end
                 if isinstance(value, dict):
                     yield f"row {index}", value
@@ -706,10 +836,10 @@ def read_json(path: Path, sink: _ParquetSink, options: ImportOptions) -> None:
         head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(b"{"):
         return read_jsonl(path, sink, options)
-    _scan_and_write(lambda: _json_array_records(path), sink, options)
+    _scan_and_write(lambda: _json_array_records(path, options.max_depth), sink, options)
 
 
-def _csv_header(path: Path) -> list[str]:
+def _csv_header(path: Path, options: ImportOptions) -> list[str]:
     with open(path, "rb") as fh:
         first = fh.readline()
     try:
@@ -717,6 +847,8 @@ def _csv_header(path: Path) -> list[str]:
     except UnicodeDecodeError as exc:
         raise DatasetError([f"line 1: not UTF-8 text (byte {exc.start})"]) from None
     header = next(csv.reader([text]), [])
+    if len(header) > options.max_columns:
+        raise DatasetError([f"line 1: {len(header)} columns; the limit is {options.max_columns}"])
     errors, seen = [], {}
     for i, name in enumerate(header, start=1):
         if not name.strip():
@@ -764,7 +896,11 @@ def _csv_records(path: Path, header: list[str]) -> Iterator[Record]:
 
 
 def read_csv(path: Path, sink: _ParquetSink, options: ImportOptions) -> None:
-    header = _csv_header(path)
+    header = _csv_header(path, options)
+    if options.precise:
+        csv.field_size_limit(2**31 - 1)
+        _scan_and_write(lambda: _csv_records(path, header), sink, options)
+        return
     try:
         reader = pcsv.open_csv(
             path,
@@ -790,6 +926,8 @@ def _schema_problems(schema: pa.Schema, options: ImportOptions) -> list[str]:
         if name in seen:
             errors.append(f"column '{name}' appears twice")
         seen.add(name)
+    if len(schema.names) > options.max_columns:
+        errors.append(f"{len(schema.names)} columns; the limit is {options.max_columns}")
     if not errors and options.prompt_column not in schema.names:
         errors.append(f"column '{options.prompt_column}' is missing (columns: {', '.join(schema.names)}); "
                       f"name the prompt column")
@@ -805,6 +943,16 @@ def _convert_batches(batches: Iterator[pa.RecordBatch], schema: pa.Schema, sink:
     checker = _RowChecker(options, track_kinds=False)  # typed sources cannot mix types
     offset = 0
     for batch in batches:
+        bad_text = _not_utf8_columns(batch)
+        if bad_text:
+            for name in bad_text:
+                checker.error(f"rows {offset + 1} to {offset + batch.num_rows}", f"column '{name}' holds text that "
+                                                                                  f"is not UTF-8")
+            checker.rows += batch.num_rows
+            offset += batch.num_rows
+            if checker.full:
+                break
+            continue
         try:
             good = _checked(batch, options)
         except _FastPathStopped:
@@ -823,6 +971,21 @@ def _convert_batches(batches: Iterator[pa.RecordBatch], schema: pa.Schema, sink:
         offset += batch.num_rows
     checker.prompt_seen = True
     checker.raise_if_any()
+
+
+def _not_utf8_columns(batch: pa.RecordBatch) -> list[str]:
+    """Parquet may carry any bytes in a text column; pyarrow checks them only when asked."""
+    try:
+        batch.validate(full=True)
+        return []
+    except pa.ArrowInvalid:
+        bad = []
+        for name, column in zip(batch.schema.names, batch.columns):
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:
+                bad.append(name)
+        return bad or batch.schema.names[:1]
 
 
 def read_parquet(path: Path, sink: _ParquetSink, options: ImportOptions) -> None:

@@ -11,16 +11,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
-from runs.datasets.importing import (
-    DatasetError,
-    ImportOptions,
-    ImportResult,
-    hf_batches,
-    import_arrow,
-    import_file,
-    load_hf,
-    save_stream,
-)
+from runs.datasets.importing import DatasetError, ImportOptions, ImportResult, save_stream
+from runs.datasets.isolated import ParseLimits, import_file_isolated, import_hf_isolated
 from runs.datasets.mapping import Mapping, check_mapping, default_mapping, write_training_jsonl
 from runs.models import Dataset, DatasetVersion
 
@@ -38,7 +30,13 @@ def hf_import_root() -> Path:
 
 def _import_options(prompt_column: str, gsm8k_column: str) -> ImportOptions:
     return ImportOptions(prompt_column=prompt_column or "prompt", gsm8k_column=gsm8k_column,
-                         max_bytes=settings.GRPO_MAX_UPLOAD_BYTES)
+                         max_bytes=settings.GRPO_MAX_UPLOAD_BYTES, max_columns=settings.GRPO_MAX_COLUMNS,
+                         max_field_bytes=settings.GRPO_MAX_FIELD_BYTES, max_depth=settings.GRPO_MAX_NESTING)
+
+
+def _parse_limits() -> ParseLimits:
+    return ParseLimits(memory_bytes=settings.GRPO_IMPORT_MEMORY_BYTES, cpu_seconds=settings.GRPO_IMPORT_CPU_SECONDS,
+                       wall_seconds=settings.GRPO_IMPORT_WALL_SECONDS)
 
 
 def _import(convert, *, owner, name: str, source_name: str, dataset: Dataset | None,
@@ -71,6 +69,16 @@ def _version_create(*, dataset: Dataset, **fields) -> DatasetVersion:
     return DatasetVersion.objects.create(dataset=dataset, number=number, **fields)
 
 
+def _display_name(name: str) -> str:
+    """An uploader's file name as shown and stored: its last path part, no control characters, at most 200
+    characters (the extension kept). It never names a place on disk: stored files are named by uuid."""
+    name = "".join(c for c in name.replace("\\", "/").rsplit("/", 1)[-1] if c.isprintable())
+    if len(name) > 200:
+        stem, dot, ext = name.rpartition(".")
+        name = stem[:190] + dot + ext[-9:] if dot and len(ext) < 10 else name[:200]
+    return name
+
+
 def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, source_name: str = "",
                    dataset: Dataset | None = None, prompt_column: str = "prompt",
                    gsm8k_column: str = "") -> DatasetVersion:
@@ -79,14 +87,15 @@ def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, s
     The format comes from ``source_name``'s extension and is checked against the file's first bytes. Give the file
     as ``stream`` (an upload; copied to disk in chunks unless Django already wrote it there) or as ``path``."""
     options = _import_options(prompt_column, gsm8k_column)
-    filename = source_name or (path.name if path else "upload")
+    filename = _display_name(source_name) or (path.name if path else "upload")
 
     def convert(dest: Path, workdir: Path) -> ImportResult:
         source = path
         if source is None:
             on_disk = getattr(stream, "temporary_file_path", None)
             source = Path(on_disk()) if on_disk else save_stream(stream, workdir / "upload", options.max_bytes)
-        return import_file(Path(source), filename=filename, dest=dest, workdir=workdir, options=options)
+        return import_file_isolated(Path(source), filename=filename, dest=dest, workdir=workdir, options=options,
+                                    limits=_parse_limits(), cwd=settings.BASE_DIR)
 
     return _import(convert, owner=owner, name=name, source_name=filename, dataset=dataset,
                    prompt_column=options.prompt_column)
@@ -96,7 +105,8 @@ def dataset_import_hf(*, owner, name: str, local_path: str = "", hub_id: str = "
                       split: str = "", dataset: Dataset | None = None, prompt_column: str = "prompt",
                       gsm8k_column: str = "") -> DatasetVersion:
     """Import a Hugging Face dataset: a folder under ``hf_import_root()`` (saved with ``save_to_disk``, a data
-    folder, or one data file), or a hub id + config + split when the server is online. Runs in the request."""
+    folder, or one data file), or a hub id + config + split when the server is online. Loaded and checked in a
+    child process (runs.datasets.isolated)."""
     options = _import_options(prompt_column, gsm8k_column)
     local = None
     if local_path:
@@ -112,11 +122,8 @@ def dataset_import_hf(*, owner, name: str, local_path: str = "", hub_id: str = "
     source_name = local.name if local else ":".join(x for x in (hub_id, config, split) if x)
 
     def convert(dest: Path, workdir: Path) -> ImportResult:
-        ds = load_hf(local_path=local, hub_id=hub_id, config=config, split=split, cache_dir=workdir / "cache")
-        if ds.data.nbytes > options.max_bytes:
-            raise DatasetError([f"the dataset is {ds.data.nbytes} bytes; the limit is {options.max_bytes}"])
-        batches, schema = hf_batches(ds)
-        return import_arrow(batches, schema, dest=dest, options=options)
+        return import_hf_isolated(local_path=local, hub_id=hub_id, config=config, split=split, dest=dest,
+                                  workdir=workdir, options=options, limits=_parse_limits(), cwd=settings.BASE_DIR)
 
     return _import(convert, owner=owner, name=name, source_name=source_name, dataset=dataset,
                    prompt_column=options.prompt_column)

@@ -1,0 +1,151 @@
+"""Untrusted dataset files are read in a child process, never in the web server or a worker.
+
+A file can crash a parser (pyarrow's JSON reader segfaults on values nested a few thousand deep), exhaust memory or
+spin: in a child with limits on memory and CPU time and a wall-clock timeout, any of that ends the child, and the
+caller gets a DatasetError. When the child dies on a signal, the file is read once more on the precise road
+(Python's parsers only, which name the line at fault); only if that dies too is the crash itself reported.
+
+No Django here: the child is ``python -m runs.datasets.isolated JOB.json`` and imports only the readers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from runs.datasets.importing import (
+    DatasetError,
+    ImportOptions,
+    ImportResult,
+    hf_batches,
+    import_arrow,
+    import_file,
+    load_hf,
+)
+
+# What the child may see of the parent's environment: nothing secret (no DATABASE_URL, SECRET_KEY, REDIS_URL).
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME",
+              "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_DATASETS_CACHE", "HF_ENDPOINT", "HTTPS_PROXY", "HTTP_PROXY",
+              "NO_PROXY")
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    memory_bytes: int = 4 * 1024**3  # address space of the child
+    cpu_seconds: int = 1800
+    wall_seconds: int = 3600
+
+
+def import_file_isolated(source: Path, *, filename: str, dest: Path, workdir: Path, options: ImportOptions,
+                         limits: ParseLimits, cwd: Path) -> ImportResult:
+    """``importing.import_file`` in a child process under ``limits``; the same result or DatasetError."""
+    job = {"kind": "file", "source": str(source), "filename": filename}
+    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd)
+    if isinstance(outcome, int) and not options.precise:  # died on a signal: the precise road names the line
+        dest.unlink(missing_ok=True)
+        retry = dataclasses.replace(options, precise=True)
+        outcome = _run_child(job, dest=dest, workdir=workdir, options=retry, limits=limits, cwd=cwd)
+    return _result(outcome, filename, limits)
+
+
+def import_hf_isolated(*, local_path: Path | None, hub_id: str, config: str, split: str, dest: Path, workdir: Path,
+                       options: ImportOptions, limits: ParseLimits, cwd: Path) -> ImportResult:
+    """A Hugging Face dataset (a local folder, or the hub when online) loaded and checked in a child process."""
+    job = {"kind": "hf", "local_path": str(local_path) if local_path else "", "hub_id": hub_id, "config": config,
+           "split": split, "filename": local_path.name if local_path else hub_id}
+    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd)
+    return _result(outcome, job["filename"], limits)
+
+
+def _result(outcome: ImportResult | int, filename: str, limits: ParseLimits) -> ImportResult:
+    if isinstance(outcome, int):
+        try:
+            name = signal.Signals(outcome).name
+        except ValueError:
+            name = str(outcome)
+        raise DatasetError([f"{filename} could not be read: the reader stopped on signal {name} (a limit of "
+                            f"{limits.memory_bytes // 1024**2} MB of memory and {limits.cpu_seconds} s of CPU "
+                            f"applies)"])
+    return outcome
+
+
+def _run_child(job: dict, *, dest: Path, workdir: Path, options: ImportOptions, limits: ParseLimits,
+               cwd: Path) -> ImportResult | int:
+    """The child's result; or the signal that ended it (a crash, a limit)."""
+    filename = job["filename"]
+    job_path, result = workdir / "job.json", workdir / "result.json"
+    result.unlink(missing_ok=True)
+    job_path.write_text(json.dumps({**job, "dest": str(dest), "workdir": str(workdir),
+                                    "options": dataclasses.asdict(options), "result": str(result)}))
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "runs.datasets.isolated", str(job_path)], cwd=cwd, env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=limits.wall_seconds, preexec_fn=lambda: _limit(limits))
+    except subprocess.TimeoutExpired:
+        raise DatasetError([f"{filename} took longer than {limits.wall_seconds} s to read, the limit"]) from None
+    if proc.returncode < 0:
+        return -proc.returncode
+    try:
+        answer = json.loads(result.read_text())
+    except (OSError, ValueError):
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        if "MemoryError" in tail[0] or "bad_alloc" in tail[0]:
+            raise DatasetError([f"{filename} needs more than {limits.memory_bytes // 1024**2} MB of memory to "
+                                f"read, the limit"]) from None
+        raise DatasetError([f"{filename} could not be read ({tail[0][:300]})"]) from None
+    if answer.get("errors"):
+        raise DatasetError(answer["errors"])
+    return ImportResult(**answer["result"])
+
+
+def _limit(limits: ParseLimits) -> None:
+    """In the child, before it runs anything: its limits, and no core dumps."""
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _import_hf(job: dict, *, dest: Path, workdir: Path, options: ImportOptions) -> ImportResult:
+    ds = load_hf(local_path=Path(job["local_path"]) if job["local_path"] else None, hub_id=job["hub_id"],
+                 config=job["config"], split=job["split"], cache_dir=workdir / "cache")
+    if ds.data.nbytes > options.max_bytes:
+        raise DatasetError([f"the dataset is {ds.data.nbytes} bytes; the limit is {options.max_bytes}"])
+    batches, schema = hf_batches(ds)
+    return import_arrow(batches, schema, dest=dest, options=options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    job = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    result_path = Path(job["result"])
+    options, dest, workdir = ImportOptions(**job["options"]), Path(job["dest"]), Path(job["workdir"])
+    try:
+        if job["kind"] == "hf":
+            result = _import_hf(job, dest=dest, workdir=workdir, options=options)
+        else:
+            result = import_file(Path(job["source"]), filename=job["filename"], dest=dest, workdir=workdir,
+                                 options=options)
+        answer = {"result": dataclasses.asdict(result)}
+    except DatasetError as exc:
+        answer = {"errors": exc.errors}
+    except MemoryError:
+        answer = {"errors": [f"{job['filename']} needs more memory to read than the limit allows"]}
+    except RecursionError:
+        answer = {"errors": [f"{job['filename']}: values are nested too deeply to read"]}
+    except Exception as exc:  # a reader's own error: the file is at fault, say what the reader said
+        traceback.print_exc()
+        answer = {"errors": [f"{job['filename']} could not be read ({type(exc).__name__}: {str(exc)[:300]})"]}
+    result_path.write_text(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
