@@ -37,7 +37,6 @@ def zipped(name: str, content: bytes) -> bytes:
 
 
 def nested(depth: int, bracket: str = "[") -> str:
-    close = {"[": "]", "{": "}"}[bracket]
     if bracket == "[":
         return "[" * depth + "]" * depth
     return '{"a": ' * depth + "1" + "}" * depth
