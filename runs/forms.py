@@ -1,8 +1,29 @@
-"""Form pieces the capabilities share: a form field built from a config dataclass field, yes/no choices."""
+"""Form pieces the capabilities share: a form field built from a config dataclass field, a JSON object field that
+survives hostile input, yes/no choices."""
 
 from __future__ import annotations
 
 from django import forms
+from django.forms.fields import InvalidJSONInput
+
+
+class JSONObjectField(forms.JSONField):
+    """A JSON object (or nothing); text nested too deeply for Python's parser is an error, not a crash."""
+
+    def to_python(self, value):
+        try:
+            value = super().to_python(value)
+        except RecursionError:
+            raise forms.ValidationError("This JSON is nested too deeply.", code="invalid") from None
+        if value not in (None, "") and not isinstance(value, dict):
+            raise forms.ValidationError("Give a JSON object: {\"name\": value, ...}.", code="invalid")
+        return value
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:  # shown back as the text it was
+            return InvalidJSONInput(data)
 
 
 def config_field(name, f):

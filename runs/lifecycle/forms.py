@@ -3,7 +3,7 @@
 from django import forms
 
 from rewards.models import RewardFunction
-from runs.forms import config_field
+from runs.forms import JSONObjectField, config_field
 from runs.models import DatasetVersion
 from runs.protocol.config import EVAL_FIELDS, GROUPS, GRPO_FIELDS
 
@@ -20,7 +20,7 @@ class RunForm(forms.Form):
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none())
     requested_gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, label="GPUs",
                                         help_text="0 runs on a CPU worker; N waits for a worker with N GPUs.")
-    config_extra = forms.JSONField(required=False, initial=dict, widget=forms.HiddenInput,
+    config_extra = JSONObjectField(required=False, initial=dict, widget=forms.HiddenInput,
                                    help_text="Further GRPOConfig fields from an imported TRL config.")
 
     def __init__(self, *args, owner, run=None, imported=None, **kwargs):
@@ -82,8 +82,11 @@ class RunForm(forms.Form):
             raise forms.ValidationError("Pick at least one reward function.")
         data["rewards"] = []
         for rf in chosen:
-            version = next(v for v in rf.versions.all() if v.number == data.get(f"version_{rf.pk}"))
-            data["rewards"].append({"name": rf.name, "weight": data[f"weight_{rf.pk}"], "version_id": version.pk,
+            number, weight = data.get(f"version_{rf.pk}"), data.get(f"weight_{rf.pk}")
+            version = next((v for v in rf.versions.all() if v.number == number), None)
+            if version is None or weight is None:
+                continue  # the version or weight field carries its own error
+            data["rewards"].append({"name": rf.name, "weight": weight, "version_id": version.pk,
                                     "version": version.number})
         data["config"] = {name: data.get(name) for name in GRPO_FIELDS}
         data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]

@@ -73,6 +73,9 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         where = f"line {mark.line + 1}: " if mark else ""
         out.errors.append(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})")
         return out
+    except RecursionError:
+        out.errors.append("the YAML is nested too deeply to read")
+        return out
     if not isinstance(data, dict):
         out.errors.append("the YAML must be a mapping of TRL field names to values")
         return out

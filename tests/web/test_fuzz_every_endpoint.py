@@ -1,0 +1,117 @@
+"""Missing, extra and garbage fields sent to every URL of the app, by GET (query) and POST (form): never a 5xx.
+
+The URLs are read from the URL configuration, so a new endpoint is fuzzed without being listed here; each object in a
+URL is one the signed-in user owns, so the views get past their owner check and parse what they are sent."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from rewards.models import RewardFunction
+from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
+from runs.evaluations.forms import EvaluationForm
+from runs.lifecycle.forms import RunForm
+from runs.models import EvalSample, Evaluation
+from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
+
+pytestmark = pytest.mark.django_db
+
+GARBAGE = ["", " ", "x", "-1", "0", "1e309", "nan", "-inf", "99999999999999999999999999", "\x00", "\u202e\ufeff",
+           "<script>alert(1)</script>", "[" * 3000, '{"a": ' * 3000, "é" * 20000, "1,2,3", "true", "null",
+           "../../etc/passwd", "%s%s%n", "'; DROP TABLE runs_run; --"]
+EXTRA = ["confirm", "source", "action", "phrases", "threshold", "name", "yaml", "q", "page", "from", "groups", "step",
+         "runs", "metric", "smooth", "x", "prompt", "solved_by", "cursor", "sort", "show", "a", "b", "model",
+         "model_path", "split", "file", "text", "hf-local_path", "hf-hub_id", "queue_anyway"]
+SKIPPED = {"run_events", "run_compare_events", "admin", "logout"}  # endless event streams; Django's own admin; logout
+
+
+def url_patterns(resolvers=None, prefix=""):
+    for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            if str(entry.pattern).startswith("admin"):
+                continue
+            yield from url_patterns(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield entry.name, prefix + str(entry.pattern)
+
+
+@pytest.fixture
+def world(owner, dataset_version, eval_version):
+    run = make_run(owner, eval_version)
+    ingest(run, metrics_event(1, reward=0.5), rollouts_event(1, [("What is 2 + 2?", [("4", [1.0, 1.0]),
+                                                                                     ("5", [0.0, 1.0])])]))
+    evaluation = Evaluation.objects.create(run=run, kind=Evaluation.Kind.STANDALONE, label="base", model="tiny",
+                                           dataset_version=eval_version, status=Evaluation.Status.COMPLETED, k=2,
+                                           metrics={"mean@k": 0.5})
+    EvalSample.objects.create(evaluation=evaluation, prompt_index=0, sample=0, prompt="p", prompt_key="0" * 16,
+                              completion="c", rewards=[1.0], reward=1.0, correct=True, length=1)
+    reward = RewardFunction.objects.filter(owner=owner).first()
+    key = run.rollouts.values_list("prompt_key", flat=True).first()
+    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key}
+
+
+def fill(route: str, world) -> str:
+    """The route with each <converter:name> replaced by an object of the signed-in user."""
+    run, version = world["run"], world["version"]
+    values = {"datasets/<int:pk>": str(version.dataset_id), "rewards/<int:pk>": str(world["reward"].pk),
+              "runs/<int:pk>": str(run.pk)}
+    for prefix, value in values.items():
+        route = route.replace(prefix, prefix.split("/")[0] + "/" + value)
+    return (route.replace("<int:number>", str(version.number)).replace("<int:evaluation_id>",
+                                                                        str(world["evaluation"].pk))
+            .replace("<int:step>", "1").replace("<int:other>", str(run.pk)).replace("<slug:key>", world["key"])
+            .replace("<str:task_id>", "not-a-task"))
+
+
+def field_names(owner, world) -> list[str]:
+    run, version = world["run"], world["version"]
+    forms = [RunForm(owner=owner), DatasetMappingForm(version=version), DatasetUploadForm(),
+             DatasetHubForm(prefix="hf"), EvaluationForm(run=run)]
+    names = [form.add_prefix(name) for form in forms for name in form.fields]
+    return sorted(set(names + EXTRA + ["source_code", "entrypoint", "description", "completions", "rows",
+                                       "dataset_version", "run", "weight"]))
+
+
+def payloads(names: list[str], seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    out = [{}]  # every field missing
+    for value in GARBAGE:  # every field the same garbage
+        out.append({name: value for name in names})
+    for _ in range(6):  # a random half of the fields, each with its own garbage, and a repeated key
+        chosen = rng.sample(names, len(names) // 2)
+        out.append({name: [rng.choice(GARBAGE), rng.choice(GARBAGE)] if rng.random() < 0.2 else rng.choice(GARBAGE)
+                    for name in chosen})
+    return out
+
+
+@pytest.fixture(autouse=True)
+def quick_contract_check(settings):
+    settings.GRPO_CONTRACT_CHECK_TIMEOUT = 1  # a form that passes validation does not wait a minute for a worker
+
+
+def test_no_url_answers_a_server_error_to_garbage(owner_client, owner, world):
+    names = field_names(owner, world)
+    owner_client.raise_request_exception = False  # a server error is an answer here: collect them all
+    failures = []
+    routes = [(name, fill(route, world)) for name, route in url_patterns() if name not in SKIPPED]
+    assert len(routes) > 40  # the whole URL configuration, not a part of it
+    for i, (name, url) in enumerate(routes):
+        for payload in payloads(names, seed=i):
+            for method in ("get", "post"):
+                response = getattr(owner_client, method)("/" + url, payload)
+                if response.status_code >= 500:
+                    error = getattr(response, "exc_info", None)
+                    failures.append(f"{method.upper()} /{url} {sorted(payload)[:4]}... -> {response.status_code} "
+                                    f"{error[1]!r:.300}" if error else "")
+    assert not failures, "\n".join(failures[:30])
+
+
+def test_a_run_form_with_a_reward_but_not_its_version_names_the_field(owner_client, owner, dataset_version):
+    reward = RewardFunction.objects.filter(owner=owner).first()
+    response = owner_client.post("/runs/new/", {"name": "r", "model": "tiny", "dataset_version": dataset_version.pk,
+                                                f"reward_{reward.pk}": "on", f"weight_{reward.pk}": "1"})
+    assert response.status_code == 400
+    assert "This field is required." in response.content.decode()
