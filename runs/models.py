@@ -112,7 +112,7 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the supervisor.")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     checkpoint_step = models.PositiveIntegerField(default=0, help_text="Step of the last checkpoint saved.")
-    resumable = models.BooleanField(default=False, help_text="Failed with a checkpoint to resume from.")
+    resumable = models.BooleanField(default=False, help_text="Failed or cancelled with a checkpoint to resume from.")
     reward_faults = models.JSONField(default=dict, blank=True,
                                      help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
     evaluation = models.JSONField(default=dict, blank=True,
@@ -157,8 +157,10 @@ class Run(models.Model):
         self.save(update_fields=["status", "finished_at"])
 
     def mark_cancelled(self):
+        # a run stopped on purpose after a checkpoint can go on from there later
+        self.resumable = self.checkpoint_step > 0
         self.status, self.finished_at = self.Status.CANCELLED, timezone.now()
-        self.save(update_fields=["status", "finished_at"])
+        self.save(update_fields=["status", "finished_at", "resumable"])
 
     def mark_failed(self, error: str, log_tail: str = ""):
         # a failure with a checkpoint behind it can continue from there

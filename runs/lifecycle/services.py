@@ -89,11 +89,11 @@ def run_cancel(*, run: Run) -> Run:
 
 
 def run_resume(*, run: Run) -> Run:
-    """A failed run with a checkpoint continues from it: same run, same step numbering, attempt + 1."""
+    """A failed or cancelled run with a checkpoint continues from it: same run, same step numbering, attempt + 1."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
-        if run.status != Run.Status.FAILED or not run.resumable:
-            raise RunRefused(["only a failed run with a checkpoint can be resumed"])
+        if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED) or not run.resumable:
+            raise RunRefused(["only a failed or cancelled run with a checkpoint can be resumed"])
         if run.checkpoint_step >= run.total_steps:
             # every step is trained and saved (the process died after its last checkpoint): nothing to resume
             run.status, run.error, run.resumable, run.step = Run.Status.COMPLETED, "", False, run.total_steps

@@ -116,7 +116,12 @@ def run_progress_json(request, pk):
 
 @require_POST
 def run_cancel_view(request, pk):
-    run = run_cancel(run=owned_run(request, pk))
+    """Cancel once confirmed: the run page's button asks first; a POST without ``confirm=yes`` (no JavaScript, a
+    script) gets a page that asks."""
+    run = owned_run(request, pk)
+    if request.POST.get("confirm") != "yes":
+        return render(request, "lifecycle/run_cancel_confirm.html", {"run": run})
+    run = run_cancel(run=run)
     messages.info(request, "Cancelled." if run.status == Run.Status.CANCELLED else "Cancelling: training stops "
                                                                                    "within seconds.")
     return redirect(run)

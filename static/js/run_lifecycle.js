@@ -29,10 +29,19 @@ async function refresh() {
   const finished = ["completed", "failed", "cancelled"].includes(p.status);
   document.getElementById("cancel-form").hidden = finished;
   document.getElementById("retry-form").hidden = !finished;
-  document.getElementById("resume-form").hidden = !(p.status === "failed" && p.resumable);
+  document.getElementById("resume-form").hidden = !(["failed", "cancelled"].includes(p.status) && p.resumable);
   if (p.worker) document.getElementById("run-worker").textContent = `on ${p.worker}${p.attempt > 1 ? ` · attempt ${p.attempt}` : ""}`;
   return finished;
 }
+
+// Cancel asks first; a confirmed cancel says so to the server (which otherwise shows its own confirmation page).
+document.getElementById("cancel-form").addEventListener("submit", (event) => {
+  if (!window.confirm("Cancel this run? Training stops within seconds; what it has logged is kept, and a run with a checkpoint can be resumed.")) {
+    event.preventDefault();
+    return;
+  }
+  document.getElementById("cancel-confirm").value = "yes";
+});
 
 async function loop() {
   let done = false;

@@ -36,8 +36,11 @@ def test_clone_with_an_edit_see_the_diff_and_cancel_it(web_server, celery_worker
     assert clone.parent == parent
     page.goto(f"{web_server}/runs/{clone.pk}/")
     wait_for(lambda: clone.refresh_from_db() or clone.step >= 1, timeout=120, what="the clone to train")
+    dialogs = []
+    page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
     page.click("#cancel-button")
     page.wait_for_selector("#run-status.cancelled", timeout=30_000)
+    assert dialogs and dialogs[0].startswith("Cancel this run?")
     assert Run.objects.get(pk=clone.pk).status == Run.Status.CANCELLED
     page.wait_for_selector("#retry-form", state="visible")
     assert not page.locator("#cancel-form").is_visible()
