@@ -47,7 +47,7 @@ def supervise_loop(run_id: int, until: float) -> None:
         time.sleep(POLL_SECONDS)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     log_path = event_log_path(run)
     log_path.parent.mkdir(parents=True, exist_ok=True)
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1",
                                "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
                               start_new_session=True)

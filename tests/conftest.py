@@ -207,7 +207,7 @@ def celery_worker(service_env, tiny_model, tmp_path_factory):
         stop_process(proc)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -216,7 +216,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def running_web_server(env: dict, log: Path):
     """The ASGI app under uvicorn, as the demo and production run it (server-sent events need ASGI); its URL."""
-    port = _free_port()
+    port = free_port()
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1", "--port", str(port)],

@@ -120,10 +120,11 @@ def ingest_and_push(run: Run) -> list[dict]:
     return events
 
 
-def _die_with_parent() -> None:
-    """In the training process, before exec: SIGKILL when the supervisor dies (a worker killed with -9 included)."""
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In a child, before exec: ``sig`` when its parent dies (a parent killed with -9 included). The training
+    process gets SIGKILL when its supervisor dies; the demo's servers get SIGTERM when the demo does."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    libc.prctl(1, sig)  # PR_SET_PDEATHSIG
 
 
 def training_command(run: Run, config_path: Path) -> list[str]:
@@ -149,7 +150,7 @@ def start_vllm_server(run: Run, log_file) -> tuple[subprocess.Popen, int]:
         env["CUDA_VISIBLE_DEVICES"] = gpus[-1]
     proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model),
                              "--port", str(port)], cwd=settings.BASE_DIR, env=env, stdout=log_file,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
     deadline = time.monotonic() + settings.GRPO_VLLM_START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -203,7 +204,7 @@ class Supervisor:
             return subprocess.Popen(
                 training_command(run, config_path), cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
 
     def tick(self, proc: subprocess.Popen) -> None:
@@ -325,7 +326,7 @@ def run_evaluation(evaluation_id: int) -> None:
         with open(log_path, "ab") as log_file:
             code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
                                    cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         events, _ = read_events(event_log)
         result = next((e for e in events if e["type"] == "eval"), None)
         if code == 0 and result is not None:

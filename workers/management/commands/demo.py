@@ -1,5 +1,8 @@
-"""One command for a laptop: migrate, build the tiny model, load demo data, start Redis, a worker and the web server."""
+"""One command for a laptop: migrate, build the tiny model, load demo data, start Redis, a worker and the web server.
 
+Ctrl-C, SIGTERM or SIGHUP stop it and everything it started."""
+
+import functools
 import os
 import signal
 import subprocess
@@ -12,6 +15,11 @@ from django.core.management.base import BaseCommand
 
 from grpo_web.embedded import ensure_configured_redis
 from grpo_web.env import envstr
+from workers.supervisor import die_with_parent
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the demo as Ctrl-C does: its children with it
 
 
 class Command(BaseCommand):
@@ -22,22 +30,24 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args, host, port, **options):
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGHUP, _stop)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("build_tiny_model")
         call_command("load_demo")
         ensure_configured_redis()
         env = dict(os.environ)  # children derive the same settings, so they share the embedded Redis
+        # each child gets SIGTERM if the demo dies without stopping it (killed with -9)
+        start = functools.partial(subprocess.Popen, env=env, cwd=settings.BASE_DIR,
+                                  preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
         procs = [
             # the training queue, one run at a time (a GPU worker's job) ...
-            subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training",
-                              "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "train@%h", "-l", "INFO"],
-                             env=env, cwd=settings.BASE_DIR),
+            start([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training",
+                   "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "train@%h", "-l", "INFO"]),
             # ... and reward tests and contract checks in the sandbox, which must not wait behind a run
-            subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "sandbox,default",
-                              "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "sandbox@%h", "-l", "INFO"],
-                             env=env, cwd=settings.BASE_DIR),
-            subprocess.Popen([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", host,
-                              "--port", str(port)], env=env, cwd=settings.BASE_DIR),
+            start([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "sandbox,default",
+                   "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "sandbox@%h", "-l", "INFO"]),
+            start([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", host, "--port", str(port)]),
         ]
         password = envstr("GRPO_DEMO_PASSWORD", "demo")
         self.stdout.write(self.style.SUCCESS(
@@ -48,6 +58,8 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal does not cut the clean-up short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             for p in procs:
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
