@@ -39,7 +39,7 @@ def vllm_installed() -> bool:
 
 
 def announce(name: str, queues: list[str]) -> None:
-    from workers.models import Worker
+    from runs.models import Worker
 
     now = timezone.now()
     Worker.objects.update_or_create(name=name, defaults={
@@ -50,7 +50,7 @@ def announce(name: str, queues: list[str]) -> None:
 
 def beat(name: str, queues: list[str]) -> None:
     from runs.lifecycle.services import run_reap_stale
-    from workers.models import Worker
+    from runs.models import Worker
 
     if not Worker.objects.filter(name=name).update(last_seen=timezone.now()):
         announce(name, queues)  # the row went away (an admin cleaned up): say who we are again

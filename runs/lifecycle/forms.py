@@ -20,6 +20,8 @@ class RunForm(forms.Form):
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none())
     requested_gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, label="GPUs",
                                         help_text="0 runs on a CPU worker; N waits for a worker with N GPUs.")
+    queue_anyway = forms.BooleanField(required=False, label="Queue anyway",
+                                      help_text="Queue even though no online worker has these GPUs or vLLM yet.")
     config_extra = JSONObjectField(required=False, initial=dict, widget=forms.HiddenInput,
                                    help_text="Further GRPOConfig fields from an imported TRL config.")
 

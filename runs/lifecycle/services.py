@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from grpo_web import queues
-from runs.models import DatasetVersion, Run
+from runs.models import DatasetVersion, Run, Worker
 from runs.paths import model_problems
 from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
 
@@ -25,8 +25,11 @@ class RunRefused(Exception):
 
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
-               evaluation: dict | None = None, parent: Run | None = None) -> Run:
-    """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed."""
+               evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False) -> Run:
+    """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
+
+    A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
+    that is not up yet will take it)."""
     from rewards.selectors import reward_specs
 
     specs = reward_specs(rewards)
@@ -35,6 +38,8 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                        rewards=[RewardSpec(**r) for r in specs], grpo=GRPOFields(**config),
                        evaluation=EvalFields(**evaluation))
     errors = spec.validate() + model_problems(model)
+    if not queue_anyway:
+        errors += capacity_problems(gpus=requested_gpus, use_vllm=bool(config.get("use_vllm")))
     if spec.evaluation.eval_steps and not dataset_version.eval_rows:
         errors.append(f"eval_steps: {dataset_version} has no eval split; map one on the dataset's mapping page, or "
                       f"set eval_steps to 0")
@@ -50,6 +55,27 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent)
         transaction.on_commit(lambda: _enqueue(run))
     return run
+
+
+def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
+    """Why no online worker could take a run that asks for ``gpus`` GPUs (and vLLM); [] when one could. A CPU run
+    is never refused here: any training worker takes it."""
+    if gpus <= 0 and not use_vllm:
+        return []
+    if use_vllm and gpus <= 0:
+        return ["use_vllm: vLLM generates on a GPU; ask for at least one GPU"]
+    online = [w for w in Worker.objects.all() if w.online]
+    queue = queues.training_queue(gpus)
+    fits = [w for w in online if queue in w.queues and len(w.gpus) >= gpus]
+    if not fits:
+        seen = ", ".join(f"{w.name} ({len(w.gpus)} GPU{'s' if len(w.gpus) != 1 else ''})" for w in online)
+        return [f"requested_gpus: no online worker has {gpus} GPU{'s' if gpus != 1 else ''} "
+                f"(online: {seen or 'none'}); start one with `manage.py run_worker`, or queue anyway for a worker "
+                f"that is not up yet"]
+    if use_vllm and not any(w.vllm for w in fits):
+        return [f"use_vllm: no online worker with {gpus} GPU{'s' if gpus != 1 else ''} has vLLM installed "
+                f"(pip install '.[gpu]' there), or queue anyway"]
+    return []
 
 
 def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion) -> list[str]:

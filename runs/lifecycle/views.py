@@ -155,7 +155,7 @@ def create_from_form(request, form, parent=None):
         return run_create(owner=request.user, name=data["name"], model=data["model"],
                           dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"],
                           config_extra=data.get("config_extra") or {}, requested_gpus=data["requested_gpus"],
-                          evaluation=data["evaluation"], parent=parent)
+                          evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False))
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)

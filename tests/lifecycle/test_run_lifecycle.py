@@ -132,7 +132,7 @@ def test_a_run_needing_a_gpu_waits_for_a_gpu_worker(celery_worker, owner, datase
     run = submit(owner, dataset_version, max_steps=2, requested_gpus=0)
     run = Run.objects.get(pk=run.pk)
     gpu_run = run_create(owner=owner, name="gpu", model="tiny", dataset_version=dataset_version, rewards=run.rewards,
-                         config=run.config, requested_gpus=1)
+                         config=run.config, requested_gpus=1, queue_anyway=True)  # no GPU worker is up
     wait_for(lambda: refreshed(run).is_finished, timeout=120, what="the CPU run")
     time.sleep(1)
     assert refreshed(gpu_run).status == Run.Status.QUEUED  # the CPU-only worker does not take it
@@ -140,7 +140,7 @@ def test_a_run_needing_a_gpu_waits_for_a_gpu_worker(celery_worker, owner, datase
 
 
 def test_the_worker_announced_itself(celery_worker, owner_client):
-    from workers.models import Worker
+    from runs.models import Worker
 
     worker = wait_for(lambda: Worker.objects.filter(name__startswith="test-").first(), timeout=30,
                       what="the worker row")

@@ -56,7 +56,7 @@ def _gpu_run(owner, dataset_version, service_env, tmp_path, gpus, **config):
         run = run_create(owner=owner, name="gpu", model="tiny", dataset_version=dataset_version,
                          rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
                          config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, **config},
-                         requested_gpus=gpus)
+                         requested_gpus=gpus, queue_anyway=True)  # the worker may not have announced itself yet
         wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=900, what="the GPU run")
         return run
     finally:

@@ -10,6 +10,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("config", help="path to the YAML file")
         parser.add_argument("--user", required=True, help="the owner of the run (and of its dataset and rewards)")
+        parser.add_argument("--queue-anyway", action="store_true",
+                            help="queue a GPU or vLLM run even though no online worker has them yet")
 
     def handle(self, *args, config, user, **options):
         from runs.lifecycle.services import RunRefused, run_create
@@ -31,7 +33,7 @@ class Command(BaseCommand):
             run = run_create(owner=owner, name=imported.name, model=imported.model,
                              dataset_version=imported.dataset_version, rewards=imported.rewards,
                              config=imported.config, config_extra=imported.extra, evaluation=imported.evaluation,
-                             requested_gpus=imported.requested_gpus)
+                             requested_gpus=imported.requested_gpus, queue_anyway=options["queue_anyway"])
         except RunRefused as exc:
             raise CommandError("\n".join(exc.errors)) from None
         self.stdout.write(self.style.SUCCESS(f"queued run {run.pk}: {run.name}"))
