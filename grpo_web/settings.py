@@ -154,6 +154,8 @@ GRPO_REWARD_MAX_FAULTS = envint("GRPO_REWARD_MAX_FAULTS", "3")
 GRPO_CONTRACT_CHECK_TIMEOUT = envint("GRPO_CONTRACT_CHECK_TIMEOUT", "60")
 # A running run whose supervisor has not written a heartbeat for this long is marked failed (and resumable).
 GRPO_HEARTBEAT_TIMEOUT = envint("GRPO_HEARTBEAT_TIMEOUT", "60")
+# a running run with no new step for max(10 x its median step time, this many seconds) is shown as stalled
+GRPO_STALL_SECONDS = envint("GRPO_STALL_SECONDS", "120")
 # How long a supervisor keeps training through a database outage before it stops the run.
 GRPO_DB_OUTAGE_GRACE = envint("GRPO_DB_OUTAGE_GRACE", "300")
 GRPO_VLLM_START_TIMEOUT = envint("GRPO_VLLM_START_TIMEOUT", "600")

@@ -15,6 +15,7 @@ from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.forms import RunForm
+from runs.lifecycle.selectors import run_pace
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_reap_stale, run_resume, run_retry
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.live import sse_response
@@ -85,30 +86,18 @@ async def run_events(request, pk):
     return sse_response([pk])
 
 
-def _speed(run: Run) -> tuple[float | None, float | None]:
-    """Steps per second over the last steps of this attempt, and the seconds left at that pace."""
-    times = list(run.step_metrics.exclude(logged_at=None).order_by("-step").values_list("step", "logged_at")[:20])
-    if len(times) < 2:
-        return None, None
-    (last_step, last_at), (first_step, first_at) = times[0], times[-1]
-    seconds = (last_at - first_at).total_seconds()
-    if seconds <= 0:
-        return None, None
-    rate = (last_step - first_step) / seconds
-    left = max(0, run.total_steps - run.step) / rate if rate > 0 and not run.is_finished else None
-    return rate, left
-
-
 @require_GET
 def run_progress_json(request, pk):
     run = owned_run(request, pk)
     if run.status == Run.Status.RUNNING:
         run_reap_stale()  # a run looked at whose worker died is settled now, not at the next heartbeat
         run.refresh_from_db()
-    rate, left = _speed(run)
+    pace = run_pace(run)
     return JsonResponse({
         "status": run.status, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
-        "steps_per_second": rate, "eta_seconds": left, "attempt": run.attempt, "checkpoint_step": run.checkpoint_step,
+        "steps_per_second": pace.steps_per_second, "eta_seconds": pace.eta_seconds,
+        "stalled_seconds": pace.stalled_seconds, "stall_limit_seconds": pace.stall_limit_seconds,
+        "attempt": run.attempt, "checkpoint_step": run.checkpoint_step,
         "resumable": run.resumable, "cancel_requested": run.cancel_requested_at is not None,
         "worker": run.worker_name, "log_tail": log_tail(run.run_dir / "train.log", 30), "error": run.error,
     })

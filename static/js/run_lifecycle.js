@@ -15,11 +15,16 @@ async function refresh() {
   if (!response.ok) return true;
   const p = await response.json();
   const parts = [];
-  if (p.steps_per_second) parts.push(`${p.steps_per_second.toFixed(2)} steps/s`);
-  if (p.eta_seconds !== null && p.status === "running") parts.push(`about ${duration(p.eta_seconds)} left`);
+  const stalled = p.status === "running" && p.stalled_seconds !== null;
+  if (stalled) parts.push(`stalled: no new step for ${duration(p.stalled_seconds)} (the log's last lines are below)`);
+  else if (p.steps_per_second) parts.push(`${p.steps_per_second.toFixed(2)} steps/s`);
+  if (!stalled && p.eta_seconds !== null && p.status === "running") parts.push(`about ${duration(p.eta_seconds)} left`);
   if (p.checkpoint_step) parts.push(`last checkpoint: step ${p.checkpoint_step}`);
   if (p.cancel_requested && p.status === "running") parts.push("cancelling…");
-  document.getElementById("run-speed").textContent = parts.join(" · ");
+  const speed = document.getElementById("run-speed");
+  speed.textContent = parts.join(" · ");
+  speed.classList.toggle("stalled", stalled);
+  document.getElementById("run-status").classList.toggle("stalled", stalled);
   const tail = document.getElementById("log-tail");
   if (p.log_tail && tail.textContent !== p.log_tail) {
     const atBottom = tail.scrollTop + tail.clientHeight >= tail.scrollHeight - 4;
