@@ -113,6 +113,9 @@ class Run(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     checkpoint_step = models.PositiveIntegerField(default=0, help_text="Step of the last checkpoint saved.")
     resumable = models.BooleanField(default=False, help_text="Failed or cancelled with a checkpoint to resume from.")
+    lease = models.UUIDField(null=True, blank=True, editable=False,
+                             help_text="The token of the supervisor that holds the current attempt; cleared when the "
+                                       "attempt is taken from it (reaped), so a late supervisor can change nothing.")
     reward_faults = models.JSONField(default=dict, blank=True,
                                      help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
     evaluation = models.JSONField(default=dict, blank=True,
@@ -152,21 +155,24 @@ class Run(models.Model):
         self.status, self.started_at = self.Status.RUNNING, timezone.now()
         self.save(update_fields=["status", "started_at"])
 
+    # An attempt that ends gives up its lease: no supervisor may change the run after that.
+
     def mark_completed(self):
-        self.status, self.finished_at = self.Status.COMPLETED, timezone.now()
-        self.save(update_fields=["status", "finished_at"])
+        self.status, self.finished_at, self.lease = self.Status.COMPLETED, timezone.now(), None
+        self.save(update_fields=["status", "finished_at", "lease"])
 
     def mark_cancelled(self):
         # a run stopped on purpose after a checkpoint can go on from there later
         self.resumable = self.checkpoint_step > 0
-        self.status, self.finished_at = self.Status.CANCELLED, timezone.now()
-        self.save(update_fields=["status", "finished_at", "resumable"])
+        self.status, self.finished_at, self.lease = self.Status.CANCELLED, timezone.now(), None
+        self.save(update_fields=["status", "finished_at", "resumable", "lease"])
 
     def mark_failed(self, error: str, log_tail: str = ""):
         # a failure with a checkpoint behind it can continue from there
         self.resumable = self.checkpoint_step > 0
         self.status, self.error, self.log_tail, self.finished_at = self.Status.FAILED, error, log_tail, timezone.now()
-        self.save(update_fields=["status", "error", "log_tail", "finished_at", "resumable"])
+        self.lease = None
+        self.save(update_fields=["status", "error", "log_tail", "finished_at", "resumable", "lease"])
 
 
 class StepMetric(models.Model):

@@ -9,6 +9,7 @@ holds is ingested when they are back, when the run is resumed, or when a reaper 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import logging
 import os
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -30,7 +32,7 @@ from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
 from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
 from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
-from runs.rollouts.ingest import ingest_log
+from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import ResourceSampler
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFF
               "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 POLL_SECONDS = 0.25
 CONTROL_SECONDS = 1.0  # how often the cancel flag is read and the heartbeat written
+FOLDER_LOCK_WAIT = 60.0  # seconds a new attempt waits for an old trainer to let go of the run folder
 DB_ERRORS = (OperationalError, InterfaceError)
 
 
@@ -85,7 +88,8 @@ def training_env() -> dict[str, str]:
 
 
 def claim(run_id: int, worker_name: str) -> Run | None:
-    """Move a queued run to running; None if it is gone or no longer queued (cancelled, or a redelivery).
+    """Move a queued run to running under a new lease (this supervisor's token); None if it is gone or no longer
+    queued (cancelled, or a redelivery).
 
     A resumed run (attempt > 1) drops what the abandoned attempt stored after its checkpoint: the resumed attempt
     trains those steps again, so keeping both would duplicate them.
@@ -99,8 +103,8 @@ def claim(run_id: int, worker_name: str) -> Run | None:
             StepMetric.objects.filter(run=run, step__gt=run.checkpoint_step).delete()
             Evaluation.objects.filter(run=run, kind=Evaluation.Kind.PERIODIC, step__gt=run.checkpoint_step).delete()
             run.step = run.checkpoint_step
-        run.worker_name, run.heartbeat_at, run.event_offset = worker_name, timezone.now(), 0
-        run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step"])
+        run.worker_name, run.heartbeat_at, run.event_offset, run.lease = worker_name, timezone.now(), 0, uuid.uuid4()
+        run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step", "lease"])
         run.mark_running()
         return run
 
@@ -113,8 +117,8 @@ def push(run: Run, **extra) -> None:
         log.warning("run %s: live update not sent: %s", run.pk, exc)
 
 
-def ingest_and_push(run: Run) -> list[dict]:
-    changed, events = ingest_log(run, event_log_path(run))
+def ingest_and_push(run: Run, lease=None) -> list[dict]:
+    changed, events = ingest_log(run, event_log_path(run), lease=lease)
     if events:
         push(run, steps=changed["steps"], rollouts=changed["rollouts"], evaluations=changed["evaluated"])
     return events
@@ -180,11 +184,36 @@ def stop(proc: subprocess.Popen, grace: float = 3.0) -> None:
             continue
 
 
+def lock_folder(folder: Path, wait: float) -> int:
+    """An exclusive lock on the run folder, as an open file descriptor; the training process inherits it, so the
+    folder stays locked while either lives. RuntimeError when another trainer still holds it after ``wait`` s."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / "trainer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise RuntimeError("another trainer still holds this run's folder (a supervisor that lost the run is "
+                                   "stopping it); resume again in a minute") from None
+            time.sleep(0.5)
+
+
+def held(run: Run, lease) -> Run | None:
+    """The run, locked for this transaction, when it is still held under ``lease``; else None (fenced)."""
+    return Run.objects.select_for_update().filter(pk=run.pk, lease=lease).first()
+
+
 class Supervisor:
-    """Watches one attempt of one run: ingest, heartbeat, cancel, outcome."""
+    """Watches one attempt of one run: ingest, heartbeat, cancel, outcome. Every write is fenced by the lease it
+    claimed the run under: once the attempt is taken from it (reaped), it writes nothing and stops its trainer."""
 
     def __init__(self, run: Run):
         self.run = run
+        self.lease = run.lease
         self.log_path = run.run_dir / "train.log"
         self.outcome: dict = {}
         self.cancelled = False
@@ -193,7 +222,7 @@ class Supervisor:
 
     def start(self) -> subprocess.Popen:
         run = self.run
-        run.run_dir.mkdir(parents=True, exist_ok=True)
+        self.folder_lock = lock_folder(run.run_dir, FOLDER_LOCK_WAIT)
         with open(self.log_path, "ab") as log_file:
             port = None
             self.vllm = None
@@ -204,19 +233,20 @@ class Supervisor:
             return subprocess.Popen(
                 training_command(run, config_path), cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=die_with_parent,
+                preexec_fn=die_with_parent, pass_fds=(self.folder_lock,),
             )
 
     def tick(self, proc: subprocess.Popen) -> None:
         """One pass: ingest what is new; sample resources when due; every CONTROL_SECONDS, heartbeat and read the
         cancel flag."""
-        for event in ingest_and_push(self.run):
+        for event in ingest_and_push(self.run, lease=self.lease):
             if event["type"] in ("finished", "failed"):
                 self.outcome = event
         self.sampler.tick()
         if time.monotonic() >= self.next_control:
             self.next_control = time.monotonic() + CONTROL_SECONDS
-            Run.objects.filter(pk=self.run.pk).update(heartbeat_at=timezone.now())
+            if not Run.objects.filter(pk=self.run.pk, lease=self.lease).update(heartbeat_at=timezone.now()):
+                raise Fenced(f"run {self.run.pk}: the attempt was taken from this supervisor")
             if not self.cancelled and Run.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists():
                 self.cancelled = True
                 stop(proc)
@@ -245,16 +275,35 @@ class Supervisor:
     def finish(self, proc: subprocess.Popen) -> None:
         if self.vllm is not None:
             stop(self.vllm)
-        run = self.run
-        run.refresh_from_db()
-        if self.cancelled:
-            run.mark_cancelled()
-        elif proc.returncode == 0 and self.outcome.get("type") == "finished":
-            run.mark_completed()
-        else:
-            error = self.outcome.get("error") or f"the training process exited with code {proc.returncode}"
-            run.mark_failed(error, log_tail(self.log_path))
+        with transaction.atomic():
+            run = held(self.run, self.lease)
+            if run is None:
+                log.warning("run %s: the attempt was taken from this supervisor; its outcome is not recorded",
+                            self.run.pk)
+                return
+            if self.cancelled:
+                run.mark_cancelled()
+            elif proc.returncode == 0 and self.outcome.get("type") == "finished":
+                run.mark_completed()
+            else:
+                error = self.outcome.get("error") or f"the training process exited with code {proc.returncode}"
+                run.mark_failed(error, log_tail(self.log_path))
         push(run, steps=[], rollouts=0)
+
+    def fail(self, error: str) -> None:
+        """Fail the run, if this supervisor still holds it."""
+        close_old_connections()
+        with transaction.atomic():
+            run = held(self.run, self.lease)
+            if run is not None:
+                run.mark_failed(error, log_tail(self.log_path))
+        if run is not None:
+            push(run, steps=[], rollouts=0)
+
+    def close(self) -> None:
+        if getattr(self, "folder_lock", None) is not None:
+            os.close(self.folder_lock)
+            self.folder_lock = None
 
 
 def supervise(run_id: int, worker_name: str = "") -> None:
@@ -265,23 +314,29 @@ def supervise(run_id: int, worker_name: str = "") -> None:
     push(run, steps=[], rollouts=0)
     supervisor = Supervisor(run)
     try:
-        proc = supervisor.start()
-    except Exception as exc:
-        log.exception("run %s: could not start", run.pk)
-        run.mark_failed(f"could not start training: {exc}", log_tail(supervisor.log_path))
-        push(run, steps=[], rollouts=0)
-        return
-    try:
-        supervisor.watch(proc)
-    except Exception as exc:
-        # Ingest failed for good (a bad event, a long database outage): stop rather than train unobserved.
-        log.exception("run %s: supervision failed", run.pk)
-        stop(proc)
-        close_old_connections()
-        run.mark_failed(f"supervision failed: {type(exc).__name__}: {exc}", log_tail(supervisor.log_path))
-        push(run, steps=[], rollouts=0)
-        return
-    supervisor.finish(proc)
+        try:
+            proc = supervisor.start()
+        except Exception as exc:
+            log.exception("run %s: could not start", run.pk)
+            supervisor.fail(f"could not start training: {exc}")
+            return
+        try:
+            supervisor.watch(proc)
+        except Fenced:
+            # Reaped while this supervisor was away (paused, cut off): the run is someone else's now. Stop the trainer,
+            # change nothing.
+            log.warning("run %s: the attempt was taken from this supervisor; stopping its trainer", run.pk)
+            stop(proc)
+            return
+        except Exception as exc:
+            # Ingest failed for good (a bad event, a long database outage): stop rather than train unobserved.
+            log.exception("run %s: supervision failed", run.pk)
+            stop(proc)
+            supervisor.fail(f"supervision failed: {type(exc).__name__}: {exc}")
+            return
+        supervisor.finish(proc)
+    finally:
+        supervisor.close()
 
 
 def _claim(evaluation_id: int) -> Evaluation | None:

@@ -209,9 +209,16 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def ingest_log(run: Run, path) -> tuple[dict, list[dict]]:
+class Fenced(Exception):
+    """The attempt was taken from this supervisor (the run was reaped, or resumed by another): it may write nothing."""
+
+
+def ingest_log(run: Run, path, *, lease=None) -> tuple[dict, list[dict]]:
     """Ingest what the event log holds past ``run.event_offset``, ``READ_LIMIT`` bytes a transaction; each advances
-    the offset in the same transaction. Returns what changed and the events read (rollouts without their rows)."""
+    the offset in the same transaction. Returns what changed and the events read (rollouts without their rows).
+
+    ``lease``: a supervisor's token; each transaction first locks the run row and raises Fenced, writing nothing,
+    unless the run is still held under that lease."""
     changed: dict = {"steps": [], "rollouts": 0, "evaluated": []}
     all_events: list[dict] = []
     while True:
@@ -228,6 +235,9 @@ def ingest_log(run: Run, path) -> tuple[dict, list[dict]]:
                 yield event
 
         with _no_cyclic_gc(), transaction.atomic():
+            if lease is not None and not Run.objects.select_for_update().filter(pk=run.pk, lease=lease) \
+                    .values_list("pk", flat=True).first():
+                raise Fenced(f"run {run.pk}: this supervisor's attempt was taken from it")
             batch = _ingest(run, events)
             # The step counter shows completed optimizer steps: TRL logs metrics after each one.
             done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
