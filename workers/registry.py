@@ -1,5 +1,7 @@
 """Workers announce themselves when they start (host, GPUs, vLLM) and keep a heartbeat; each heartbeat also runs the
-reaper, so a run whose worker died is marked failed within GRPO_HEARTBEAT_TIMEOUT plus one beat."""
+reaper, so a run whose worker died is marked failed within GRPO_HEARTBEAT_TIMEOUT plus one beat, and the dispatcher,
+which queues again the work the database holds as queued but the broker lost. A dead embedded Redis is started
+again on the next beat."""
 
 from __future__ import annotations
 
@@ -46,16 +48,35 @@ def announce(name: str, queues: list[str]) -> None:
         "hostname": socket.gethostname(), "queues": queues, "gpus": detect_gpus(), "vllm": vllm_installed(),
         "started_at": now, "last_seen": now,
     })
+    dispatch_lost_work()
+
+
+def dispatch_lost_work() -> None:
+    """Runs and evaluations queued in the database whose message the broker no longer has: sent again (once per beat
+    period across all workers)."""
+    from grpo_web import queues
+    from runs.evaluations.services import evaluation_redispatch
+    from runs.lifecycle.services import run_redispatch
+
+    if not queues.claim_turn("dispatch", max(1, BEAT_SECONDS - 1)):
+        return
+    for run in run_redispatch():
+        log.warning("run %s was queued but the broker had lost it: sent again", run.pk)
+    for evaluation in evaluation_redispatch():
+        log.warning("evaluation %s was queued but the broker had lost it: sent again", evaluation.pk)
 
 
 def beat(name: str, queues: list[str]) -> None:
+    from grpo_web.embedded import ensure_configured_redis
     from runs.lifecycle.services import run_reap_stale
     from runs.models import Worker
 
+    ensure_configured_redis()  # the embedded Redis, if it died, is started again (with its append-only file)
     if not Worker.objects.filter(name=name).update(last_seen=timezone.now()):
         announce(name, queues)  # the row went away (an admin cleaned up): say who we are again
     for run in run_reap_stale():
         log.warning("reaped run %s: %s", run.pk, run.error)
+    dispatch_lost_work()
 
 
 def start_heartbeat(name: str, queues: list[str], stop: threading.Event) -> threading.Thread:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -133,6 +134,21 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
             dataset_version=dataset_version, split=split, settings=asdict(settings))
         transaction.on_commit(lambda: _enqueue(evaluation))
     return evaluation
+
+
+def evaluation_redispatch(*, grace_seconds: float = 30) -> list[Evaluation]:
+    """Queue again every standalone evaluation the database holds as queued whose message the broker lost (see
+    runs.lifecycle.services.run_redispatch); its claim is idempotent too."""
+    since = timezone.now() - timedelta(seconds=grace_seconds)
+    stale = list(Evaluation.objects.filter(status=Evaluation.Status.QUEUED, kind=Evaluation.Kind.STANDALONE,
+                                           created_at__lt=since).select_related("run"))
+    if not stale:
+        return []
+    held = queues.pending(queues.EVALUATE)
+    lost = [evaluation for evaluation in stale if evaluation.pk not in held]
+    for evaluation in lost:
+        _enqueue(evaluation)
+    return lost
 
 
 def _enqueue(evaluation: Evaluation) -> None:

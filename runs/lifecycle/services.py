@@ -4,9 +4,11 @@ resume, retry, and reap the runs whose worker went silent. Keyword-only function
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from grpo_web import queues
@@ -52,7 +54,8 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
                                  rewards=rewards, config=config, config_extra=config_extra or {},
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
-                                 total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent)
+                                 total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
+                                 queued_at=timezone.now())
         transaction.on_commit(lambda: _enqueue(run))
     return run
 
@@ -101,6 +104,22 @@ def _enqueue(run: Run) -> None:
     queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.requested_gpus))
 
 
+def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:
+    """The database is the source of truth for queued work: queue again every run it holds as queued (for longer
+    than ``grace_seconds``) whose message the broker no longer has (a Redis restarted without its data, a message
+    lost). The claim is idempotent, so a message sent twice never trains a run twice. Returns the runs sent again."""
+    since = timezone.now() - timedelta(seconds=grace_seconds)
+    stale = list(Run.objects.filter(status=Run.Status.QUEUED).filter(
+        Q(queued_at__lt=since) | Q(queued_at__isnull=True, created_at__lt=since)))
+    if not stale:
+        return []
+    held = queues.pending(queues.TRAIN_RUN)
+    lost = [run for run in stale if run.pk not in held]
+    for run in lost:
+        _enqueue(run)
+    return lost
+
+
 def run_cancel(*, run: Run) -> Run:
     """Queued: cancelled at once. Running: flagged; the supervisor stops the training process within seconds and
     keeps everything already ingested."""
@@ -127,7 +146,9 @@ def run_resume(*, run: Run) -> Run:
             return run
         run.status, run.attempt, run.error, run.resumable = Run.Status.QUEUED, run.attempt + 1, "", False
         run.finished_at = run.cancel_requested_at = None
-        run.save(update_fields=["status", "attempt", "error", "resumable", "finished_at", "cancel_requested_at"])
+        run.queued_at = timezone.now()
+        run.save(update_fields=["status", "attempt", "error", "resumable", "finished_at", "cancel_requested_at",
+                                "queued_at"])
         transaction.on_commit(lambda: _enqueue(run))
     return run
 
@@ -144,8 +165,6 @@ def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
     """Running runs whose supervisor went silent (a worker killed, a machine lost): ingest what their event log holds,
     then mark them failed, resumable where a checkpoint exists. Called by every worker's heartbeat and when a run's
     page is looked at."""
-    from datetime import timedelta
-
     from runs.paths import event_log_path
 
     now = now or timezone.now()
