@@ -20,7 +20,8 @@ EVALUATE = "workers.tasks.evaluate"  # a training queue: it loads a model
 RETAG_REFLECTIONS = "workers.tasks.retag_reflections"  # the default queue
 REWARD_TEST = "workers.tasks.reward_test"  # the sandbox queue
 REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the sandbox queue
-TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK)
+DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
+TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK, DATASET_IMPORT)
 SANDBOX_TASKS = (REWARD_TEST, REWARD_CONTRACT_CHECK)
 
 

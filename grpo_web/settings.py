@@ -146,6 +146,9 @@ GRPO_MAX_NESTING = envint("GRPO_MAX_NESTING", "32")  # lists and objects inside 
 GRPO_IMPORT_MEMORY_BYTES = envint("GRPO_IMPORT_MEMORY_BYTES", str(4 * 1024**3))
 GRPO_IMPORT_CPU_SECONDS = envint("GRPO_IMPORT_CPU_SECONDS", "1800")
 GRPO_IMPORT_WALL_SECONDS = envint("GRPO_IMPORT_WALL_SECONDS", "3600")
+# Server folders a Hugging Face import may read from by path (comma-separated); nothing else on the server is reachable.
+GRPO_IMPORT_ROOTS = [Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(DATA_DIR / "imports")).split(",")
+                     if p.strip()]
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
 GRPO_TINY_SFT_MODEL_DIR = DATA_DIR / "models" / "tiny-sft"  # the tiny model after a cold-start SFT (workers.coldstart)
 # The sandbox refuses to run user code without Landlock and seccomp unless this is set (see docs/sandbox.md).

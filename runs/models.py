@@ -1,5 +1,6 @@
 import math
 import uuid
+from pathlib import Path
 
 from django.conf import settings
 from django.db import models
@@ -77,6 +78,44 @@ class DatasetVersion(models.Model):
 
     def get_absolute_url(self):
         return reverse("dataset_version", args=[self.dataset_id, self.number])
+
+
+class DatasetImport(models.Model):
+    """A Hugging Face import, run in the background by a worker: queued, running (with its progress), then a new
+    version or the errors that refused it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dataset_imports")
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.CASCADE, related_name="imports",
+                                help_text="Set when the import adds a version to this dataset.")
+    name = models.CharField(max_length=200, blank=True)
+    source = models.JSONField(default=dict, help_text="local_path (absolute, under an import root) or hub_id, "
+                                                      "config, split; prompt_column, gsm8k_column.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    progress = models.CharField(max_length=200, blank=True)
+    rows_done = models.BigIntegerField(default=0)
+    errors = models.JSONField(default=list)
+    version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.source.get("hub_id") or Path(self.source.get("local_path") or "import").name
+
+    def get_absolute_url(self):
+        return reverse("dataset_import_detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.COMPLETED, self.Status.FAILED)
 
 
 class Run(models.Model):

@@ -48,3 +48,12 @@ def reward_contract_check(**kwargs) -> list[str]:
     from workers.reward_checks import reward_contract_problems
 
     return reward_contract_problems(**kwargs)
+
+
+@shared_task(name=queues.DATASET_IMPORT, acks_late=True, ignore_result=True,
+             time_limit=envint("GRPO_IMPORT_WALL_SECONDS", "3600") + 300)
+def dataset_import(job_id: int) -> None:
+    """A Hugging Face import started from the upload page (runs.datasets.services.dataset_import_hf_start)."""
+    from runs.datasets.services import dataset_import_job_run
+
+    dataset_import_job_run(job_id=job_id)

@@ -7,6 +7,7 @@ import re
 from django import forms
 
 from runs.datasets.mapping import Mapping, template_fields
+from runs.datasets.services import import_choices
 from runs.models import DatasetVersion
 
 
@@ -36,13 +37,17 @@ class DatasetUploadForm(_DatasetSourceForm):
 
 
 class DatasetHubForm(_DatasetSourceForm):
-    local_path = forms.CharField(max_length=500, required=False, label="Local path",
-                                 help_text="A folder saved with save_to_disk, a data folder or a data file, under the "
-                                           "server's imports folder.")
+    local_path = forms.ChoiceField(required=False, label="Local path",
+                                   help_text="A folder saved with save_to_disk, a data folder or a data file, under "
+                                             "the server's import folders (GRPO_IMPORT_ROOTS).")
     hub_id = forms.CharField(max_length=200, required=False, label="Hub id", help_text="For example openai/gsm8k.")
     config = forms.CharField(max_length=200, required=False, help_text="For example 'main'.")
     split = forms.CharField(max_length=200, required=False, initial="train")
     field_order = ["name", "local_path", "hub_id", "config", "split", "prompt_column", "gsm8k_column"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["local_path"].choices = [("", "(none: a hub id below)")] + import_choices()
 
     def clean(self):
         data = super().clean()

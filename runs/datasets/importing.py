@@ -18,6 +18,7 @@ import dataclasses
 import gzip
 import json
 import re
+import time
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class ImportOptions:
     max_field_bytes: int = 4 * 1024**2  # one text value (a cell, or a text inside a list or object)
     max_depth: int = 32  # lists and objects inside each other (a list of messages is 2 deep)
     precise: bool = False  # skip the fast road (pyarrow's readers): the row by row road only
+    progress_path: str = ""  # where the rows written so far are noted, for a caller watching from another process
 
 
 @dataclass
@@ -114,7 +116,8 @@ def import_file(source: Path, *, filename: str, dest: Path, workdir: Path, optio
         if problem:  # whatever pyarrow would make of it: the row by row road names every line that is not UTF-8
             options = dataclasses.replace(options, precise=True)
     # .gz and .zip were capped while decompressing; Parquet decompresses as it is read, so the sink watches it
-    sink = _ParquetSink(dest, compressed_size=size if fmt == "parquet" and not compression else 0)
+    sink = _ParquetSink(dest, compressed_size=size if fmt == "parquet" and not compression else 0,
+                        progress_path=options.progress_path)
     READERS[fmt](source, sink, options)
     return sink.finish(fmt)
 
@@ -122,7 +125,7 @@ def import_file(source: Path, *, filename: str, dest: Path, workdir: Path, optio
 def import_arrow(batches: Iterator[pa.RecordBatch], schema: pa.Schema, *, dest: Path, options: ImportOptions,
                  fmt: str = "hf") -> ImportResult:
     """Validate Arrow batches (a Hugging Face dataset) and write them to ``dest`` as Parquet; errors name the row."""
-    sink = _ParquetSink(dest)
+    sink = _ParquetSink(dest, progress_path=options.progress_path)
     _convert_batches(batches, schema, sink, options)
     return sink.finish(fmt)
 
@@ -279,8 +282,9 @@ def _unzip(source: Path, out_path: Path, filename: str, max_bytes: int) -> tuple
 class _ParquetSink:
     """Appends checked batches to the version's Parquet file (one row group each, so a page of rows reads one)."""
 
-    def __init__(self, dest: Path, compressed_size: int = 0):
-        self.dest, self.compressed_size = dest, compressed_size
+    def __init__(self, dest: Path, compressed_size: int = 0, progress_path: str = ""):
+        self.dest, self.compressed_size, self.progress_path = dest, compressed_size, progress_path
+        self.noted_at = 0.0
         self.writer: pq.ParquetWriter | None = None
         self.schema: pa.Schema | None = None
         self.rows = self.nbytes = 0
@@ -292,6 +296,9 @@ class _ParquetSink:
         self.writer.write_batch(batch)
         self.rows += batch.num_rows
         self.nbytes += batch.nbytes
+        if self.progress_path and time.monotonic() - self.noted_at > 0.5:
+            Path(self.progress_path).write_text(str(self.rows))
+            self.noted_at = time.monotonic()
         if self.compressed_size and self.nbytes > EXPANSION_FREE_BYTES and \
                 self.nbytes > MAX_EXPANSION * self.compressed_size:
             raise DatasetError([f"the data expands more than {MAX_EXPANSION} times its file's size; "
@@ -1045,6 +1052,10 @@ def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "
     except DatasetError:
         raise
     except Exception as exc:  # datasets raises many kinds; all mean "this source cannot be loaded"
+        kinds = " ".join(cls.__name__ for cls in type(exc).__mro__)
+        if hub_id and any(word in kinds for word in ("Connection", "Timeout", "OfflineModeIsEnabled")):
+            raise DatasetError([f"cannot reach the Hugging Face hub for '{hub_id}' ({type(exc).__name__}): is this "
+                                f"server offline? Import a local copy by path instead"]) from None
         raise DatasetError([f"cannot load '{hub_id or local_path.name}': {type(exc).__name__}: {exc}"]) from None
     if isinstance(loaded, (datasets.DatasetDict, dict)):
         names = list(loaded)

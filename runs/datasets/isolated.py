@@ -17,7 +17,10 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,24 +47,31 @@ class ParseLimits:
     wall_seconds: int = 3600
 
 
+Progress = Callable[[int], None]  # called with the rows written so far, about every second
+
+
 def import_file_isolated(source: Path, *, filename: str, dest: Path, workdir: Path, options: ImportOptions,
-                         limits: ParseLimits, cwd: Path) -> ImportResult:
+                         limits: ParseLimits, cwd: Path, on_progress: Progress | None = None) -> ImportResult:
     """``importing.import_file`` in a child process under ``limits``; the same result or DatasetError."""
     job = {"kind": "file", "source": str(source), "filename": filename}
-    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd)
+    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd,
+                         on_progress=on_progress)
     if isinstance(outcome, int) and not options.precise:  # died on a signal: the precise road names the line
         dest.unlink(missing_ok=True)
         retry = dataclasses.replace(options, precise=True)
-        outcome = _run_child(job, dest=dest, workdir=workdir, options=retry, limits=limits, cwd=cwd)
+        outcome = _run_child(job, dest=dest, workdir=workdir, options=retry, limits=limits, cwd=cwd,
+                             on_progress=on_progress)
     return _result(outcome, filename, limits)
 
 
 def import_hf_isolated(*, local_path: Path | None, hub_id: str, config: str, split: str, dest: Path, workdir: Path,
-                       options: ImportOptions, limits: ParseLimits, cwd: Path) -> ImportResult:
+                       options: ImportOptions, limits: ParseLimits, cwd: Path,
+                       on_progress: Progress | None = None) -> ImportResult:
     """A Hugging Face dataset (a local folder, or the hub when online) loaded and checked in a child process."""
     job = {"kind": "hf", "local_path": str(local_path) if local_path else "", "hub_id": hub_id, "config": config,
            "split": split, "filename": local_path.name if local_path else hub_id}
-    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd)
+    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd,
+                         on_progress=on_progress)
     return _result(outcome, job["filename"], limits)
 
 
@@ -78,26 +88,43 @@ def _result(outcome: ImportResult | int, filename: str, limits: ParseLimits) -> 
 
 
 def _run_child(job: dict, *, dest: Path, workdir: Path, options: ImportOptions, limits: ParseLimits,
-               cwd: Path) -> ImportResult | int:
+               cwd: Path, on_progress: Progress | None = None) -> ImportResult | int:
     """The child's result; or the signal that ended it (a crash, a limit)."""
     filename = job["filename"]
-    job_path, result = workdir / "job.json", workdir / "result.json"
+    job_path, result, progress = workdir / "job.json", workdir / "result.json", workdir / "progress"
     result.unlink(missing_ok=True)
+    options = dataclasses.replace(options, progress_path=str(progress) if on_progress else "")
     job_path.write_text(json.dumps({**job, "dest": str(dest), "workdir": str(workdir),
                                     "options": dataclasses.asdict(options), "result": str(result)}))
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "runs.datasets.isolated", str(job_path)], cwd=cwd, env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              timeout=limits.wall_seconds, preexec_fn=lambda: _limit(limits))
-    except subprocess.TimeoutExpired:
-        raise DatasetError([f"{filename} took longer than {limits.wall_seconds} s to read, the limit"]) from None
+    with tempfile.TemporaryFile(dir=workdir) as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "runs.datasets.isolated", str(job_path)], cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                preexec_fn=lambda: _limit(limits))
+        deadline = time.monotonic() + limits.wall_seconds
+        while True:
+            try:
+                proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    raise DatasetError([f"{filename} took longer than {limits.wall_seconds} s to read, the "
+                                        f"limit"]) from None
+                if on_progress is not None and progress.exists():
+                    try:
+                        on_progress(int(progress.read_text()))
+                    except ValueError:
+                        pass  # read while the child was writing it: the next second tells
+        stderr.seek(0)
+        err = stderr.read()[-65536:]
     if proc.returncode < 0:
         return -proc.returncode
     try:
         answer = json.loads(result.read_text())
     except (OSError, ValueError):
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         if "MemoryError" in tail[0] or "bad_alloc" in tail[0]:
             raise DatasetError([f"{filename} needs more than {limits.memory_bytes // 1024**2} MB of memory to "
                                 f"read, the limit"]) from None

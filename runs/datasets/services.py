@@ -10,11 +10,13 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
+from grpo_web import queues
 from runs.datasets.importing import DatasetError, ImportOptions, ImportResult, save_stream
 from runs.datasets.isolated import ParseLimits, import_file_isolated, import_hf_isolated
 from runs.datasets.mapping import Mapping, check_mapping, default_mapping, write_training_jsonl
-from runs.models import Dataset, DatasetVersion
+from runs.models import Dataset, DatasetImport, DatasetVersion
 
 
 def datasets_dir() -> Path:
@@ -24,8 +26,21 @@ def datasets_dir() -> Path:
 
 
 def hf_import_root() -> Path:
-    """Server folders a user may import from by path: only under here, never the rest of the machine."""
-    return settings.DATA_DIR / "imports"
+    """The first of the server folders a user may import from by path (GRPO_IMPORT_ROOTS)."""
+    return settings.GRPO_IMPORT_ROOTS[0]
+
+
+def local_source(local_path: str) -> Path:
+    """A path a user asked to import: absolute, or relative to the first import root; it must lie under one of the
+    import roots (GRPO_IMPORT_ROOTS) and exist. DatasetError otherwise, naming the roots."""
+    roots = [root.resolve() for root in settings.GRPO_IMPORT_ROOTS]
+    path = Path(local_path)
+    local = (path if path.is_absolute() else roots[0] / path).resolve()
+    if not any(local.is_relative_to(root) for root in roots):
+        raise DatasetError([f"path: only folders under {', '.join(str(r) for r in roots)} can be imported"])
+    if not local.exists():
+        raise DatasetError([f"path: {local_path} does not exist under {', '.join(str(r) for r in roots)}"])
+    return local
 
 
 def _import_options(prompt_column: str, gsm8k_column: str) -> ImportOptions:
@@ -81,7 +96,7 @@ def _display_name(name: str) -> str:
 
 def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, source_name: str = "",
                    dataset: Dataset | None = None, prompt_column: str = "prompt",
-                   gsm8k_column: str = "") -> DatasetVersion:
+                   gsm8k_column: str = "", on_progress=None) -> DatasetVersion:
     """Validate an uploaded file (JSON lines, JSON, CSV or Parquet; .gz or .zip) and store it as a new version.
 
     The format comes from ``source_name``'s extension and is checked against the file's first bytes. Give the file
@@ -95,7 +110,7 @@ def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, s
             on_disk = getattr(stream, "temporary_file_path", None)
             source = Path(on_disk()) if on_disk else save_stream(stream, workdir / "upload", options.max_bytes)
         return import_file_isolated(Path(source), filename=filename, dest=dest, workdir=workdir, options=options,
-                                    limits=_parse_limits(), cwd=settings.BASE_DIR)
+                                    limits=_parse_limits(), cwd=settings.BASE_DIR, on_progress=on_progress)
 
     return _import(convert, owner=owner, name=name, source_name=filename, dataset=dataset,
                    prompt_column=options.prompt_column)
@@ -103,30 +118,100 @@ def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, s
 
 def dataset_import_hf(*, owner, name: str, local_path: str = "", hub_id: str = "", config: str = "",
                       split: str = "", dataset: Dataset | None = None, prompt_column: str = "prompt",
-                      gsm8k_column: str = "") -> DatasetVersion:
+                      gsm8k_column: str = "", on_progress=None) -> DatasetVersion:
     """Import a Hugging Face dataset: a folder under ``hf_import_root()`` (saved with ``save_to_disk``, a data
     folder, or one data file), or a hub id + config + split when the server is online. Loaded and checked in a
     child process (runs.datasets.isolated)."""
     options = _import_options(prompt_column, gsm8k_column)
-    local = None
-    if local_path:
-        root = hf_import_root().resolve()
-        local = (root / local_path).resolve()
-        if not local.is_relative_to(root):
-            raise DatasetError([f"path: only folders under {root} can be imported"])
-        if not local.exists():
-            raise DatasetError([f"path: {local_path} does not exist under {root}"])
+    local = local_source(local_path) if local_path else None
+    if local is not None:
         if local.is_file():
             return dataset_import(owner=owner, name=name, path=local, source_name=local.name, dataset=dataset,
-                                  prompt_column=prompt_column, gsm8k_column=gsm8k_column)
+                                  prompt_column=prompt_column, gsm8k_column=gsm8k_column, on_progress=on_progress)
     source_name = local.name if local else ":".join(x for x in (hub_id, config, split) if x)
 
     def convert(dest: Path, workdir: Path) -> ImportResult:
         return import_hf_isolated(local_path=local, hub_id=hub_id, config=config, split=split, dest=dest,
-                                  workdir=workdir, options=options, limits=_parse_limits(), cwd=settings.BASE_DIR)
+                                  workdir=workdir, options=options, limits=_parse_limits(), cwd=settings.BASE_DIR,
+                                  on_progress=on_progress)
 
     return _import(convert, owner=owner, name=name, source_name=source_name, dataset=dataset,
                    prompt_column=options.prompt_column)
+
+
+def dataset_import_hf_start(*, owner, name: str, local_path: str = "", hub_id: str = "", config: str = "",
+                            split: str = "", dataset: Dataset | None = None, prompt_column: str = "prompt",
+                            gsm8k_column: str = "") -> DatasetImport:
+    """Check what can be checked at once (the path is under an import root and exists), then queue the import for a
+    worker (workers.tasks.dataset_import); its page follows it."""
+    local = str(local_source(local_path)) if local_path else ""
+    with transaction.atomic():
+        job = DatasetImport.objects.create(owner=owner, dataset=dataset, name=name, source={
+            "local_path": local, "hub_id": hub_id, "config": config, "split": split, "prompt_column": prompt_column,
+            "gsm8k_column": gsm8k_column}, progress="waiting for a worker")
+        transaction.on_commit(lambda: queues.enqueue(queues.DATASET_IMPORT, args=[job.pk]))
+    return job
+
+
+def dataset_import_job_run(*, job_id: int) -> DatasetImport | None:
+    """The worker's side of a background import: claim it, run it (in its child process), note its progress about
+    every second, and record the version or the errors. None when the job is gone or not queued (a redelivery)."""
+    with transaction.atomic():
+        job = DatasetImport.objects.select_for_update().filter(pk=job_id, status=DatasetImport.Status.QUEUED).first()
+        if job is None:
+            return None
+        job.status, job.progress = DatasetImport.Status.RUNNING, "loading"
+        job.save(update_fields=["status", "progress"])
+
+    def progress(rows: int) -> None:
+        DatasetImport.objects.filter(pk=job.pk).update(rows_done=rows, progress=f"checked and wrote {rows} rows")
+
+    source = job.source
+    try:
+        version = dataset_import_hf(owner=job.owner, name=job.name, dataset=job.dataset,
+                                    local_path=source["local_path"], hub_id=source["hub_id"], config=source["config"],
+                                    split=source["split"], prompt_column=source["prompt_column"],
+                                    gsm8k_column=source["gsm8k_column"], on_progress=progress)
+    except DatasetError as exc:
+        job.status, job.errors = DatasetImport.Status.FAILED, exc.errors
+    except Exception as exc:  # a job must end with its state told, whatever went wrong
+        job.status, job.errors = DatasetImport.Status.FAILED, [f"the import failed: {type(exc).__name__}: {exc}"]
+    else:
+        job.status, job.version, job.rows_done = DatasetImport.Status.COMPLETED, version, version.row_count
+    job.progress, job.finished_at = "", timezone.now()
+    job.save(update_fields=["status", "errors", "version", "rows_done", "progress", "finished_at"])
+    return job
+
+
+def import_choices(limit: int = 300, depth: int = 3) -> list[tuple[str, str]]:
+    """What the import form offers under the import roots: folders saved with save_to_disk, data folders and data
+    files, as (absolute path, shown name), at most ``limit`` of them, ``depth`` levels down."""
+    data = (".jsonl", ".json", ".csv", ".parquet", ".arrow", ".jsonl.gz", ".json.gz", ".csv.gz")
+    saved = ("dataset_info.json", "dataset_dict.json", "state.json")
+    out: list[tuple[str, str]] = []
+    for root in settings.GRPO_IMPORT_ROOTS:
+        if not root.is_dir():
+            continue
+        frontier = [(root, 0)]
+        while frontier and len(out) < limit:
+            folder, level = frontier.pop(0)
+            try:
+                entries = sorted(folder.iterdir())
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or len(out) >= limit:
+                    continue
+                shown = f"{root.name}/{entry.relative_to(root)}"
+                if entry.is_dir():
+                    names = {p.name for p in entry.iterdir()} if level < depth else set()
+                    if names & set(saved) or any(n.endswith(data) for n in names):
+                        out.append((str(entry), shown + "/"))
+                    elif level + 1 < depth:
+                        frontier.append((entry, level + 1))
+                elif entry.name.endswith(data):
+                    out.append((str(entry), shown))
+    return out
 
 
 def dataset_version_map(*, version: DatasetVersion, mapping: Mapping) -> DatasetVersion:

@@ -3,6 +3,8 @@ from django.urls import path
 from runs.datasets import views
 
 urlpatterns = [
+    path("datasets/imports/<int:pk>/", views.dataset_import_detail, name="dataset_import_detail"),
+    path("datasets/imports/<int:pk>.json", views.dataset_import_json, name="dataset_import_json"),
     path("datasets/upload/", views.dataset_upload, name="dataset_upload"),
     path("datasets/<int:pk>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<int:pk>/upload/", views.dataset_upload, name="dataset_upload_version"),

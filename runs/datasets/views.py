@@ -8,16 +8,17 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET
 
 from runs.datasets import selectors
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importing import DatasetError
 from runs.datasets.mapping import Mapping
-from runs.datasets.services import dataset_import, dataset_import_hf, dataset_version_map, hf_import_root
-from runs.models import Dataset, DatasetVersion
+from runs.datasets.services import dataset_import, dataset_import_hf_start, dataset_version_map
+from runs.models import Dataset, DatasetImport, DatasetVersion
 
 
 class _UploadLimit(FileUploadHandler):
@@ -51,26 +52,43 @@ def _dataset_upload(request, pk):
     if getattr(request, "upload_too_large", False):
         errors = [f"the file is larger than the upload limit ({settings.GRPO_MAX_UPLOAD_BYTES} bytes)"]
     elif form is not None and form.is_valid():
+        data = form.cleaned_data
+        common = dict(owner=request.user, name=data.get("name", ""), dataset=dataset,
+                      prompt_column=data["prompt_column"], gsm8k_column=data["gsm8k_column"].strip())
         try:
-            version = _import(source, form.cleaned_data, owner=request.user, dataset=dataset)
+            if source == "file":
+                version = dataset_import(stream=data["file"], source_name=data["file"].name, **common)
+            else:
+                job = dataset_import_hf_start(local_path=data["local_path"], hub_id=data["hub_id"],
+                                              config=data["config"], split=data["split"], **common)
         except DatasetError as exc:
             errors = exc.errors
         else:
+            if source != "file":
+                return redirect(job)
             messages.success(request, f"Imported {version.row_count} rows as version {version.number}.")
             return redirect(version)
     return render(request, "datasets/dataset_upload.html", {
         "upload_form": forms["file"], "hub_form": forms["hf"], "errors": errors, "dataset": dataset,
-        "imports_root": hf_import_root(),
+        "import_roots": settings.GRPO_IMPORT_ROOTS,
     }, status=400 if errors or (form is not None and form.errors) else 200)
 
 
-def _import(source: str, data: dict, *, owner, dataset) -> DatasetVersion:
-    common = dict(owner=owner, name=data.get("name", ""), dataset=dataset, prompt_column=data["prompt_column"],
-                  gsm8k_column=data["gsm8k_column"].strip())
-    if source == "file":
-        return dataset_import(stream=data["file"], source_name=data["file"].name, **common)
-    return dataset_import_hf(local_path=data["local_path"], hub_id=data["hub_id"], config=data["config"],
-                             split=data["split"], **common)
+def _owned_import(request, pk) -> DatasetImport:
+    return get_object_or_404(DatasetImport.objects.select_related("version__dataset"), pk=pk, owner=request.user)
+
+
+def dataset_import_detail(request, pk):
+    """A background import: its progress, then its version (the page moves there) or its errors."""
+    return render(request, "datasets/dataset_import.html", {"job": _owned_import(request, pk)})
+
+
+@require_GET
+def dataset_import_json(request, pk):
+    job = _owned_import(request, pk)
+    return JsonResponse({"status": job.status, "progress": job.progress, "rows_done": job.rows_done,
+                         "errors": job.errors, "finished": job.is_finished,
+                         "version_url": job.version.get_absolute_url() if job.version else None})
 
 
 def _owned_version(request, pk, number=None) -> DatasetVersion:

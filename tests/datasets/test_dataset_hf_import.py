@@ -9,8 +9,9 @@ import pytest
 from django.urls import reverse
 
 from runs.datasets.importing import DatasetError
-from runs.datasets.services import dataset_import_hf, hf_import_root
-from runs.models import Dataset
+from runs.datasets.services import dataset_import_hf, dataset_import_job_run, hf_import_root
+from runs.models import Dataset, DatasetImport
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -80,12 +81,67 @@ def test_the_hub_form_refuses_a_malformed_hub_id(owner_client):
     assert "A hub id looks like" in response.content.decode()
 
 
-def test_a_hub_id_on_an_offline_server_gets_a_clear_error(owner_client, monkeypatch):
+# --- the background job, from the page ----------------------------------------------------------------------------
+
+def test_the_form_lists_the_import_roots_and_offers_what_is_under_them(owner_client, imports):
+    (imports / "data").mkdir()
+    (imports / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    page = owner_client.get(reverse("dataset_upload")).content.decode()
+    assert str(hf_import_root()) in page
+    assert f'value="{imports / "data"}"' in page and f"{hf_import_root().name}/{imports.name}/data/" in page
+
+
+def test_a_local_import_from_the_page_runs_as_a_job_and_lands_as_a_version(owner_client, owner, imports):
+    (imports / "data").mkdir()
+    (imports / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    response = owner_client.post(reverse("dataset_upload"), {
+        "source": "hf", "hf-name": "gsm", "hf-local_path": str(imports / "data"), "hf-prompt_column": "question",
+        "hf-gsm8k_column": ""})
+    job = DatasetImport.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("dataset_import_detail", args=[job.pk])
+    assert owner_client.get(reverse("dataset_import_json", args=[job.pk])).json()["status"] == "queued"
+    dataset_import_job_run(job_id=job.pk)  # what the worker's task does
+    state = owner_client.get(reverse("dataset_import_json", args=[job.pk])).json()
+    version = Dataset.objects.get(name="gsm").latest_version
+    assert state == {"status": "completed", "progress": "", "rows_done": 2, "errors": [], "finished": True,
+                     "version_url": version.get_absolute_url()}
+    assert dataset_import_job_run(job_id=job.pk) is None  # a redelivered message changes nothing
+
+
+def test_a_path_outside_the_import_roots_is_refused_before_any_job(owner_client):
+    response = owner_client.post(reverse("dataset_upload"), {"source": "hf", "hf-name": "x", "hf-local_path": "/etc"})
+    assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
+    assert not DatasetImport.objects.exists()
+
+
+def test_a_hub_id_on_an_offline_server_fails_its_job_with_a_clear_error(owner_client, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     response = owner_client.post(reverse("dataset_upload"), {
         "source": "hf", "hf-name": "gsm8k", "hf-hub_id": "openai/gsm8k", "hf-config": "main", "hf-split": "train",
         "hf-prompt_column": "question"})
-    body = response.content.decode()
-    assert response.status_code == 400
-    assert "cannot reach the Hugging Face hub for &#x27;openai/gsm8k&#x27;: this server runs offline" in body
+    assert response.status_code == 302
+    job = dataset_import_job_run(job_id=DatasetImport.objects.get().pk)
+    assert job.status == DatasetImport.Status.FAILED
+    assert job.errors == ["cannot reach the Hugging Face hub for 'openai/gsm8k': this server runs offline "
+                          "(HF_HUB_OFFLINE=1); import a local copy by path instead"]
+    page = owner_client.get(job.get_absolute_url()).content.decode()
+    assert "cannot reach the Hugging Face hub for &#x27;openai/gsm8k&#x27;" in page
     assert not Dataset.objects.exists()
+
+
+def test_an_outsider_gets_404_on_someone_elses_import(outsider_client, owner):
+    job = DatasetImport.objects.create(owner=owner, name="x", source={"hub_id": "a/b"})
+    assert outsider_client.get(reverse("dataset_import_detail", args=[job.pk])).status_code == 404
+    assert outsider_client.get(reverse("dataset_import_json", args=[job.pk])).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_runs_the_import_started_from_the_page(celery_worker, owner_client, imports):
+    (imports / "data").mkdir()
+    (imports / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    owner_client.post(reverse("dataset_upload"), {"source": "hf", "hf-name": "via worker",
+                                                  "hf-local_path": str(imports / "data"),
+                                                  "hf-prompt_column": "question"})
+    job = DatasetImport.objects.get()
+    wait_for(lambda: job.refresh_from_db() or job.is_finished, timeout=60, what="the worker to run the import")
+    assert job.status == DatasetImport.Status.COMPLETED and job.version.row_count == 2

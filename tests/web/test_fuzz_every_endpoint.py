@@ -14,7 +14,7 @@ from rewards.models import RewardFunction
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.evaluations.forms import EvaluationForm
 from runs.lifecycle.forms import RunForm
-from runs.models import EvalSample, Evaluation
+from runs.models import DatasetImport, EvalSample, Evaluation
 from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
 pytestmark = pytest.mark.django_db
@@ -50,13 +50,15 @@ def world(owner, dataset_version, eval_version):
                               completion="c", rewards=[1.0], reward=1.0, correct=True, length=1)
     reward = RewardFunction.objects.filter(owner=owner).first()
     key = run.rollouts.values_list("prompt_key", flat=True).first()
-    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key}
+    job = DatasetImport.objects.create(owner=owner, name="job", source={"hub_id": "a/b"})
+    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job}
 
 
 def fill(route: str, world) -> str:
     """The route with each <converter:name> replaced by an object of the signed-in user."""
     run, version = world["run"], world["version"]
-    values = {"datasets/<int:pk>": str(version.dataset_id), "rewards/<int:pk>": str(world["reward"].pk),
+    values = {"datasets/imports/<int:pk>": "imports/" + str(world["job"].pk),
+              "datasets/<int:pk>": str(version.dataset_id), "rewards/<int:pk>": str(world["reward"].pk),
               "runs/<int:pk>": str(run.pk)}
     for prefix, value in values.items():
         route = route.replace(prefix, prefix.split("/")[0] + "/" + value)
