@@ -20,17 +20,13 @@ import asyncio
 import json
 import math
 import os
-import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.webapp import ROOT, django_on_a_data_folder, signed_in, stop, web_server
 
 
 def supervise_loop(run_id: int, until: float) -> None:
@@ -46,11 +42,6 @@ def supervise_loop(run_id: int, until: float) -> None:
         ingest_and_push(run)
         time.sleep(POLL_SECONDS)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def client(port: int, path: str, cookie: str, arrivals: dict, ready: asyncio.Event, counter: list) -> None:
@@ -129,61 +120,26 @@ def main(argv: list[str] | None = None) -> int:
         supervise_loop(args.supervise, args.until)
         return 0
 
-    data = Path(tempfile.mkdtemp(prefix="bench-live-"))
-    env = {**os.environ, "GRPO_DATA_DIR": str(data), "DJANGO_SETTINGS_MODULE": "grpo_web.settings",
-           "PYTHONUNBUFFERED": "1"}
-    os.environ.update(env)
-    import django
+    with django_on_a_data_folder("bench-live-") as env:
+        from runs.models import Dataset, DatasetVersion, Run
+        from runs.paths import event_log_path
 
-    django.setup()
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-    from django.contrib.sessions.backends.db import SessionStore
-    from django.core.management import call_command
-
-    from grpo_web.embedded import ensure_configured_redis
-    from runs.models import Dataset, DatasetVersion, Run
-    from runs.paths import event_log_path
-
-    call_command("migrate", verbosity=0)
-    ensure_configured_redis()
-    user = get_user_model().objects.create(username="bench")
-    dataset = Dataset.objects.create(owner=user, name="bench")
-    version = DatasetVersion.objects.create(dataset=dataset, number=1, path="", row_count=0)
-    run = Run.objects.create(owner=user, name="live bench", model="tiny", dataset_version=version,
-                             rewards=[{"name": "a", "weight": 1.0}, {"name": "b", "weight": 1.0}],
-                             config={"num_generations": 8}, status=Run.Status.RUNNING, total_steps=args.steps)
-    session = SessionStore()
-    session[SESSION_KEY], session[BACKEND_SESSION_KEY] = str(user.pk), "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
-    cookie = f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
-    log_path = event_log_path(run)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                              start_new_session=True)
-    until = time.time() + 60 + args.steps * args.interval
-    supervisor = subprocess.Popen([sys.executable, "-m", "bench.live_latency", "--supervise", str(run.pk),
-                                   "--until", str(until)], cwd=ROOT, env=env, start_new_session=True)
-    try:
-        for _ in range(200):
+        user, cookie = signed_in("bench")
+        dataset = Dataset.objects.create(owner=user, name="bench")
+        version = DatasetVersion.objects.create(dataset=dataset, number=1, path="", row_count=0)
+        run = Run.objects.create(owner=user, name="live bench", model="tiny", dataset_version=version,
+                                 rewards=[{"name": "a", "weight": 1.0}, {"name": "b", "weight": 1.0}],
+                                 config={"num_generations": 8}, status=Run.Status.RUNNING, total_steps=args.steps)
+        log_path = event_log_path(run)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with web_server(env) as (_, port):
+            until = time.time() + 60 + args.steps * args.interval
+            supervisor = subprocess.Popen([sys.executable, "-m", "bench.live_latency", "--supervise", str(run.pk),
+                                           "--until", str(until)], cwd=ROOT, env=env, start_new_session=True)
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        latencies = asyncio.run(run_bench(args, port, run.pk, cookie, log_path))
-    finally:
-        for proc in (supervisor, server):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=20)
-        if settings.REDIS_EMBEDDED and (data / "redis.pid").exists():
-            os.kill(int((data / "redis.pid").read_text()), signal.SIGTERM)
-        shutil.rmtree(data, ignore_errors=True)
+                latencies = asyncio.run(run_bench(args, port, run.pk, cookie, log_path))
+            finally:
+                stop(supervisor)
 
     ordered = sorted(latencies)
     p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]

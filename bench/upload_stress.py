@@ -18,26 +18,18 @@ import argparse
 import json
 import math
 import os
-import shutil
-import signal
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.webapp import django_on_a_data_folder, signed_in, web_server
+
 CSRF = "b" * 32
 BOUNDARY = "bench-upload-boundary"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def hostile_files(folder: Path, mb: int) -> list[tuple[str, Path, str]]:
@@ -106,81 +98,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the idle phase")
     args = parser.parse_args(argv)
 
-    data = Path(tempfile.mkdtemp(prefix="bench-upload-"))
-    env = {**os.environ, "GRPO_DATA_DIR": str(data), "DJANGO_SETTINGS_MODULE": "grpo_web.settings",
-           "PYTHONUNBUFFERED": "1"}
-    os.environ.update(env)
-    import django
+    with django_on_a_data_folder("bench-upload-") as env:
+        import psutil
 
-    django.setup()
-    import psutil
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-    from django.contrib.sessions.backends.db import SessionStore
-    from django.core.management import call_command
+        _, cookie = signed_in(f"bench-upload-{os.getpid()}", csrf=CSRF)
+        files = hostile_files(Path(env["GRPO_DATA_DIR"]), args.mb)[:args.uploads]
+        with web_server(env) as (server, port):
+            peak, sampling = [0], [True]
 
-    from grpo_web.embedded import ensure_configured_redis
+            def sample():
+                web = psutil.Process(server.pid)
+                while sampling[0]:
+                    try:
+                        peak[0] = max(peak[0], web.memory_info().rss)
+                    except psutil.Error:
+                        return
+                    time.sleep(0.05)
 
-    call_command("migrate", verbosity=0)
-    ensure_configured_redis()
-    user, _ = get_user_model().objects.get_or_create(username=f"bench-upload-{os.getpid()}")
-    session = SessionStore()
-    session[SESSION_KEY], session[BACKEND_SESSION_KEY] = str(user.pk), "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
-    cookie = f"{settings.SESSION_COOKIE_NAME}={session.session_key}; {settings.CSRF_COOKIE_NAME}={CSRF}"
-    files = hostile_files(data, args.mb)[:args.uploads]
-
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                              start_new_session=True)
-    peak, sampling = [0], [True]
-
-    def sample():
-        web = psutil.Process(server.pid)
-        while sampling[0]:
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
             try:
-                peak[0] = max(peak[0], web.memory_info().rss)
-            except psutil.Error:
-                return
-            time.sleep(0.05)
-
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        idle = page_latencies(port, cookie, time.time() + args.seconds)
-        results: dict[str, tuple[int, str]] = {}
-        uploads = [threading.Thread(target=lambda n=name, p=path: results.__setitem__(n, upload(port, cookie, n, p)))
-                   for name, path, _ in files]
-        started = time.time()
-        for thread in uploads:
-            thread.start()
-        loaded: list[float] = []
-        while any(t.is_alive() for t in uploads):
-            loaded += page_latencies(port, cookie, time.time() + 1.0)
-        took = time.time() - started
-        sampling[0] = False
+                idle = page_latencies(port, cookie, time.time() + args.seconds)
+                results: dict[str, tuple[int, str]] = {}
+                uploads = [threading.Thread(target=lambda n=name, p=path: results.__setitem__(
+                    n, upload(port, cookie, n, p))) for name, path, _ in files]
+                started = time.time()
+                for thread in uploads:
+                    thread.start()
+                loaded: list[float] = []
+                while any(t.is_alive() for t in uploads):
+                    loaded += page_latencies(port, cookie, time.time() + 1.0)
+                took = time.time() - started
+            finally:
+                sampling[0] = False
         for name, _, message in files:
             status, page = results[name]
             if status != 400 or message not in page:
                 shown = [line.strip() for line in page.splitlines() if "<li>" in line][:3]
                 print(f"{name}: expected a 400 naming {message!r}, got {status}: {shown}", file=sys.stderr)
                 return 1
-    finally:
-        sampling[0] = False
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=20)
-        if settings.REDIS_EMBEDDED and (data / "redis.pid").exists():
-            os.kill(int((data / "redis.pid").read_text()), signal.SIGTERM)
-        shutil.rmtree(data, ignore_errors=True)
 
     print(f"page GET every 50 ms: idle p50 {statistics.median(idle):.0f} ms, p95 {p95(idle):.0f} ms "
           f"({len(idle)} requests); while {len(files)} hostile uploads of {args.mb} MB streamed and were refused "

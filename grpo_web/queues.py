@@ -70,6 +70,18 @@ def pending(name: str) -> set:
     return found
 
 
+def resend_lost(name: str, queued: list, send) -> list:
+    """Of ``queued`` (rows the database holds as queued, each sent as task ``name`` with its pk as first argument),
+    send again with ``send(row)`` those whose message the broker no longer holds; return them."""
+    if not queued:
+        return []
+    held = pending(name)
+    lost = [row for row in queued if row.pk not in held]
+    for row in lost:
+        send(row)
+    return lost
+
+
 def claim_turn(key: str, seconds: int) -> bool:
     """True for the one caller in ``seconds`` that asks first (a Redis SET NX with expiry): the dispatcher runs on
     every worker's beat, but one pass per period is enough."""

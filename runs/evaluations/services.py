@@ -139,16 +139,9 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
 def evaluation_redispatch(*, grace_seconds: float = 30) -> list[Evaluation]:
     """Queue again every standalone evaluation the database holds as queued whose message the broker lost (see
     runs.lifecycle.services.run_redispatch); its claim is idempotent too."""
-    since = timezone.now() - timedelta(seconds=grace_seconds)
-    stale = list(Evaluation.objects.filter(status=Evaluation.Status.QUEUED, kind=Evaluation.Kind.STANDALONE,
-                                           created_at__lt=since).select_related("run"))
-    if not stale:
-        return []
-    held = queues.pending(queues.EVALUATE)
-    lost = [evaluation for evaluation in stale if evaluation.pk not in held]
-    for evaluation in lost:
-        _enqueue(evaluation)
-    return lost
+    queued = Evaluation.objects.filter(status=Evaluation.Status.QUEUED, kind=Evaluation.Kind.STANDALONE,
+                                       created_at__lt=timezone.now() - timedelta(seconds=grace_seconds))
+    return queues.resend_lost(queues.EVALUATE, list(queued.select_related("run")), _enqueue)
 
 
 def _enqueue(evaluation: Evaluation) -> None:

@@ -109,15 +109,9 @@ def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:
     than ``grace_seconds``) whose message the broker no longer has (a Redis restarted without its data, a message
     lost). The claim is idempotent, so a message sent twice never trains a run twice. Returns the runs sent again."""
     since = timezone.now() - timedelta(seconds=grace_seconds)
-    stale = list(Run.objects.filter(status=Run.Status.QUEUED).filter(
-        Q(queued_at__lt=since) | Q(queued_at__isnull=True, created_at__lt=since)))
-    if not stale:
-        return []
-    held = queues.pending(queues.TRAIN_RUN)
-    lost = [run for run in stale if run.pk not in held]
-    for run in lost:
-        _enqueue(run)
-    return lost
+    queued = Run.objects.filter(status=Run.Status.QUEUED).filter(
+        Q(queued_at__lt=since) | Q(queued_at__isnull=True, created_at__lt=since))
+    return queues.resend_lost(queues.TRAIN_RUN, list(queued), _enqueue)
 
 
 def run_cancel(*, run: Run) -> Run:
