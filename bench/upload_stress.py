@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import socket
 import statistics
@@ -25,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.webapp import django_on_a_data_folder, signed_in, web_server
+from bench.webapp import django_on_a_data_folder, p95, signed_in, web_server
 
 CSRF = "b" * 32
 BOUNDARY = "bench-upload-boundary"
@@ -84,11 +83,6 @@ def page_latencies(port: int, cookie: str, until: float) -> list[float]:
         out.append((time.perf_counter() - started) * 1000)
         time.sleep(0.05)
     return out
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
 
 def main(argv: list[str] | None = None) -> int:
