@@ -160,4 +160,5 @@ def _chat_template(model: str) -> ChatTemplate | None:
 
 
 def dataset_versions(dataset) -> list[DatasetVersion]:
-    return list(dataset.versions.annotate(run_count=Count("runs")).select_related("based_on"))
+    # explicitly newest first: Django drops Meta.ordering from a query with GROUP BY (the count)
+    return list(dataset.versions.annotate(run_count=Count("runs")).select_related("based_on").order_by("-number"))

@@ -38,6 +38,8 @@ def clean_phrases(lines: list[str]) -> list[str]:
             continue
         if len(entry) > MAX_PHRASE_CHARS:
             raise ValueError(f"'{entry[:40]}…' is longer than {MAX_PHRASE_CHARS} characters")
+        if any(not c.isprintable() for c in entry):  # a NUL cannot even be stored (PostgreSQL's jsonb refuses it)
+            raise ValueError(f"{entry.encode('unicode_escape').decode()[:60]}: holds a control character")
         if _is_regex(entry):
             try:
                 pattern = _compile(entry)

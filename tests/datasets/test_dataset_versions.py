@@ -77,3 +77,16 @@ def test_an_upload_page_error_names_the_line_and_column_escaped(owner_client):
 
 def test_an_outsider_gets_404_on_the_new_version_page(outsider_client, dataset_version):
     assert outsider_client.get(reverse("dataset_upload_version", args=[dataset_version.dataset.pk])).status_code == 404
+
+
+def test_the_newest_version_is_the_latest_and_versions_list_newest_first(owner_client, dataset_version):
+    dataset = dataset_version.dataset
+    for question in ("second?", "third?"):
+        owner_client.post(reverse("dataset_upload_version", args=[dataset.pk]),
+                          {"file": _file([{"prompt": question, "answer": "1"}])})
+    newest = owner_client.get(reverse("dataset_version", args=[dataset.pk, 3])).content.decode()
+    assert "not the latest" not in newest
+    listed = newest.split('id="versions"', 1)[1].split("</ul>", 1)[0]
+    assert listed.index(">v3") < listed.index(">v2") < listed.index(">v1")
+    oldest = owner_client.get(reverse("dataset_version", args=[dataset.pk, 1])).content.decode()
+    assert "not the latest" in oldest

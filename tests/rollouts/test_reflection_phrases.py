@@ -54,6 +54,7 @@ def test_spans_are_javascript_string_offsets():
     (["/(a+)+b/"], "repeated group"),
     (["x" * 201], "longer than"),
     ([f"phrase {i}" for i in range(63)], "at most 62 phrases"),
+    (["wa\x00it"], r"wa\\x00it: holds a control character"),  # PostgreSQL could not store it
 ])
 def test_an_edit_that_would_misbehave_is_refused(lines, message):
     with pytest.raises(ValueError, match=message):
