@@ -1,6 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -9,4 +12,6 @@ urlpatterns = [
     path("", include("rewards.urls")),
     path("", include("workers.urls")),
     path("admin/", admin.site.urls),
+    # what a browser asks for before it has read a page's <link rel="icon">
+    path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True))),
 ]

@@ -25,8 +25,9 @@ def reward_new(request):
         if RewardFunction.objects.filter(owner=request.user, name=name).exists():
             form.add_error("name", "You already have a reward function with this name.")
         else:
+            # a blank function starts without a description: the blank's docstring describes the contract, not it
             rf = reward_create(owner=request.user, name=name, source_code=code, entrypoint=entrypoint,
-                               description=docstring(code, entrypoint), template=template)
+                               description=docstring(code, entrypoint) if template else "", template=template)
             return redirect(rf)
     return render(request, "rewards/reward_new.html", {"form": form}, status=400 if form.errors else 200)
 

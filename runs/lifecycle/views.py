@@ -158,7 +158,8 @@ def run_clone(request, pk):
     if request.method == "POST" and form.is_valid():
         run = create_from_form(request, form, parent=parent)
         if run:
-            return redirect("run_diff", pk=parent.pk, other=run.pk)
+            messages.info(request, f"Started {run.name}; its page links to the diff against {parent.name}.")
+            return redirect(run)
     return render(request, "lifecycle/run_new.html", {"form": form, "parent": parent}, status=400 if form.errors else 200)
 
 

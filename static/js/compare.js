@@ -121,8 +121,10 @@ async function refreshPrompts() {
     tr.addEventListener("click", () => pickPrompt(row.hash));
     return tr;
   });
+  const none = p.shared.length ? "The runs agree on every prompt they share."
+    : "No prompt has been sampled by every one of these runs yet.";
   $("disagreements").tBodies[0].replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", {
-    colspan: runIds.length + 2, class: "muted", text: "The runs agree on every prompt they share." }))]));
+    colspan: runIds.length + 2, class: "muted", text: none }))]));
   $("shared-count").textContent = `${p.shared.length} prompts sampled by every run (each run sampled: ` +
     `${p.runs.map((r) => `${r.name} ${r.prompts}`).join(", ")}).`;
 }
@@ -162,9 +164,11 @@ async function refreshTranscripts() {
   try {
     t = await getJSON(`/runs/compare/transcripts.json?${queryString()}`);
   } catch (error) {
-    // a link to a prompt none of these runs sampled (yet)
     $("prompt-text").textContent = "";
-    $("columns").replaceChildren(el("p", { class: "muted", text: "None of these runs has sampled that prompt." }));
+    // 404: a link to a prompt none of these runs sampled (yet); anything else is a failure to say as it is
+    const text = error.status === 404 ? "None of these runs has sampled that prompt."
+      : `The transcripts could not be loaded (${error.message}); they are fetched again with the next update.`;
+    $("columns").replaceChildren(el("p", { class: error.status === 404 ? "muted" : "error", text }));
     return;
   }
   steps = t.steps;

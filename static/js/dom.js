@@ -15,6 +15,16 @@ export function el(tag, attrs = {}, ...children) {
 
 export async function getJSON(url) {
   const response = await fetch(url, { headers: { Accept: "application/json" } });
-  if (!response.ok) throw new Error(`${url}: ${response.status}`);
+  if (!response.ok) {
+    let detail = "";
+    try {
+      detail = (await response.json()).error || "";
+    } catch (e) {
+      // not JSON: the status says enough
+    }
+    const error = new Error(detail || `${url}: ${response.status}`);
+    error.status = response.status;
+    throw error;
+  }
   return response.json();
 }

@@ -27,12 +27,15 @@ def test_clone_with_an_edit_see_the_diff_and_cancel_it(web_server, celery_worker
     page.fill("#id_max_steps", "5000")
     page.click("button:text('Start the clone')")
 
+    page.wait_for_selector("#run-status")  # the new run's own page, which links to the diff against its parent
+    clone = Run.objects.exclude(pk=parent.pk).get()
+    assert page.url.rstrip("/").endswith(f"/runs/{clone.pk}")
+    page.click("#parent-diff")
     page.wait_for_selector("#config-diff")
     rows = {r.get_attribute("data-field"): r.inner_text() for r in page.locator("#config-diff tbody tr").all()}
     assert set(rows) == {"learning_rate", "max_steps"}  # only what differs
     assert "0.01" in rows["learning_rate"] and "0.003" in rows["learning_rate"]
 
-    clone = Run.objects.exclude(pk=parent.pk).get()
     assert clone.parent == parent
     page.goto(f"{web_server}/runs/{clone.pk}/")
     wait_for(lambda: clone.refresh_from_db() or clone.step >= 1, timeout=120, what="the clone to train")
