@@ -146,10 +146,12 @@ def flipped_prompts(run: Run, *, solved_by: str = "", threshold: float = 1.0) ->
         return cached
     rows = (Rollout.objects.filter(run=run).order_by().values("prompt_key", "step")
             .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run))).order_by("prompt_key", "step"))
-    flips, prompts_seen, current = [], 0, None
+    flips, prompts_seen, revisited, current = [], 0, 0, None
     history: list[tuple[int, int, int]] = []
 
     def close(key, history):
+        nonlocal revisited
+        revisited += len(history) > 1
         wrong_at = None
         for step, n, solved in history:
             if solved == 0:
@@ -179,7 +181,9 @@ def flipped_prompts(run: Run, *, solved_by: str = "", threshold: float = 1.0) ->
     for f in shown:
         f["prompt"] = texts.get(f["key"], "")
         f["url"] = reverse("run_prompt", args=[run.pk, f["key"]])
-    result = {"criterion": criterion.as_dict(), "prompts": prompts_seen, "flipped": len(flips), "shown": shown}
+    # "revisited": prompts sampled at two steps or more; only those can flip
+    result = {"criterion": criterion.as_dict(), "prompts": prompts_seen, "revisited": revisited,
+              "flipped": len(flips), "shown": shown}
     cache.set(cache_key, result, 3600)
     return result
 

@@ -13,6 +13,12 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// An x axis of optimizer steps: whole numbers only (Plotly would put ticks at 1.5 on a short run).
+export function stepAxis(steps, title = "step") {
+  const span = steps && steps.length ? Math.max(...steps) - Math.min(...steps) : 0;
+  return { title: { text: title }, tickformat: "d", ...(span <= 10 ? { dtick: 1 } : {}) };
+}
+
 export async function getJSON(url) {
   const response = await fetch(url, { headers: { Accept: "application/json" } });
   if (!response.ok) {

@@ -1,7 +1,7 @@
 // Prompt history: the flipped prompts list (prompts.json) or one prompt's mean reward and solve rate per step
 // (prompts/<key>.json), with the solve criterion of the page's own query string; redrawn as new steps arrive.
 
-import { el, fmt, getJSON } from "./dom.js";
+import { el, fmt, getJSON, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 
 const query = new URLSearchParams(location.search);
@@ -14,9 +14,11 @@ const criterionParams = new URLSearchParams([...query].filter(([k]) => k === "so
 async function refreshList() {
   const d = await getJSON(`/runs/${runId}/prompts.json?${criterionParams}`);
   document.getElementById("criterion").textContent = d.criterion.text;
-  document.getElementById("flip-summary").textContent =
-    `${d.flipped} of ${d.prompts} prompts flipped from all wrong to mixed or all right` +
-    (d.shown.length < d.flipped ? ` (the first ${d.shown.length} shown)` : "");
+  document.getElementById("flip-summary").textContent = d.prompts && !d.revisited
+    ? `None of the ${d.prompts} prompts has been sampled at two steps yet, so none could flip: a flip needs a prompt ` +
+      "seen again (a dataset smaller than the prompts the run samples comes back to its prompts)."
+    : `${d.flipped} of ${d.prompts} prompts flipped from all wrong to mixed or all right (${d.revisited} were ` +
+      `sampled at two steps or more)` + (d.shown.length < d.flipped ? ` (the first ${d.shown.length} shown)` : "");
   document.querySelector("#flipped tbody").replaceChildren(...d.shown.map((f) => el("tr", { "data-key": f.key },
     el("td", {}, el("a", { href: `${f.url}?${criterionParams}`, class: "prompt-link" },
       el("span", { class: "prompt-preview", text: f.prompt.length > 160 ? `${f.prompt.slice(0, 160)}…` : f.prompt }))),
@@ -35,7 +37,7 @@ async function refreshOne() {
     { x: d.steps, y: d.mean_reward, name: "mean reward", mode: "lines+markers" },
     { x: d.steps, y: d.solve_rate, name: "solve rate", mode: "lines+markers", yaxis: "y2" },
   ], {
-    height: 300, margin: { l: 48, r: 48, t: 20, b: 36 }, xaxis: { title: { text: "step" } },
+    height: 300, margin: { l: 48, r: 48, t: 20, b: 36 }, xaxis: stepAxis(d.steps),
     yaxis: { title: { text: "mean reward" } },
     yaxis2: { title: { text: "solve rate" }, overlaying: "y", side: "right", range: [0, 1], tickformat: ".0%" },
   }, { displayModeBar: false, responsive: true });

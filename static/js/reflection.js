@@ -1,14 +1,14 @@
 // The self-reflection tracker: reflection.json drawn as three charts (share per step, overall and per phrase; mean
 // reward and mean length with and without a phrase) and a few figures, redrawn as new steps arrive.
 
-import { el, fmt, getJSON } from "./dom.js";
+import { el, fmt, getJSON, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 
 const root = document.getElementById("tracker");
 const runId = root.dataset.run;
-const layout = (title, ytitle) => ({
+const layout = (title, ytitle, steps) => ({
   title: { text: title, font: { size: 13 } }, height: 260, margin: { l: 48, r: 10, t: 30, b: 36 },
-  xaxis: { title: { text: "step" } }, yaxis: { title: { text: ytitle } }, legend: { font: { size: 10 } },
+  xaxis: stepAxis(steps), yaxis: { title: { text: ytitle } }, legend: { font: { size: 10 } },
 });
 const line = (x, y, name, extra = {}) => ({ x, y, name, mode: "lines+markers", marker: { size: 4 }, ...extra });
 
@@ -31,11 +31,11 @@ async function refresh() {
     .map((p) => line(d.steps, d.per_phrase[p], p, { line: { width: 1 }, marker: { size: 3 }, visible: "legendonly" }));
   const config = { displayModeBar: false, responsive: true };
   Plotly.react("chart-share", [line(d.steps, d.share, "any phrase", { line: { width: 3 } }), ...perPhrase],
-    { ...layout("share of completions with a reflection phrase", "share"), yaxis: { tickformat: ".0%", rangemode: "tozero" } }, config);
+    { ...layout("share of completions with a reflection phrase", "share", d.steps), yaxis: { tickformat: ".0%", rangemode: "tozero" } }, config);
   Plotly.react("chart-reward", [line(d.steps, d.reward_with, "with a phrase"), line(d.steps, d.reward_without, "without")],
-    layout("mean reward", "reward"), config);
+    layout("mean reward", "reward", d.steps), config);
   Plotly.react("chart-length", [line(d.steps, d.length_with, "with a phrase"), line(d.steps, d.length_without, "without")],
-    layout("mean length", "tokens"), config);
+    layout("mean length", "tokens", d.steps), config);
   return false;
 }
 

@@ -2,7 +2,7 @@
 // pushes new steps. The step in view is in the URL (?step=N, #group-G), so a view can be shared.
 // Everything from the model goes in as text (dom.js, transcript.js): it is never parsed as HTML.
 
-import { el, fmt, getJSON } from "./dom.js";
+import { el, fmt, getJSON, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 import { transcript } from "./transcript.js";
 
@@ -78,7 +78,7 @@ async function refreshMetrics() {
       title: { text: key, font: { size: 13 } },
       margin: { l: 40, r: 10, t: 30, b: 30 },
       height: 220,
-      xaxis: { title: { text: "step" } },
+      xaxis: stepAxis(m.steps),
     }, { displayModeBar: false, responsive: true });
     if (div.dataset.clickable === "1") {
       div.dataset.clickable = "bound";

@@ -2,7 +2,7 @@
 // and per-GPU utilisation and memory over time) and a one-line summary, redrawn as steps arrive and, while the run
 // trains, every few seconds (the worker samples between steps too, and a step can take minutes on a GPU).
 
-import { el, getJSON } from "./dom.js";
+import { el, getJSON, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 
 const runId = document.getElementById("run").dataset.run;
@@ -54,10 +54,10 @@ async function refresh() {
   const bars = PARTS.filter(([key]) => t[key].some((v) => v !== null))
     .map(([key, name]) => ({ x: t.steps, y: t[key], name, type: "bar" }));
   Plotly.react("chart-step-split", bars, layout("time per step", "step", "seconds", {
-    barmode: "stack", height: 260, margin: { l: 48, r: 10, t: 30, b: 60 }, legend: { orientation: "h", y: -0.35 },
+    xaxis: stepAxis(t.steps), barmode: "stack", height: 260, margin: { l: 48, r: 10, t: 30, b: 60 }, legend: { orientation: "h", y: -0.35 },
   }), config);
   Plotly.react("chart-tokens", [line(t.steps, t.tokens_per_s, "tokens/s")],
-    layout("completion tokens per second", "step", "tokens/s"), config);
+    layout("completion tokens per second", "step", "tokens/s", { xaxis: stepAxis(t.steps) }), config);
   const s = d.samples;
   Plotly.react("chart-cpu", [line(s.t, s.cpu_percent, "CPU")],
     layout("CPU of the training processes (100 = one core)", "seconds", "%"), config);

@@ -51,7 +51,7 @@ def test_the_solve_criterion_comes_from_the_query_string(owner_client, run):
 def test_prompts_that_flipped_from_all_wrong(owner_client, run):
     status, d = get(owner_client, "run_prompts_json", run)
     assert status == 200
-    assert d["prompts"] == 3 and d["flipped"] == 1
+    assert d["prompts"] == 3 and d["revisited"] == 3 and d["flipped"] == 1
     (flip,) = d["shown"]
     assert flip["prompt"] == HARD and flip["key"] == prompt_key(HARD)
     assert (flip["all_wrong_step"], flip["flip_step"], flip["flipped_to"]) == (1, 3, "mixed")
@@ -70,3 +70,10 @@ def test_a_flip_straight_to_all_right_is_named_so(owner_client, run, owner, data
 def test_an_unknown_prompt_is_404(owner_client, run):
     assert owner_client.get(reverse("run_prompt", args=[run.pk, "0123456789abcdef"])).status_code == 404
     assert owner_client.get(reverse("run_prompt_json", args=[run.pk, "0123456789abcdef"])).status_code == 404
+
+
+def test_a_run_that_never_came_back_to_a_prompt_says_how_many_it_revisited(owner_client, owner, dataset_version):
+    once = make_run(owner, dataset_version, name="each prompt once")
+    ingest(once, rollouts_event(1, [(HARD, WRONG)]), rollouts_event(2, [(EASY, RIGHT)]))
+    _, d = get(owner_client, "run_prompts_json", once)
+    assert (d["prompts"], d["revisited"], d["flipped"], d["shown"]) == (2, 0, 0, [])
