@@ -30,6 +30,8 @@ def check_source(code: str, entrypoint: str) -> None:
         tree = ast.parse(code)
     except SyntaxError as exc:
         raise RewardCodeError(f"line {exc.lineno}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError) as exc:  # nested too deeply, or a NUL byte
+        raise RewardCodeError(f"the code cannot be parsed ({type(exc).__name__})") from None
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if entrypoint not in names:
         raise RewardCodeError(f"no top-level function named '{entrypoint}' (found: {', '.join(sorted(names)) or 'none'})")

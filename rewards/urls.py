@@ -3,6 +3,7 @@ from django.urls import path
 from rewards import views
 
 urlpatterns = [
+    path("rewards/<int:pk>/lint/", views.reward_lint, name="reward_lint"),
     path("rewards/new/", views.reward_new, name="reward_new"),
     path("rewards/<int:pk>/", views.reward_detail, name="reward_detail"),
     path("rewards/<int:pk>/versions/<int:number>/", views.reward_version, name="reward_version"),

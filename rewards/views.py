@@ -8,8 +8,9 @@ from django.views.decorators.http import require_GET, require_POST
 from grpo_web import queues
 from rewards.forms import BLANK, RewardEditForm, RewardNewForm, RewardTestForm
 from rewards.library import source as library_source
+from rewards.lint import lint
 from rewards.models import RewardFunction
-from rewards.services import RewardCodeError, docstring, reward_create, reward_save
+from rewards.services import RewardCodeError, docstring, normalize, reward_create, reward_save
 from runs.models import DatasetVersion, Run
 
 
@@ -73,6 +74,14 @@ def reward_diff(request, pk):
     unified = "".join(difflib.unified_diff(old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
                                            fromfile=f"v{a}", tofile=f"v{b}"))
     return render(request, "rewards/reward_diff.html", {"reward": rf, "old": old, "new": new, "unified": unified})
+
+
+@require_POST
+def reward_lint(request, pk):
+    """The editor's lint as you type: {"source", "entrypoint"} (form-encoded) -> {"diagnostics": [...]}."""
+    _owned(request, pk)
+    source, entrypoint = request.POST.get("source", ""), request.POST.get("entrypoint", "")
+    return JsonResponse({"diagnostics": lint(normalize(source), entrypoint.strip())})
 
 
 @require_POST

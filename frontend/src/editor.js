@@ -10,6 +10,7 @@ import { indentWithTab } from "@codemirror/commands";
 import { indentUnit, syntaxHighlighting, defaultHighlightStyle } from "@codemirror/language";
 import { python } from "@codemirror/lang-python";
 import { MergeView, unifiedMergeView } from "@codemirror/merge";
+import { forceLinting, linter, lintGutter } from "@codemirror/lint";
 
 const WRAPPER_SELECTOR = '[data-testid="code-editor"]';
 
@@ -38,12 +39,16 @@ function labelFor(textarea) {
  * The textarea stays in the DOM (hidden) and its value is kept in sync on
  * every change, so a normal form POST still submits the code.
  *
+ * With ``lint`` (text -> Promise of [{line, col, severity, message}], lines from 1, columns from 0), problems are
+ * marked as you type (after a pause) and listed in the gutter; ``handle.mark(problems)`` adds problems found
+ * elsewhere (a failed Test) until the code changes.
+ *
  * @param {HTMLTextAreaElement} textarea
- * @param {{readOnly?: boolean}} [options]
+ * @param {{readOnly?: boolean, lint?: (text: string) => Promise<Array>}} [options]
  * @returns {{getValue(): string, setValue(text: string): void, view: EditorView,
- *            wrapper: HTMLElement, textarea: HTMLTextAreaElement, destroy(): void}}
+ *            wrapper: HTMLElement, textarea: HTMLTextAreaElement, mark(problems: Array): void, destroy(): void}}
  */
-export function mountEditor(textarea, { readOnly = false } = {}) {
+export function mountEditor(textarea, { readOnly = false, lint = null } = {}) {
   if (typeof textarea === "string") textarea = document.querySelector(textarea);
   if (!textarea) throw new Error("GrpoEditor.mountEditor: textarea not found");
   if (textarea.grpoEditor) return textarea.grpoEditor;
@@ -75,6 +80,20 @@ export function mountEditor(textarea, { readOnly = false } = {}) {
     syncToTextarea,
   ];
   if (readOnlyAttr) extensions.push(readOnlyExt());
+  let marked = [];  // problems from elsewhere (a failed Test), shown until the code changes
+  if (lint && !readOnlyAttr) {
+    extensions.push(lintGutter(), linter(async (view) => {
+      const doc = view.state.doc;
+      let found = [];
+      try {
+        found = await lint(doc.toString());
+      } catch (e) {
+        found = [];  // a failed lint request is no reason to mark the code
+      }
+      return [...found, ...marked].map((p) => toDiagnostic(doc, p));
+    }, { delay: 500 }));
+    extensions.push(EditorView.updateListener.of((update) => { if (update.docChanged) marked = []; }));
+  }
 
   const view = new EditorView({
     state: EditorState.create({ doc: textarea.value, extensions }),
@@ -115,6 +134,10 @@ export function mountEditor(textarea, { readOnly = false } = {}) {
     getValue,
     setValue,
     focus: () => view.focus(),
+    mark(problems) {
+      marked = problems || [];
+      if (lint) forceLinting(view);
+    },
     destroy() {
       if (form) {
         form.removeEventListener("reset", onReset);
@@ -132,6 +155,16 @@ export function mountEditor(textarea, { readOnly = false } = {}) {
   wrapper.grpoEditor = handle;
   textarea.grpoEditor = handle;
   return handle;
+}
+
+/** A {line, col, severity, message} problem (line from 1, column from 0) as a CodeMirror diagnostic: from the column
+ * to the end of the word there (or the line), clamped to the document. */
+function toDiagnostic(doc, p) {
+  const line = doc.line(Math.min(Math.max(1, p.line || 1), doc.lines));
+  const from = Math.min(line.from + Math.max(0, p.col || 0), line.to);
+  const word = /^[\w.]+/.exec(doc.sliceString(from, line.to));
+  const to = word ? from + word[0].length : line.to;
+  return { from, to: Math.max(to, from), severity: p.severity === "warning" ? "warning" : "error", message: p.message };
 }
 
 /**

@@ -1,11 +1,22 @@
-// The reward editor: CodeMirror on the code field, and the Test panel that runs the editor's code in the sandbox
-// (through a Celery task) and shows per-row scores, errors with their line, stdout and time. Results are text only.
+// The reward editor: CodeMirror on the code field, linted as you type (syntax errors, undefined and unused names,
+// in the gutter: the server parses the code, it never runs it), and the Test panel that runs the editor's code in
+// the sandbox (through a Celery task) and shows per-row scores, errors with their line (marked in the editor),
+// stdout and time. Results are text only.
 
 const rewardId = document.getElementById("reward").dataset.reward;
-const editor = GrpoEditor.mountEditor(document.getElementById("id_source"));
+const csrf = document.querySelector("#reward-form [name=csrfmiddlewaretoken]").value;
+
+async function lintCode(text) {
+  const body = new FormData();
+  body.append("source", text);
+  body.append("entrypoint", document.getElementById("id_entrypoint").value);
+  const response = await fetch(`/rewards/${rewardId}/lint/`, { method: "POST", body, headers: { "X-CSRFToken": csrf } });
+  return response.ok ? (await response.json()).diagnostics : [];
+}
+
+const editor = GrpoEditor.mountEditor(document.getElementById("id_source"), { lint: lintCode });
 const status = document.getElementById("test-status");
 const results = document.getElementById("test-results");
-const csrf = document.querySelector("#reward-form [name=csrfmiddlewaretoken]").value;
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -19,6 +30,7 @@ function showResult(r) {
   if (r.error) {
     results.append(el("div", r.error, "error test-error"));
   }
+  editor.mark(r.error && r.line ? [{ line: r.line, col: 0, severity: "error", message: `Test: ${r.error}` }] : []);
   if (r.rows && r.rows.length) {
     const table = el("table", undefined, "test-table");
     const head = el("tr");

@@ -55,6 +55,30 @@ def test_write_save_and_test_a_reward_in_the_browser(web_server, celery_worker, 
     error = page.inner_text(".test-error")
     assert "ZeroDivisionError" in error and "line 4" in error
     assert rf.versions.count() == 2
+    # the failing line is marked in the editor's gutter, with the error
+    page.wait_for_selector(".cm-gutter-lint .cm-lint-marker-error", timeout=10_000)
+    marked = page.evaluate("""() => {
+      const view = GrpoEditor.EditorView.findFromDOM(document.querySelector('[data-testid=code-editor] .cm-editor'));
+      const marker = document.querySelector('.cm-gutter-lint .cm-lint-marker-error').closest('.cm-gutterElement');
+      return view.state.doc.lineAt(view.lineBlockAtHeight(marker.offsetTop).from).number;
+    }""")
+    assert marked == 4
+
+
+def test_the_editor_lints_as_you_type(web_server, owner, page):
+    log_in(page, web_server)
+    rf = RewardFunction.objects.filter(owner=owner).first()
+    page.goto(f"{web_server}/rewards/{rf.pk}/")
+    page.wait_for_selector("[data-testid=code-editor] .cm-content")
+    _set_code(page, "import os\n\ndef %s(completions, **kwargs):\n    return [scor(c) for c in completions]\n"
+              % rf.latest_version.entrypoint)
+    page.wait_for_selector(".cm-gutter-lint .cm-lint-marker-error", timeout=10_000)  # without Save or Test
+    assert page.locator(".cm-gutter-lint .cm-lint-marker-warning").count() == 1  # the unused import
+    page.hover(".cm-lintRange-error")
+    page.wait_for_selector(".cm-tooltip-lint")
+    assert "undefined name 'scor'" in page.inner_text(".cm-tooltip-lint")
+    _set_code(page, rf.latest_version.source)
+    page.wait_for_selector(".cm-gutter-lint .cm-lint-marker-error", state="detached", timeout=10_000)
 
 
 def _first_answer(version):
