@@ -1,13 +1,15 @@
 """Reads of the lifecycle capability: a running run's pace (steps per second, time left) and whether it has
-stalled."""
+stalled; the dashboard's table of runs."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from runs.models import Run
@@ -45,3 +47,91 @@ def run_pace(run: Run, now: datetime | None = None) -> Pace:
     if idle > limit:
         return Pace(rate, None, idle, limit)
     return Pace(rate, left, None, limit)
+
+
+# --- the dashboard's runs table ----------------------------------------------------------------------------------
+
+SORTS = {  # ?sort= value -> ordering; a leading "-" in the value reverses it
+    "created": ("created_at",), "name": ("name",), "status": ("status",), "progress": ("progress_share",),
+    "reward": ("latest_reward",), "mean_at_k": ("latest_mean_at_k",), "dataset": ("dataset_version__dataset__name",),
+}
+SPARK_POINTS = 40
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run: Run
+    reward: float | None  # the latest logged reward
+    mean_at_k: float | None  # the latest evaluation's mean@k
+    spark: str  # the reward curve as SVG polyline points in a 100 x 20 box; "" with fewer than two steps
+
+
+@dataclass(frozen=True)
+class RunTable:
+    rows: list[RunRow]
+    total: int
+    statuses: list[str]
+    datasets: list[tuple[int, str]]
+    models: list[str]
+
+
+def dashboard_runs(owner, *, q: str = "", status: str = "", dataset: str = "", model: str = "",
+                   sort: str = "-created", limit: int = 200) -> RunTable:
+    """The owner's runs, searched (name, model, dataset), filtered and sorted, with the latest reward, the latest
+    mean@k and a sparkline of the reward. Unknown filter or sort values are ignored, never an error."""
+    from django.db.models import Case, F, FloatField, OuterRef, Subquery, Value, When
+    from django.db.models.fields.json import KeyTextTransform
+    from django.db.models.functions import Cast
+
+    from runs.models import Evaluation, StepMetric
+
+    mine = Run.objects.filter(owner=owner)
+    runs = mine.select_related("dataset_version__dataset")
+    if q:
+        runs = runs.filter(Q(name__icontains=q) | Q(model__icontains=q) | Q(dataset_version__dataset__name__icontains=q))
+    if status in Run.Status.values:
+        runs = runs.filter(status=status)
+    if dataset.isdigit():
+        runs = runs.filter(dataset_version__dataset_id=int(dataset))
+    if model:
+        runs = runs.filter(model=model)
+    latest_reward = StepMetric.objects.filter(run=OuterRef("pk")).order_by("-step").annotate(
+        value=Cast(KeyTextTransform("reward", "metrics"), FloatField())).values("value")[:1]
+    latest_mean = Evaluation.objects.filter(run=OuterRef("pk"), status=Evaluation.Status.COMPLETED).order_by(
+        "-finished_at").annotate(value=Cast(KeyTextTransform("mean@k", "metrics"), FloatField())).values("value")[:1]
+    runs = runs.annotate(
+        latest_reward=Subquery(latest_reward, output_field=FloatField()),
+        latest_mean_at_k=Subquery(latest_mean, output_field=FloatField()),
+        progress_share=Case(When(total_steps__gt=0, then=F("step") * 1.0 / F("total_steps")), default=Value(0.0),
+                      output_field=FloatField()))
+    key = sort.lstrip("-")
+    fields = SORTS.get(key, SORTS["created"])
+    descending = sort.startswith("-") if key in SORTS else True
+    runs = runs.order_by(*[F(f).desc(nulls_last=True) if descending else F(f).asc(nulls_last=True) for f in fields],
+                         "-pk")
+    total = runs.count()
+    page = list(runs[:limit])
+    curves: dict[int, list[tuple[int, float]]] = {run.pk: [] for run in page}
+    for run_id, step, value in StepMetric.objects.filter(run__in=page).order_by("run_id", "step").annotate(
+            value=Cast(KeyTextTransform("reward", "metrics"), FloatField())).values_list("run_id", "step", "value"):
+        if value is not None and math.isfinite(value):
+            curves[run_id].append((step, value))
+    return RunTable(
+        rows=[RunRow(run, run.latest_reward, run.latest_mean_at_k, sparkline(curves[run.pk])) for run in page],
+        total=total, statuses=list(Run.Status.values),
+        datasets=sorted({(r.dataset_version.dataset_id, r.dataset_version.dataset.name) for r in
+                         mine.select_related("dataset_version__dataset")}, key=lambda d: d[1]),
+        models=sorted(set(mine.values_list("model", flat=True))))
+
+
+def sparkline(points: list[tuple[int, float]]) -> str:
+    """SVG polyline points (x 0..100 by step, y 0..20 by value, higher is up) of at most SPARK_POINTS points."""
+    if len(points) < 2:
+        return ""
+    if len(points) > SPARK_POINTS:
+        stride = len(points) / SPARK_POINTS
+        points = [points[int(i * stride)] for i in range(SPARK_POINTS - 1)] + [points[-1]]
+    (x0, _), (x1, _) = points[0], points[-1]
+    low, high = min(v for _, v in points), max(v for _, v in points)
+    span_x, span_y = (x1 - x0) or 1, (high - low) or 1
+    return " ".join(f"{100 * (x - x0) / span_x:.1f},{20 - 18 * (v - low) / span_y - 1:.1f}" for x, v in points)

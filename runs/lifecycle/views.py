@@ -4,6 +4,8 @@ run page."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,7 +17,7 @@ from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.forms import RunForm
-from runs.lifecycle.selectors import run_pace
+from runs.lifecycle.selectors import SORTS, dashboard_runs, run_pace
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_reap_stale, run_resume, run_retry
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.live import sse_response
@@ -26,10 +28,16 @@ from runs.rollouts.groups import formula
 
 
 def dashboard(request):
+    params = {name: request.GET.get(name, "")[:200] for name in ("q", "status", "dataset", "model", "sort")}
+    params["sort"] = params["sort"] or "-created"
+    table = dashboard_runs(request.user, **params)
+    query = {k: v for k, v in params.items() if v and k != "sort"}
     return render(request, "lifecycle/dashboard.html", {
         "datasets": Dataset.objects.filter(owner=request.user).prefetch_related("versions"),
         "reward_functions": RewardFunction.objects.filter(owner=request.user),
-        "runs": Run.objects.filter(owner=request.user).select_related("dataset_version__dataset"),
+        "table": table, "params": params, "filtered": bool(query),
+        "sort_links": {key: "?" + urlencode({**query, "sort": key if params["sort"] == f"-{key}" else f"-{key}"})
+                       for key in SORTS},
     })
 
 
