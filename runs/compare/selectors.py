@@ -15,7 +15,7 @@ from django.db.models import Count, Max, Q
 
 from runs.models import Rollout, Run
 from runs.rollouts.criteria import TOTAL, Criterion
-from runs.rollouts.selectors import step_groups
+from runs.rollouts.selectors import smooth_ema, step_groups
 
 MIN_RUNS, MAX_RUNS = 2, 6
 REFLECTION_RATE = "reflection_rate"  # not logged by TRL: the share of a step's completions with a reflection phrase
@@ -95,23 +95,6 @@ def metric_names(runs: list[Run], logged: set[str] = frozenset()) -> list[str]:
         rewards.update((f"rewards/{name}/mean", None) for name in run.reward_names)
     names = [TOTAL, *rewards, "kl", "entropy", "completions/mean_length", REFLECTION_RATE]
     return names + sorted(logged - set(names))
-
-
-def smooth_ema(values: list[float | None], weight: float) -> list[float | None]:
-    """TensorBoard's smoothing: an exponential moving average, debiased so the first points are not pulled toward 0.
-
-    s_n = (1 - w) * sum_i w^(n - i) * y_i / (1 - w^n) over the n values so far; 0 leaves the values as they are. A
-    missing value stays missing and is skipped."""
-    out: list[float | None] = []
-    last, n = 0.0, 0
-    for y in values:
-        if y is None:
-            out.append(None)
-            continue
-        last = last * weight + (1 - weight) * y
-        n += 1
-        out.append(last / (1 - weight ** n))
-    return out
 
 
 def metric_curves(runs: list[Run], metric: str, *, smooth: float, x: str) -> dict:

@@ -3,6 +3,7 @@ stalled; the dashboard's table of runs."""
 
 from __future__ import annotations
 
+import ast
 import math
 import statistics
 from dataclasses import dataclass
@@ -135,3 +136,37 @@ def sparkline(points: list[tuple[int, float]]) -> str:
     low, high = min(v for _, v in points), max(v for _, v in points)
     span_x, span_y = (x1 - x0) or 1, (high - low) or 1
     return " ".join(f"{100 * (x - x0) / span_x:.1f},{20 - 18 * (v - low) / span_y - 1:.1f}" for x, v in points)
+
+
+# --- the log tail, readable -----------------------------------------------------------------------------------------
+
+MAX_DICT_LINE = 20_000  # longer "{...}" lines stay text: reading them is not worth it
+LOGGED_SHOWN = 5  # logged metric dicts shown side by side, the latest last
+
+
+def log_view(text: str) -> dict:
+    """The log tail made readable: TRL's logged metric dicts (lines like ``{'loss': 0.01, 'reward': 0.5}``) as one
+    table, a metric a row and a logged line a column (the last LOGGED_SHOWN), and every other line as it is.
+    Lines are read as Python literals only (ast.literal_eval), never run."""
+    logged, other = [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        values = None
+        if stripped.startswith("{") and stripped.endswith("}") and len(stripped) <= MAX_DICT_LINE:
+            try:
+                values = ast.literal_eval(stripped)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                values = None
+        if isinstance(values, dict) and values and all(isinstance(k, str) and _loggable(v) for k, v in values.items()):
+            logged.append(values)
+        else:
+            other.append(line)
+    shown = logged[-LOGGED_SHOWN:]
+    names = list(dict.fromkeys(name for values in shown for name in values))
+    return {"logged": len(logged), "metrics": [[name, [values.get(name) for values in shown]] for name in names],
+            "text": "\n".join(other)}
+
+
+def _loggable(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                             and math.isfinite(value)) or (isinstance(value, str) and len(value) <= 60)

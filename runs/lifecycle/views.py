@@ -17,7 +17,7 @@ from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.forms import RunForm
-from runs.lifecycle.selectors import SORTS, dashboard_runs, run_pace
+from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_reap_stale, run_resume, run_retry
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.live import sse_response
@@ -70,7 +70,15 @@ def run_status_json(request, pk):
 
 @require_GET
 def run_metrics_json(request, pk):
-    return JsonResponse(selectors.metric_series(owned_run(request, pk)))
+    """The run's curves; ``?smooth=0.6``: TensorBoard's smoothing too (a weight from 0 up to, not including, 1)."""
+    run = owned_run(request, pk)
+    try:
+        smooth = float(request.GET.get("smooth") or 0)
+    except ValueError:
+        smooth = -1.0
+    if not 0 <= smooth < 1:  # NaN fails this too
+        return JsonResponse({"errors": {"smooth": ["give a weight from 0 up to, not including, 1"]}}, status=400)
+    return JsonResponse(selectors.metric_series(run, smooth=smooth))
 
 
 @require_GET
@@ -101,13 +109,14 @@ def run_progress_json(request, pk):
         run_reap_stale()  # a run looked at whose worker died is settled now, not at the next heartbeat
         run.refresh_from_db()
     pace = run_pace(run)
+    tail = log_tail(run.run_dir / "train.log", 30)
     return JsonResponse({
         "status": run.status, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
         "steps_per_second": pace.steps_per_second, "eta_seconds": pace.eta_seconds,
         "stalled_seconds": pace.stalled_seconds, "stall_limit_seconds": pace.stall_limit_seconds,
         "attempt": run.attempt, "checkpoint_step": run.checkpoint_step,
         "resumable": run.resumable, "cancel_requested": run.cancel_requested_at is not None,
-        "worker": run.worker_name, "log_tail": log_tail(run.run_dir / "train.log", 30), "error": run.error,
+        "worker": run.worker_name, "log_tail": tail, "log": log_view(tail), "error": run.error,
     })
 
 

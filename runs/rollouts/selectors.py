@@ -14,8 +14,9 @@ CHART_METRICS = ["reward", "reward_std", "kl", "entropy", "completions/mean_leng
                  "completions/clipped_ratio", "loss", "grad_norm"]
 
 
-def metric_series(run: Run) -> dict:
-    """{"steps": [...], "series": {metric: [value or None per step]}} for every metric TRL logged."""
+def metric_series(run: Run, smooth: float = 0.0) -> dict:
+    """{"steps": [...], "series": {metric: [value or None per step]}} for every metric TRL logged; with ``smooth``
+    (0 to below 1), "smoothed" holds each series after TensorBoard's smoothing (smooth_ema)."""
     rows = list(run.step_metrics.values_list("step", "metrics"))
     steps = [step for step, _ in rows]
     keys: dict[str, None] = {}
@@ -27,7 +28,10 @@ def metric_series(run: Run) -> dict:
     reward_keys = [f"rewards/{name}/mean" for name in run.reward_names]
     charts = [k for k in CHART_METRICS[:2] if k in series] + [k for k in reward_keys if k in series] + \
              [k for k in CHART_METRICS[2:] if k in series] + [k for k in series if k.startswith("val-core/")]
-    return {"steps": steps, "series": series, "charts": charts}
+    out = {"steps": steps, "series": series, "charts": charts, "smooth": smooth}
+    if smooth:
+        out["smoothed"] = {key: smooth_ema(values, smooth) for key, values in series.items()}
+    return out
 
 
 def rollout_steps(run: Run) -> list[int]:
@@ -100,3 +104,20 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
 
 
 # --- datasets ---------------------------------------------------------------------------------------------------
+
+
+def smooth_ema(values: list[float | None], weight: float) -> list[float | None]:
+    """TensorBoard's smoothing: an exponential moving average, debiased so the first points are not pulled toward 0.
+
+    s_n = (1 - w) * sum_i w^(n - i) * y_i / (1 - w^n) over the n values so far; 0 leaves the values as they are. A
+    missing value stays missing and is skipped."""
+    out: list[float | None] = []
+    last, n = 0.0, 0
+    for y in values:
+        if y is None:
+            out.append(None)
+            continue
+        last = last * weight + (1 - weight) * y
+        n += 1
+        out.append(last / (1 - weight ** n))
+    return out

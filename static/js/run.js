@@ -54,8 +54,17 @@ async function refreshHealth() {
   }));
 }
 
+const smoothing = document.getElementById("smoothing");
+smoothing.value = localStorage.getItem("grpo-smoothing") ?? smoothing.value;
+document.getElementById("smoothing-value").textContent = smoothing.value;
+smoothing.addEventListener("change", () => {
+  localStorage.setItem("grpo-smoothing", smoothing.value);
+  document.getElementById("smoothing-value").textContent = smoothing.value;
+  refreshMetrics();
+});
+
 async function refreshMetrics() {
-  const m = await getJSON(`${base}/metrics.json`);
+  const m = await getJSON(`${base}/metrics.json?smooth=${encodeURIComponent(smoothing.value)}`);
   const charts = document.getElementById("charts");
   for (const key of m.charts) {
     const id = `chart-${key.replace(/[^a-z0-9]+/gi, "-")}`;
@@ -73,12 +82,19 @@ async function refreshMetrics() {
       }
     }
     // connectgaps: held-out curves (val-core/...) have points only at the evaluated steps
-    Plotly.react(div, [{ x: m.steps, y: m.series[key], mode: "lines+markers", connectgaps: true, line: { width: 2 },
-                         marker: { size: 4 } }], {
+    // raw values faint, TensorBoard's smoothing over them; one hover shows both at the step
+    const traces = [{ x: m.steps, y: m.series[key], name: "value", mode: "lines+markers", connectgaps: true,
+                      line: { width: m.smoothed ? 1 : 2, color: "#4a5cf0" }, marker: { size: 4, color: "#4a5cf0" },
+                      opacity: m.smoothed ? 0.35 : 1 }];
+    if (m.smoothed) traces.push({ x: m.steps, y: m.smoothed[key], name: `smoothed (${m.smooth})`, mode: "lines",
+                                  connectgaps: true, line: { width: 2, color: "#4a5cf0" } });
+    Plotly.react(div, traces, {
       title: { text: key, font: { size: 13 } },
       margin: { l: 40, r: 10, t: 30, b: 30 },
       height: 220,
       xaxis: stepAxis(m.steps),
+      hovermode: "x unified",
+      showlegend: false,
     }, { displayModeBar: false, responsive: true });
     if (div.dataset.clickable === "1") {
       div.dataset.clickable = "bound";

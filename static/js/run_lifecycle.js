@@ -1,6 +1,12 @@
 // The run's life on its page: steps per second, ETA, the live tail of the training log, and which actions apply.
 // Polls progress.json every 2 s until the run has finished (and once more after). Text only, never HTML.
 
+import { el } from "./dom.js";
+
+// a logged value, short: 4 significant digits, exponents for the very small and the very large (learning rates)
+const compact = (v) => (v !== 0 && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e5) ? v.toExponential(2)
+  : String(Number(v.toPrecision(4))));
+
 const root = document.getElementById("run");
 const url = `/runs/${root.dataset.run}/progress.json`;
 
@@ -8,6 +14,23 @@ function duration(seconds) {
   if (seconds === null || seconds === undefined) return "";
   const s = Math.round(seconds);
   return s >= 3600 ? `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min` : s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
+}
+
+// The log tail: TRL's logged metric dicts as one table (a metric a row, the latest logged line last), the rest as text.
+function showLog(log) {
+  if (!log) return;
+  const table = document.getElementById("log-metrics");
+  table.hidden = !log.metrics.length;
+  document.getElementById("log-metrics-caption").textContent =
+    `the last ${Math.min(log.logged, log.metrics.length ? log.metrics[0][1].length : 0)} of ${log.logged} metric lines TRL logged`;
+  table.tBodies[0].replaceChildren(...log.metrics.map(([name, values]) => el("tr", {},
+    el("th", { text: name }), ...values.map((v) => el("td", { class: "num", text: v === null || v === undefined ? "–" : typeof v === "number" ? compact(v) : v })))));
+  const tail = document.getElementById("log-tail");
+  if (tail.textContent !== log.text) {
+    const atBottom = tail.scrollTop + tail.clientHeight >= tail.scrollHeight - 4;
+    tail.textContent = log.text;
+    if (atBottom) tail.scrollTop = tail.scrollHeight;
+  }
 }
 
 async function refresh() {
@@ -25,12 +48,7 @@ async function refresh() {
   speed.textContent = parts.join(" · ");
   speed.classList.toggle("stalled", stalled);
   document.getElementById("run-status").classList.toggle("stalled", stalled);
-  const tail = document.getElementById("log-tail");
-  if (p.log_tail && tail.textContent !== p.log_tail) {
-    const atBottom = tail.scrollTop + tail.clientHeight >= tail.scrollHeight - 4;
-    tail.textContent = p.log_tail;
-    if (atBottom) tail.scrollTop = tail.scrollHeight;
-  }
+  showLog(p.log);
   const finished = ["completed", "failed", "cancelled"].includes(p.status);
   document.getElementById("cancel-form").hidden = finished;
   document.getElementById("retry-form").hidden = !finished;

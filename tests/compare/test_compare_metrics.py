@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from runs.compare.selectors import smooth_ema
 from runs.models import Run, StepMetric
+from runs.rollouts.selectors import smooth_ema
 from tests.compare.compare_data import T0, add_group, log_metrics, make_run
 
 pytestmark = pytest.mark.django_db
