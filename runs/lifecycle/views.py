@@ -28,7 +28,9 @@ from runs.rollouts.groups import formula
 
 
 def dashboard(request):
-    params = {name: request.GET.get(name, "")[:200] for name in ("q", "status", "dataset", "model", "sort")}
+    # a NUL cannot even be compared with in PostgreSQL: search without it
+    params = {name: request.GET.get(name, "")[:200].replace("\x00", "") for name in
+              ("q", "status", "dataset", "model", "sort")}
     params["sort"] = params["sort"] or "-created"
     table = dashboard_runs(request.user, **params)
     query = {k: v for k, v in params.items() if v and k != "sort"}

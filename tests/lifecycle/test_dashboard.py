@@ -77,3 +77,8 @@ def test_a_sparkline_keeps_at_most_forty_points_and_the_last():
     points = [(step, float(step % 7)) for step in range(1, 501)]
     line = sparkline(points).split()
     assert len(line) == 40 and line[-1].startswith("100.0,")
+
+
+def test_a_search_with_a_nul_searches_without_it(owner_client, runs):
+    page = owner_client.get(reverse("dashboard"), {"q": "al\x00pha"}).content.decode()
+    assert ">alpha<" in page and ">beta<" not in page
