@@ -274,3 +274,13 @@ def page(browser):
     pg.set_default_timeout(30_000)
     yield pg
     context.close()
+
+
+def run_form_data(owner, run=None) -> dict:
+    """What the run form posts when its user changes nothing: every field's initial value (a clone's: its parent's)."""
+    from runs.lifecycle.forms import RunForm
+
+    form = RunForm(owner=owner, run=run)
+    data = {name: form.get_initial_for_field(field, name) for name, field in form.fields.items()}
+    data.pop("config_extra", None)
+    return {k: v for k, v in data.items() if v is not None and v != "" and v is not False and not callable(v)}

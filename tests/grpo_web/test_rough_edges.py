@@ -7,7 +7,7 @@ from django.urls import reverse
 from rewards.models import RewardFunction
 from runs.lifecycle.trl_yaml import parse_run_yaml
 from runs.models import Run
-from tests.conftest import wait_for
+from tests.conftest import run_form_data, wait_for
 from tests.lifecycle.test_run_yaml import TRL_CONFIG
 
 pytestmark = pytest.mark.django_db
@@ -36,18 +36,12 @@ def test_yaml_import_notes_are_a_warning_not_a_success(owner_client, owner, data
 
 @pytest.mark.django_db(transaction=True)
 def test_a_clone_lands_on_the_new_run_which_links_to_the_diff(celery_worker, owner_client, owner, dataset_version):
-    from runs.lifecycle.forms import RunForm
-
     parent = Run.objects.create(owner=owner, name="base", model="tiny", dataset_version=dataset_version,
                                 rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None,
                                           "builtin": "digit_ratio"}],
                                 config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2},
                                 total_steps=2, status=Run.Status.COMPLETED)
-    form = RunForm(owner=owner, run=parent)
-    data = {name: form.get_initial_for_field(field, name) for name, field in form.fields.items()}
-    data = {k: v for k, v in data.items() if v is not None and v != "" and v is not False and not callable(v)}
-    data.pop("config_extra", None)
-    data["max_steps"] = 1
+    data = {**run_form_data(owner, run=parent), "max_steps": 1}
     response = owner_client.post(reverse("run_clone", args=[parent.pk]), data)  # the sandbox worker checks its reward
     clone = Run.objects.exclude(pk=parent.pk).get()
     assert response.status_code == 302 and response["Location"] == clone.get_absolute_url()

@@ -9,6 +9,7 @@ from django.utils import timezone
 from rewards.models import RewardFunction
 from runs.lifecycle.services import RunRefused, run_create
 from runs.models import Run, Worker
+from tests.conftest import run_form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -79,15 +80,10 @@ def test_a_cpu_run_is_never_refused_for_capacity(owner, dataset_version):
 
 
 def test_the_run_form_shows_the_reason_and_offers_queue_anyway(owner_client, owner, dataset_version):
-    from runs.lifecycle.forms import RunForm
-
-    form = RunForm(owner=owner)
-    data = {name: form.get_initial_for_field(field, name) for name, field in form.fields.items()}
-    data = {k: v for k, v in data.items() if v is not None and v != "" and v is not False and not callable(v)}
+    data = run_form_data(owner)
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
     data.update({"name": "gpu", "model": "tiny", "dataset_version": dataset_version.pk, "requested_gpus": 1,
                  f"reward_{digits.pk}": "on", f"weight_{digits.pk}": "1", f"version_{digits.pk}": "1"})
-    data.pop("config_extra", None)
     response = owner_client.post(reverse("run_new"), data)
     assert response.status_code == 400
     body = response.content.decode()
