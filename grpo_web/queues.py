@@ -22,7 +22,6 @@ REWARD_TEST = "workers.tasks.reward_test"  # the sandbox queue
 REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the sandbox queue
 DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
 TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK, DATASET_IMPORT)
-SANDBOX_TASKS = (REWARD_TEST, REWARD_CONTRACT_CHECK)
 
 
 def training_queue(gpus: int) -> str:
@@ -52,9 +51,9 @@ def pending(name: str) -> set:
     with current_app.connection_for_read() as connection:
         client = connection.default_channel.client
         messages = list(client.hvals("unacked"))
-        for key in client.scan_iter(count=1000):
-            if not key.startswith(b"_kombu") and key not in (b"unacked", b"unacked_index") and \
-                    client.type(key) == b"list":
+        # the queues are Redis lists: SCAN's type filter skips the result backend's keys without a TYPE each
+        for key in client.scan_iter(count=1000, _type="list"):
+            if not key.startswith(b"_kombu"):
                 messages += client.lrange(key, 0, -1)
     for raw in messages:
         try:
