@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # the JSON API (grpo_web/api.py); its Swagger UI is served from its own static files, no CDN
     "runs",
     "rewards",
     "workers",

@@ -2,6 +2,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from grpo_web.sharing import ShareBase, SharedQuerySet
+
 
 class RewardFunction(models.Model):
     """A user's reward function. Its code lives in immutable versions; runs pin the version they used."""
@@ -11,6 +13,8 @@ class RewardFunction(models.Model):
     description = models.TextField(blank=True)
     template = models.CharField(max_length=64, blank=True, help_text="The library template it started from.")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = SharedQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -45,3 +49,10 @@ class RewardFunctionVersion(models.Model):
 
     def get_absolute_url(self):
         return reverse("reward_version", args=[self.function_id, self.number])
+
+
+class RewardShare(ShareBase):
+    function = models.ForeignKey(RewardFunction, on_delete=models.CASCADE, related_name="shares")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["function", "team"], name="reward_share_unique")]

@@ -4,6 +4,7 @@ from rewards import views
 
 urlpatterns = [
     path("rewards/<int:pk>/lint/", views.reward_lint, name="reward_lint"),
+    path("rewards/<int:pk>/share/", views.reward_share, name="reward_share"),
     path("rewards/new/", views.reward_new, name="reward_new"),
     path("rewards/<int:pk>/", views.reward_detail, name="reward_detail"),
     path("rewards/<int:pk>/versions/<int:number>/", views.reward_version, name="reward_version"),

@@ -3,19 +3,26 @@ import difflib
 from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from grpo_web import queues
+from grpo_web.sharing import share_context, share_post
 from rewards.forms import BLANK, RewardEditForm, RewardNewForm, RewardTestForm
 from rewards.library import source as library_source
 from rewards.lint import lint
 from rewards.models import RewardFunction
 from rewards.services import RewardCodeError, docstring, normalize, reward_create, reward_save
-from runs.models import DatasetVersion, Run
+from runs.models import Dataset, DatasetVersion, Run
 
 
-def _owned(request, pk) -> RewardFunction:
-    return get_object_or_404(RewardFunction, pk=pk, owner=request.user)
+def _visible(request, pk, *, write: bool = False) -> RewardFunction:
+    """The function when the user owns it or a team of theirs shares it (for writing, with ``write``); 404 otherwise."""
+    return get_object_or_404(RewardFunction.objects.visible_to(request.user, write=write), pk=pk)
+
+
+def _versions_for(user):
+    return DatasetVersion.objects.filter(dataset__in=Dataset.objects.visible_to(user))
 
 
 def reward_new(request):
@@ -35,7 +42,8 @@ def reward_new(request):
 
 def reward_detail(request, pk):
     """The editor: saving changed code creates the next version."""
-    rf = _owned(request, pk)
+    # saving is a new version: the owner's, or a team's that may write; readers see the editor read-only
+    rf = _visible(request, pk, write=request.method == "POST")
     latest = rf.latest_version
     initial = {"description": rf.description, "entrypoint": latest.entrypoint, "source": latest.source}
     form = RewardEditForm(request.POST or None, initial=initial)
@@ -52,19 +60,21 @@ def reward_detail(request, pk):
     versions = list(rf.versions.all())
     return render(request, "rewards/reward_detail.html", {
         "reward": rf, "form": form, "versions": versions, "latest": latest,
-        "datasets": DatasetVersion.objects.filter(dataset__owner=request.user).select_related("dataset"),
-        "runs": Run.objects.filter(owner=request.user).exclude(step=0),
+        "datasets": _versions_for(request.user).select_related("dataset"),
+        "runs": Run.objects.visible_to(request.user).exclude(step=0),
+        "can_write": RewardFunction.objects.visible_to(request.user, write=True).filter(pk=rf.pk).exists(),
+        "share_url": reverse("reward_share", args=[rf.pk]), **share_context(rf, request.user),
     }, status=400 if form.errors else 200)
 
 
 def reward_version(request, pk, number):
-    rf = _owned(request, pk)
+    rf = _visible(request, pk)
     version = get_object_or_404(rf.versions, number=number)
     return render(request, "rewards/reward_version.html", {"reward": rf, "version": version})
 
 
 def reward_diff(request, pk):
-    rf = _owned(request, pk)
+    rf = _visible(request, pk)
     try:
         a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
     except ValueError:
@@ -79,7 +89,7 @@ def reward_diff(request, pk):
 @require_POST
 def reward_lint(request, pk):
     """The editor's lint as you type: {"source", "entrypoint"} (form-encoded) -> {"diagnostics": [...]}."""
-    _owned(request, pk)
+    _visible(request, pk)
     source, entrypoint = request.POST.get("source", ""), request.POST.get("entrypoint", "")
     return JsonResponse({"diagnostics": lint(normalize(source), entrypoint.strip())})
 
@@ -87,13 +97,13 @@ def reward_lint(request, pk):
 @require_POST
 def reward_test_start(request, pk):
     """Queue a test of the editor's current code on the sandbox queue; the page polls for the result."""
-    rf = _owned(request, pk)
+    rf = _visible(request, pk)
     form = RewardTestForm(request.POST)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
     data = form.cleaned_data
-    version = get_object_or_404(DatasetVersion, pk=data["dataset_version"], dataset__owner=request.user)
-    run = get_object_or_404(Run, pk=data["run"], owner=request.user) if data.get("run") else None
+    version = get_object_or_404(_versions_for(request.user), pk=data["dataset_version"])
+    run = get_object_or_404(Run.objects.visible_to(request.user), pk=data["run"]) if data.get("run") else None
     result = queues.enqueue(queues.REWARD_TEST, kwargs={
         "owner_id": request.user.pk, "function_id": rf.pk, "source": data["source"], "entrypoint": data["entrypoint"],
         "dataset_version_id": version.pk, "rows": data["rows"], "completions": form.completion_list(),
@@ -104,7 +114,7 @@ def reward_test_start(request, pk):
 
 @require_GET
 def reward_test_result(request, pk, task_id):
-    rf = _owned(request, pk)
+    rf = _visible(request, pk)
     result = queues.result(task_id)
     if not result.ready():
         return JsonResponse({"ready": False})
@@ -113,3 +123,8 @@ def reward_test_result(request, pk, task_id):
             value.get("function_id") not in (None, rf.pk):
         raise Http404
     return JsonResponse({"ready": True, **value})
+
+
+@require_POST
+def reward_share(request, pk):
+    return share_post(request, _visible(request, pk))

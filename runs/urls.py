@@ -9,4 +9,5 @@ urlpatterns = [
     path("", include("runs.evaluations.urls")),
     path("", include("runs.telemetry.urls")),
     path("", include("runs.compare.urls")),
+    path("", include("runs.accounts.urls")),
 ]

@@ -43,9 +43,12 @@ def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint
     result = {"owner_id": owner_id, "function_id": function_id, "rows": [], "error": None, "stdout": ""}
     data = _rows(dataset_version_id, rows)
     if run_id:
-        from runs.models import Rollout
+        from django.contrib.auth import get_user_model
 
-        last = Rollout.objects.filter(run_id=run_id, run__owner_id=owner_id).order_by("-step").values("step").first()
+        from runs.models import Rollout, Run
+
+        visible = Run.objects.visible_to(get_user_model().objects.filter(pk=owner_id).first())
+        last = Rollout.objects.filter(run_id=run_id, run__in=visible).order_by("-step").values("step").first()
         rollouts = list(Rollout.objects.filter(run_id=run_id, step=last["step"]).order_by("index")[:rows]) if last else []
         if not rollouts:
             result["error"] = "that run has no stored rollouts yet"

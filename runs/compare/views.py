@@ -18,9 +18,9 @@ from runs.rollouts.criteria import CriterionError, criterion_for, solve_choices
 
 
 def _compared_runs(request) -> list[Run]:
-    """The runs named by ``?runs=3,5``, in that order; 404 unless the user owns each of them."""
+    """The runs named by ``?runs=3,5``, in that order; 404 unless the user may see each of them."""
     ids = compare.parse_run_ids(request.GET.getlist("runs"))
-    found = Run.objects.filter(owner=request.user).select_related("dataset_version__dataset").in_bulk(ids)
+    found = Run.objects.visible_to(request.user).select_related("dataset_version__dataset").in_bulk(ids)
     if len(found) != len(ids):
         raise Http404
     return [found[pk] for pk in ids]
@@ -85,6 +85,6 @@ async def run_compare_events(request):
     except (CompareError, CriterionError) as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     user = await request.auser()
-    if await Run.objects.filter(pk__in=ids, owner=user).acount() != len(ids):
+    if await Run.objects.visible_to(user).filter(pk__in=ids).acount() != len(ids):
         raise Http404
     return sse_response(ids)

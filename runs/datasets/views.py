@@ -10,9 +10,11 @@ from django.contrib import messages
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET
 
+from grpo_web.sharing import share_context
 from runs.datasets import selectors
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importing import DatasetError
@@ -42,7 +44,8 @@ def dataset_upload(request, pk=None):
 
 @csrf_protect
 def _dataset_upload(request, pk):
-    dataset = get_object_or_404(Dataset, pk=pk, owner=request.user) if pk else None
+    # a new version changes the dataset: its owner, or a team that shares it for writing
+    dataset = get_object_or_404(Dataset.objects.visible_to(request.user, write=True), pk=pk) if pk else None
     source = request.POST.get("source", "file") if request.method == "POST" else None  # one page, two forms
     forms = {"file": DatasetUploadForm(request.POST if source == "file" else None,
                                        request.FILES if source == "file" else None, dataset=dataset),
@@ -91,8 +94,8 @@ def dataset_import_json(request, pk):
                          "version_url": job.version.get_absolute_url() if job.version else None})
 
 
-def _owned_version(request, pk, number=None) -> DatasetVersion:
-    dataset = get_object_or_404(Dataset, pk=pk, owner=request.user)
+def _visible_version(request, pk, number=None, *, write: bool = False) -> DatasetVersion:
+    dataset = get_object_or_404(Dataset.objects.visible_to(request.user, write=write), pk=pk)
     versions = dataset.versions.select_related("dataset")
     version = versions.filter(number=number).first() if number else versions.first()
     if version is None:
@@ -101,7 +104,7 @@ def _owned_version(request, pk, number=None) -> DatasetVersion:
 
 
 def dataset_detail(request, pk, number=None):
-    version = _owned_version(request, pk, number)
+    version = _visible_version(request, pk, number)
     q = request.GET.get("q", "").strip()[:200]
     try:
         page = int(request.GET.get("page", 1))
@@ -113,11 +116,13 @@ def dataset_detail(request, pk, number=None):
     return render(request, "datasets/dataset_detail.html", {
         "dataset": version.dataset, "version": version, "versions": versions, "latest": versions[0].pk == version.pk,
         "rows": rows, "q": q, "page_url": base + "page=",
+        "share_url": reverse("dataset_share", args=[version.dataset.pk]), **share_context(version.dataset, request.user),
     })
 
 
 def dataset_mapping(request, pk, number):
-    version = _owned_version(request, pk, number)
+    # a saved mapping is a new version of the dataset
+    version = _visible_version(request, pk, number, write=request.method == "POST")
     action = request.POST.get("action") if request.method == "POST" else None
     form = DatasetMappingForm(request.POST or None, version=version, initial=DatasetMappingForm.initial_for(version))
     errors, preview = [], None

@@ -3,6 +3,7 @@
 from django import forms
 
 from rewards.models import RewardFunction
+from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
 from runs.models import DatasetVersion
 from runs.protocol.config import EVAL_FIELDS, GROUPS, GRPO_FIELDS
@@ -28,12 +29,12 @@ class RunForm(forms.Form):
     def __init__(self, *args, owner, run=None, imported=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["dataset_version"].queryset = (
-            DatasetVersion.objects.filter(dataset__owner=owner).select_related("dataset").order_by("-created_at")
+            visible_versions(owner).select_related("dataset").order_by("-created_at")
         )
         if not self.initial.get("dataset_version"):
             latest = self.fields["dataset_version"].queryset.first()
             self.initial["dataset_version"] = latest.pk if latest else None
-        self.reward_functions = [rf for rf in RewardFunction.objects.filter(owner=owner).prefetch_related("versions")
+        self.reward_functions = [rf for rf in RewardFunction.objects.visible_to(owner).prefetch_related("versions")
                                  if rf.versions.all()]
         for rf in self.reward_functions:
             numbers = sorted((v.number for v in rf.versions.all()), reverse=True)

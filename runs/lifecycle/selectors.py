@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from grpo_web.sharing import teams_of
 from runs.models import Run
 
 RECENT_STEPS = 20  # the pace is measured over the last steps logged
@@ -74,20 +75,28 @@ class RunTable:
     statuses: list[str]
     datasets: list[tuple[int, str]]
     models: list[str]
+    teams: list[tuple[int, str]]
 
 
-def dashboard_runs(owner, *, q: str = "", status: str = "", dataset: str = "", model: str = "",
-                   sort: str = "-created", limit: int = 200) -> RunTable:
-    """The owner's runs, searched (name, model, dataset), filtered and sorted, with the latest reward, the latest
-    mean@k and a sparkline of the reward. Unknown filter or sort values are ignored, never an error."""
+def dashboard_runs(owner, *, q: str = "", status: str = "", dataset: str = "", model: str = "", scope: str = "",
+                   team: str = "", sort: str = "-created", limit: int = 200) -> RunTable:
+    """The runs ``owner`` may see (theirs and those their teams share), searched (name, model, dataset), filtered
+    (``scope``: mine or shared; ``team``: shared with that team of theirs) and sorted, with the latest reward, the
+    latest mean@k and a sparkline of the reward. Unknown filter or sort values are ignored, never an error."""
     from django.db.models import Case, F, FloatField, OuterRef, Subquery, Value, When
     from django.db.models.fields.json import KeyTextTransform
     from django.db.models.functions import Cast
 
     from runs.models import Evaluation, StepMetric
 
-    mine = Run.objects.filter(owner=owner)
-    runs = mine.select_related("dataset_version__dataset")
+    mine = Run.objects.visible_to(owner)
+    runs = mine.select_related("dataset_version__dataset", "owner")
+    if scope == "mine":
+        runs = runs.filter(owner=owner)
+    elif scope == "shared":
+        runs = runs.exclude(owner=owner)
+    if team.isdigit():
+        runs = runs.filter(shares__team_id=int(team), shares__team__user=owner)
     if q:
         runs = runs.filter(Q(name__icontains=q) | Q(model__icontains=q) | Q(dataset_version__dataset__name__icontains=q))
     if status in Run.Status.values:
@@ -119,7 +128,7 @@ def dashboard_runs(owner, *, q: str = "", status: str = "", dataset: str = "", m
             curves[run_id].append((step, value))
     return RunTable(
         rows=[RunRow(run, run.latest_reward, run.latest_mean_at_k, sparkline(curves[run.pk])) for run in page],
-        total=total, statuses=list(Run.Status.values),
+        total=total, statuses=list(Run.Status.values), teams=[(t.pk, t.name) for t in teams_of(owner)],
         datasets=sorted({(r.dataset_version.dataset_id, r.dataset_version.dataset.name) for r in
                          mine.select_related("dataset_version__dataset")}, key=lambda d: d[1]),
         models=sorted(set(mine.values_list("model", flat=True))))

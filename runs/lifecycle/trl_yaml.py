@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import yaml
+from django.db.models import Case, When
 
 from rewards.models import RewardFunction
+from runs.access import visible_versions
 from runs.models import DatasetVersion, Run
 from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, GRPOFields
 from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS
@@ -84,7 +86,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
     out.requested_gpus = int(data.get("requested_gpus") or 0)
     dataset_name = data.get("dataset_name")
-    versions = DatasetVersion.objects.filter(dataset__owner=owner, dataset__name=dataset_name)
+    versions = visible_versions(owner).filter(dataset__name=dataset_name)
     if data.get("dataset_version") is not None:
         versions = versions.filter(number=data["dataset_version"])
     out.dataset_version = versions.order_by("-number").first()
@@ -102,7 +104,9 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         out.errors.append("reward_weights / reward_versions: one value per entry of reward_funcs")
     else:
         for name, weight, number in zip(names, weights, pinned):
-            rf = RewardFunction.objects.filter(owner=owner, name=name).first()
+            # the user's own function first, then one a team shares with them
+            rf = (RewardFunction.objects.visible_to(owner).filter(name=name)
+                  .order_by(Case(When(owner=owner, then=0), default=1), "pk").first())
             version = rf and (rf.versions.filter(number=number).first() if number else rf.latest_version)
             if version is None:
                 out.errors.append(f"reward_funcs: you have no reward function {name!r}"

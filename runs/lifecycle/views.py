@@ -9,10 +9,12 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from grpo_web.sharing import share_context
 from rewards.models import RewardFunction
-from runs.access import owned_run
+from runs.access import visible_run, writable_run
 from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
@@ -30,13 +32,13 @@ from runs.rollouts.groups import formula
 def dashboard(request):
     # a NUL cannot even be compared with in PostgreSQL: search without it
     params = {name: request.GET.get(name, "")[:200].replace("\x00", "") for name in
-              ("q", "status", "dataset", "model", "sort")}
+              ("q", "status", "dataset", "model", "scope", "team", "sort")}
     params["sort"] = params["sort"] or "-created"
     table = dashboard_runs(request.user, **params)
     query = {k: v for k, v in params.items() if v and k != "sort"}
     return render(request, "lifecycle/dashboard.html", {
-        "datasets": Dataset.objects.filter(owner=request.user).prefetch_related("versions"),
-        "reward_functions": RewardFunction.objects.filter(owner=request.user),
+        "datasets": Dataset.objects.visible_to(request.user).select_related("owner").prefetch_related("versions"),
+        "reward_functions": RewardFunction.objects.visible_to(request.user).select_related("owner"),
         "table": table, "params": params, "filtered": bool(query),
         "sort_links": {key: "?" + urlencode({**query, "sort": key if params["sort"] == f"-{key}" else f"-{key}"})
                        for key in SORTS},
@@ -55,16 +57,17 @@ def run_new(request):
 
 def run_detail(request, pk, eval_form=None):
     """The run page; ``eval_form``: the evaluation form as submitted, with its errors (run_evaluate)."""
-    run = get_object_or_404(Run.objects.select_related("dataset_version__dataset"), pk=pk, owner=request.user)
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("dataset_version__dataset"), pk=pk)
     return render(request, "lifecycle/run_detail.html", {
         "run": run, "formula": formula((run.config or {}).get("scale_rewards")),
         "eval_form": eval_form or EvaluationForm(run=run),
+        "share_url": reverse("run_share", args=[run.pk]), **share_context(run, request.user),
     })
 
 
 @require_GET
 def run_status_json(request, pk):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     return JsonResponse({"status": run.status, "step": run.step, "total_steps": run.total_steps,
                          "progress": run.progress, "error": run.error, "finished": run.is_finished,
                          "steps": selectors.rollout_steps(run)})
@@ -73,7 +76,7 @@ def run_status_json(request, pk):
 @require_GET
 def run_metrics_json(request, pk):
     """The run's curves; ``?smooth=0.6``: TensorBoard's smoothing too (a weight from 0 up to, not including, 1)."""
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     try:
         smooth = float(request.GET.get("smooth") or 0)
     except ValueError:
@@ -86,7 +89,7 @@ def run_metrics_json(request, pk):
 @require_GET
 def run_step_json(request, pk, step):
     """A page of the step's groups: ``?from=<first group>&groups=<how many>`` (32 by default, 256 at most)."""
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     try:
         first = max(0, int(request.GET.get("from", 0)))
         count = min(256, max(1, int(request.GET.get("groups", selectors.STEP_GROUPS_PAGE))))
@@ -99,14 +102,14 @@ def run_step_json(request, pk, step):
 async def run_events(request, pk):
     """Server-sent events: one message per ingested batch of steps, fed by Redis pub/sub."""
     user = await request.auser()
-    if not await Run.objects.filter(pk=pk, owner=user).aexists():
+    if not await Run.objects.visible_to(user).filter(pk=pk).aexists():
         raise Http404
     return sse_response([pk])
 
 
 @require_GET
 def run_progress_json(request, pk):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     if run.status == Run.Status.RUNNING:
         run_reap_stale()  # a run looked at whose worker died is settled now, not at the next heartbeat
         run.refresh_from_db()
@@ -126,7 +129,7 @@ def run_progress_json(request, pk):
 def run_cancel_view(request, pk):
     """Cancel once confirmed: the run page's button asks first; a POST without ``confirm=yes`` (no JavaScript, a
     script) gets a page that asks."""
-    run = owned_run(request, pk)
+    run = writable_run(request, pk)
     if request.POST.get("confirm") != "yes":
         return render(request, "lifecycle/run_cancel_confirm.html", {"run": run})
     run = run_cancel(run=run)
@@ -137,7 +140,7 @@ def run_cancel_view(request, pk):
 
 @require_POST
 def run_resume_view(request, pk):
-    run = owned_run(request, pk)
+    run = writable_run(request, pk)
     try:
         run = run_resume(run=run)
     except RunRefused as exc:
@@ -150,7 +153,7 @@ def run_resume_view(request, pk):
 @require_POST
 def run_retry_view(request, pk):
     try:
-        run = run_retry(run=owned_run(request, pk))
+        run = run_retry(run=writable_run(request, pk))
     except RunRefused as exc:
         messages.error(request, "; ".join(exc.errors))
         return redirect("run_detail", pk=pk)
@@ -172,7 +175,7 @@ def create_from_form(request, form, parent=None):
 
 def run_clone(request, pk):
     """The run form filled from a run: edit what you want and start it; the clone remembers its parent."""
-    parent = owned_run(request, pk)
+    parent = visible_run(request, pk)
     form = RunForm(request.POST or None, owner=request.user, run=parent)
     if request.method == "POST" and form.is_valid():
         run = create_from_form(request, form, parent=parent)
@@ -196,21 +199,21 @@ def run_import(request):
 
 @require_GET
 def run_yaml_view(request, pk):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     response = HttpResponse(run_yaml(run), content_type="application/yaml; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.yaml"'
     return response
 
 
 def run_diff(request, pk, other):
-    a, b = owned_run(request, pk), owned_run(request, other)
+    a, b = visible_run(request, pk), visible_run(request, other)
     return render(request, "lifecycle/run_diff.html", {"a": a, "b": b, "rows": config_diff(a, b)})
 
 
 @require_POST
 def run_evaluate(request, pk):
     """Queue a standalone evaluation; bad input re-renders the run page with the form and each error by name."""
-    run = owned_run(request, pk)
+    run = writable_run(request, pk)
     form = EvaluationForm(request.POST, run=run)
     if form.is_valid():
         try:

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from runs.access import async_chunks, owned_run
+from runs.access import async_chunks, visible_run, writable_run
 from runs.datasets.importing import DatasetError
 from runs.rollouts import inspection
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
@@ -34,7 +34,7 @@ def _number(value, default: float) -> float:
 
 @require_GET
 def run_rollouts(request, pk):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     form = RolloutFilterForm(request.GET or None, run=run)
     form.is_valid()
     params = request.GET.copy()
@@ -54,7 +54,7 @@ def _filter_data(request, run) -> tuple[dict | None, JsonResponse | None]:
 
 @require_GET
 def run_rollouts_json(request, pk):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     data, error = _filter_data(request, run)
     if error:
         return error
@@ -80,7 +80,7 @@ def run_rollouts_json(request, pk):
 
 
 def _export(request, pk, chunks, content_type: str, ext: str):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     data, error = _filter_data(request, run)
     if error:
         return error
@@ -102,7 +102,7 @@ def run_rollouts_parquet(request, pk):
 @require_POST
 def run_rollouts_sft(request, pk):
     """Rejection sampling into a new SFT dataset; the filters come in the query string, the threshold in the form."""
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     data, error = _filter_data(request, run)
     back = f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
     if error:
@@ -125,7 +125,8 @@ def run_rollouts_sft(request, pk):
 # --- self-reflection ---------------------------------------------------------------------------------------------
 
 def run_reflection(request, pk):
-    run = owned_run(request, pk)
+    # changing the phrase list re-tags the run's stored completions: a change to the run
+    run = writable_run(request, pk) if request.method == "POST" else visible_run(request, pk)
     error = ""
     if request.method == "POST":
         text = request.POST.get("phrases", "")
@@ -146,7 +147,7 @@ def run_reflection(request, pk):
 
 @require_GET
 def run_reflection_json(request, pk):
-    return JsonResponse(inspection.reflection_tracker(owned_run(request, pk)))
+    return JsonResponse(inspection.reflection_tracker(visible_run(request, pk)))
 
 
 # --- prompts -----------------------------------------------------------------------------------------------------
@@ -158,14 +159,14 @@ def _criterion_args(request) -> dict:
 
 @require_GET
 def run_prompts(request, pk):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     return render(request, "rollouts/run_prompts.html", {"run": run, "query": request.GET.urlencode(),
                                                      **_criterion_args(request)})
 
 
 @require_GET
 def run_prompts_json(request, pk):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     try:
         return JsonResponse(inspection.flipped_prompts(run, **_criterion_args(request)))
     except ValueError as exc:
@@ -174,7 +175,7 @@ def run_prompts_json(request, pk):
 
 @require_GET
 def run_prompt(request, pk, key):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     if not run.rollouts.filter(prompt_key=key).exists():
         raise Http404
     return render(request, "rollouts/run_prompt.html", {
@@ -185,7 +186,7 @@ def run_prompt(request, pk, key):
 
 @require_GET
 def run_prompt_json(request, pk, key):
-    run = owned_run(request, pk)
+    run = visible_run(request, pk)
     try:
         history = inspection.prompt_history(run, key, **_criterion_args(request))
     except ValueError as exc:
@@ -199,4 +200,4 @@ def run_prompt_json(request, pk, key):
 
 @require_GET
 def run_health_json(request, pk):
-    return JsonResponse({"signals": inspection.run_health(owned_run(request, pk))})
+    return JsonResponse({"signals": inspection.run_health(visible_run(request, pk))})

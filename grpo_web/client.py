@@ -1,0 +1,172 @@
+"""`grpo-web`: the command-line client of the JSON API (installed with the project; needs only the standard library).
+
+    export GRPO_WEB_URL=http://127.0.0.1:8000 GRPO_WEB_TOKEN=gwp_...   # a token from the Tokens page
+    grpo-web submit config.yaml [--watch]      start a run from a run YAML (the import page's format)
+    grpo-web watch RUN                         follow a run until it ends; exit 0 when it completed
+    grpo-web export RUN [--filter k=v ...] [--format jsonl|parquet] [-o FILE]
+                                               its rollouts, with the rollout browser's filters
+    grpo-web runs [--status S] [--q TEXT]      list runs (id, status, progress, reward, name)
+
+Exit codes: 0 done, 1 the run failed or was cancelled, 2 the request was refused (the errors are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+FINISHED = ("completed", "failed", "cancelled")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.status, self.errors = status, errors
+
+
+class Client:
+    def __init__(self, url: str, token: str, timeout: float = 60):
+        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+
+    def request(self, method: str, path: str, *, params: dict | list | None = None, body: dict | None = None):
+        """The open response (for streaming); an ApiError with the server's own messages otherwise."""
+        query = "?" + urllib.parse.urlencode(params, doseq=True) if params else ""
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(f"{self.url}/api{path}{query}", data=data, method=method, headers=headers)
+        try:
+            return urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as exc:
+            raise ApiError(exc.code, _messages(exc.read(), exc.code)) from None
+        except urllib.error.URLError as exc:
+            raise ApiError(0, [f"cannot reach {self.url}: {exc.reason}"]) from None
+
+    def json(self, method: str, path: str, **kwargs):
+        with self.request(method, path, **kwargs) as response:
+            return json.loads(response.read() or b"null")
+
+
+def _messages(raw: bytes, status: int) -> list[str]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return [f"HTTP {status}"]
+    if isinstance(data, dict) and isinstance(data.get("errors"), list):
+        return [str(e) for e in data["errors"]]
+    if isinstance(data, dict) and "detail" in data:
+        detail = data["detail"]
+        if isinstance(detail, list):  # a request the schema refused: each item names its field
+            return [f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}" for d in detail]
+        return [f"HTTP {status}: {detail}"]
+    return [f"HTTP {status}"]
+
+
+def submit(client: Client, path: str, *, queue_anyway: bool = False) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    return client.json("POST", "/runs", body={"yaml": text, "queue_anyway": queue_anyway})
+
+
+def watch(client: Client, run_id: int, *, interval: float = 2.0, out=sys.stdout) -> dict:
+    """Print a line per new step (and status change) until the run ends; the run as it ended."""
+    seen = None
+    while True:
+        run = client.json("GET", f"/runs/{run_id}")
+        state = (run["status"], run["step"])
+        if state != seen:
+            reward = ""
+            if run["step"] and (seen is None or run["step"] != seen[1]):
+                series = client.json("GET", f"/runs/{run_id}/metrics").get("series", {}).get("reward") or []
+                if series and series[-1] is not None:
+                    reward = f"  reward {series[-1]:.4f}"
+            print(f"run {run_id} {run['status']:<9} step {run['step']}/{run['total_steps']}{reward}", file=out,
+                  flush=True)
+            seen = state
+        if run["status"] in FINISHED:
+            if run.get("error"):
+                print(run["error"], file=out)
+            return run
+        time.sleep(interval)
+
+
+def export(client: Client, run_id: int, *, filters: list[str], fmt: str, out) -> int:
+    params = [("format", fmt)]
+    for item in filters:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ApiError(2, [f"--filter {item!r}: write key=value (e.g. reward_min=1)"])
+        params.append((key, value))
+    with client.request("GET", f"/runs/{run_id}/rollouts/export", params=params) as response:
+        before = out.tell() if out.seekable() else 0
+        shutil.copyfileobj(response, out)
+        return (out.tell() if out.seekable() else 0) - before
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grpo-web", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=os.environ.get("GRPO_WEB_URL", "http://127.0.0.1:8000"),
+                        help="the app's address (GRPO_WEB_URL)")
+    parser.add_argument("--token", default=os.environ.get("GRPO_WEB_TOKEN", ""),
+                        help="a personal access token (GRPO_WEB_TOKEN)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("submit", help="start a run from a run YAML")
+    p.add_argument("config")
+    p.add_argument("--queue-anyway", action="store_true", help="queue even while no worker has the GPUs asked for")
+    p.add_argument("--watch", action="store_true", help="then follow it until it ends")
+    p = commands.add_parser("watch", help="follow a run until it ends")
+    p.add_argument("run", type=int)
+    p.add_argument("--interval", type=float, default=2.0)
+    p = commands.add_parser("export", help="a run's rollouts, filtered as in the rollout browser")
+    p.add_argument("run", type=int)
+    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                   help="a rollout browser filter, e.g. reward_min=1 step_min=10 phrase=Wait; repeat for more")
+    p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    p.add_argument("-o", "--output", help="a file (default: standard output)")
+    p = commands.add_parser("runs", help="list runs")
+    p.add_argument("--status", default="")
+    p.add_argument("--q", default="")
+    args = parser.parse_args(argv)
+    if not args.token:
+        parser.error("give a token: --token or GRPO_WEB_TOKEN (make one on the app's Tokens page)")
+    client = Client(args.url, args.token)
+    try:
+        if args.command == "submit":
+            run = submit(client, args.config, queue_anyway=args.queue_anyway)
+            print(f"queued run {run['id']}: {client.url}{run['url']}", flush=True)
+            if args.watch:
+                return 0 if watch(client, run["id"]).get("status") == "completed" else 1
+        elif args.command == "watch":
+            return 0 if watch(client, args.run, interval=args.interval)["status"] == "completed" else 1
+        elif args.command == "export":
+            if args.output:
+                with open(args.output, "wb") as fh:
+                    size = export(client, args.run, filters=args.filter, fmt=args.format, out=fh)
+                print(f"wrote {size} bytes to {args.output}", file=sys.stderr)
+            else:
+                export(client, args.run, filters=args.filter, fmt=args.format, out=sys.stdout.buffer)
+        elif args.command == "runs":
+            for run in client.json("GET", "/runs", params={"status": args.status, "q": args.q}):
+                reward = "" if run["latest_reward"] is None else f"{run['latest_reward']:.4f}"
+                print(f"{run['id']:>6}  {run['status']:<9} {run['step']:>5}/{run['total_steps']:<5} {reward:>8}  "
+                      f"{run['name']}")
+    except ApiError as exc:
+        for error in exc.errors:
+            print(f"grpo-web: {error}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"grpo-web: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

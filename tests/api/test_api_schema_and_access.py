@@ -1,0 +1,99 @@
+"""The OpenAPI schema is generated from the endpoints, valid, and covers them; every object endpoint it lists answers
+404 to an outsider, and to a reader of the object any change."""
+
+import io
+import re
+
+import pytest
+from openapi_spec_validator import validate
+
+from grpo_web.api import api
+from rewards.models import RewardFunction
+
+pytestmark = pytest.mark.django_db
+
+
+def _schema():
+    return api.get_openapi_schema()
+
+
+def test_the_served_schema_is_valid_openapi(owner_api):
+    response = owner_api.get("/api/openapi.json")
+    assert response.status_code == 200
+    schema = response.json()
+    validate(schema)
+    assert schema["info"]["title"] == "grpo-web API"
+    assert {"/api/runs", "/api/runs/{run_id}/rollouts", "/api/datasets", "/api/rewards",
+            "/api/runs/{run_id}/evaluations", "/api/runs/{run_id}/metrics"} <= set(schema["paths"])
+    assert schema["components"]["securitySchemes"]["TokenAuth"]["scheme"] == "bearer"
+
+
+def test_the_schema_documents_the_rollout_browsers_filters():
+    params = {p["name"] for p in _schema()["paths"]["/api/runs/{run_id}/rollouts"]["get"]["parameters"]}
+    assert {"step_min", "reward_min", "adv_max", "truncated", "zero_std", "reflective", "q", "after"} <= params
+
+
+def test_the_reference_page_is_served_without_a_cdn(owner_client):
+    html = owner_client.get("/api/docs").content.decode()
+    assert "swagger" in html.lower()
+    assert not re.search(r"""(src|href)=["']https?://""", html), "the API reference must not load from a CDN"
+
+
+def _object_calls(run, dataset, reward):
+    """(method, path, template) for every operation of the schema that names an object, filled with the owner's."""
+    ids = {"run_id": run.pk, "dataset_id": dataset.pk, "reward_id": reward.pk, "number": 1, "step": 1}
+    calls = []
+    for path, operations in _schema()["paths"].items():
+        names = re.findall(r"{(\w+)}", path)
+        if not names:
+            continue
+        for method in operations:
+            calls.append((method, path.format(**{n: ids[n] for n in names}), path))
+    return calls
+
+
+def _send(client, method, path, template, dataset_version):
+    """A well-formed request, so what answers is the access rule, not the body's validation."""
+    if method == "get":
+        return client.get(path)
+    bodies = {
+        "/api/datasets/{dataset_id}/versions": None,
+        "/api/rewards/{reward_id}/versions": {"source": "def f(completions, **kw):\n    return [1.0]\n",
+                                             "entrypoint": "f"},
+        "/api/runs/{run_id}/evaluations": {"dataset_version": dataset_version.pk},
+        "/api/runs/{run_id}/cancel": {}, "/api/runs/{run_id}/resume": {}, "/api/runs/{run_id}/retry": {},
+    }
+    assert template in bodies, f"{template}: give this new endpoint a well-formed body here"
+    if bodies[template] is None:
+        upload = io.BytesIO(b'{"prompt": "1+1?"}\n')
+        upload.name = "rows.jsonl"
+        return client.post(path, {"file": upload})
+    return client.post(path, bodies[template], content_type="application/json")
+
+
+@pytest.fixture
+def objects(inspected_run, dataset_version, owner):
+    return inspected_run, dataset_version.dataset, RewardFunction.objects.filter(owner=owner).first()
+
+
+def test_every_object_endpoint_answers_404_to_an_outsider(outsider_api, objects):
+    calls = _object_calls(*objects)
+    assert len(calls) >= 15
+    for method, path, template in calls:
+        response = _send(outsider_api, method, path, template, objects[1].latest_version)
+        assert response.status_code == 404, (method, path, response.status_code)
+
+
+def test_the_owner_reads_every_object_endpoint(owner_api, objects):
+    for method, path, _ in _object_calls(*objects):
+        if method == "get":
+            assert owner_api.get(path).status_code == 200, path
+
+
+def test_every_change_is_refused_to_a_read_token_before_it_runs(reader_api, objects):
+    run = objects[0]
+    for method, path, template in _object_calls(*objects):
+        if method != "get":
+            assert _send(reader_api, method, path, template, objects[1].latest_version).status_code == 403, path
+    run.refresh_from_db()
+    assert run.status == "completed" and run.attempt == 1
