@@ -34,8 +34,10 @@ class RunForm(forms.Form):
         if not self.initial.get("dataset_version"):
             latest = self.fields["dataset_version"].queryset.first()
             self.initial["dataset_version"] = latest.pk if latest else None
-        self.reward_functions = [rf for rf in RewardFunction.objects.visible_to(owner).prefetch_related("versions")
-                                 if rf.versions.all()]
+        # the user's own functions first, then those teams share with them (a shared one may carry the same name)
+        self.reward_functions = sorted(
+            (rf for rf in RewardFunction.objects.visible_to(owner).select_related("owner").prefetch_related("versions")
+             if rf.versions.all()), key=lambda rf: (rf.owner_id != owner.pk, rf.name, rf.pk))
         for rf in self.reward_functions:
             numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
             self.fields[f"reward_{rf.pk}"] = forms.BooleanField(required=False, label=rf.name)
@@ -52,7 +54,7 @@ class RunForm(forms.Form):
             self._prefill(source, clone=run is not None)
 
     def _prefill(self, source, clone: bool):
-        by_name = {rf.name: rf for rf in self.reward_functions}
+        by_name = {rf.name: rf for rf in reversed(self.reward_functions)}  # the user's own wins a shared name
         extra = getattr(source, "config_extra", None) or getattr(source, "extra", None) or {}
         self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus, **source.config,
                              **(source.evaluation or {}), "config_extra": extra})
@@ -83,6 +85,10 @@ class RunForm(forms.Form):
         chosen = [rf for rf in self.reward_functions if data.get(f"reward_{rf.pk}")]
         if not chosen:
             raise forms.ValidationError("Pick at least one reward function.")
+        names = [rf.name for rf in chosen]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            # TRL logs each function as rewards/<name>/mean: two of one name would write one curve
+            self.add_error(None, f"Two reward functions are named {name!r} (yours and a shared one): pick one.")
         data["rewards"] = []
         for rf in chosen:
             number, weight = data.get(f"version_{rf.pk}"), data.get(f"weight_{rf.pk}")
