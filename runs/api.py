@@ -295,15 +295,16 @@ def run_retry_api(request, run_id: int):
 
 
 @router.get("/runs/{int:run_id}/config.yaml", tags=["runs"], summary="The run as a YAML that POST /runs takes back",
-            response={200: str})
+            openapi_extra={"responses": {200: {"description": "The run YAML", "content": {
+                "application/yaml": {"schema": {"type": "string"}}}}}})
 def run_config_yaml(request, run_id: int):
     return HttpResponse(run_yaml(visible_run(request, run_id)), content_type="application/yaml; charset=utf-8")
 
 
-@router.get("/runs/{int:run_id}/metrics", response={200: dict, 400: Errors}, tags=["metrics"],
+@router.get("/runs/{int:run_id}/metrics", response=dict, tags=["metrics"],
             summary="TRL's logged metrics per step; smooth: TensorBoard's smoothing weight")
 def run_metrics(request, run_id: int, smooth: float = Query(0.0, ge=0, lt=1)):
-    return Status(200, rollout_selectors.metric_series(visible_run(request, run_id), smooth=smooth))
+    return rollout_selectors.metric_series(visible_run(request, run_id), smooth=smooth)
 
 
 @router.get("/runs/{int:run_id}/steps/{int:step}", response=dict, tags=["rollouts"],
@@ -364,7 +365,10 @@ def run_rollouts(request, run_id: int, filters: Query[RolloutFilters]):
     return {"reward_names": names, "rows": rows, "next_cursor": page.next_cursor or None}
 
 
-@router.get("/runs/{int:run_id}/rollouts/export", tags=["rollouts"], response={200: str},
+@router.get("/runs/{int:run_id}/rollouts/export", tags=["rollouts"], openapi_extra={"responses": {200: {
+    "description": "The rows, streamed", "content": {"application/x-ndjson": {"schema": {"type": "string"}},
+                                                     "application/vnd.apache.parquet": {"schema": {
+                                                         "type": "string", "format": "binary"}}}}}},
             summary="Every rollout the filters select, as JSON lines (format=jsonl) or Parquet (format=parquet)")
 def run_rollouts_export(request, run_id: int, filters: Query[RolloutFilters],
                         format: str = Query("jsonl", pattern="^(jsonl|parquet)$")):

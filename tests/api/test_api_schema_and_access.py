@@ -97,3 +97,28 @@ def test_every_change_is_refused_to_a_read_token_before_it_runs(reader_api, obje
             assert _send(reader_api, method, path, template, objects[1].latest_version).status_code == 403, path
     run.refresh_from_db()
     assert run.status == "completed" and run.attempt == 1
+
+
+def test_every_json_answer_matches_its_schema(owner_api, objects):
+    """Each GET's body validates against the response schema the OpenAPI document declares for it (JSON Schema
+    2020-12, as OpenAPI 3.1 uses): the schema describes what the API really sends."""
+    from jsonschema import Draft202012Validator
+
+    schema = _schema()
+    checked = 0
+    for method, path, template in _object_calls(*objects) + [("get", p, p) for p in schema["paths"] if "{" not in p]:
+        if method != "get" or path.endswith((".json", "/docs")):
+            continue
+        responses = schema["paths"][template]["get"]["responses"]
+        declared = (responses.get(200) or responses.get("200") or {}).get("content", {})
+        if "application/json" not in declared:
+            continue
+        response = owner_api.get(path)
+        if not response["Content-Type"].startswith("application/json"):
+            continue  # a streamed export or a YAML file: its own tests read it
+        validator = Draft202012Validator({**declared["application/json"]["schema"],
+                                          "components": schema["components"]})
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(response.json())]
+        assert not errors, (path, errors[:5])
+        checked += 1
+    assert checked >= 12
