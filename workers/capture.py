@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
@@ -43,11 +44,16 @@ class CapturingGRPOTrainer(GRPOTrainer):
         local_count = len(inputs)
         # the row's own columns (answer, ...): what the reward functions saw beside the completion
         columns = gather_object([{k: v for k, v in x.items() if k != "prompt"} for x in inputs])
-        # completion_mask: (B_local, T) -> lengths (B_all,) after gathering across processes
-        lengths = self.accelerator.gather(output["completion_mask"].sum(dim=1)).tolist()
-        has_eos = self.accelerator.gather(
-            (output["completion_ids"] == self.processing_class.eos_token_id).any(dim=1)
-        ).tolist()
+        ids = output["completion_ids"]  # (B_local, T), right-padded to the longest completion
+        # TRL's own test: a completion is truncated when it holds none of the model's EOS ids (the tokenizer's and the
+        # generation config's: Qwen2.5 and Llama-3 instruct models declare several), as its clipped_ratio counts them
+        truncated = ~torch.isin(ids, torch.tensor(self.eos_token_ids, device=ids.device)).any(dim=1)  # (B_local,)
+        lengths = output["completion_mask"].sum(dim=1)  # (B_local,): up to and with the first EOS, as TRL counts
+        if self.mask_truncated_completions:
+            # TRL zeroes the mask of a truncated completion (no loss on it); it still ran to the longest length
+            lengths = torch.where(truncated, torch.full_like(lengths, ids.size(1)), lengths)
+        lengths = self.accelerator.gather(lengths).tolist()
+        has_eos = self.accelerator.gather(~truncated).tolist()
         self.step_timing.tokens += int(sum(lengths))
         if not self.accelerator.is_main_process:
             return

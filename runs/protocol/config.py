@@ -48,7 +48,8 @@ class GRPOFields:
     epsilon: float = _f(0.2, "Lower clipping range of the policy ratio.", "loss", min=0.0)
     epsilon_high: float | None = _f(None, "Upper clipping range (DAPO's clip-higher); defaults to epsilon.", "loss",
                                     min=0.0)
-    loss_type: str = _f("dapo", "Loss normalisation.", "loss", choices=("grpo", "dr_grpo", "dapo", "bnpo"))
+    loss_type: str = _f("dapo", "Loss formulation: how token losses are normalised and clipped (TRL's loss_type).", "loss",
+                        choices=("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"))
     num_iterations: int = _f(1, "Optimisation passes per generation batch (μ in the GRPO paper).", "loss", min=1)
     importance_sampling_level: str = _f("token", "Importance ratios per token, or per sequence (GSPO).", "loss",
                                         choices=("token", "sequence"))
