@@ -313,6 +313,7 @@ def run_step(request, run_id: int, step: int, first_group: int = Query(0, ge=0, 
              groups: int = Query(rollout_selectors.STEP_GROUPS_PAGE, ge=1, le=256)):
     run = visible_run(request, run_id)
     return {"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
+            "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
             **rollout_selectors.step_view(run, step, first_group=first_group, groups=groups)}
 
 

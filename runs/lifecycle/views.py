@@ -59,7 +59,7 @@ def run_detail(request, pk, eval_form=None):
     """The run page; ``eval_form``: the evaluation form as submitted, with its errors (run_evaluate)."""
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("dataset_version__dataset"), pk=pk)
     return render(request, "lifecycle/run_detail.html", {
-        "run": run, "formula": formula((run.config or {}).get("scale_rewards")),
+        "run": run, "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
         "eval_form": eval_form or EvaluationForm(run=run),
         "share_url": reverse("run_share", args=[run.pk]), **share_context(run, request.user),
     })
@@ -96,6 +96,7 @@ def run_step_json(request, pk, step):
     except ValueError:
         return JsonResponse({"errors": {"from": ["give whole numbers for from and groups"]}}, status=400)
     return JsonResponse({"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
+                         "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
                          **selectors.step_view(run, step, first_group=first, groups=count)})
 
 

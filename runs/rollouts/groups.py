@@ -28,8 +28,11 @@ def group_stats(values: list[float]) -> GroupStats:
     return GroupStats(mean, std, std <= ZERO_STD_ATOL)
 
 
-def formula(scale_rewards: str | None) -> str:
-    """How TRL turned rewards into advantages under ``scale_rewards``."""
+def formula(scale_rewards: str | None, aggregation: str | None = None) -> str:
+    """How TRL turned rewards into advantages under ``scale_rewards`` and ``multi_objective_aggregation``."""
+    if aggregation == "normalize_then_sum":
+        return ("each function's score normalised in its group, (score − group mean) / (group std + 1e-4), then "
+                "weighted and summed; advantage = (sum − step mean) / (step std + 1e-4)")
     if scale_rewards == "none":
         return "advantage = reward − group mean"
     if scale_rewards == "batch":
@@ -46,3 +49,29 @@ def advantage(reward: float | None, mean: float | None, scale: float | None, sca
     if scale is None:
         return 0.0  # one reward in the group: TRL's std is NaN, and so the advantage, zeroed
     return (reward - mean) / (scale + EPSILON)
+
+
+def normalize_then_sum(rows: list[tuple[int, list[float | None]]], weights: list[float]) -> list[float]:
+    """TRL's advantages under multi_objective_aggregation="normalize_then_sum", for one step's rows (group, scores
+    per function): each function normalised within its group, weighted and summed, then the sum normalised over the
+    whole step. A row every function abstained on, or one whose sum is undefined, gets 0, as TRL's NaN -> 0."""
+    by_group: dict[int, list[list[float | None]]] = {}
+    for group, scores in rows:
+        by_group.setdefault(group, []).append(scores)
+    stats = {group: [group_stats([s[k] for s in members if s[k] is not None]) for k in range(len(weights))]
+             for group, members in by_group.items()}
+    sums: list[float | None] = []
+    for group, scores in rows:
+        if all(s is None for s in scores):
+            sums.append(None)
+            continue
+        total = 0.0  # torch's nansum: a function without a normalised score (None, or a group std of NaN) adds 0
+        for k, (s, w) in enumerate(zip(scores, weights)):
+            st = stats[group][k]
+            if s is not None and st.std is not None:
+                total += w * (s - st.mean) / (st.std + EPSILON)
+        sums.append(total)
+    step = group_stats([v for v in sums if v is not None])
+    if step.std is None:  # fewer than two sums: TRL's std is NaN, so is every advantage, zeroed
+        return [0.0] * len(sums)
+    return [0.0 if v is None else (v - step.mean) / (step.std + EPSILON) for v in sums]

@@ -210,6 +210,21 @@ def _share_signal(key: str, points, limit: float, high_title: str, title: str, w
              "url": url if high or not url_when_high else None}]
 
 
+def _zero_variance_shares(run: Run, series: dict, steps: list[int], recent: int = 10) -> list[tuple[int, float]]:
+    """Per step, the share of completions in groups whose rewards were all equal. TRL's frac_reward_zero_std is that
+    share under sum_then_normalize with group or no scaling; under scale_rewards="batch" or normalize_then_sum TRL
+    measures the whole batch's std instead, so the share is counted from the stored groups (recent steps only)."""
+    config = run.config or {}
+    if config.get("scale_rewards") != "batch" and config.get("multi_objective_aggregation") != "normalize_then_sum":
+        return _values(series, "frac_reward_zero_std", steps)
+    last = Rollout.objects.filter(run=run).order_by("-step").values_list("step", flat=True).first()
+    if last is None:
+        return []
+    rows = (Rollout.objects.filter(run=run, step__gt=last - recent).values("step")
+            .annotate(n=Count("id"), zero=Count("id", filter=Q(zero_std=True))).order_by("step"))
+    return [(r["step"], r["zero"] / r["n"]) for r in rows if r["n"]]
+
+
 def run_health(run: Run) -> list[dict]:
     """Signals a GRPO run is going wrong, read from TRL's logged metrics, each with its level (ok, warn, info),
     what it saw, and where to look."""
@@ -265,7 +280,7 @@ def run_health(run: Run) -> list[dict]:
                         "detail": f"{_recent(region):.0%} of tokens hit the epsilon={config.get('epsilon')} clip: "
                                   f"updates are larger than the trust region allows", "step": region[-1][0]})
     signals += _share_signal(
-        "zero_std", _values(series, "frac_reward_zero_std", steps), 0.5, "Many zero-variance groups",
+        "zero_std", _zero_variance_shares(run, series, steps), 0.5, "Many zero-variance groups",
         "Zero-variance groups", "of recent groups gave every completion the same reward",
         "those groups have no advantage, so no learning signal; the prompts are too easy or too hard for the model, "
         "or the reward is too coarse", url=f"{browse}?zero_std=yes")

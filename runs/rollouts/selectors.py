@@ -6,7 +6,7 @@ from django.db import connection
 from django.db.models import Count, Max, Q
 
 from runs.models import Rollout, Run
-from runs.rollouts.groups import advantage, group_stats
+from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
 
 # TRL's metric names, in the order the run page draws them (each present key gets a chart).
@@ -52,9 +52,21 @@ def rollout_steps(run: Run) -> list[int]:
 STEP_GROUPS_PAGE = 32  # groups a step view sends at once; a step of 1024 completions (G=8) has 128
 
 
+def batch_step(run: Run, step: int) -> int:
+    """The step whose stored generation batch optimizer step ``step`` trained on. A batch is stored once, at the
+    first step that trains on it; with steps_per_generation above gradient_accumulation_steps, or num_iterations > 1,
+    the next steps train on it again (TRL's completions table shows it at each of them): the latest batch stored at
+    or before ``step``."""
+    if Rollout.objects.filter(run=run, step=step).exists():
+        return step
+    earlier = Rollout.objects.filter(run=run, step__lt=step).order_by("-step").values_list("step", flat=True).first()
+    return step if earlier is None else earlier
+
+
 def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_GROUPS_PAGE) -> dict:
-    """A page of the step's groups (``step_groups``), with how many groups the step has and how many of them had
-    zero variance."""
+    """A page of the groups optimizer step ``step`` trained on (``step_groups``), with how many groups there are and
+    how many of them had zero variance; ``batch_step``: the step they were stored at (``batch_step()``)."""
+    requested, step = step, batch_step(run, step)
     totals = Rollout.objects.filter(run=run, step=step).aggregate(
         last=Max("group"), zero=Count("group", distinct=True, filter=Q(zero_std=True)))
     batch = None
@@ -63,7 +75,7 @@ def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_G
                                  .values_list("reward", flat=True))).std
     return {"groups": step_groups(run, step, first_group=first_group, groups=groups, batch_std=batch),
             "groups_total": 0 if totals["last"] is None else totals["last"] + 1, "zero_std_groups": totals["zero"],
-            "first_group": first_group}
+            "first_group": first_group, "batch_step": step if step != requested else None}
 
 
 def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None = None,
@@ -81,6 +93,14 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
     spans = matcher(tuple(run.reflection_phrases)).spans
     names = run.reward_names
     scale_rewards = (run.config or {}).get("scale_rewards", "group")
+    by_formula = {}
+    if (run.config or {}).get("multi_objective_aggregation") == "normalize_then_sum":
+        # the sum is normalised over the whole step: read every row of it, not only this page's groups
+        step_rows = list(Rollout.objects.filter(run=run, step=step).order_by("index").values_list(
+            "index", "group", "rewards"))
+        values = normalize_then_sum([(g, r) for _, g, r in step_rows], [float(x.get("weight", 1.0))
+                                                                         for x in run.rewards])
+        by_formula = {index: v for (index, _, _), v in zip(step_rows, values)}
     by_group: dict[int, dict] = {}
     for r in rollouts:
         g = by_group.get(r["group"])
@@ -99,7 +119,8 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
         scale = None if scale_rewards == "none" else batch_std if scale_rewards == "batch" else stats.std
         g.update(mean=stats.mean, std=stats.std, zero_std=stats.zero_std, scale=scale)
         for c in g["completions"]:
-            c["formula_advantage"] = advantage(c["reward"], stats.mean, scale, scale_rewards)
+            c["formula_advantage"] = by_formula[c["index"]] if by_formula else \
+                advantage(c["reward"], stats.mean, scale, scale_rewards)
     return list(by_group.values())
 
 

@@ -40,7 +40,7 @@ def run_rollouts(request, pk):
     params = request.GET.copy()
     params.pop("after", None)
     return render(request, "rollouts/run_rollouts.html", {
-        "run": run, "form": form, "formula": formula((run.config or {}).get("scale_rewards")),
+        "run": run, "form": form, "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
         "filter_query": params.urlencode(),
     })
 

@@ -106,7 +106,10 @@ async function refreshMetrics() {
   }
 }
 
-function formulaText(group, scaleRewards) {
+function formulaText(group, scaleRewards, aggregation) {
+  if (aggregation === "normalize_then_sum") {
+    return "each function normalised in this group, weighted and summed; advantage = (sum − step mean) / (step std + 1e-4)";
+  }
   const mean = fmt(group.mean);
   if (scaleRewards === "none") return `advantage = reward − ${mean}`;
   const scale = group.scale === null || group.scale === undefined ? "NaN" : fmt(group.scale);
@@ -128,7 +131,7 @@ function groupCard(group, data) {
     el("a", { class: "small", href: `${base}/prompts/${group.prompt_key}/`, text: "this prompt over time" }));
   const prompt = el("pre", { class: "prompt" });
   prompt.textContent = group.prompt;
-  const formula = el("p", { class: "formula muted", text: formulaText(group, data.scale_rewards) });
+  const formula = el("p", { class: "formula muted", text: formulaText(group, data.scale_rewards, data.aggregation) });
   const rows = group.completions.map((c) => {
     const width = (Math.abs(c.advantage) / maxAbs) * 50;
     const bar = el("div", { class: "advbar", title: `advantage ${fmt(c.advantage, 4)}` }, el("div", {
@@ -176,6 +179,7 @@ async function showStep(step, { scroll = false, from = null } = {}) {
   container.replaceChildren(
     el("p", { class: "muted", id: "shown-step",
               text: `Step ${data.step}: ${data.groups_total} groups` +
+                    (data.batch_step ? ` (trained again on the batch generated for step ${data.batch_step})` : "") +
                     (data.zero_std_groups ? `, ${data.zero_std_groups} with zero variance` : "") }),
     el("p", { class: "muted small", id: "group-range",
               text: shown < data.groups_total ? `groups ${first}–${first + shown - 1} shown` : "" }),

@@ -1,10 +1,15 @@
 """Runs whose rollouts and metrics come in through the real ingest path (runs.ingest.ingest_events), for the
-inspection tests: every derived column (prompt key, zero variance, reflection tags) is the ingest's own."""
+inspection tests: every derived column (prompt key, zero variance, reflection tags) is the ingest's own.
+
+The advantages here are made up by the textbook definition (statistics.stdev, independent of runs.rollouts.groups):
+they make plausible pages, nothing more. Whether stored advantages and the page's formula are TRL's own is checked
+against real TRL runs in tests/workers/test_fidelity.py."""
 
 from __future__ import annotations
 
+import statistics
+
 from runs.models import Run
-from runs.rollouts.groups import group_stats
 from runs.rollouts.ingest import ingest_events
 
 CONFIG = {"num_generations": 4, "max_completion_length": 16, "learning_rate": 0.01, "beta": 0.0, "max_steps": 10,
@@ -26,15 +31,17 @@ def group_rows(prompt: str, completions: list[tuple[str, list[float | None]]], *
     (batch scaling is applied by ``rollouts_event``)."""
     totals = [None if all(s is None for s in scores) else sum(s for s in scores if s is not None)
               for _, scores in completions]
-    stats = group_stats([t for t in totals if t is not None])
+    scored = [t for t in totals if t is not None]
+    mean = statistics.fmean(scored) if scored else None
+    std = statistics.stdev(scored) if len(scored) > 1 else None
     rows = []
     for i, ((text, scores), total) in enumerate(zip(completions, totals)):
-        if total is None or stats.mean is None:
+        if total is None or mean is None:
             adv = 0.0
         elif scale_rewards == "none":
-            adv = total - stats.mean
+            adv = total - mean
         else:
-            adv = (total - stats.mean) / ((stats.std or 0.0) + 1e-4) if stats.std is not None else 0.0
+            adv = (total - mean) / (std + 1e-4) if std is not None else 0.0
         rows.append({"index": start + i, "group": group, "prompt": prompt, "completion": text, "rewards": scores,
                      "reward": total, "advantage": adv, "length": lengths[i] if lengths else 10 + i,
                      "truncated": bool(truncated[i]) if truncated else False, "columns": {"answer": "4"}})
@@ -48,12 +55,12 @@ def rollouts_event(step: int, groups: list[tuple[str, list[tuple[str, list[float
         rows += group_rows(prompt, completions, start=start, group=g, scale_rewards=scale_rewards, **kwargs)
         start += len(completions)
     if scale_rewards == "batch":
-        batch = group_stats([r["reward"] for r in rows if r["reward"] is not None])
+        batch_std = statistics.stdev([r["reward"] for r in rows if r["reward"] is not None])
         for g in range(len(groups)):
             members = [r for r in rows if r["group"] == g]
-            mean = group_stats([r["reward"] for r in members if r["reward"] is not None]).mean
+            mean = statistics.fmean([r["reward"] for r in members if r["reward"] is not None])
             for r in members:
-                r["advantage"] = (r["reward"] - mean) / (batch.std + 1e-4) if r["reward"] is not None else 0.0
+                r["advantage"] = (r["reward"] - mean) / (batch_std + 1e-4) if r["reward"] is not None else 0.0
     G = len(groups[0][1]) if groups else 0
     return {"type": "rollouts", "ts": 1.0, "step": step, "num_generations": G, "reward_names": list(REWARDS),
             "rows": rows}

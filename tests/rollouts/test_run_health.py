@@ -4,7 +4,7 @@ zero-variance groups, and the near-zero loss explained."""
 import pytest
 from django.urls import reverse
 
-from tests.rollouts.inspect_data import ingest, make_run, metrics_event
+from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
 pytestmark = pytest.mark.django_db
 
@@ -68,3 +68,17 @@ def test_a_near_zero_loss_with_beta_zero_and_dapo_is_explained(owner_client, own
     assert s["level"] == "info"
     assert "beta=0.0 there is no KL term" in s["detail"] and "loss_type=dapo" in s["detail"]
     assert "policy ratio is exactly 1" in s["detail"]
+
+
+def test_under_batch_scaling_zero_variance_counts_the_stored_groups_not_trls_batch_figure(owner_client, owner,
+                                                                                         dataset_version):
+    # TRL's frac_reward_zero_std under scale_rewards="batch" is about the batch's std (0 here: rewards differ across
+    # groups), while three of the four groups gave every completion the same reward
+    run = make_run(owner, dataset_version, config={"scale_rewards": "batch"})
+    same, mixed = [("a", [1.0, 1.0])] * 4, [("a", [1.0, 1.0]), ("b", [0.0, 0.0])] * 2
+    for step in (1, 2, 3):
+        ingest(run, rollouts_event(step, [("p1", same), ("p2", [("x", [0.0, 0.0])] * 4), ("p3", same), ("p4", mixed)],
+                                   scale_rewards="batch"),
+               metrics_event(step, frac_reward_zero_std=0.0))
+    s = health(owner_client, run)["zero_std"]
+    assert s["level"] == "warn" and s["detail"].startswith("75%") and s["url"].endswith("?zero_std=yes")

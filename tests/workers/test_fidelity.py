@@ -22,6 +22,7 @@ from runs.models import Rollout, Run, StepMetric
 from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
 from runs.protocol.events import read_events
 from runs.rollouts.ingest import ingest_events
+from runs.rollouts.selectors import batch_step, step_view
 from workers.train import run as train
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore::FutureWarning")]
@@ -49,7 +50,10 @@ CASES = {
     "scale_rewards_group": {"scale_rewards": "group"},
     "scale_rewards_batch": {"scale_rewards": "batch"},
     "scale_rewards_none": {"scale_rewards": "none"},
+    "normalize_then_sum": {"multi_objective_aggregation": "normalize_then_sum", "_rewards": "none"},
     "mask_truncated_completions": {"mask_truncated_completions": True},
+    "steps_per_generation_2": {"steps_per_generation": 2, "max_steps": 4},
+    "num_iterations_2": {"num_iterations": 2, "max_steps": 4},
     "gradient_accumulation_steps_2": {"gradient_accumulation_steps": 2, "max_steps": 1},
     "importance_sampling_sequence": {"importance_sampling_level": "sequence"},
     "reward_returning_none": {"_rewards": "none"},
@@ -110,7 +114,8 @@ def test_fidelity(name, tmp_path, owner, dataset_version, tiny_model, request):
     model = request.getfixturevalue("several_eos_model") if case.pop("_model", None) else tiny_model
     config, events, names = _train(tmp_path, model, case)
     run = Run.objects.create(owner=owner, name=name, model="tiny", dataset_version=dataset_version,
-                             rewards=[{"name": n, "weight": 1.0} for n in names], config=dataclasses.asdict(config.grpo),
+                             rewards=[{"name": r.name, "weight": r.weight} for r in config.rewards],
+                             config=dataclasses.asdict(config.grpo),
                              total_steps=config.grpo.max_steps)
     ingest_events(run, events)
     metrics = {m.step: m.metrics for m in StepMetric.objects.filter(run=run)}
@@ -119,7 +124,8 @@ def test_fidelity(name, tmp_path, owner, dataset_version, tiny_model, request):
     for path in tables:
         step = int(path.stem.split("_")[1])
         table = pd.read_parquet(path)
-        rows = list(Rollout.objects.filter(run=run, step=step).order_by("index"))
+        # a batch trained on at several steps is stored once, at the first; TRL's table repeats it at each
+        rows = list(Rollout.objects.filter(run=run, step=batch_step(run, step)).order_by("index"))
         assert len(rows) == len(table), (step, len(rows), len(table))
         assert [r.prompt for r in rows] == list(table["prompt"])
         assert [r.completion for r in rows] == list(table["completion"])
@@ -127,5 +133,16 @@ def test_fidelity(name, tmp_path, owner, dataset_version, tiny_model, request):
             assert all(_same(r.rewards[k], v) for r, v in zip(rows, table[fn].tolist())), (step, fn)
         assert [r.advantage for r in rows] == table["advantage"].tolist(), step
         logged = metrics[step]
-        assert sum(r.truncated for r in rows) / len(rows) == pytest.approx(logged["completions/clipped_ratio"])
-        assert sum(r.length for r in rows) / len(rows) == pytest.approx(logged["completions/mean_length"])
+        generated = "completions/clipped_ratio" in logged  # TRL logs the batch's figures at the step it generates it
+        assert generated == (batch_step(run, step) == step)
+        if generated:
+            assert sum(r.truncated for r in rows) / len(rows) == pytest.approx(logged["completions/clipped_ratio"])
+            assert sum(r.length for r in rows) / len(rows) == pytest.approx(logged["completions/mean_length"])
+        if generated and config.grpo.scale_rewards != "batch" and \
+                config.grpo.multi_objective_aggregation == "sum_then_normalize":
+            # TRL flags rows of zero-std groups; under batch scaling (or normalize_then_sum) it measures the batch
+            assert sum(r.zero_std for r in rows) / len(rows) == pytest.approx(logged["frac_reward_zero_std"])
+        # the run page's "by the formula" value beside each stored advantage is TRL's, up to float32 rounding
+        view = step_view(run, step, groups=10_000)
+        formula = {c["index"]: c["formula_advantage"] for g in view["groups"] for c in g["completions"]}
+        assert [formula[r.index] for r in rows] == pytest.approx(table["advantage"].tolist(), abs=2e-4, rel=1e-4)
