@@ -3,6 +3,8 @@ function, faults counted and a faulty function disabled). No Django here."""
 
 from __future__ import annotations
 
+import time
+
 from runs.protocol.config import TrainConfig
 from runs.protocol.events import EventWriter
 
@@ -20,8 +22,14 @@ def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> 
                                    max_faults=config.max_reward_faults, allow_weak=config.allow_weak_sandbox)
             closers.append(base)
 
-        def func(completions, _base=base, **kwargs):
-            return _base(completions, **kwargs)
+        def func(completions, _base=base, _name=spec.name, **kwargs):
+            start = time.perf_counter()
+            scores = _base(completions, **kwargs)
+            log_metric = kwargs.get("log_metric")  # TRL's: averaged per logged step, beside its own metrics
+            if log_metric is not None and completions:
+                log_metric(f"rewards/{_name}/time_per_call_ms", (time.perf_counter() - start) * 1000)
+                log_metric(f"rewards/{_name}/none_frac", sum(s is None for s in scores) / len(completions))
+            return scores
 
         func.__name__ = spec.name
         funcs.append(func)

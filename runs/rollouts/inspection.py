@@ -9,7 +9,7 @@ import statistics
 from urllib.parse import urlencode
 
 from django.core.cache import cache
-from django.db.models import Count, F, FloatField, Min, Q, Sum
+from django.db.models import Count, F, FloatField, Max, Min, Q, Sum
 from django.db.models.functions import Cast
 from django.db.models.lookups import GreaterThan
 from django.urls import reverse
@@ -338,3 +338,26 @@ def _reward_hacking(run: Run, reward: list[tuple[int, float]]) -> list[dict]:
                        f"the reward functions (format without substance, a loophole in a check) or memorising "
                        f"training prompts; read the wrong completions that still score high",
              "step": latest.step, "url": url}]
+
+
+def zero_variance_split(run: Run) -> dict:
+    """Per step, the share of groups with zero variance (no learning signal) split by why: every completion solved
+    the prompt (too easy) or none did (too hard), by the run's solve criterion; "other" when all got the same
+    in-between reward. One grouped query over the zero-variance rows."""
+    criterion = _criterion(run, "", 1.0)  # accuracy at 1 when the run has it, else the total reward
+    groups = dict(Rollout.objects.filter(run=run).values("step").annotate(n=Max("group")).values_list("step", "n"))
+    per_group = (Rollout.objects.filter(run=run, zero_std=True).values("step", "group")
+                 .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run))).order_by("step"))
+    right: dict[int, int] = {}
+    wrong: dict[int, int] = {}
+    other: dict[int, int] = {}
+    for g in per_group:
+        bucket = right if g["solved"] == g["n"] else wrong if g["solved"] == 0 else other
+        bucket[g["step"]] = bucket.get(g["step"], 0) + 1
+    steps = sorted(groups)
+
+    def share(counts: dict[int, int]) -> list[float]:
+        return [counts.get(s, 0) / (groups[s] + 1) for s in steps]  # groups are numbered from 0
+
+    return {"steps": steps, "all_right": share(right), "all_wrong": share(wrong), "other": share(other),
+            "criterion": criterion.as_dict()}

@@ -10,6 +10,9 @@ from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
 
 # TRL's metric names, in the order the run page draws them (each present key gets a chart).
+# what TRL logs under these prefixes gets a chart of its own, under TRL's name: the policy clip ratios, and the
+# training/inference mismatch when vLLM generates (sampling/sampling_logp_difference, importance_sampling_ratio)
+TRL_GROUPS = ("clip_ratio/", "sampling/")
 CHART_METRICS = ["reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std",
                  "completions/clipped_ratio", "loss", "grad_norm"]
 
@@ -26,8 +29,10 @@ def metric_series(run: Run, smooth: float = 0.0) -> dict:
                 keys.setdefault(key, None)
     series = {key: [metrics.get(key) for _, metrics in rows] for key in keys}
     reward_keys = [f"rewards/{name}/mean" for name in run.reward_names]
+    per_function = [f"rewards/{name}/{what}" for what in ("none_frac", "time_per_call_ms") for name in run.reward_names]
     charts = [k for k in CHART_METRICS[:2] if k in series] + [k for k in reward_keys if k in series] + \
-             [k for k in CHART_METRICS[2:] if k in series] + [k for k in series if k.startswith("val-core/")]
+             [k for k in CHART_METRICS[2:] if k in series] + [k for k in per_function if k in series] + \
+             [k for k in series if k.startswith(TRL_GROUPS)] + [k for k in series if k.startswith("val-core/")]
     out = {"steps": steps, "series": series, "charts": charts, "smooth": smooth}
     if smooth:
         out["smoothed"] = {key: smooth_ema(values, smooth) for key, values in series.items()}

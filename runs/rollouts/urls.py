@@ -15,4 +15,5 @@ urlpatterns = [
     path("runs/<int:pk>/prompts/<slug:key>/", views.run_prompt, name="run_prompt"),
     path("runs/<int:pk>/prompts/<slug:key>.json", views.run_prompt_json, name="run_prompt_json"),
     path("runs/<int:pk>/health.json", views.run_health_json, name="run_health_json"),
+    path("runs/<int:pk>/zero_variance.json", views.run_zero_variance_json, name="run_zero_variance_json"),
 ]

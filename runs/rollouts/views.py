@@ -201,3 +201,9 @@ def run_prompt_json(request, pk, key):
 @require_GET
 def run_health_json(request, pk):
     return JsonResponse({"signals": inspection.run_health(visible_run(request, pk))})
+
+
+@require_GET
+def run_zero_variance_json(request, pk):
+    """Zero-variance groups per step, split into all right and all wrong (the run page's Metrics tab draws it)."""
+    return JsonResponse(inspection.zero_variance_split(visible_run(request, pk)))

@@ -136,6 +136,10 @@ def test_fidelity(name, tmp_path, owner, dataset_version, tiny_model, request):
         generated = "completions/clipped_ratio" in logged  # TRL logs the batch's figures at the step it generates it
         assert generated == (batch_step(run, step) == step)
         if generated:
+            for k, fn in enumerate(names):  # the per-function panels: abstentions and time per call, per step
+                nones = sum(r.rewards[k] is None for r in rows) / len(rows)
+                assert logged[f"rewards/{fn}/none_frac"] == pytest.approx(nones)
+                assert logged[f"rewards/{fn}/time_per_call_ms"] > 0
             assert sum(r.truncated for r in rows) / len(rows) == pytest.approx(logged["completions/clipped_ratio"])
             assert sum(r.length for r in rows) / len(rows) == pytest.approx(logged["completions/mean_length"])
         if generated and config.grpo.scale_rewards != "batch" and \
