@@ -4,6 +4,6 @@ Their source lives in ``rewards/library/``, one self-contained file each; users 
 sandbox.
 """
 
-from rewards.library import NAMES, function
+from rewards.library import NAMES, OPEN_R1, function
 
-BUILTINS = {name: function(name) for name in NAMES}
+BUILTINS = {name: function(name) for name in NAMES + OPEN_R1}

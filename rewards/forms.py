@@ -1,8 +1,8 @@
 from django import forms
 
-from rewards.library import NAMES
+from rewards.library import NAMES, OPEN_R1
 
-TEMPLATE_CHOICES = [("", "blank")] + [(n, n) for n in NAMES]
+TEMPLATE_CHOICES = [("", "blank")] + [(n, n) for n in NAMES] + [(n, f"{n} (open-r1)") for n in OPEN_R1]
 BLANK = '''def my_reward(completions, prompts=None, completion_ids=None, **kwargs):
     """One score per completion: a float, or None to abstain. Dataset columns arrive as keyword arguments."""
     return [float(len(c) > 0) for c in completions]

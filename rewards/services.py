@@ -72,10 +72,11 @@ def docstring(code: str, entrypoint: str) -> str:
     return ""
 
 
-def reward_builtins_install(*, owner) -> list[RewardFunction]:
-    """Give ``owner`` an editable copy of each library function (skipping names they already have)."""
+def reward_builtins_install(*, owner, names=None) -> list[RewardFunction]:
+    """Give ``owner`` an editable copy of each library function (``names``: of these; by default the everyday set,
+    not open-r1's, which a recipe that names them adds); names they already have are skipped."""
     created = []
-    for name in NAMES:
+    for name in NAMES if names is None else names:
         if not RewardFunction.objects.filter(owner=owner, name=name).exists():
             code = source(name)
             created.append(reward_create(owner=owner, name=name, source_code=code, entrypoint=name,

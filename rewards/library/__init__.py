@@ -12,6 +12,8 @@ from pathlib import Path
 
 LIBRARY_DIR = Path(__file__).parent
 NAMES = ["accuracy", "think_format", "length_penalty", "letter_count", "language_consistency", "digit_ratio"]
+# open-r1's reward registry under its own names (recipes that name them import as they are, rewards.open_r1)
+OPEN_R1 = ["format", "tag_count", "reasoning_steps", "cosine", "repetition_penalty", "length"]
 
 
 def source(name: str) -> str:
