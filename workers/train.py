@@ -14,7 +14,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from runs.protocol.config import TrainConfig
+from runs.protocol.config import PEFT_FIELDS, TrainConfig
 from runs.protocol.events import EventWriter
 from workers.rewarding import reward_functions
 
@@ -23,7 +23,7 @@ def grpo_config(config: TrainConfig):
     import torch
     from trl import GRPOConfig
 
-    fields = {k: v for k, v in dataclasses.asdict(config.grpo).items() if v is not None}
+    fields = {k: v for k, v in dataclasses.asdict(config.grpo).items() if v is not None and k not in PEFT_FIELDS}
     bf16 = fields.pop("bf16")
     fields["bf16"] = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if bf16 == "auto" else bf16 == "yes"
     save_steps = fields.pop("save_steps")
@@ -41,6 +41,33 @@ def grpo_config(config: TrainConfig):
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
+
+
+def peft_config(config: TrainConfig):
+    """TRL's peft_config for a LoRA run (None trains every weight)."""
+    if not config.grpo.use_peft:
+        return None
+    from peft import LoraConfig
+
+    modules = config.grpo.lora_target_modules.strip()
+    return LoraConfig(r=config.grpo.lora_r, lora_alpha=config.grpo.lora_alpha, lora_dropout=config.grpo.lora_dropout,
+                      target_modules=modules if modules == "all-linear" else [m.strip() for m in modules.split(",")
+                                                                                if m.strip()],
+                      task_type="CAUSAL_LM")
+
+
+def save_final(trainer, output_dir: Path) -> None:
+    """The final policy, loadable with from_pretrained: what "evaluate the final model" reads. A LoRA run saves it
+    merged into the base weights, and its adapter alone in ``adapter/``."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "merge_and_unload"):
+        model.save_pretrained(str(output_dir / "adapter"))
+        trainer.processing_class.save_pretrained(str(output_dir / "adapter"))
+        merged = model.merge_and_unload()
+        merged.save_pretrained(str(output_dir / "final"))
+        trainer.processing_class.save_pretrained(str(output_dir / "final"))
+    else:
+        trainer.save_model(str(output_dir / "final"))
 
 
 def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=None, **overrides):
@@ -61,7 +88,8 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     model = AutoModelForCausalLM.from_pretrained(config.model)
     funcs, weights, closers = reward_functions(config, events)
     args.reward_weights = weights
-    kwargs = dict(model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer)
+    kwargs = dict(model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
+                  peft_config=peft_config(config))
     if events is None:
         trainer = (trainer_cls or GRPOTrainer)(**kwargs)
     else:
@@ -87,8 +115,7 @@ def run(config: TrainConfig) -> None:
                          reward_weights=[r.weight for r in config.rewards])
         try:
             trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
-            # the final policy, loadable with from_pretrained: what "evaluate the final model" reads
-            trainer.save_model(str(Path(config.output_dir) / "final"))
+            save_final(trainer, Path(config.output_dir))
         finally:
             for closer in trainer.reward_closers:
                 closer.close()

@@ -74,7 +74,9 @@ def model_choices(run: Run) -> list[tuple[str, str]]:
     choices = [("base", f"base model ({run.model})")]
     if (out / "final" / "config.json").is_file():
         choices.append(("final", "final model (after training)"))
-    checkpoints = sorted((p for p in out.glob("checkpoint-*") if (p / "config.json").is_file()),
+    # a LoRA run's checkpoints hold the adapter alone: transformers loads it onto its base model (PEFT)
+    checkpoints = sorted((p for p in out.glob("checkpoint-*")
+                          if (p / "config.json").is_file() or (p / "adapter_config.json").is_file()),
                          key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else 0)
     choices += [(p.name, p.name) for p in checkpoints]
     choices.append(("path", "another model (a folder or hub id)"))

@@ -53,10 +53,10 @@ NOT_APPLIED = {
                      "morph_router_url", "code_eval_test_batch_size", "code_eval_scoring_mode", "ioi_provider",
                      "enforce_same_language"),
                     "open-r1's code-execution provider; not applied: code_tests runs each test in grpo-web's sandbox"),
-    **dict.fromkeys(("use_peft", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
-                     "lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora", "load_in_4bit",
-                     "load_in_8bit"),
-                    "not applied: grpo-web trains every parameter of the model (no LoRA/PEFT yet)"),
+    **dict.fromkeys(("lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora", "load_in_4bit",
+                     "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type"),
+                    "not applied: grpo-web's LoRA takes use_peft, lora_r, lora_alpha, lora_dropout and "
+                    "lora_target_modules (full precision, no quantisation)"),
 }
 # open-r1's reward parameters: grpo-web's copy of that reward keeps each as a constant in its code.
 REWARD_PARAMETERS = {"cosine_min_value_wrong": ("cosine", "MIN_VALUE_WRONG"),
@@ -99,6 +99,8 @@ def _coerce(name: str, value, errors: list[str]):
             return value
         if name == "bf16":
             return {True: "yes", False: "no"}.get(value, str(value))
+        if name == "lora_target_modules" and isinstance(value, list | tuple):
+            return ",".join(str(v) for v in value)
         if isinstance(default, int) or f.type in ("int", "int | None"):
             return int(value)
         if isinstance(default, float) or f.type in ("float", "float | None"):

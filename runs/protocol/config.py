@@ -17,7 +17,9 @@ def _f(default, help_text: str, group: str, **extra):
 
 
 # TRL documents GRPOConfig in these groups; the run form shows them in this order.
-GROUPS = ["generation", "vllm", "loss", "rewards", "training", "logging"]
+GROUPS = ["generation", "vllm", "loss", "rewards", "training", "peft", "logging"]
+# the LoRA fields, under TRL's ModelConfig names: they build TRL's peft_config, not GRPOConfig fields
+PEFT_FIELDS = ("use_peft", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 
 
 @dataclass
@@ -67,14 +69,26 @@ class GRPOFields:
     per_device_train_batch_size: int = _f(16, "Completions per device per step; a multiple of num_generations.",
                                           "training", min=1)
     gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
-    lr_scheduler_type: str = _f("linear", "Learning-rate schedule.", "training",
-                                choices=("linear", "constant", "constant_with_warmup", "cosine"))
+    lr_scheduler_type: str = _f("linear", "Learning-rate schedule (transformers' SchedulerType; its arguments, such "
+                                          "as min_lr_rate, go in lr_scheduler_kwargs).", "training",
+                                choices=("linear", "cosine", "cosine_with_restarts", "polynomial", "constant",
+                                         "constant_with_warmup", "inverse_sqrt", "reduce_lr_on_plateau",
+                                         "cosine_with_min_lr", "cosine_warmup_with_min_lr", "warmup_stable_decay",
+                                         "greedy"))
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
     weight_decay: float = _f(0.0, "AdamW weight decay.", "training", min=0.0)
     bf16: str = _f("auto", "bfloat16 training: 'auto' uses it where the GPU supports it.", "training",
                    choices=("auto", "yes", "no"))
     gradient_checkpointing: bool = _f(True, "Trade compute for memory.", "training")
     seed: int = _f(42, "Random seed: the same seed gives the same run.", "training")
+    # LoRA (TRL's ModelConfig names; PEFT's LoraConfig)
+    use_peft: bool = _f(False, "Train LoRA adapters instead of every weight (TRL's peft_config); the final model "
+                               "is saved merged, and the adapter beside it.", "peft")
+    lora_r: int = _f(16, "LoRA rank.", "peft", min=1)
+    lora_alpha: int = _f(32, "LoRA alpha: the update is scaled by alpha / r.", "peft", min=1)
+    lora_dropout: float = _f(0.05, "Dropout on the LoRA path.", "peft", min=0.0)
+    lora_target_modules: str = _f("all-linear", "Modules that get adapters: 'all-linear', or names separated by "
+                                                "commas (q_proj,v_proj).", "peft")
     # logging and checkpoints
     save_steps: int = _f(10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.",
                          "logging", min=0)

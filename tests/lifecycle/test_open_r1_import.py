@@ -125,6 +125,7 @@ max_steps: 200
 use_peft: true
 lora_r: 16
 lora_alpha: 32
+lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
 """
 
 RECIPES = {"qwen_demo": QWEN_DEMO, "qwen_math_simple_rl": QWEN_MATH_SIMPLE_RL, "r1_zero": R1_ZERO}
@@ -166,6 +167,9 @@ def test_a_recipe_imports_with_every_key_applied_or_explained(owner, recipe):
         assert imported.config["max_steps"] == -(-48 // max(1, B * GA * max(1, imported.requested_gpus) // G))
     if "vllm_device" in RECIPES[recipe]:
         assert imported.config["vllm_mode"] == "server" and "TRL removed it" in notes["vllm_device"]
+    if "use_peft" in RECIPES[recipe]:  # LoRA under TRL's ModelConfig names
+        assert imported.config["use_peft"] is True and imported.config["lora_r"] == 16
+        assert imported.config["lora_target_modules"] == "q_proj,k_proj,v_proj,o_proj"
     # nothing claims grpo-web set what it does not
     for key in ("push_to_hub", "hub_model_id", "use_peft", "lora_r", "torch_dtype", "attn_implementation"):
         if key in notes:
@@ -222,5 +226,8 @@ def test_each_imported_recipe_trains_the_tiny_model(celery_worker, owner):
         assert run.rollouts.count() == 8
         first = run.rollouts.order_by("index").first()
         assert first.columns["solution"].endswith("}.")  # open-r1's gold column reached the rewards
-        if run.name != "r1_zero":
+        if run.name == "r1_zero":  # the LoRA run: merged final model and the adapter beside it
+            assert (run.run_dir / "output" / "adapter" / "adapter_config.json").is_file()
+            assert (run.run_dir / "output" / "final" / "config.json").is_file()
+        else:
             assert first.prompt.startswith("[{") or "system" in first.prompt  # chat messages with the system prompt
