@@ -20,12 +20,18 @@ def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> 
                                    max_faults=config.max_reward_faults, allow_weak=config.allow_weak_sandbox)
             closers.append(base)
 
-        def func(completions, _base=base, **kwargs):
-            return _base(completions, **kwargs)
-
-        func.__name__ = spec.name
-        funcs.append(func)
+        funcs.append(_named(base, spec.name))
     return funcs, [spec.weight for spec in config.rewards], closers
+
+
+def _named(base, name: str):
+    """``base`` under the name TRL logs. A closure, not a default argument: every keyword (a dataset column named
+    ``_base`` or ``self`` too) goes through to ``base``."""
+    def func(completions, **kwargs):
+        return base(completions, **kwargs)
+
+    func.__name__ = name
+    return func
 
 
 class SandboxedReward:
@@ -44,7 +50,7 @@ class SandboxedReward:
         self.sandbox = Sandbox(spec.source, spec.entrypoint, slot=slot, allow_weak=allow_weak)
         self.sandbox.start()
 
-    def __call__(self, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
+    def __call__(self, /, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
                  log_metric=None, environments=None, **columns):
         from rewards.sandbox import SandboxError
 

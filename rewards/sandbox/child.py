@@ -171,6 +171,21 @@ DENIED = {
     "memfd_create": 319, "memfd_secret": 447, "seccomp": 317,
     "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
     "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+    # File metadata, which Landlock does not cover: on the host's uid (no private root) these would reach the
+    # app's own files (make the database unreadable, stamp times, set xattrs).
+    "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+    "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+    "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
+    "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "getxattr": 191, "lgetxattr": 192, "fgetxattr": 193,
+    "listxattr": 194, "llistxattr": 195, "flistxattr": 196, "removexattr": 197, "lremovexattr": 198,
+    "fremovexattr": 199, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466,
+    "file_getattr": 468, "file_setattr": 469,
+    # Watching the app's folders, and reading the mount table.
+    "inotify_init": 253, "inotify_add_watch": 254, "inotify_rm_watch": 255, "inotify_init1": 294,
+    "fanotify_init": 300, "fanotify_mark": 301, "statmount": 457, "listmount": 458,
+    # Linux AIO: completions arrive outside any call.
+    "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210,
+    "io_pgetevents": 333,
 }
 NR_CLONE3, NR_PRCTL, NR_PRLIMIT64 = 435, 157, 302
 
@@ -509,12 +524,22 @@ class Worker:
         completions = args["completions"]
         extra: list = []
         metrics: list = []
+        room = {"values": self.cfg["log_values"], "chars": self.cfg["log_chars"]}  # the host's caps, kept here too
+
+        def spend(values: int, chars: int) -> bool:
+            room["values"] -= values
+            room["chars"] -= chars
+            return room["values"] >= 0 and room["chars"] >= 0
 
         def log_extra(column, values):
-            extra.append([str(column), [_scalar(v) for v in values]])
+            record = [str(column), [_scalar(v) for v in values]]
+            if spend(len(record[1]), len(record[0]) + sum(len(v) for v in record[1] if type(v) is str)):
+                extra.append(record)
 
         def log_metric(name, value):
-            metrics.append([str(name), float(value)])
+            record = [str(name), float(value)]
+            if spend(1, len(record[0])):
+                metrics.append(record)
 
         out = Capture(self.cfg["stdout_limit"])
         saved = sys.stdout, sys.stderr
@@ -526,13 +551,17 @@ class Worker:
                                log_extra=log_extra, log_metric=log_metric, **(args.get("columns") or {}))
             reply = {"ok": True, "rewards": plain_rewards(result, len(completions)), "extra": extra,
                      "metrics": metrics}
+            if room["values"] < 0 or room["chars"] < 0:
+                reply = {"ok": False, "error": {
+                    "kind": "LogTooLarge", "line": None, "traceback": "",
+                    "message": f"log_extra / log_metric recorded more than {self.cfg['log_values']} values or "
+                               f"{self.cfg['log_chars']} characters in one call"}}
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
             reply = {"ok": False, "error": describe(exc, self.filename)}
         finally:
             sys.stdout, sys.stderr = saved
             _disarm_timers()
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        reply.update(id=req["id"], stdout=out.text(), truncated=out.truncated, cpu=usage.ru_utime + usage.ru_stime)
+        reply.update(id=req["id"], stdout=out.text(), truncated=out.truncated)
         return reply
 
     def serve(self) -> None:
@@ -565,8 +594,12 @@ def lock_in(cfg: dict) -> dict:
         except OSError as exc:
             if cfg["private_mounts"]:
                 raise PermissionError(f"a private mount namespace was required: {exc}") from None
-            report["private_mounts_error"] = str(exc)
+            report["private_mounts_error"] = str(exc)[:500]
             _libc.umount2(os.fsencode(scratch), MNT_DETACH)  # uncover the host directory if the tmpfs got mounted
+    if not report["private_mounts"]:
+        # The host's file system stays in view (through Landlock): user code could stat it, and with the host's
+        # uid reach the app's own files in ways Landlock does not cover. Only in weak mode.
+        missing("no private mount root: " + report.get("private_mounts_error", "private mounts are off"))
     if not report["private_mounts"] and uid is not None:
         os.chown(scratch, uid, gid)
     os.chdir(scratch)
@@ -638,6 +671,9 @@ def load(source: str, name: str) -> tuple[object, str]:
 
 
 def main(argv: list[str]) -> int:
+    """Two messages before serving: ``{"locked", "isolation"}`` once locked in and before any user code has run
+    (the only message the host may take at its word, and it checks that against /proc), then whether the source
+    loaded."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     channel = Channel(int(argv[1]), int(argv[2]), 8 << 20)  # the config: a source of at most a few MiB
     cfg = channel.receive()
@@ -649,8 +685,9 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:
         channel.send({"ok": False, "unavailable": True, "error": {
             "kind": "SandboxUnavailable", "line": None, "traceback": traceback.format_exc()[-4000:],
-            "message": f"{type(exc).__name__}: {exc}"}})
+            "message": f"{type(exc).__name__}: {exc}"[:4000]}})
         return 1
+    channel.send({"locked": True, "isolation": isolation})
     # From here on user code runs in this process.
     out = Capture(cfg["stdout_limit"])
     sys.stdout = sys.stderr = out
@@ -661,7 +698,7 @@ def main(argv: list[str]) -> int:
         channel.send({"ok": False, "stdout": out.text(), "error": describe(exc, f"<reward:{cfg['name']}>")})
         return 1
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    channel.send({"ok": True, "isolation": isolation, "stdout": out.text()})
+    channel.send({"ok": True, "stdout": out.text()})
     Worker(channel, cfg, func, filename).serve()
     return 0
 

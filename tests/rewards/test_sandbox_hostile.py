@@ -658,10 +658,19 @@ def test_a_decompression_bomb_reply_is_refused(sandbox):
 
 
 def test_an_oversized_reply_is_refused_by_the_worker(sandbox):
-    sb = sandbox(hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 100_000)"))  # 100 MB
+    sb = sandbox(hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 2000)"),  # 2 MB
+                 max_message_mb=1)
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert exc.value.kind == "ResultTooLarge" and sb.faults == 0
+    assert_next_call_works(sb)
+
+
+def test_100_mb_of_log_extra_is_refused_by_the_worker_as_too_much_logging(sandbox):
+    sb = sandbox(hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 100_000)"))  # 100 MB
+    with pytest.raises(SandboxError) as exc:
+        attack(sb)
+    assert exc.value.kind == "LogTooLarge" and sb.faults == 0
     assert_next_call_works(sb)
 
 
@@ -709,9 +718,13 @@ def f(completions, mode, **kwargs):
     return [float(len(c)) for c in completions]
 """
 out = {"support": sandbox_support()}
-sentinel = subprocess.Popen(["sleep", "60"])  # same uid as the workers
+sentinel = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # same uid
+try:
+    Sandbox(source, "f", slot=3, private_mounts=False).start()
+except SandboxError as exc:
+    out["no_private_root"] = exc.kind
 for private in (None, False):
-    sb = Sandbox(source, "f", slot=3, timeout_s=5, scratch_mb=8, private_mounts=private)
+    sb = Sandbox(source, "f", slot=3, timeout_s=5, scratch_mb=8, private_mounts=private, allow_weak=private is False)
     sb.start()
     res = {"isolation": sb.isolation}
     for mode in ("parent", "sentinel", "read", "fill", "ok"):
@@ -740,6 +753,7 @@ def test_without_root_landlock_scoping_keeps_the_worker_from_its_host():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["support"]["can_setuid"] is False and out["sentinel_alive"]
+    assert out["no_private_root"] == "SandboxUnavailable"  # the host's file system in view: weak mode only
     for private, mounts in (("None", True), ("False", False)):
         res = out[private]
         assert res["isolation"]["uid"] == 0 and res["isolation"]["private_mounts"] is mounts
