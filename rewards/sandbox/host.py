@@ -463,8 +463,11 @@ class Sandbox:
         if type(message) is not dict:
             raise _malformed()
         if message.get("unavailable") is True and message.keys() == {"ok", "unavailable", "error"}:
-            error = self._user_error(message["error"], "")
-            raise SandboxUnavailable(error.message, kind="SandboxUnavailable", traceback=error.traceback)
+            _, text, _, tb = self._error_fields(message["error"])  # sent before any user code ran: its own words
+            advice = " Set GRPO_SANDBOX_ALLOW_WEAK=1 (or allow_weak=True) to run it with weaker isolation." \
+                if "PermissionError" in text and not self.allow_weak else ""
+            raise SandboxUnavailable(f"refusing to run reward code: {text}.{advice}", kind="SandboxUnavailable",
+                                     traceback=tb)
         report = message.get("isolation")
         if message.keys() != {"locked", "isolation"} or message["locked"] is not True or type(report) is not dict \
                 or report.keys() - ISOLATION_TYPES.keys() or not ISOLATION_TYPES.keys() - {"private_mounts_error"} \
@@ -759,8 +762,8 @@ class Sandbox:
         return out_extra, out_metrics
 
     @staticmethod
-    def _user_error(err, stdout: str) -> SandboxError:
-        """The user's error as the worker described it: a kind, a message, a line, a traceback, nothing more."""
+    def _error_fields(err) -> tuple[str, str, int | None, str]:
+        """kind, message, line, traceback of an error the worker described; nothing else is taken."""
         if type(err) is not dict or not err.keys() <= {"kind", "message", "line", "traceback"}:
             raise _malformed("the worker sent a malformed error")
         kind, message, line, tb = err.get("kind"), err.get("message", ""), err.get("line"), err.get("traceback", "")
@@ -768,6 +771,12 @@ class Sandbox:
                 or len(message) > MAX_ERROR_MESSAGE or type(tb) is not str or len(tb) > MAX_ERROR_TRACEBACK \
                 or not (line is None or type(line) is int):
             raise _malformed("the worker sent a malformed error")
+        return kind, message, line, tb
+
+    @classmethod
+    def _user_error(cls, err, stdout: str) -> SandboxError:
+        """The user's error as the worker described it: a kind, a message, a line, a traceback, nothing more."""
+        kind, message, line, tb = cls._error_fields(err)
         if kind in HOST_KINDS:  # the user's own exception class, not this side speaking
             kind, message = "UserException", f"the function raised an exception named {kind}: {message}"
         return SandboxError(message, kind=kind, line=line, stdout=stdout, traceback=tb)
