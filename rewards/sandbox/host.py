@@ -14,7 +14,6 @@ import fcntl
 import math
 import os
 import select
-import shutil
 import signal
 import stat
 import struct
