@@ -1,5 +1,6 @@
 import difflib
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -54,6 +55,7 @@ def reward_detail(request, pk):
         "reward": rf, "form": form, "versions": versions, "latest": latest,
         "datasets": DatasetVersion.objects.filter(dataset__owner=request.user).select_related("dataset"),
         "runs": Run.objects.filter(owner=request.user).exclude(step=0),
+        "sandbox_weak_allowed": settings.GRPO_SANDBOX_ALLOW_WEAK,
     }, status=400 if form.errors else 200)
 
 

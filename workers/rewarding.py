@@ -49,6 +49,8 @@ class SandboxedReward:
         self.faults, self.disabled = 0, False
         self.sandbox = Sandbox(spec.source, spec.entrypoint, slot=slot, allow_weak=allow_weak)
         self.sandbox.start()
+        if events and self.sandbox.isolation.get("weak"):  # weak mode: the run page says what was missing
+            events.write("reward_sandbox", name=spec.name, weak=self.sandbox.isolation["weak"])
 
     def __call__(self, /, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
                  log_metric=None, environments=None, **columns):
