@@ -351,6 +351,8 @@ def _plain(obj):
 class Sandbox:
     """One reward function in its own sandboxed worker process. See the package docstring."""
 
+    MODE, NPROC = "reward", 1  # what the worker serves, and its RLIMIT_NPROC (rewards/sandbox/code.py differs)
+
     def __init__(self, source: str, func_name: str, *, slot: int = 0, timeout_s: float = 5.0, memory_mb: int = 1024,
                  cpu_limit_s: float = 600.0, scratch_mb: int = 64, scratch_root: str | os.PathLike | None = None,
                  max_message_mb: int = 64, stdout_limit: int = 64 * 1024, startup_timeout_s: float = 30.0,
@@ -427,7 +429,8 @@ class Sandbox:
                       "scratch": self.scratch, "scratch_mb": self.scratch_mb, "memory_mb": self.memory_mb,
                       "cpu_s": max(1, math.ceil(self.cpu_limit_s)), "nofile": NOFILE,
                       "stdout_limit": self.stdout_limit, "max_message": self.max_message,
-                      "log_values": MAX_LOG_VALUES, "log_chars": MAX_LOG_CHARS,
+                      "log_values": MAX_LOG_VALUES, "log_chars": MAX_LOG_CHARS, "mode": self.MODE,
+                      "nproc": self.NPROC,
                       "allow_weak": self.allow_weak, "private_mounts": self.private_mounts, "ppid": os.getpid()}
             deadline = began + self.startup_timeout_s
             try:
