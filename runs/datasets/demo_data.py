@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import string
 
@@ -74,4 +75,61 @@ def word_problem_rows(n: int = 100, *, seed: int = 0) -> list[dict]:
                  f"How many {item} does {name} have?")
             steps, ans = f"After giving away: {a + c} - {c} = {a}.\nAfter finding more: {a} + {b} = {a + b}", a + b
         rows.append({"question": q, "answer": f"{steps}\n#### {ans}"})
+    return rows
+
+
+# name, prompt, reference solution, and a test maker: rng -> one test (an assert, or an input/output pair)
+PYTHON_TASKS = [
+    ("add", "Write a Python function `add(a, b)` that returns the sum of two integers.",
+     "def add(a, b):\n    return a + b\n",
+     lambda rng: (lambda a, b: f"assert add({a}, {b}) == {a + b}")(rng.randint(-99, 99), rng.randint(-99, 99))),
+    ("count_vowels", "Write a Python function `count_vowels(s)` that returns how many vowels (a, e, i, o, u; any "
+     "case) the string `s` holds.",
+     "def count_vowels(s):\n    return sum(ch in 'aeiouAEIOU' for ch in s)\n",
+     lambda rng: (lambda w: f"assert count_vowels({w!r}) == {sum(c in 'aeiouAEIOU' for c in w)}")(
+         rng.choice(WORDS).capitalize() if rng.random() < 0.5 else rng.choice(WORDS))),
+    ("reverse_words", "Write a Python function `reverse_words(s)` that returns the words of `s` in reverse order, "
+     "joined by single spaces.",
+     "def reverse_words(s):\n    return ' '.join(reversed(s.split()))\n",
+     lambda rng: (lambda ws: f"assert reverse_words({' '.join(ws)!r}) == {' '.join(reversed(ws))!r}")(
+         rng.sample(WORDS, rng.randint(1, 4)))),
+    ("is_prime", "Write a Python function `is_prime(n)` that returns True when the integer `n` is a prime number.",
+     "def is_prime(n):\n    if n < 2:\n        return False\n    i = 2\n    while i * i <= n:\n"
+     "        if n % i == 0:\n            return False\n        i += 1\n    return True\n",
+     lambda rng: (lambda n: f"assert is_prime({n}) == {all(n % d for d in range(2, int(n ** 0.5) + 1)) and n > 1}")(
+         rng.randint(0, 200))),
+    ("factorial", "Write a Python function `factorial(n)` that returns n! for an integer n >= 0.",
+     "def factorial(n):\n    result = 1\n    for k in range(2, n + 1):\n        result *= k\n    return result\n",
+     lambda rng: (lambda n: f"assert factorial({n}) == {math.factorial(n)}")(rng.randint(0, 12))),
+    ("is_palindrome", "Write a Python function `is_palindrome(s)` that returns True when the string `s` reads the "
+     "same backwards.",
+     "def is_palindrome(s):\n    return s == s[::-1]\n",
+     lambda rng: (lambda w: f"assert is_palindrome({w!r}) == {w == w[::-1]}")(
+         rng.choice(["level", "racecar", "noon", "abba", "x"] + WORDS[:20]))),
+    ("sum_of_two", "Write a Python program that reads two integers from one line of standard input and prints "
+     "their sum.",
+     "a, b = map(int, input().split())\nprint(a + b)\n",
+     lambda rng: (lambda a, b: {"input": f"{a} {b}\n", "output": f"{a + b}\n"})(rng.randint(-999, 999),
+                                                                                 rng.randint(-999, 999))),
+    ("largest", "Write a Python program that reads a count n and then n integers (one line, space separated) from "
+     "standard input and prints the largest.",
+     "input()\nprint(max(map(int, input().split())))\n",
+     lambda rng: (lambda xs: {"input": f"{len(xs)}\n{' '.join(map(str, xs))}\n", "output": f"{max(xs)}\n"})(
+         [rng.randint(-50, 50) for _ in range(rng.randint(1, 8))])),
+]
+
+
+def python_task_rows(n: int = 120, *, seed: int = 0, tests_per_row: int = 4) -> list[dict]:
+    """Small Python tasks with tests, for the ``code_tests`` reward: ``{"prompt": ..., "tests": "<JSON list>",
+    "task": "add", "solution": "<reference code>"}``. ``tests`` is JSON text of assert statements or of
+    ``{"input", "output"}`` pairs (one kind per row), so the column has one type in every row."""
+    import json
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        name, prompt, solution, make = PYTHON_TASKS[i % len(PYTHON_TASKS)]
+        tests = [make(rng) for _ in range(tests_per_row)]
+        rows.append({"prompt": f"{prompt} Answer with the code in one ```python block.", "tests": json.dumps(tests),
+                     "task": name, "solution": solution})
     return rows
