@@ -59,22 +59,12 @@ class CodeRunner(Sandbox):
                                   "memory_mb": self.test_memory_mb,
                                   "jobs": [{"code": code, "tests": cases} for code, cases in jobs]},
                                  use_bin_type=True)
-            if self._workers and not self._idle(self._workers[0]):
-                self.faults += 1
-                self._discard()
-            self.start()
-            worker = self._workers[0]
+            worker = self._ready()
             began = time.perf_counter()
             deadline = began + self.timeout_s + tests * (self.time_s + 1.0)  # the template kills each at time_s
             try:
                 try:
-                    worker.thaw()
-                    try:
-                        self._send(worker, body, deadline)
-                        reply = self._receive(worker, deadline)
-                    finally:
-                        worker.freeze()
-                        worker.awake_s += time.perf_counter() - began
+                    reply = self._round_trip(worker, body, began, deadline)
                     return self._results(reply, [len(t) for _, t in jobs])
                 except _Lost:
                     raise

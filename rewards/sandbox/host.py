@@ -590,21 +590,11 @@ class Sandbox:
                 "trainer_state": self._state(trainer_state), "columns": columns}}
             body = self._pack(request)
             self._seq += 1
-            if self._workers and not self._idle(self._workers[0]):  # died, or sent bytes nobody asked for
-                self.faults += 1
-                self._discard()
-            self.start()
-            worker = self._workers[0]
+            worker = self._ready()
             began = time.perf_counter()
             try:
                 try:
-                    worker.thaw()
-                    try:
-                        self._send(worker, body, began + self.timeout_s)
-                        reply = self._receive(worker, began + self.timeout_s)
-                    finally:
-                        worker.freeze()
-                        worker.awake_s += time.perf_counter() - began
+                    reply = self._round_trip(worker, body, began, began + self.timeout_s)
                     result = self._reply(reply, len(completions))
                 except (_Lost, SandboxError):
                     raise
@@ -633,10 +623,29 @@ class Sandbox:
             result.replay(log_extra, log_metric)
             return result
 
+    def _ready(self) -> _Worker:
+        """The worker for the next request: a fresh one where the last died or sent bytes nobody asked for (a
+        fault), or none was running."""
+        if self._workers and not self._idle(self._workers[0]):
+            self.faults += 1
+            self._discard()
+        self.start()
+        return self._workers[0]
+
     @staticmethod
     def _idle(worker: _Worker) -> bool:
         """Alive, and nothing arrived since its last reply (no EOF either)."""
         return worker.proc.poll() is None and not worker.buf and not worker.readable.poll(0)
+
+    def _round_trip(self, worker: _Worker, body: bytes, began: float, deadline: float):
+        """Thaw the worker, send ``body``, decode its reply, freeze it again."""
+        worker.thaw()
+        try:
+            self._send(worker, body, deadline)
+            return self._receive(worker, deadline)
+        finally:
+            worker.freeze()
+            worker.awake_s += time.perf_counter() - began
 
     def _after_call(self, worker: _Worker) -> None:
         """Recycle a worker past half its CPU budget (as the kernel counts it); enforce the scratch quota where the

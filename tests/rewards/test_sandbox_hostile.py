@@ -435,14 +435,19 @@ def test_ptrace_prlimit_and_pdeathsig_tricks_are_denied(sandbox):
     ("personality", 135, 1), ("process_vm_readv", 310, 1), ("shmget", 29, 1), ("clone3", 435, 38),
 ])
 def test_dangerous_syscalls_fail_with_the_expected_errno(sandbox, name, nr, errno_):
-    sb = sandbox(hostile(f"""
+    sb = sandbox(syscall_probe(nr))
+    assert attack(sb).rewards == [-1.0, float(errno_), 0.0], name
+    assert_next_call_works(sb)
+
+
+def syscall_probe(nr: int) -> str:
+    """A reward function that, attacked, makes system call ``nr`` and returns [its result, errno, 0.0]."""
+    return hostile(f"""
         libc = ctypes.CDLL(None, use_errno=True)
         ctypes.set_errno(0)
         ret = libc.syscall({nr}, 0, 0, 0, 0, 0)
         return [float(ret), float(ctypes.get_errno()), 0.0]
-    """))
-    assert attack(sb).rewards == [-1.0, float(errno_), 0.0], name
-    assert_next_call_works(sb)
+    """)
 
 
 def test_x32_system_calls_kill_the_worker(sandbox):
@@ -1017,12 +1022,7 @@ def test_a_posix_timer_runs_no_code_between_calls(isolated):
     ("listmount", 458), ("io_setup", 206), ("io_submit", 209),
 ])
 def test_file_metadata_watch_mount_table_and_aio_calls_are_denied(isolated, name, nr):
-    sb = isolated(hostile(f"""
-        libc = ctypes.CDLL(None, use_errno=True)
-        ctypes.set_errno(0)
-        ret = libc.syscall({nr}, 0, 0, 0, 0, 0)
-        return [float(ret), float(ctypes.get_errno()), 0.0]
-    """))
+    sb = isolated(syscall_probe(nr))
     assert attack(sb).rewards == [-1.0, 1.0, 0.0], name  # -1, EPERM
     assert_next_call_works(sb)
 
