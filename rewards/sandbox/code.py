@@ -38,7 +38,9 @@ class TestResult:
 class CodeRunner(Sandbox):
     """A warm template that forks one confined process per test. See the module docstring."""
 
-    MODE, NPROC = "tests", 2  # the template and the one test process it runs at a time
+    # RLIMIT_NPROC counts every process of the uid, and templates of concurrent runs may share one (code_tests uses
+    # a fixed slot): room for several. Test processes cannot fork at all (seccomp), so this is not what stops them.
+    MODE, NPROC = "tests", 64
 
     def __init__(self, *, slot: int = 0, time_s: float = 2.0, memory_mb: int = 256, **kwargs):
         kwargs.setdefault("memory_mb", max(1024, memory_mb))
