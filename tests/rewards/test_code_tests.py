@@ -97,3 +97,11 @@ def test_the_demo_tasks_reference_solutions_pass_their_tests(runner):
     results = runner.run([(row["solution"], parse_tests(json.loads(row["tests"]))) for row in rows])
     assert all(r.passed for row in results for r in row), [r for row in results for r in row if not r.passed]
     assert {row["task"] for row in rows} == {name for name, *_ in PYTHON_TASKS}
+
+
+@needs_sandbox
+def test_two_templates_on_one_slot_both_run_their_tests():
+    """code_tests uses one fixed slot: the templates of two runs on a machine then share a uid."""
+    with CodeRunner(slot=31, time_s=1.0) as first, CodeRunner(slot=31, time_s=1.0) as second:
+        for runner in (first, second, first):
+            assert runner.run([(ADD, [{"assert": "assert add(1, 1) == 2"}])])[0][0].passed
