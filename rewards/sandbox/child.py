@@ -722,7 +722,12 @@ class TestRunner:
 
     def run_one(self, code: str, test: dict, time_s: float, memory_mb: int) -> dict:
         r, w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: this test cannot run, the template goes on
+            os.close(r)
+            os.close(w)
+            return {"passed": False, "error": f"could not start a test process: {exc}"[:500]}
         if pid == 0:  # the test process: never returns
             os.close(r)
             try:
