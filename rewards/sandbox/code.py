@@ -18,12 +18,11 @@ verdict of its own making: ``passed`` is what the process reported, not a proof 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import msgpack
 
-from rewards.sandbox.host import Sandbox, SandboxCrash, SandboxError, _Lost, _malformed
+from rewards.sandbox.host import Sandbox, SandboxCrash, SandboxError
 
 MAX_TESTS = 4096  # tests in one run() call
 MAX_CODE_CHARS = 1 << 20
@@ -61,39 +60,24 @@ class CodeRunner(Sandbox):
                                   "memory_mb": self.test_memory_mb,
                                   "jobs": [{"code": code, "tests": cases} for code, cases in jobs]},
                                  use_bin_type=True)
-            worker = self._ready()
-            began = time.perf_counter()
-            deadline = began + self.timeout_s + tests * (self.time_s + 1.0)  # the template kills each at time_s
-            try:
-                try:
-                    reply = self._round_trip(worker, body, began, deadline)
-                    return self._results(reply, [len(t) for _, t in jobs])
-                except _Lost:
-                    raise
-                except Exception as exc:
-                    raise _malformed(f"the template sent an unreadable reply ({type(exc).__name__})") from None
-            except _Lost as lost:
-                self.failures += 1
-                self.faults += 1
-                self._discard()
-                raise lost.cls(lost.message, kind=lost.kind) from None
-            finally:
-                self.calls += 1
+            limit_s = self.timeout_s + tests * (self.time_s + 1.0)  # the template kills each test at time_s
+            return self._request(body, limit_s, lambda reply: self._results(reply, [len(t) for _, t in jobs]))
 
     def _results(self, reply, shape: list[int]) -> list[list[TestResult]]:
+        """The template's reply, exactly as an honest template sends it; ValueError otherwise."""
         if type(reply) is not dict or reply.keys() != {"id", "ok", "results"} or reply["id"] != self._seq \
                 or reply["ok"] is not True or type(reply["results"]) is not list \
                 or len(reply["results"]) != len(shape):
-            raise _malformed("the template sent a malformed reply")
+            raise ValueError("not a results message for this request")
         out = []
-        for results, n in zip(reply["results"], shape):
+        for results, n in zip(reply["results"], shape, strict=True):
             if type(results) is not list or len(results) != n:
-                raise _malformed("the template sent a malformed reply")
+                raise ValueError("results of the wrong shape")
             row = []
             for r in results:
                 if type(r) is not dict or not r.keys() <= {"passed", "error"} or type(r.get("passed")) is not bool \
                         or type(r.get("error", "")) is not str or len(r.get("error", "")) > 500:
-                    raise _malformed("the template sent a malformed result")
+                    raise ValueError("a malformed test result")
                 row.append(TestResult(r["passed"], r.get("error", "")))
             out.append(row)
         return out

@@ -637,6 +637,28 @@ class Sandbox:
         """Alive, and nothing arrived since its last reply (no EOF either)."""
         return worker.proc.poll() is None and not worker.buf and not worker.readable.poll(0)
 
+    def _request(self, body: bytes, limit_s: float, parse):
+        """Send ``body`` (its id already counted in ``_seq``) and return ``parse(reply)``, within ``limit_s``.
+        Whatever goes wrong, in the exchange or in ``parse``, is a SandboxError kind; a reply ``parse`` rejects
+        (any exception) is a ProtocolError that costs the worker, as a fault."""
+        with self._lock:
+            worker = self._ready()
+            began = time.perf_counter()
+            try:
+                try:
+                    return parse(self._round_trip(worker, body, began, began + limit_s))
+                except _Lost:
+                    raise
+                except Exception as exc:
+                    raise _malformed(f"the worker sent a malformed reply ({exc})"[:500]) from None
+            except _Lost as lost:
+                self.failures += 1
+                self.faults += 1
+                self._discard()
+                raise lost.cls(lost.message, kind=lost.kind) from None
+            finally:
+                self.calls += 1
+
     def _round_trip(self, worker: _Worker, body: bytes, began: float, deadline: float):
         """Thaw the worker, send ``body``, decode its reply, freeze it again."""
         worker.thaw()
