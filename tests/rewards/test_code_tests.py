@@ -86,8 +86,10 @@ def test_each_test_is_confined_and_a_hostile_one_costs_only_itself(runner, code,
 
 @needs_sandbox
 def test_a_test_cannot_write_to_the_hosts_pipe_or_leave_state_for_the_next(runner):
-    leak = "import sys\nsys.modules['builtins'].LEAKED = 1\nimport os\nos.write(4, b'x' * 100)\n"
-    results = runner.run([(leak, [{"assert": "pass"}]), ("", [{"assert": "assert not hasattr(__builtins__, 'LEAKED')"}])])
+    leak = "import builtins, os, sys\nbuiltins.LEAKED = 1\nos.write(int(sys.argv[2]), b'forged reply')\n"
+    results = runner.run([(leak, [{"assert": "pass"}]), ("", [{"assert": "import builtins\n"
+                                                                        "assert not hasattr(builtins, 'LEAKED')"}])])
+    assert results[0][0].error == "OSError: [Errno 9] Bad file descriptor"  # the template's pipe to the host
     assert results[1][0].passed and runner.faults == 0
 
 
