@@ -32,8 +32,8 @@ import io
 import linecache
 import math
 import os
-import select
 import resource
+import select
 import signal
 import struct
 import sys
@@ -592,9 +592,6 @@ class Worker:
         return reply
 
     def serve(self) -> None:
-        import gc
-
-        gc.freeze()  # what the template holds stays shared with each fork: no copy-on-write from collections
         while True:
             req = self.channel.receive()
             if req is None or req.get("op") == "close":
@@ -711,16 +708,61 @@ class TestRunner:
             if os.uname().machine == "x86_64" and seccomp_available() else None
 
     def serve(self) -> None:
+        import gc
+
+        gc.freeze()  # what the template holds stays shared with each fork: no copy-on-write from collections
         while True:
             req = self.channel.receive()
             if req is None or req.get("op") == "close":
                 return
-            time_s, memory_mb = float(req["time_s"]), int(req["memory_mb"])
-            results = [[self.run_one(job["code"], test, time_s, memory_mb) for test in job["tests"]]
-                       for job in req["jobs"]]
-            self.channel.send({"id": req["id"], "ok": True, "results": results})
+            self.channel.send({"id": req["id"], "ok": True, "results": self.run_all(
+                req["jobs"], float(req["time_s"]), int(req["memory_mb"]))})
 
-    def run_one(self, code: str, test: dict, time_s: float, memory_mb: int) -> dict:
+    def run_all(self, jobs: list[dict], time_s: float, memory_mb: int) -> list[list[dict]]:
+        """Every test of every job, up to ``parallel`` test processes at a time, each with its own deadline."""
+        pending = [(j, t) for j, job in enumerate(jobs) for t in range(len(job["tests"]))]
+        pending.reverse()
+        results: list[list] = [[None] * len(job["tests"]) for job in jobs]
+        running: dict[int, dict] = {}  # read end of its verdict pipe -> the test process
+        poller = select.poll()
+        while pending or running:
+            while pending and len(running) < self.cfg.get("parallel", 1):
+                j, t = pending.pop()
+                started = self.start(jobs[j]["code"], jobs[j]["tests"][t], time_s, memory_mb)
+                if "pid" not in started:  # could not fork: that is its verdict
+                    results[j][t] = started
+                    continue
+                started.update(at=(j, t), test=jobs[j]["tests"][t], data=bytearray())
+                running[started["fd"]] = started
+                poller.register(started["fd"], select.POLLIN)
+            if not running:
+                continue
+            now = time.monotonic()
+            wait = min(p["deadline"] for p in running.values()) - now
+            ready = {fd for fd, _ in poller.poll(max(0, math.ceil(wait * 1000)))}
+            for fd in list(running):
+                proc, done = running[fd], False
+                if fd in ready:
+                    chunk = os.read(fd, 1 << 16)
+                    proc["data"] += chunk
+                    if len(proc["data"]) > 4 * self.OUTPUT_LIMIT:  # more than an honest verdict: judged without
+                        os.kill(proc["pid"], signal.SIGKILL)
+                        proc["data"].clear()
+                        done = True
+                    done = done or not chunk
+                elif time.monotonic() >= proc["deadline"]:
+                    os.kill(proc["pid"], signal.SIGKILL)
+                    proc["timed_out"] = True
+                    done = True
+                if done:
+                    poller.unregister(fd)
+                    del running[fd]
+                    j, t = proc["at"]
+                    results[j][t] = self.finish(proc, time_s)
+        return results
+
+    def start(self, code: str, test: dict, time_s: float, memory_mb: int) -> dict:
+        """Fork one test process; what the template keeps of it, or a failed verdict when it could not fork."""
         r, w = os.pipe2(os.O_CLOEXEC)
         try:
             pid = os.fork()
@@ -742,41 +784,36 @@ class TestRunner:
             finally:
                 os._exit(0)
         os.close(w)
-        data, timed_out = bytearray(), False
-        deadline = time.monotonic() + time_s
-        poller = select.poll()
-        poller.register(r, select.POLLIN)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not poller.poll(math.ceil(left * 1000)):
-                timed_out = True
+        return {"pid": pid, "fd": r, "deadline": time.monotonic() + time_s, "timed_out": False}
+
+    def finish(self, proc: dict, time_s: float) -> dict:
+        """Reap a test process and judge it from what it reported (its output, for stdin/stdout tests)."""
+        pid, status = os.waitpid(proc["pid"], os.WNOHANG)
+        for _ in range(500):  # a process that is exiting closes its pipe a moment before it can be reaped
+            if pid:
                 break
-            chunk = os.read(r, 1 << 16)
-            if not chunk:
-                break
-            data += chunk
-            if len(data) > 4 * self.OUTPUT_LIMIT:  # more than an honest verdict: stop it, judge it without
-                os.kill(pid, signal.SIGKILL)
-                data.clear()
-                break
-        if timed_out:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        os.close(r)
-        if timed_out:
+            time.sleep(0.0002)
+            pid, status = os.waitpid(proc["pid"], os.WNOHANG)
+        if pid == 0:  # it closed its verdict pipe and lives on: it is done all the same
+            os.kill(proc["pid"], signal.SIGKILL)
+            os.waitpid(proc["pid"], 0)
+            status = None
+        os.close(proc["fd"])
+        if proc["timed_out"]:
             return {"passed": False, "error": f"timed out after {time_s:g} s"}
-        if os.WIFSIGNALED(status):
+        if status is not None and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             why = "its CPU limit" if sig in (signal.SIGXCPU, signal.SIGKILL) else signal.Signals(sig).name
             return {"passed": False, "error": f"killed by {why}"}
         try:
-            verdict = msgpack.unpackb(bytes(data), raw=False)
+            verdict = msgpack.unpackb(bytes(proc["data"]), raw=False)
             passed, error = verdict["passed"], verdict.get("error", "")
             if type(passed) is not bool or type(error) is not str:
                 raise TypeError
         except Exception:
             return {"passed": False, "error": "the test process ended without a verdict"}
         out = {"passed": passed, "error": error[:500]}
+        test = proc["test"]
         if "stdout" in verdict and type(verdict["stdout"]) is str and "stdout" in test:
             out["passed"] = passed and same_output(verdict["stdout"], test["stdout"])
             if passed and not out["passed"]:

@@ -18,6 +18,7 @@ verdict of its own making: ``passed`` is what the process reported, not a proof 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import msgpack
@@ -41,10 +42,12 @@ class CodeRunner(Sandbox):
     # a fixed slot): room for several. Test processes cannot fork at all (seccomp), so this is not what stops them.
     MODE, NPROC = "tests", 64
 
-    def __init__(self, *, slot: int = 0, time_s: float = 2.0, memory_mb: int = 256, **kwargs):
+    def __init__(self, *, slot: int = 0, time_s: float = 2.0, memory_mb: int = 256, parallel: int | None = None,
+                 **kwargs):
         kwargs.setdefault("memory_mb", max(1024, memory_mb))
         super().__init__("", "code_tests", slot=slot, **kwargs)
         self.time_s, self.test_memory_mb = float(time_s), int(memory_mb)
+        self.parallel = max(1, min(parallel or os.cpu_count() or 1, 8))  # test processes at a time
 
     def run(self, jobs: list[tuple[str, list[dict]]]) -> list[list[TestResult]]:
         """For each (code, tests): one TestResult per test. A test is ``{"assert": source}`` (run after the code)

@@ -107,3 +107,20 @@ def test_two_templates_on_one_slot_both_run_their_tests():
     with CodeRunner(slot=31, time_s=1.0) as first, CodeRunner(slot=31, time_s=1.0) as second:
         for runner in (first, second, first):
             assert runner.run([(ADD, [{"assert": "assert add(1, 1) == 2"}])])[0][0].passed
+
+
+@needs_sandbox
+def test_a_test_that_closes_its_verdict_pipe_and_sleeps_ends_with_no_verdict(runner):
+    hang = "import os, time\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n" \
+           "        pass\ntime.sleep(30)\n"
+    results = runner.run([(hang, [{"assert": "pass"}]), (ADD, [{"assert": "assert add(1, 2) == 3"}])])
+    assert results[0][0].error == "the test process ended without a verdict" and results[1][0].passed
+
+
+@needs_sandbox
+def test_tests_run_in_parallel_processes_each_with_its_own_deadline():
+    with CodeRunner(slot=32, time_s=1.0, parallel=2) as runner:
+        slow, fast = "import time\ntime.sleep(30)\n", ADD
+        results = runner.run([(slow, [{"assert": "pass"}] * 2), (fast, [{"assert": "assert add(1, 2) == 3"}] * 6)])
+    assert [r.error for r in results[0]] == ["timed out after 1 s"] * 2
+    assert all(r.passed for r in results[1])
