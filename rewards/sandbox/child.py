@@ -823,8 +823,12 @@ class TestRunner:
     def confine(self, time_s: float, memory_mb: int) -> None:
         mib = 1 << 20
         cpu = max(1, math.ceil(time_s))
+        hard = cpu + 1
+        _, most = resource.getrlimit(resource.RLIMIT_CPU)  # the template's own hard limit caps its tests'
+        if most != resource.RLIM_INFINITY:
+            cpu, hard = min(cpu, max(most - 1, 1)), min(hard, most)
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mib, memory_mb * mib))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != self.template:  # the template died before that: no one to report to

@@ -647,7 +647,7 @@ class Sandbox:
             began = time.perf_counter()
             try:
                 try:
-                    return parse(self._round_trip(worker, body, began, began + limit_s))
+                    result = parse(self._round_trip(worker, body, began, began + limit_s))
                 except _Lost:
                     raise
                 except Exception as exc:
@@ -659,6 +659,8 @@ class Sandbox:
                 raise lost.cls(lost.message, kind=lost.kind) from None
             finally:
                 self.calls += 1
+            self._recycle(worker)
+            return result
 
     def _round_trip(self, worker: _Worker, body: bytes, began: float, deadline: float):
         """Thaw the worker, send ``body``, decode its reply, freeze it again."""
@@ -670,14 +672,19 @@ class Sandbox:
             worker.freeze()
             worker.awake_s += time.perf_counter() - began
 
-    def _after_call(self, worker: _Worker) -> None:
-        """Recycle a worker past half its CPU budget (as the kernel counts it); enforce the scratch quota where the
-        kernel could not."""
-        # One thread (seccomp denies clone), frozen between calls: its CPU time is at most the time it was thawed,
-        # so /proc is read only once that could pass half the budget. Without seccomp, after every call.
+    def _recycle(self, worker: _Worker) -> bool:
+        """Replace a worker past half its CPU budget (as the kernel counts it), between calls. One thread (seccomp
+        denies clone), frozen between calls: its CPU time is at most the time it was thawed, so /proc is read only
+        once that could pass half the budget; without seccomp, after every call."""
         if (worker.awake_s > self.cpu_limit_s / 2 or not self.isolation.get("seccomp")) \
                 and worker.cpu_s() > self.cpu_limit_s / 2:
             self._discard()
+            return True
+        return False
+
+    def _after_call(self, worker: _Worker) -> None:
+        """Recycle a worker past half its CPU budget; enforce the scratch quota where the kernel could not."""
+        if self._recycle(worker):
             return
         if not self.isolation.get("private_mounts") and self.scratch:
             limit = self.scratch_mb << 20

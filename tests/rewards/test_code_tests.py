@@ -124,3 +124,12 @@ def test_tests_run_in_parallel_processes_each_with_its_own_deadline():
         results = runner.run([(slow, [{"assert": "pass"}] * 2), (fast, [{"assert": "assert add(1, 2) == 3"}] * 6)])
     assert [r.error for r in results[0]] == ["timed out after 1 s"] * 2
     assert all(r.passed for r in results[1])
+
+
+
+@needs_sandbox
+def test_a_templates_small_cpu_budget_caps_its_tests_limits_instead_of_failing_them():
+    with CodeRunner(slot=33, time_s=5.0, cpu_limit_s=1) as runner:  # the template's hard CPU limit: 2 s
+        spin = "while True:\n    pass\n"
+        results = runner.run([(spin, [{"assert": "pass"}]), (ADD, [{"assert": "assert add(1, 2) == 3"}])])
+    assert results[0][0].error == "killed by its CPU limit" and results[1][0].passed

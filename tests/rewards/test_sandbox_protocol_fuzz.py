@@ -120,8 +120,8 @@ class Script:
         if pick == 12:  # wrong ids
             return frame({**good, "id": rng.choice([seq - 1, seq + 1, str(seq), None, float(seq), True])}), False
         if pick == 13:  # rewards of every wrong kind
-            return frame({**good, "rewards": rng.choice([[1.0], [1.0] * 4, ["1"] * 3, [[1.0]] * 3, [True, None, 2 ** 63],
-                                                         [math.nan] * 3, "abc", None, {"a": 1}])}), False
+            wrong = [[1.0], [1.0] * 4, ["1"] * 3, [[1.0]] * 3, [True, None, 2 ** 63], [math.nan] * 3, "abc", None, {"a": 1}]
+            return frame({**good, "rewards": rng.choice(wrong)}), False
         if pick == 14:  # ext types, timestamps, bin where text belongs
             ext = rng.choice([msgpack.ExtType(5, b"xx"), msgpack.Timestamp(0, 0)])
             return frame({**good, rng.choice(["stdout", "rewards", "extra"]): ext}), False
