@@ -21,9 +21,8 @@ allow_weak=False)``
   kind ``SourceTooLarge`` from the constructor).
 - ``call(completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None, log_metric=None,
   **columns) -> CallResult`` (a column may be named ``self``) calls it the way TRL does: ``prompts=``,
-  ``completions=``, ``completion_ids=``, the
-  dataset columns and ``trainer_state`` (an object with ``global_step``, ``max_steps``, ``epoch``,
-  ``num_train_epochs``) as keyword arguments, plus ``log_extra`` / ``log_metric`` functions that record. Pass TRL's
+  ``completions=``, ``completion_ids=``, the dataset columns and ``trainer_state`` (an object with
+  ``global_step``, ``max_steps``, ``epoch``, ``num_train_epochs``) as keyword arguments, plus ``log_extra`` / ``log_metric`` functions that record. Pass TRL's
   ``log_extra`` / ``log_metric`` and the records are replayed into them after a successful call
   (``CallResult.replay`` does the same by hand). A TRL reward function is then
   ``lambda completions, **kw: sb.call(completions, **kw).rewards``.
