@@ -28,6 +28,9 @@ RUN pip install .
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
  && mkdir -p /data && chown -R app:app /data
 
+# Not root: reward sandboxes then make their private root in a user namespace, which the compose file's
+# security_opt allows for the worker containers (docs/sandbox.md, "Isolation by deployment"). The interpreter and
+# site-packages under /usr/local are readable by every user, as a sandbox needs.
 USER app
 VOLUME ["/data"]
 EXPOSE 8000

@@ -13,7 +13,10 @@ one call of each variant, in alternating order. The per-round ratio sandboxed / 
 is the figure. A sandboxed call is timed from ``Sandbox.call`` to its return: packing, both pipe transfers, the
 worker's unpacking and the host's checks of the reply are all in it.
 
-The median start time of a fresh worker is printed too, for a source that imports math-verify and for a trivial one.
+The median start time of a fresh worker is printed too, for a source that imports math-verify and for a trivial one,
+and the round trip of a cheap reward (TRL's length reward) on the same batches, median over ``--rounds`` calls, as
+``sandbox_roundtrip_ms=<x>`` (goal: at most 0.1 ms): that is the sandbox's own cost per call, with the thaw before
+and the freeze after it, the CPU-time read and every check of the reply.
 The last line is ``sandbox_overhead_ratio=<median ratio>``, for scripts to grep (goal: at most 1.15).
 """
 
@@ -65,6 +68,10 @@ def math_reward(completions, answer, **kwargs):
     return rewards
 '''
 FUNC = "math_reward"
+LENGTH_SOURCE = """
+def reward_len(completions, **kwargs):
+    return [-abs(20 - len(completion)) for completion in completions]
+"""
 WORDS = ("so", "we", "have", "the", "sum", "of", "then", "wait", "let", "me", "check", "again", "multiply", "by",
          "carry", "which", "gives", "hmm", "that", "is", "not", "right", "divide", "both", "sides")
 
@@ -165,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
             sb.call(completions, answer=answers)
             round_trips.append(time.perf_counter() - began)
 
+    with Sandbox(LENGTH_SOURCE, "reward_len") as sb:
+        batches = [make_batch(rng, args.batch, args.chars) for _ in range(args.rounds)]
+        for completions, answers in batches[:args.warmup]:
+            sb.call(completions, answer=answers)
+        length_trips = []
+        for completions, answers in batches:
+            began = time.perf_counter()
+            sb.call(completions, answer=answers)
+            length_trips.append(time.perf_counter() - began)
+
     size = sum(len(c) for c in completions) / len(completions)
     print(f"{args.rounds} rounds, {args.batch} completions of ~{size:.0f} chars per call, alternated; "
           f"worker: uid {isolation.get('uid')}, landlock {isolation.get('landlock')}, "
@@ -178,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
           f"nothing: {1000 * statistics.median(round_trips):.2f} ms")
     print(f"fresh worker start (median of {args.starts}): {1000 * start_trivial:.0f} ms for a trivial source, "
           f"{1000 * start_math:.0f} ms for this one (it imports math-verify)")
+    print(f"sandbox_roundtrip_ms={1000 * statistics.median(length_trips):.3f}")
     print(f"sandbox_overhead_ratio={statistics.median(ratios):.3f}")
     return 0
 

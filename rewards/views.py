@@ -1,5 +1,6 @@
 import difflib
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -64,6 +65,7 @@ def reward_detail(request, pk):
         "runs": Run.objects.visible_to(request.user).exclude(step=0),
         "can_write": RewardFunction.objects.visible_to(request.user, write=True).filter(pk=rf.pk).exists(),
         "share_url": reverse("reward_share", args=[rf.pk]), **share_context(rf, request.user),
+        "sandbox_weak_allowed": settings.GRPO_SANDBOX_ALLOW_WEAK,
     }, status=400 if form.errors else 200)
 
 

@@ -161,6 +161,9 @@ class Run(models.Model):
                                        "attempt is taken from it (reaped), so a late supervisor can change nothing.")
     reward_faults = models.JSONField(default=dict, blank=True,
                                      help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
+    sandbox_weak = models.JSONField(default=dict, blank=True,
+                                    help_text="{reward name: [what its sandbox lacked]} for rewards that ran in weak "
+                                              "mode (GRPO_SANDBOX_ALLOW_WEAK).")
     evaluation = models.JSONField(default=dict, blank=True,
                                   help_text="Periodic evaluation settings (workers.config.EvalFields); {}: none.")
     reflection_phrases = models.JSONField(default=default_reflection_phrases, blank=True,

@@ -63,6 +63,9 @@ class CapturingGRPOTrainer(GRPOTrainer):
         completions = list(logs["completion"])[-n:]
         advantages = list(logs["advantages"])[-n:]
         per_func = [list(logs["rewards"][name])[-n:] for name in self.reward_func_names]
+        # what reward functions logged per completion with TRL's log_extra (code_tests: each test's outcome),
+        # kept beside the row's columns for the rollout browser
+        logged = {col: list(values)[-n:] for col, values in logs.get("extra", {}).items() if len(values) >= n}
         weights = self.reward_weights.tolist()
         G = self.num_generations
         rows = []
@@ -79,7 +82,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
                 "advantage": advantages[i],
                 "length": int(lengths[i]),
                 "truncated": not has_eos[i],
-                "columns": columns[i],
+                "columns": {**{col: values[i] for col, values in logged.items()}, **columns[i]},
             })
         # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
         self._events.write("rollouts", step=self.state.global_step + 1, num_generations=G,

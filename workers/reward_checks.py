@@ -40,7 +40,7 @@ def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint
 
     from rewards.sandbox import Sandbox, SandboxError
 
-    result = {"owner_id": owner_id, "function_id": function_id, "rows": [], "error": None, "stdout": ""}
+    result = {"owner_id": owner_id, "function_id": function_id, "rows": [], "error": None, "stdout": "", "weak": []}
     data = _rows(dataset_version_id, rows)
     if run_id:
         from django.contrib.auth import get_user_model
@@ -67,6 +67,7 @@ def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint
         shown = [row["row"] for row in data]
     try:
         with Sandbox(source, entrypoint, slot=_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
+            result["weak"] = list(sb.isolation.get("weak", []))  # shown above the result: what isolation lacked
             call = sb.call(completions, prompts=prompts, **columns)
     except SandboxError as exc:
         result.update(error=str(exc), stdout=exc.stdout, line=exc.line, kind=exc.kind)

@@ -22,18 +22,24 @@ def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> 
                                    max_faults=config.max_reward_faults, allow_weak=config.allow_weak_sandbox)
             closers.append(base)
 
-        def func(completions, _base=base, _name=spec.name, **kwargs):
-            start = time.perf_counter()
-            scores = _base(completions, **kwargs)
-            log_metric = kwargs.get("log_metric")  # TRL's: averaged per logged step, beside its own metrics
-            if log_metric is not None and completions:
-                log_metric(f"rewards/{_name}/time_per_call_ms", (time.perf_counter() - start) * 1000)
-                log_metric(f"rewards/{_name}/none_frac", sum(s is None for s in scores) / len(completions))
-            return scores
-
-        func.__name__ = spec.name
-        funcs.append(func)
+        funcs.append(_named(base, spec.name))
     return funcs, [spec.weight for spec in config.rewards], closers
+
+
+def _named(base, name: str):
+    """``base`` under the name TRL logs. A closure, not a default argument: every keyword (a dataset column named
+    ``_base`` or ``self`` too) goes through to ``base``."""
+    def func(completions, **kwargs):
+        start = time.perf_counter()
+        scores = base(completions, **kwargs)
+        log_metric = kwargs.get("log_metric")  # TRL's: averaged per logged step, beside its own metrics
+        if log_metric is not None and completions:
+            log_metric(f"rewards/{name}/time_per_call_ms", (time.perf_counter() - start) * 1000)
+            log_metric(f"rewards/{name}/none_frac", sum(s is None for s in scores) / len(completions))
+        return scores
+
+    func.__name__ = name
+    return func
 
 
 class SandboxedReward:
@@ -51,8 +57,10 @@ class SandboxedReward:
         self.faults, self.disabled = 0, False
         self.sandbox = Sandbox(spec.source, spec.entrypoint, slot=slot, allow_weak=allow_weak)
         self.sandbox.start()
+        if events and self.sandbox.isolation.get("weak"):  # weak mode: the run page says what was missing
+            events.write("reward_sandbox", name=spec.name, weak=self.sandbox.isolation["weak"])
 
-    def __call__(self, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
+    def __call__(self, /, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
                  log_metric=None, environments=None, **columns):
         from rewards.sandbox import SandboxError
 

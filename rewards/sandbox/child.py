@@ -28,12 +28,16 @@ from __future__ import annotations
 import builtins
 import ctypes
 import inspect
+import io
 import linecache
+import math
 import os
 import resource
+import select
 import signal
 import struct
 import sys
+import time
 import traceback
 import types
 
@@ -122,8 +126,9 @@ def _handled_fs(abi: int) -> int:
     return handled
 
 
-def landlock_restrict(abi: int, rules: list[tuple[int, int]]) -> str:
-    """Allow only ``rules`` ((O_PATH fd, access), ...); no TCP and scoped signals/sockets where the ABI has them."""
+def landlock_ruleset(abi: int, rules: list[tuple[int, int]]) -> int:
+    """A ruleset fd allowing only ``rules`` ((O_PATH fd, access), ...); no TCP and scoped signals/sockets where the
+    ABI has them."""
     handled = _handled_fs(abi)
     attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
                         SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
@@ -133,6 +138,16 @@ def landlock_restrict(abi: int, rules: list[tuple[int, int]]) -> str:
         for fd, access in rules:
             rule = _PathBeneathAttr(access & handled, fd)
             _syscall(NR_LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.addressof(rule), 0)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def landlock_restrict(abi: int, rules: list[tuple[int, int]]) -> str:
+    """Enforce ``landlock_ruleset(abi, rules)`` on this process; what it covers, as text."""
+    ruleset = landlock_ruleset(abi, rules)
+    try:
         _syscall(NR_LANDLOCK_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
@@ -171,8 +186,24 @@ DENIED = {
     "memfd_create": 319, "memfd_secret": 447, "seccomp": 317,
     "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
     "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+    # File metadata, which Landlock does not cover: on the host's uid (no private root) these would reach the
+    # app's own files (make the database unreadable, stamp times, set xattrs).
+    "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+    "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+    "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
+    "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "getxattr": 191, "lgetxattr": 192, "fgetxattr": 193,
+    "listxattr": 194, "llistxattr": 195, "flistxattr": 196, "removexattr": 197, "lremovexattr": 198,
+    "fremovexattr": 199, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466,
+    "file_getattr": 468, "file_setattr": 469,
+    # Watching the app's folders, and reading the mount table.
+    "inotify_init": 253, "inotify_add_watch": 254, "inotify_rm_watch": 255, "inotify_init1": 294,
+    "fanotify_init": 300, "fanotify_mark": 301, "statmount": 457, "listmount": 458,
+    # Linux AIO: completions arrive outside any call.
+    "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210,
+    "io_pgetevents": 333,
 }
-NR_CLONE3, NR_PRCTL, NR_PRLIMIT64 = 435, 157, 302
+NR_CLONE3, NR_PRCTL, NR_PRLIMIT64, NR_CLONE = 435, 157, 302, 56
+CLONE_FORK = 0x01200011  # glibc's fork(): CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, nothing more
 
 
 class _SockFilter(ctypes.Structure):
@@ -183,8 +214,10 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def seccomp_program() -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) instructions: kill on a foreign arch or x32, deny DENIED, allow the rest."""
+def seccomp_program(allow_fork: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions: kill on a foreign arch or x32, deny DENIED, allow the rest.
+    ``allow_fork``: a plain fork (clone with exactly glibc's fork flags: no threads, no namespaces) is allowed, for
+    the code-test template, which runs no user code itself; each test process it forks adds the full filter."""
     def ld(offset):
         return (BPF_LD_W_ABS, 0, 0, offset)
 
@@ -194,11 +227,15 @@ def seccomp_program() -> list[tuple[int, int, int, int]]:
     eperm, arg0 = RET_ERRNO | EPERM, 16  # seccomp_data: nr @0, arch @4, ip @8, args @16 (low 32 bits first)
     prog = [ld(4), (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64), ret(RET_KILL_PROCESS),
             ld(0), (BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), ret(RET_KILL_PROCESS)]
-    # prctl(PR_SET_PDEATHSIG, ...) would let the worker outlive the host; every other prctl is allowed.
-    prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_PRCTL), ld(arg0), (BPF_JEQ_K, 0, 1, PR_SET_PDEATHSIG), ret(eperm),
-             ret(RET_ALLOW)]
+    # prctl(PR_SET_PDEATHSIG, sig) with any sig but SIGKILL would let the worker outlive the host (SIGKILL: a test
+    # process of the code-test template asks for it); every other prctl is allowed.
+    prog += [ld(0), (BPF_JEQ_K, 0, 6, NR_PRCTL), ld(arg0), (BPF_JEQ_K, 0, 3, PR_SET_PDEATHSIG), ld(arg0 + 8),
+             (BPF_JEQ_K, 1, 0, signal.SIGKILL), ret(eperm), ret(RET_ALLOW)]
     # prlimit64 on pid 0 (itself: glibc's setrlimit) only; a same-uid host must not be re-limited.
     prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_PRLIMIT64), ld(arg0), (BPF_JEQ_K, 1, 0, 0), ret(eperm), ret(RET_ALLOW)]
+    if allow_fork:
+        prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_CLONE), ld(arg0), (BPF_JEQ_K, 0, 1, CLONE_FORK), ret(RET_ALLOW),
+                 ret(eperm)]
     prog.append(ld(0))
     for nr in sorted(set(DENIED.values())):
         prog += [(BPF_JEQ_K, 0, 1, nr), ret(eperm)]
@@ -212,10 +249,15 @@ def seccomp_available() -> bool:
                        ctypes.c_ulong(0)) >= 0
 
 
-def seccomp_install() -> None:
-    prog = seccomp_program()
+def seccomp_compiled(allow_fork: bool = False) -> tuple:
+    """The filter as the kernel takes it: (sock_fprog, its instructions), both to be kept alive until installed."""
+    prog = seccomp_program(allow_fork)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
-    fprog = _SockFprog(len(prog), ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
+    return _SockFprog(len(prog), ctypes.cast(filters, ctypes.POINTER(_SockFilter))), filters
+
+
+def seccomp_install(allow_fork: bool = False, compiled: tuple | None = None) -> None:
+    fprog, _ = compiled or seccomp_compiled(allow_fork)
     _prctl(PR_SET_SECCOMP, 2, ctypes.addressof(fprog))  # SECCOMP_MODE_FILTER
 
 
@@ -344,7 +386,7 @@ def set_limits(cfg: dict) -> None:
         (resource.RLIMIT_CPU, cfg["cpu_s"], cfg["cpu_s"] + 1),  # SIGXCPU at soft, SIGKILL at hard, even if ignored
         (resource.RLIMIT_FSIZE, cfg["scratch_mb"] * mib, None),
         (resource.RLIMIT_NOFILE, cfg["nofile"], None),
-        (resource.RLIMIT_NPROC, 1, None),
+        (resource.RLIMIT_NPROC, cfg.get("nproc", 1), None),  # the code-test template forks one test at a time
         (resource.RLIMIT_CORE, 0, None),
         (resource.RLIMIT_MEMLOCK, 0, None),
         (resource.RLIMIT_MSGQUEUE, 0, None),
@@ -509,12 +551,22 @@ class Worker:
         completions = args["completions"]
         extra: list = []
         metrics: list = []
+        room = {"values": self.cfg["log_values"], "chars": self.cfg["log_chars"]}  # the host's caps, kept here too
+
+        def spend(values: int, chars: int) -> bool:
+            room["values"] -= values
+            room["chars"] -= chars
+            return room["values"] >= 0 and room["chars"] >= 0
 
         def log_extra(column, values):
-            extra.append([str(column), [_scalar(v) for v in values]])
+            record = [str(column), [_scalar(v) for v in values]]
+            if spend(len(record[1]), len(record[0]) + sum(len(v) for v in record[1] if type(v) is str)):
+                extra.append(record)
 
         def log_metric(name, value):
-            metrics.append([str(name), float(value)])
+            record = [str(name), float(value)]
+            if spend(1, len(record[0])):
+                metrics.append(record)
 
         out = Capture(self.cfg["stdout_limit"])
         saved = sys.stdout, sys.stderr
@@ -526,13 +578,17 @@ class Worker:
                                log_extra=log_extra, log_metric=log_metric, **(args.get("columns") or {}))
             reply = {"ok": True, "rewards": plain_rewards(result, len(completions)), "extra": extra,
                      "metrics": metrics}
+            if room["values"] < 0 or room["chars"] < 0:
+                reply = {"ok": False, "error": {
+                    "kind": "LogTooLarge", "line": None, "traceback": "",
+                    "message": f"log_extra / log_metric recorded more than {self.cfg['log_values']} values or "
+                               f"{self.cfg['log_chars']} characters in one call"}}
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
             reply = {"ok": False, "error": describe(exc, self.filename)}
         finally:
             sys.stdout, sys.stderr = saved
             _disarm_timers()
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        reply.update(id=req["id"], stdout=out.text(), truncated=out.truncated, cpu=usage.ru_utime + usage.ru_stime)
+        reply.update(id=req["id"], stdout=out.text(), truncated=out.truncated)
         return reply
 
     def serve(self) -> None:
@@ -565,8 +621,12 @@ def lock_in(cfg: dict) -> dict:
         except OSError as exc:
             if cfg["private_mounts"]:
                 raise PermissionError(f"a private mount namespace was required: {exc}") from None
-            report["private_mounts_error"] = str(exc)
+            report["private_mounts_error"] = str(exc)[:500]
             _libc.umount2(os.fsencode(scratch), MNT_DETACH)  # uncover the host directory if the tmpfs got mounted
+    if not report["private_mounts"]:
+        # The host's file system stays in view (through Landlock): user code could stat it, and with the host's
+        # uid reach the app's own files in ways Landlock does not cover. Only in weak mode.
+        missing("no private mount root: " + report.get("private_mounts_error", "private mounts are off"))
     if not report["private_mounts"] and uid is not None:
         os.chown(scratch, uid, gid)
     os.chdir(scratch)
@@ -617,10 +677,213 @@ def lock_in(cfg: dict) -> dict:
     elif not seccomp_available():
         missing("seccomp is not available")
     else:
-        seccomp_install()
+        seccomp_install(allow_fork=cfg.get("mode") == "tests")
         report["seccomp"] = True
     report["weak"] = weak
     return report
+
+
+# --- code tests -----------------------------------------------------------------------------------------------------
+
+class TestRunner:
+    """The code-test template: locked in like a reward worker, it runs no user code itself. For each test it forks
+    a process that confines itself further (its own CPU and memory limits, a nested Landlock domain with nothing
+    writable that cannot signal the template, the full seccomp filter: no more forks), runs the completion's code
+    and the test, and reports through a pipe. The template keeps the wall-clock limit and kills what overruns."""
+
+    OUTPUT_LIMIT = 1 << 16
+
+    def __init__(self, channel: Channel, cfg: dict, abi: int):
+        self.channel, self.cfg, self.abi = channel, cfg, abi
+        self.template = os.getpid()
+        # Built once, enforced by each test process: a nested Landlock domain (Landlock does not check O_PATH opens,
+        # so the read-only paths can be named again after lock_in) and the full seccomp filter.
+        rules = [(os.open(p, os.O_PATH | os.O_CLOEXEC), READ_DIR) for p in read_only_paths()]
+        rules += [(os.open(dev, os.O_PATH | os.O_CLOEXEC), FS_READ_FILE | (access & FS_WRITE_FILE))
+                  for dev, access in DEVICES.items()]
+        self.ruleset = landlock_ruleset(abi, rules) if abi else -1
+        for fd, _ in rules:
+            os.close(fd)
+        self.seccomp = seccomp_compiled(allow_fork=False) \
+            if os.uname().machine == "x86_64" and seccomp_available() else None
+
+    def serve(self) -> None:
+        import gc
+
+        gc.freeze()  # what the template holds stays shared with each fork: no copy-on-write from collections
+        while True:
+            req = self.channel.receive()
+            if req is None or req.get("op") == "close":
+                return
+            self.channel.send({"id": req["id"], "ok": True, "results": self.run_all(
+                req["jobs"], float(req["time_s"]), int(req["memory_mb"]))})
+
+    def run_all(self, jobs: list[dict], time_s: float, memory_mb: int) -> list[list[dict]]:
+        """Every test of every job, up to ``parallel`` test processes at a time, each with its own deadline."""
+        pending = [(j, t) for j, job in enumerate(jobs) for t in range(len(job["tests"]))]
+        pending.reverse()
+        results: list[list] = [[None] * len(job["tests"]) for job in jobs]
+        running: dict[int, dict] = {}  # read end of its verdict pipe -> the test process
+        poller = select.poll()
+        while pending or running:
+            while pending and len(running) < self.cfg.get("parallel", 1):
+                j, t = pending.pop()
+                started = self.start(jobs[j]["code"], jobs[j]["tests"][t], time_s, memory_mb)
+                if "pid" not in started:  # could not fork: that is its verdict
+                    results[j][t] = started
+                    continue
+                started.update(at=(j, t), test=jobs[j]["tests"][t], data=bytearray())
+                running[started["fd"]] = started
+                poller.register(started["fd"], select.POLLIN)
+            if not running:
+                continue
+            now = time.monotonic()
+            wait = min(p["deadline"] for p in running.values()) - now
+            ready = {fd for fd, _ in poller.poll(max(0, math.ceil(wait * 1000)))}
+            for fd in list(running):
+                proc, done = running[fd], False
+                if fd in ready:
+                    chunk = os.read(fd, 1 << 16)
+                    proc["data"] += chunk
+                    if len(proc["data"]) > 4 * self.OUTPUT_LIMIT:  # more than an honest verdict: judged without
+                        os.kill(proc["pid"], signal.SIGKILL)
+                        proc["data"].clear()
+                        done = True
+                    done = done or not chunk
+                elif time.monotonic() >= proc["deadline"]:
+                    os.kill(proc["pid"], signal.SIGKILL)
+                    proc["timed_out"] = True
+                    done = True
+                if done:
+                    poller.unregister(fd)
+                    del running[fd]
+                    j, t = proc["at"]
+                    results[j][t] = self.finish(proc, time_s)
+        return results
+
+    def start(self, code: str, test: dict, time_s: float, memory_mb: int) -> dict:
+        """Fork one test process; what the template keeps of it, or a failed verdict when it could not fork."""
+        r, w = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: this test cannot run, the template goes on
+            os.close(r)
+            os.close(w)
+            return {"passed": False, "error": f"could not start a test process: {exc}"[:500]}
+        if pid == 0:  # the test process: never returns
+            os.close(r)
+            try:
+                os.close(self.channel.rfd)  # it may not read requests nor write replies to the host
+                os.close(self.channel.wfd)
+                self.confine(time_s, memory_mb)
+                verdict = run_test(code, test, self.OUTPUT_LIMIT)
+            except BaseException as exc:
+                verdict = {"passed": False, "error": _short(exc)}
+            try:
+                os.write(w, msgpack.packb(verdict, use_bin_type=True))
+            finally:
+                os._exit(0)
+        os.close(w)
+        return {"pid": pid, "fd": r, "deadline": time.monotonic() + time_s, "timed_out": False}
+
+    def finish(self, proc: dict, time_s: float) -> dict:
+        """Reap a test process and judge it from what it reported (its output, for stdin/stdout tests)."""
+        pid, status = os.waitpid(proc["pid"], os.WNOHANG)
+        for _ in range(500):  # a process that is exiting closes its pipe a moment before it can be reaped
+            if pid:
+                break
+            time.sleep(0.0002)
+            pid, status = os.waitpid(proc["pid"], os.WNOHANG)
+        if pid == 0:  # it closed its verdict pipe and lives on: it is done all the same
+            os.kill(proc["pid"], signal.SIGKILL)
+            os.waitpid(proc["pid"], 0)
+            status = None
+        os.close(proc["fd"])
+        if proc["timed_out"]:
+            return {"passed": False, "error": f"timed out after {time_s:g} s"}
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            why = "its CPU limit" if sig in (signal.SIGXCPU, signal.SIGKILL) else signal.Signals(sig).name
+            return {"passed": False, "error": f"killed by {why}"}
+        try:
+            verdict = msgpack.unpackb(bytes(proc["data"]), raw=False)
+            passed, error = verdict["passed"], verdict.get("error", "")
+            if type(passed) is not bool or type(error) is not str:
+                raise TypeError
+        except Exception:
+            return {"passed": False, "error": "the test process ended without a verdict"}
+        out = {"passed": passed, "error": error[:500]}
+        test = proc["test"]
+        if "stdout" in verdict and type(verdict["stdout"]) is str and "stdout" in test:
+            out["passed"] = passed and same_output(verdict["stdout"], test["stdout"])
+            if passed and not out["passed"]:
+                out["error"] = "wrong output: " + repr(verdict["stdout"][:200])
+        return out
+
+    def confine(self, time_s: float, memory_mb: int) -> None:
+        mib = 1 << 20
+        cpu = max(1, math.ceil(time_s))
+        hard = cpu + 1
+        _, most = resource.getrlimit(resource.RLIMIT_CPU)  # the template's own hard limit caps its tests'
+        if most != resource.RLIM_INFINITY:
+            cpu, hard = min(cpu, max(most - 1, 1)), min(hard, most)
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mib, memory_mb * mib))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.template:  # the template died before that: no one to report to
+            os._exit(1)
+        if self.ruleset >= 0:  # nested: nothing writable, no signals to the template
+            _syscall(NR_LANDLOCK_RESTRICT_SELF, self.ruleset, 0)
+            os.close(self.ruleset)
+        if self.seccomp is not None:
+            seccomp_install(compiled=self.seccomp)
+
+
+def _short(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:500]
+    except BaseException:
+        return type(exc).__name__
+
+
+class _Output(io.StringIO):
+    """stdout of a test, kept up to ``limit`` characters."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def write(self, text):
+        if self.tell() < self.limit:
+            super().write(str(text)[:self.limit - self.tell()])
+        return len(text)
+
+
+def same_output(got: str, expected: str) -> bool:
+    """Output as competitive-programming judges compare it: line by line, trailing spaces and blank lines aside."""
+    def lines(text):
+        out = [line.rstrip() for line in str(text).strip().splitlines()]
+        return out
+    return lines(got) == lines(expected)
+
+
+def run_test(code: str, test: dict, limit: int) -> dict:
+    """In the test process: run the completion's code, then the assert (or feed stdin and keep stdout)."""
+    out = _Output(limit)
+    sys.stdout = sys.stderr = out
+    sys.stdin = io.StringIO(test.get("stdin", ""))
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(code, "<completion>", "exec"), namespace)
+        if "assert" in test:
+            exec(compile(test["assert"], "<test>", "exec"), namespace)
+    except SystemExit as exc:
+        if exc.code not in (None, 0) or "assert" in test:
+            return {"passed": False, "error": f"exited with {exc.code!r}", "stdout": out.getvalue()}
+    except BaseException as exc:
+        return {"passed": False, "error": _short(exc), "stdout": out.getvalue()}
+    return {"passed": True, "error": "", "stdout": out.getvalue()}
 
 
 def load(source: str, name: str) -> tuple[object, str]:
@@ -638,6 +901,9 @@ def load(source: str, name: str) -> tuple[object, str]:
 
 
 def main(argv: list[str]) -> int:
+    """Two messages before serving: ``{"locked", "isolation"}`` once locked in and before any user code has run
+    (the only message the host may take at its word, and it checks that against /proc), then whether the source
+    loaded."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     channel = Channel(int(argv[1]), int(argv[2]), 8 << 20)  # the config: a source of at most a few MiB
     cfg = channel.receive()
@@ -649,8 +915,14 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:
         channel.send({"ok": False, "unavailable": True, "error": {
             "kind": "SandboxUnavailable", "line": None, "traceback": traceback.format_exc()[-4000:],
-            "message": f"{type(exc).__name__}: {exc}"}})
+            "message": f"{type(exc).__name__}: {exc}"[:4000]}})
         return 1
+    channel.send({"locked": True, "isolation": isolation})
+    if cfg.get("mode") == "tests":  # the code-test template: user code runs only in the processes it forks
+        runner = TestRunner(channel, cfg, isolation["landlock_abi"] if isolation["landlock"] else 0)
+        channel.send({"ok": True, "stdout": ""})
+        runner.serve()
+        return 0
     # From here on user code runs in this process.
     out = Capture(cfg["stdout_limit"])
     sys.stdout = sys.stderr = out
@@ -661,7 +933,7 @@ def main(argv: list[str]) -> int:
         channel.send({"ok": False, "stdout": out.text(), "error": describe(exc, f"<reward:{cfg['name']}>")})
         return 1
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    channel.send({"ok": True, "isolation": isolation, "stdout": out.text()})
+    channel.send({"ok": True, "stdout": out.text()})
     Worker(channel, cfg, func, filename).serve()
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import string
 
@@ -74,4 +75,89 @@ def word_problem_rows(n: int = 100, *, seed: int = 0) -> list[dict]:
                  f"How many {item} does {name} have?")
             steps, ans = f"After giving away: {a + c} - {c} = {a}.\nAfter finding more: {a} + {b} = {a + b}", a + b
         rows.append({"question": q, "answer": f"{steps}\n#### {ans}"})
+    return rows
+
+
+def _add(rng):
+    a, b = rng.randint(-99, 99), rng.randint(-99, 99)
+    return f"assert add({a}, {b}) == {a + b}"
+
+
+def _count_vowels(rng):
+    word = rng.choice(WORDS)
+    word = word.capitalize() if rng.random() < 0.5 else word
+    return f"assert count_vowels({word!r}) == {sum(ch in 'aeiouAEIOU' for ch in word)}"
+
+
+def _reverse_words(rng):
+    words = rng.sample(WORDS, rng.randint(1, 4))
+    return f"assert reverse_words({' '.join(words)!r}) == {' '.join(reversed(words))!r}"
+
+
+def _is_prime(rng):
+    n = rng.randint(0, 200)
+    return f"assert is_prime({n}) == {n > 1 and all(n % d for d in range(2, math.isqrt(n) + 1))}"
+
+
+def _factorial(rng):
+    n = rng.randint(0, 12)
+    return f"assert factorial({n}) == {math.factorial(n)}"
+
+
+def _is_palindrome(rng):
+    word = rng.choice(["level", "racecar", "noon", "abba", "x", *WORDS[:20]])
+    return f"assert is_palindrome({word!r}) == {word == word[::-1]}"
+
+
+def _sum_of_two(rng):
+    a, b = rng.randint(-999, 999), rng.randint(-999, 999)
+    return {"input": f"{a} {b}\n", "output": f"{a + b}\n"}
+
+
+def _largest(rng):
+    xs = [rng.randint(-50, 50) for _ in range(rng.randint(1, 8))]
+    return {"input": f"{len(xs)}\n{' '.join(map(str, xs))}\n", "output": f"{max(xs)}\n"}
+
+
+# (name, prompt, reference solution, test maker: rng -> one assert, or one input/output pair)
+PYTHON_TASKS = [
+    ("add", "Write a Python function `add(a, b)` that returns the sum of two integers.",
+     "def add(a, b):\n    return a + b\n", _add),
+    ("count_vowels", "Write a Python function `count_vowels(s)` that returns how many vowels (a, e, i, o, u; any "
+                     "case) the string `s` holds.",
+     "def count_vowels(s):\n    return sum(ch in 'aeiouAEIOU' for ch in s)\n", _count_vowels),
+    ("reverse_words", "Write a Python function `reverse_words(s)` that returns the words of `s` in reverse order, "
+                      "joined by single spaces.",
+     "def reverse_words(s):\n    return ' '.join(reversed(s.split()))\n", _reverse_words),
+    ("is_prime", "Write a Python function `is_prime(n)` that returns True when the integer `n` is a prime number.",
+     "def is_prime(n):\n    if n < 2:\n        return False\n    i = 2\n    while i * i <= n:\n"
+     "        if n % i == 0:\n            return False\n        i += 1\n    return True\n", _is_prime),
+    ("factorial", "Write a Python function `factorial(n)` that returns n! for an integer n >= 0.",
+     "def factorial(n):\n    result = 1\n    for k in range(2, n + 1):\n        result *= k\n    return result\n",
+     _factorial),
+    ("is_palindrome", "Write a Python function `is_palindrome(s)` that returns True when the string `s` reads the "
+                      "same backwards.",
+     "def is_palindrome(s):\n    return s == s[::-1]\n", _is_palindrome),
+    ("sum_of_two", "Write a Python program that reads two integers from one line of standard input and prints "
+                   "their sum.",
+     "a, b = map(int, input().split())\nprint(a + b)\n", _sum_of_two),
+    ("largest", "Write a Python program that reads a count n and then n integers (one line, space separated) from "
+                "standard input and prints the largest.",
+     "input()\nprint(max(map(int, input().split())))\n", _largest),
+]
+
+
+def python_task_rows(n: int = 120, *, seed: int = 0, tests_per_row: int = 4) -> list[dict]:
+    """Small Python tasks with tests, for the ``code_tests`` reward: ``{"prompt": ..., "tests": "<JSON list>",
+    "task": "add", "solution": "<reference code>"}``. ``tests`` is JSON text of assert statements or of
+    ``{"input", "output"}`` pairs (one kind per row), so the column has one type in every row."""
+    import json
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        name, prompt, solution, make = PYTHON_TASKS[i % len(PYTHON_TASKS)]
+        tests = [make(rng) for _ in range(tests_per_row)]
+        rows.append({"prompt": f"{prompt} Answer with the code in one ```python block.", "tests": json.dumps(tests),
+                     "task": name, "solution": solution})
     return rows

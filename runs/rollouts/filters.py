@@ -197,7 +197,7 @@ class RolloutPage:
 
 
 BROWSER_FIELDS = ("id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
-                  "advantage", "length", "truncated", "zero_std", "reflections")
+                  "advantage", "length", "truncated", "zero_std", "reflections", "columns")
 
 
 def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPage:

@@ -160,10 +160,13 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
         stored = store_rollouts(rows)
         metrics: list[StepMetric] = []
         faults: dict[str, dict] = {}
+        weak: dict[str, list] = {}
         evaluated: list[int] = []
         for event in others:
             if event["type"] == "reward_fault":
                 faults[event["name"]] = {k: event.get(k) for k in ("faults", "disabled", "error", "step")}
+            elif event["type"] == "reward_sandbox":
+                weak[event["name"]] = [str(w) for w in event.get("weak") or []]
             elif event["type"] == "checkpoint" and event["step"] > run.checkpoint_step:
                 run.checkpoint_step = event["step"]
                 run.save(update_fields=["checkpoint_step"])
@@ -193,6 +196,9 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
         if faults:
             run.reward_faults = {**run.reward_faults, **faults}
             run.save(update_fields=["reward_faults"])
+        if weak:
+            run.sandbox_weak = {**run.sandbox_weak, **weak}
+            run.save(update_fields=["sandbox_weak"])
     return {"steps": sorted(set(merged) | rollout_steps), "rollouts": stored, "evaluated": evaluated}
 
 

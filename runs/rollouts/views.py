@@ -65,6 +65,9 @@ def run_rollouts_json(request, pk):
     names, spans = run.reward_names, matcher(tuple(run.reflection_phrases)).spans
     rows = []
     for r in page.rows:
+        columns = r.pop("columns", None) or {}
+        if isinstance(columns.get("code_tests"), list):  # the code_tests reward's outcome per test
+            r["code_tests"] = columns["code_tests"]
         r["rewards"] = dict(zip(names, r["rewards"]))
         r["spans"] = spans(r["completion"])
         r["group_url"] = f"{reverse('run_detail', args=[run.pk])}?step={r['step']}#group-{r['group']}"

@@ -27,6 +27,11 @@ function el(tag, text, cls) {
 
 function showResult(r) {
   results.replaceChildren();
+  if (r.weak && r.weak.length) {
+    const box = el("div", undefined, "error test-weak");
+    box.append(el("strong", "Weak sandbox (GRPO_SANDBOX_ALLOW_WEAK): "), el("span", r.weak.join("; ")));
+    results.append(box);
+  }
   if (r.error) {
     results.append(el("div", r.error, "error test-error"));
   }

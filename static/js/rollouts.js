@@ -28,7 +28,25 @@ function rowCard(r) {
   head.append(el("a", { href: r.prompt_url, class: "small", text: "prompt over time" }));
   const prompt = el("details", { class: "prompt-details" }, el("summary", { text: "prompt" }),
     el("pre", { class: "prompt", text: r.prompt }));
-  return el("article", { class: "rollout", "data-id": r.id }, head, prompt, transcript(r.completion, r.spans));
+  const card = el("article", { class: "rollout", "data-id": r.id }, head, prompt, transcript(r.completion, r.spans));
+  if (r.code_tests && r.code_tests.length) card.append(codeTests(r.code_tests));
+  return card;
+}
+
+// The code_tests reward's outcome: which tests passed, and each failure's error.
+function codeTests(tests) {
+  const passed = tests.filter((t) => t.passed).length;
+  const list = el("ul", { class: "code-tests" });
+  for (const t of tests) {
+    const item = el("li", { class: t.passed ? "test-pass" : "test-fail" },
+      el("span", { class: "badge", text: t.passed ? "pass" : "fail" }), el("code", { text: ` ${t.test}` }));
+    if (!t.passed && t.error) item.append(el("span", { class: "muted small", text: ` — ${t.error}` }));
+    list.append(item);
+  }
+  const details = el("details", { class: "code-tests-details" },
+    el("summary", { text: `tests: ${passed}/${tests.length} passed` }), list);
+  details.open = passed < tests.length;  // failures shown at once
+  return details;
 }
 
 async function load() {

@@ -1,4 +1,5 @@
-"""A fresh install has three demo datasets made locally: letter counting, arithmetic, GSM8K-style word problems."""
+"""A fresh install has four demo datasets made locally: letter counting, arithmetic, GSM8K-style word problems, and
+small Python tasks with tests."""
 
 import re
 
@@ -16,10 +17,10 @@ def _rows(name):
     return pq.read_table(Dataset.objects.get(name=name).latest_version.path).to_pylist()
 
 
-def test_load_demo_creates_the_three_demo_datasets(capsys):
+def test_load_demo_creates_the_four_demo_datasets(capsys):
     call_command("load_demo")
     assert sorted(Dataset.objects.values_list("name", flat=True)) == [
-        "arithmetic (demo)", "letter counting (demo)", "word problems (demo)"]
+        "arithmetic (demo)", "letter counting (demo)", "python tasks (demo)", "word problems (demo)"]
 
 
 def test_loading_the_demo_again_changes_nothing():

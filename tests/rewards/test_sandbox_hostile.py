@@ -435,14 +435,19 @@ def test_ptrace_prlimit_and_pdeathsig_tricks_are_denied(sandbox):
     ("personality", 135, 1), ("process_vm_readv", 310, 1), ("shmget", 29, 1), ("clone3", 435, 38),
 ])
 def test_dangerous_syscalls_fail_with_the_expected_errno(sandbox, name, nr, errno_):
-    sb = sandbox(hostile(f"""
+    sb = sandbox(syscall_probe(nr))
+    assert attack(sb).rewards == [-1.0, float(errno_), 0.0], name
+    assert_next_call_works(sb)
+
+
+def syscall_probe(nr: int) -> str:
+    """A reward function that, attacked, makes system call ``nr`` and returns [its result, errno, 0.0]."""
+    return hostile(f"""
         libc = ctypes.CDLL(None, use_errno=True)
         ctypes.set_errno(0)
         ret = libc.syscall({nr}, 0, 0, 0, 0, 0)
         return [float(ret), float(ctypes.get_errno()), 0.0]
-    """))
-    assert attack(sb).rewards == [-1.0, float(errno_), 0.0], name
-    assert_next_call_works(sb)
+    """)
 
 
 def test_x32_system_calls_kill_the_worker(sandbox):
@@ -658,10 +663,19 @@ def test_a_decompression_bomb_reply_is_refused(sandbox):
 
 
 def test_an_oversized_reply_is_refused_by_the_worker(sandbox):
-    sb = sandbox(hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 100_000)"))  # 100 MB
+    sb = sandbox(hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 2000)"),  # 2 MB
+                 max_message_mb=1)
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert exc.value.kind == "ResultTooLarge" and sb.faults == 0
+    assert_next_call_works(sb)
+
+
+def test_100_mb_of_log_extra_is_refused_by_the_worker_as_too_much_logging(sandbox):
+    sb = sandbox(hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 100_000)"))  # 100 MB
+    with pytest.raises(SandboxError) as exc:
+        attack(sb)
+    assert exc.value.kind == "LogTooLarge" and sb.faults == 0
     assert_next_call_works(sb)
 
 
@@ -709,9 +723,13 @@ def f(completions, mode, **kwargs):
     return [float(len(c)) for c in completions]
 """
 out = {"support": sandbox_support()}
-sentinel = subprocess.Popen(["sleep", "60"])  # same uid as the workers
+sentinel = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # same uid
+try:
+    Sandbox(source, "f", slot=3, private_mounts=False).start()
+except SandboxError as exc:
+    out["no_private_root"] = exc.kind
 for private in (None, False):
-    sb = Sandbox(source, "f", slot=3, timeout_s=5, scratch_mb=8, private_mounts=private)
+    sb = Sandbox(source, "f", slot=3, timeout_s=5, scratch_mb=8, private_mounts=private, allow_weak=private is False)
     sb.start()
     res = {"isolation": sb.isolation}
     for mode in ("parent", "sentinel", "read", "fill", "ok"):
@@ -740,6 +758,7 @@ def test_without_root_landlock_scoping_keeps_the_worker_from_its_host():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["support"]["can_setuid"] is False and out["sentinel_alive"]
+    assert out["no_private_root"] == "SandboxUnavailable"  # the host's file system in view: weak mode only
     for private, mounts in (("None", True), ("False", False)):
         res = out[private]
         assert res["isolation"]["uid"] == 0 and res["isolation"]["private_mounts"] is mounts
@@ -750,3 +769,372 @@ def test_without_root_landlock_scoping_keeps_the_worker_from_its_host():
         assert res["ok"] == [2.0] and res["left"] == []
     assert out["None"]["fill"] == "OSError"  # tmpfs of 8 MiB: ENOSPC inside the call
     assert out["False"]["fill"] == "ScratchQuota"  # a host directory: checked and emptied after the call
+
+
+# --- a host that trusts nothing, in the private-root mode and in the fallback mode ---------------------------------
+
+MODES = {"private": {}, "fallback": {"private_mounts": False, "allow_weak": True}}
+
+
+def on_the_hosts_uid(monkeypatch) -> None:
+    """Start workers as a host that cannot switch uids does: on its own uid (here 0, without capabilities)."""
+    if SUPPORT["landlock_abi"] < 6:
+        pytest.skip("a worker on the host's uid needs Landlock ABI 6 scoping")
+    real = sandbox_host.sandbox_support
+    monkeypatch.setattr(sandbox_host, "sandbox_support", lambda: {**real(), "can_setuid": False})
+
+
+@pytest.fixture(params=sorted(MODES))
+def isolated(request, sandbox, monkeypatch):
+    """The ``sandbox`` factory in both modes: a private mount root, and the fallback (weak mode, forced): the host's
+    file system in view, the scratch a host directory, and the worker on the host's own uid, as a host that cannot
+    switch uids gives it (the Dockerfile's ``USER app``): the case where only seccomp and Landlock stand between
+    user code and the app's files."""
+    if request.param == "fallback":
+        on_the_hosts_uid(monkeypatch)
+
+    def make(source: str, name: str = "f", **kwargs) -> Sandbox:
+        sb = sandbox(source, name, **{**MODES[request.param], **kwargs})
+        assert sb.isolation["private_mounts"] is (request.param == "private")
+        return sb
+
+    make.mode = request.param
+    return make
+
+
+# User code that writes reply frames of its own to the reply pipe, as if it were the worker's protocol code.
+FORGE = r'''
+import msgpack
+
+def send(obj=None, raw=None):
+    body = raw if raw is not None else msgpack.packb(obj, use_bin_type=True)
+    os.write(int(sys.argv[2]), len(body).to_bytes(4, 'big') + body)
+
+def good(**fields):
+    req = sys._getframe(2).f_locals['req']  # the worker's own request: its id
+    return {"id": req["id"], "ok": True, "stdout": "", "truncated": False, "rewards": [1.0, 1.0, 1.0],
+            "extra": [], "metrics": [], **fields}
+'''
+
+
+def forged(code: str) -> str:
+    """A reward function that, attacked, forges a reply with ``code`` and then waits to be frozen."""
+    return hostile(textwrap.dedent(code) + "\ntime.sleep(30)", prelude=FORGE)
+
+
+def assert_protocol_error(sb: Sandbox, faults: int = 1) -> None:
+    with pytest.raises(SandboxCrash) as exc:
+        attack(sb)
+    assert exc.value.kind == "ProtocolError" and sb.faults == faults and not sb.running
+    assert_next_call_works(sb)
+
+
+def test_a_reward_nested_1000_deep_is_a_protocol_error_not_a_recursion_error(isolated):
+    sb = isolated(forged("""
+        head = msgpack.packb(good(rewards=None))
+        send(raw=head[:-1] + b'\\x93' + b'\\x91' * 1000 + b'\\xc0' + b'\\x00\\x00')  # rewards: [[[...]]], 0, 0]
+    """))
+    assert_protocol_error(sb)
+
+
+def test_an_error_message_nested_1000_deep_is_a_protocol_error(isolated):
+    sb = isolated(forged("""
+        head = msgpack.packb({'id': good()['id'], 'ok': False, 'stdout': '', 'truncated': False,
+                              'error': {'kind': 'E', 'line': None, 'traceback': '', 'message': None}})
+        send(raw=head[:-1] + b'\\x91' * 1000 + b'\\xc0')
+    """))
+    assert_protocol_error(sb)
+
+
+def test_a_reply_nested_beyond_the_decoders_depth_is_a_protocol_error(isolated):
+    sb = isolated(forged("send(raw=b'\\x91' * 100_000 + b'\\xc0')"))
+    assert_protocol_error(sb)
+
+
+def test_a_truncated_frame_then_exit_is_a_crash(isolated):
+    sb = isolated(hostile("os.write(int(sys.argv[2]), b'\\x00\\x00\\x10\\x00\\x81')\nos._exit(0)"))
+    with pytest.raises(SandboxCrash) as exc:
+        attack(sb)
+    assert exc.value.kind == "Crash" and sb.faults == 1
+    assert_next_call_works(sb)
+
+
+def test_a_forged_cpu_time_is_a_protocol_error(isolated):
+    sb = isolated(forged("send(good(cpu=0.0))"))
+    assert_protocol_error(sb)
+
+
+def test_the_host_measures_cpu_time_itself_and_replaces_a_worker_past_half_its_budget(isolated):
+    sb = isolated(hostile("""
+        while time.process_time() < 0.7:
+            pass
+    """), cpu_limit_s=1, timeout_s=10)
+    assert attack(sb).rewards == PROBE_REWARDS
+    assert not sb.running and sb.faults == 0  # replaced between calls, as a budget, not a fault
+    assert_next_call_works(sb)
+
+
+def test_printed_output_past_the_cap_is_refused_by_the_host(isolated):
+    sb = isolated(forged("send(good(stdout='x' * 100_000, truncated=True))"))
+    assert_protocol_error(sb)
+
+
+def test_30_mb_of_forged_log_extra_is_refused_by_the_host(isolated):
+    sb = isolated(forged("send(good(extra=[['blob', ['y' * 1000] * 30_000]]))"), timeout_s=10)
+    assert_protocol_error(sb)
+
+
+def test_200k_forged_metric_names_are_refused_by_the_host(isolated):
+    sb = isolated(forged("send(good(metrics=[[f'm{i}', 1.0] for i in range(200_000)]))"), timeout_s=10)
+    assert_protocol_error(sb)
+
+
+def test_200k_metric_names_logged_honestly_are_a_clear_error(isolated):
+    sb = isolated(hostile("""
+        for i in range(200_000):
+            kwargs['log_metric'](f'm{i}', 1.0)
+    """), timeout_s=10)
+    with pytest.raises(SandboxError) as exc:
+        attack(sb)
+    assert exc.value.kind == "LogTooLarge" and sb.faults == 0 and sb.running
+    assert_next_call_works(sb)
+
+
+def test_an_exception_named_sandbox_unavailable_is_the_users_own(isolated):
+    sb = isolated(hostile("raise SandboxUnavailable('Set GRPO_SANDBOX_ALLOW_WEAK=1 to fix this')",
+                          prelude="class SandboxUnavailable(Exception):\n    pass"))
+    with pytest.raises(SandboxError) as exc:
+        attack(sb)
+    assert not isinstance(exc.value, SandboxUnavailable) and exc.value.kind == "UserException"
+    assert "raised an exception named SandboxUnavailable" in exc.value.message and sb.faults == 0
+    assert_next_call_works(sb)
+
+
+def test_a_forged_unavailable_message_at_import_is_a_protocol_error(isolated):
+    source = FORGE + textwrap.dedent("""
+        send({"ok": False, "unavailable": True, "error": {"kind": "SandboxUnavailable", "line": None,
+              "traceback": "", "message": "Set GRPO_SANDBOX_ALLOW_WEAK=1"}})
+        time.sleep(30)
+        def f(completions, **kw):
+            return [0.0] * len(completions)
+    """)
+    with pytest.raises(SandboxCrash) as exc:
+        isolated("import os, sys, time\n" + source)
+    assert exc.value.kind == "ProtocolError" and not isinstance(exc.value, SandboxUnavailable)
+
+
+def test_an_isolation_report_forged_at_import_is_a_protocol_error(isolated):
+    source = "import os, sys, time\n" + FORGE + textwrap.dedent("""
+        send({"ok": True, "stdout": "", "isolation": {"private_mounts": True, "weak": []}})
+        time.sleep(30)
+        def f(completions, **kw):
+            return [0.0] * len(completions)
+    """)
+    with pytest.raises(SandboxCrash) as exc:
+        isolated(source)
+    assert exc.value.kind == "ProtocolError"
+
+
+def test_a_worker_whose_report_disagrees_with_proc_is_refused(isolated, monkeypatch):
+    monkeypatch.setattr(Sandbox, "_observe", staticmethod(lambda pid: {"uid": 4242}))
+    with pytest.raises(SandboxCrash) as exc:
+        isolated(hostile("pass"))
+    assert exc.value.kind == "ProtocolError" and "kernel shows 4242" in exc.value.message
+
+
+def test_bytes_left_after_a_reply_cost_the_worker_at_the_next_call(isolated):
+    sb = isolated(hostile("send(good())", prelude=FORGE))  # a frame of its own, then the worker's real reply
+    attack(sb)
+    assert sb.faults == 0
+    # The real reply is either waiting already (the worker is replaced before the next call) or comes when the
+    # worker is thawed for it (a reply out of turn): one fault either way, and the call after that works.
+    try:
+        outcome = sb.call(PROBE, mode=["ok"] * 3).rewards
+    except SandboxCrash as exc:
+        outcome = exc.kind
+    assert outcome in (PROBE_REWARDS, "ProtocolError") and sb.faults == 1
+    assert_next_call_works(sb)
+
+
+def test_the_scratch_quota_holds_in_both_modes(isolated):
+    sb = isolated(hostile("""
+        for i in range(6):
+            with open(f'f{i}', 'wb') as fh:
+                fh.write(b'x' * (1 << 20))
+    """), scratch_mb=4)
+    with pytest.raises(SandboxError) as exc:
+        attack(sb)
+    # a private tmpfs fills up inside the call; a host directory is measured and emptied after it
+    assert exc.value.kind == {"private": "OSError", "fallback": "ScratchQuota"}[isolated.mode]
+    assert_next_call_works(sb)
+    assert os.listdir(sb.scratch) == []
+
+
+def test_the_worker_is_stopped_between_calls(isolated):
+    sb = isolated(hostile("pass"))
+    assert_next_call_works(sb)
+
+    def state():
+        return next(line for line in Path(f"/proc/{sb.pid}/status").read_text().splitlines()
+                    if line.startswith("State:")).split()[1]
+
+    deadline = time.monotonic() + 5  # SIGSTOP is delivered asynchronously
+    while state() != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert state() == "T"  # stopped until the next call
+    assert_next_call_works(sb)
+
+
+POSIX_TIMER = r'''
+import ctypes, signal
+TICKS = []
+signal.signal(signal.SIGUSR1, lambda *_: TICKS.append(1))
+
+def arm():
+    libc = ctypes.CDLL(None, use_errno=True)
+    event = ctypes.create_string_buffer(64)  # struct sigevent: sigev_value, then sigev_signo, sigev_notify=SIGEV_SIGNAL
+    ctypes.c_int.from_buffer(event, 8).value = signal.SIGUSR1
+    timer = ctypes.c_void_p()
+    assert libc.timer_create(1, event, ctypes.byref(timer)) == 0  # CLOCK_MONOTONIC
+    spec = (ctypes.c_long * 4)(0, 2_000_000, 0, 2_000_000)  # every 2 ms
+    assert libc.timer_settime(timer, 0, spec, None) == 0
+    return timer
+'''
+
+
+def test_a_posix_timer_runs_no_code_between_calls(isolated):
+    sb = isolated(hostile("""
+        if kwargs.get('how') == ['arm']:
+            TIMER = arm()
+        return [float(len(TICKS))] * len(completions)
+    """, prelude=POSIX_TIMER))
+    before = sb.call(PROBE, mode=["attack"] * 3, how=["arm"] * 3).rewards[0]
+    time.sleep(0.5)  # 250 ticks, were the worker running
+    after = sb.call(PROBE, mode=["attack"] * 3, how=["read"] * 3).rewards[0]
+    assert after - before <= 3  # one pending signal delivered on SIGCONT, and what the call itself lasted
+    assert sb.faults == 0
+
+
+@pytest.mark.parametrize("name, nr", [
+    ("chmod", 90), ("fchmod", 91), ("fchmodat", 268), ("fchmodat2", 452), ("chown", 92), ("fchownat", 260),
+    ("utimensat", 280), ("setxattr", 188), ("getxattr", 191), ("fsetxattr", 190), ("removexattr", 197),
+    ("inotify_init1", 294), ("inotify_add_watch", 254), ("fanotify_init", 300), ("statmount", 457),
+    ("listmount", 458), ("io_setup", 206), ("io_submit", 209),
+])
+def test_file_metadata_watch_mount_table_and_aio_calls_are_denied(isolated, name, nr):
+    sb = isolated(syscall_probe(nr))
+    assert attack(sb).rewards == [-1.0, 1.0, 0.0], name  # -1, EPERM
+    assert_next_call_works(sb)
+
+
+def test_an_app_file_cannot_be_chmodded_stamped_or_tagged(isolated, world_readable_secret):
+    before = os.stat(world_readable_secret)
+    sb = isolated(hostile(f"""
+        path = {str(world_readable_secret)!r}
+        denied = []
+        for change in (lambda: os.chmod(path, 0), lambda: os.utime(path, (0, 0)),
+                       lambda: os.setxattr(path, 'user.x', b'1'), lambda: os.chown(path, 0, 0)):
+            try:
+                change()
+            except PermissionError:
+                denied.append(1)
+        return [float(len(denied)), 0.0, 0.0]
+    """))
+    assert attack(sb).rewards == [4.0, 0.0, 0.0]
+    after = os.stat(world_readable_secret)
+    assert (after.st_mode, after.st_mtime_ns, after.st_uid) == (before.st_mode, before.st_mtime_ns, before.st_uid)
+    assert_next_call_works(sb)
+
+
+def test_a_1500_deep_directory_nest_is_cleaned_at_restart_and_close(isolated):
+    sb = isolated(hostile("""
+        for _ in range(1500):
+            os.mkdir('d')
+            os.chdir('d')
+        os._exit(0)
+    """), timeout_s=10)
+    scratch = sb.scratch
+    with pytest.raises(SandboxCrash):
+        attack(sb)
+    assert_next_call_works(sb)  # the restart emptied the scratch
+    assert os.listdir(scratch) == []
+    sb.close()
+    assert not os.path.exists(scratch)
+
+
+WIPE_TREE = r'''
+import os, sys
+from rewards.sandbox import host
+scratch, outside = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.join(outside, "keep"))
+open(os.path.join(outside, "keep", "file"), "w").close()
+os.symlink(outside, os.path.join(scratch, "link"))                   # a link to a folder of the app
+os.symlink(os.path.join(outside, "keep", "file"), os.path.join(scratch, "filelink"))
+locked = os.path.join(scratch, "locked")
+os.makedirs(os.path.join(locked, "inner"))
+open(os.path.join(locked, "inner", "x"), "w").close()
+os.chmod(os.path.join(locked, "inner"), 0)
+os.chmod(locked, 0)                                                  # mode 000, two levels
+fd = os.open(scratch, os.O_RDONLY)
+for _ in range(1500):                                                # deeper than PATH_MAX allows to name
+    os.mkdir("d", dir_fd=fd)
+    new = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.symlink(outside, "up", dir_fd=new)
+    os.close(fd)
+    fd = new
+os.close(fd)
+emptied = host._wipe(scratch)
+removed = host._wipe(scratch, remove=True)
+print(emptied, removed, os.path.exists(scratch), sorted(os.listdir(os.path.join(outside, "keep"))))
+'''
+
+
+def test_scratch_cleanup_is_iterative_follows_no_link_and_opens_mode_000_folders(tmp_path):
+    """Run without CAP_DAC_OVERRIDE, as a host that is not root: modes 000 then stop it unless it fixes them."""
+    scratch, outside = tmp_path / "scratch", tmp_path / "outside"
+    scratch.mkdir()
+    outside.mkdir()
+    proc = subprocess.run(["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--", sys.executable, "-c",
+                           WIPE_TREE, str(scratch), str(outside)], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[0] == "True True False ['file']"
+
+
+def test_scratch_cleanup_never_raises_on_a_path_that_is_gone():
+    assert sandbox_host._wipe("/nonexistent/grpo-sandbox-scratch") is True
+    assert sandbox_host._wipe("/nonexistent/grpo-sandbox-scratch", remove=True) is True
+
+
+def test_columns_named_self_and__base_reach_the_function(isolated):
+    sb = isolated("def f(completions, **kw):\n    return [float(kw['self'][0] + kw['_base'][0])] * len(completions)\n")
+    assert sb.call(["a"], self=[1], _base=[2]).rewards == [3.0]
+
+
+def test_a_runs_reward_functions_pass_columns_named_self_and__base_through(isolated):
+    from runs.protocol.config import RewardSpec, TrainConfig
+    from workers.rewarding import reward_functions
+
+    config = TrainConfig(model="m", dataset_path="d", output_dir="o", event_log="e", rewards=[
+        RewardSpec(name="both", source="def f(completions, self, _base, **kw):\n"
+                                       "    return [float(self[0] + _base[0])] * len(completions)\n",
+                   entrypoint="f")], allow_weak_sandbox=isolated.mode == "fallback")
+    funcs, _, closers = reward_functions(config)
+    try:
+        assert funcs[0](["a", "b"], prompts=["p", "q"], self=[1, 1], _base=[2, 2]) == [3.0, 3.0]
+    finally:
+        for closer in closers:
+            closer.close()
+
+
+def test_without_a_private_root_it_refuses_unless_weak_mode_is_on(sandbox, monkeypatch):
+    on_the_hosts_uid(monkeypatch)
+    monkeypatch.delenv("GRPO_SANDBOX_ALLOW_WEAK", raising=False)
+    with pytest.raises(SandboxUnavailable) as exc:
+        sandbox(hostile("pass"), private_mounts=False)
+    assert "no private mount root" in exc.value.message and "GRPO_SANDBOX_ALLOW_WEAK" in exc.value.message
+    monkeypatch.setenv("GRPO_SANDBOX_ALLOW_WEAK", "1")
+    sb = sandbox(hostile("pass"), private_mounts=False)
+    assert sb.isolation["private_mounts"] is False
+    assert any(w.startswith("no private mount root") for w in sb.isolation["weak"])
+    assert_next_call_works(sb)

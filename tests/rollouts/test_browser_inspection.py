@@ -218,3 +218,21 @@ def test_a_large_step_opens_at_the_linked_group_and_pages_through_its_groups(web
     page.click("#groups-before")
     page.wait_for_selector("#group-0")
     assert page.locator(".group-card").count() == 32 and page.is_visible("#groups-after")
+
+
+def test_a_code_tests_rollout_shows_which_tests_passed_and_each_failure(web_server, owner, dataset_version, page):
+    run = make_run(owner, dataset_version, name="code run")
+    event = rollouts_event(1, [("Write add(a, b).", [("```python\ndef add(a, b): return a - b\n```", [0.5, 0.0]),
+                                                    ("no code", [0.0, 0.0])])])
+    event["rows"][0]["columns"] = {"code_tests": [
+        {"test": "assert add(1, 2) == 3", "passed": False, "error": "AssertionError: <b>not bold</b>"},
+        {"test": "assert add(0, 0) == 0", "passed": True, "error": ""}]}
+    ingest_events(run, [event])
+    login(page, web_server)
+    page.goto(f"{web_server}/runs/{run.pk}/rollouts/")
+    page.wait_for_selector("details.code-tests-details")
+    tests = page.locator("details.code-tests-details")
+    assert tests.count() == 1 and tests.evaluate("d => d.open")  # a failure: open at once
+    assert "tests: 1/2 passed" in tests.inner_text()
+    assert page.locator("li.test-fail").inner_text().endswith("AssertionError: <b>not bold</b>")  # text, not markup
+    assert page.locator("li.test-pass code").inner_text().strip() == "assert add(0, 0) == 0"

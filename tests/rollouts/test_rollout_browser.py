@@ -166,3 +166,16 @@ def test_a_slow_text_search_stops_at_the_time_limit_with_advice(owner_client, ru
         rollout_filters.guarded(lambda: connection.cursor().execute("SELECT pg_sleep(1)"), text=True)
     # the page itself still answers
     assert len(fetch(owner_client, run, phrase="carrot")["rows"]) > 0
+
+
+def test_a_rollout_scored_by_code_tests_shows_which_tests_passed(owner, dataset_version, owner_client):
+    run = make_run(owner, dataset_version)
+    event = rollouts_event(1, [("Write add(a, b).", [("```python\ndef add(a, b): return a - b\n```", [0.5, 0.0]),
+                                                    ("no code", [0.0, 0.0])])])
+    outcome = [{"test": "assert add(1, 2) == 3", "passed": False, "error": "AssertionError: "},
+               {"test": "assert add(0, 0) == 0", "passed": True, "error": ""}]
+    event["rows"][0]["columns"] = {"tests": "[...]", "code_tests": outcome}
+    ingest(run, event)
+    by_index = {r["index"]: r for r in fetch(owner_client, run)["rows"]}
+    assert by_index[0]["code_tests"] == outcome
+    assert "code_tests" not in by_index[1] and "columns" not in by_index[0]  # the row's other columns stay home

@@ -1,6 +1,7 @@
 """The training program on its own: no Django, no broker, no database."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,20 @@ def test_a_missing_model_ends_with_a_failed_event(tmp_path):
     events, _ = read_events(config.event_log)
     assert events[-1]["type"] == "failed"
     assert "no-such-model" in events[-1]["error"]
+
+
+def test_code_tests_scores_in_training_and_each_rollout_keeps_its_test_outcomes(tmp_path, tiny_model):
+    from runs.datasets.demo_data import python_task_rows
+
+    config = _config(tmp_path, tiny_model, max_steps=1, num_generations=4, per_device_train_batch_size=8)
+    Path(config.dataset_path).write_text("".join(json.dumps(r) + "\n" for r in python_task_rows(16)))
+    config.rewards = [RewardSpec("code_tests", 1.0, builtin="code_tests")]
+    run(config)
+    events, _ = read_events(config.event_log)
+    rows = [r for e in events if e["type"] == "rollouts" for r in e["rows"]]
+    assert len(rows) == 8
+    for row in rows:  # the tiny model writes no code: every test fails for want of a fenced block
+        outcomes = row["columns"]["code_tests"]
+        assert row["rewards"] == [0.0] and len(outcomes) == 4
+        assert all(o["passed"] is False and o["error"] == "no fenced code block" for o in outcomes)
+        assert json.loads(row["columns"]["tests"])  # the row's own columns stay beside them
