@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0011_dataset_import_jobs'),
+        ('runs', '0012_sharing_and_tokens'),
     ]
 
     operations = [
