@@ -2,6 +2,7 @@
 
 from django import forms
 
+from rewards.builtins import TRUSTED
 from rewards.models import RewardFunction
 from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
@@ -44,6 +45,9 @@ class RunForm(forms.Form):
             self.fields[f"weight_{rf.pk}"] = forms.FloatField(initial=1.0, label=f"{rf.name} weight")
             self.fields[f"version_{rf.pk}"] = forms.TypedChoiceField(
                 choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version")
+        for name in TRUSTED:  # built-ins with no copy of their own (code_tests drives its own sandbox)
+            self.fields[f"builtin_{name}"] = forms.BooleanField(required=False, label=name)
+            self.fields[f"builtin_{name}_weight"] = forms.FloatField(initial=1.0, label=f"{name} weight")
         for name, f in GRPO_FIELDS.items():
             self.fields[name] = config_field(name, f)
         for name, f in EVAL_FIELDS.items():  # optional: blank keeps the default
@@ -62,10 +66,17 @@ class RunForm(forms.Form):
         if source.dataset_version is not None:
             self.initial["dataset_version"] = source.dataset_version.pk
         for r in source.rewards:
+            if r.get("builtin") in TRUSTED:
+                self.initial.update({f"builtin_{r['builtin']}": True, f"builtin_{r['builtin']}_weight": r["weight"]})
+                continue
             rf = by_name.get(r["name"])
             if rf:
                 self.initial.update({f"reward_{rf.pk}": True, f"weight_{rf.pk}": r["weight"],
                                      f"version_{rf.pk}": r.get("version") or self.fields[f"version_{rf.pk}"].initial})
+
+    def builtin_rows(self):
+        """(checkbox, weight, name, description) of the trusted built-ins, for the template."""
+        return [(self[f"builtin_{name}"], self[f"builtin_{name}_weight"], name, text) for name, text in TRUSTED.items()]
 
     def reward_rows(self):
         """(checkbox, weight, version, reward function) for the template."""
@@ -83,9 +94,10 @@ class RunForm(forms.Form):
     def clean(self):
         data = super().clean()
         chosen = [rf for rf in self.reward_functions if data.get(f"reward_{rf.pk}")]
-        if not chosen:
+        builtins = [name for name in TRUSTED if data.get(f"builtin_{name}")]
+        if not chosen and not builtins:
             raise forms.ValidationError("Pick at least one reward function.")
-        names = [rf.name for rf in chosen]
+        names = [rf.name for rf in chosen] + builtins
         for name in sorted({n for n in names if names.count(n) > 1}):
             # TRL logs each function as rewards/<name>/mean: two of one name would write one curve
             self.add_error(None, f"Two reward functions are named {name!r} (yours and a shared one): pick one.")
@@ -97,6 +109,10 @@ class RunForm(forms.Form):
                 continue  # the version or weight field carries its own error
             data["rewards"].append({"name": rf.name, "weight": weight, "version_id": version.pk,
                                     "version": version.number})
+        for name in builtins:
+            weight = data.get(f"builtin_{name}_weight")
+            if weight is not None:
+                data["rewards"].append({"name": name, "weight": weight, "builtin": name})
         data["config"] = {name: data.get(name) for name in GRPO_FIELDS}
         data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]
                               for name, f in EVAL_FIELDS.items()}

@@ -42,6 +42,10 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     errors = spec.validate() + model_problems(model)
     if not queue_anyway:
         errors += capacity_problems(gpus=requested_gpus, use_vllm=bool(config.get("use_vllm")))
+    for r in rewards:
+        if r.get("builtin") == "code_tests" and "tests" not in (dataset_version.reward_columns or []):
+            errors.append(f"code_tests: {dataset_version} has no `tests` column reaching the rewards (asserts or "
+                          f"stdin/stdout pairs per row); pick a dataset with one, such as the python tasks demo")
     if spec.evaluation.eval_steps and not dataset_version.eval_rows:
         errors.append(f"eval_steps: {dataset_version} has no eval split; map one on the dataset's mapping page, or "
                       f"set eval_steps to 0")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import yaml
 from django.db.models import Case, When
 
+from rewards.builtins import TRUSTED
 from rewards.library import NAMES as LIBRARY_NAMES
 from rewards.library import OPEN_R1
 from rewards.models import RewardFunction
@@ -269,6 +270,9 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
                              f"grpo-web's {REWARD_ALIASES[name]!r}, which runs each of the row's tests in its own "
                              f"sandboxed process and scores the share that pass")
             name = REWARD_ALIASES[name]
+        if name in TRUSTED and not visible.filter(name=name).exists():
+            out.rewards.append({"name": name, "weight": float(weight), "builtin": name})
+            continue
         if not visible.filter(name=name).exists() and name in LIBRARY:
             reward_builtins_install(owner=owner, names=[name])
             out.notes.append(f"reward_funcs: made your copy of the library's {name!r} reward"
