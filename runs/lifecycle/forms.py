@@ -1,5 +1,7 @@
 """The run form: model, dataset version, pinned reward versions with weights, GRPOConfig and evaluation settings."""
 
+import json
+
 from django import forms
 
 from rewards.builtins import TRUSTED
@@ -7,7 +9,53 @@ from rewards.models import RewardFunction
 from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
 from runs.models import DatasetVersion
+from runs.protocol import trl_fields
 from runs.protocol.config import EVAL_FIELDS, GROUPS, GRPO_FIELDS
+
+# GRPOConfig fields not offered as they are: grpo-web sets them for every run (workers/train.py), takes them from
+# another part of the form (the rewards table's weights), or does not apply them (runs.lifecycle.trl_yaml notes why)
+NOT_ON_FORM = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
+               "use_cpu", "dataloader_num_workers", "run_name", "logging_dir", "overwrite_output_dir", "reward_weights",
+               "resume_from_checkpoint", "push_to_hub", "hub_model_id", "hub_strategy", "hub_token",
+               "hub_private_repo", "hub_revision", "hub_always_push", "vllm_server_host", "vllm_server_port",
+               "vllm_server_base_url", "eval_strategy", "do_eval", "do_train", "do_predict", "trust_remote_code",
+               "local_rank", "deepspeed", "fsdp", "fsdp_config", "accelerator_config", "parallelism_config",
+               "log_completions_hub_repo", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
+               "project", "eval_steps", "bf16", "fp16"}
+
+
+def _trl_form_field(f: dict) -> forms.Field:
+    """A form field for one GRPOConfig field of TRL's schema; blank keeps TRL's default."""
+    default = f["default"]
+    shown = json.dumps(default) if f["kind"] == "json" else default
+    common = {"required": False, "label": f["name"], "help_text": (f["help"] or "")[:400]}
+    if f["kind"] == "bool" or f["choices"]:
+        values = ["true", "false"] if f["kind"] == "bool" else f["choices"]
+        return forms.ChoiceField(choices=[("", f"TRL's default ({shown})")] + [(v, v) for v in values], **common)
+    attrs = {"placeholder": "" if default is None else str(shown)[:60]}
+    if f["kind"] == "int":
+        return forms.IntegerField(widget=forms.NumberInput(attrs=attrs), **common)
+    if f["kind"] == "float":
+        return forms.FloatField(widget=forms.NumberInput(attrs={**attrs, "step": "any"}), **common)
+    return forms.CharField(max_length=20000, strip=True, widget=forms.TextInput(attrs=attrs), **common)
+
+
+def _trl_value(f: dict, value):
+    """The cleaned form value as GRPOConfig takes it; ValueError (with the reason) for bad JSON."""
+    if f["kind"] == "bool":
+        return value == "true"
+    if f["kind"] == "json":
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"not JSON ({exc})") from None
+    return value
+
+
+def _trl_initial(f: dict, value):
+    if f["kind"] == "bool":
+        return "true" if value else "false"
+    return json.dumps(value) if f["kind"] == "json" else value
 
 
 class RunForm(forms.Form):
@@ -50,6 +98,11 @@ class RunForm(forms.Form):
             self.fields[f"builtin_{name}_weight"] = forms.FloatField(initial=1.0, label=f"{name} weight")
         for name, f in GRPO_FIELDS.items():
             self.fields[name] = config_field(name, f)
+        # every other field of the installed TRL's GRPOConfig, from its schema: a new TRL option appears here
+        self.trl_schema = [f for f in trl_fields.GRPO_SCHEMA
+                           if f["name"] not in GRPO_FIELDS and f["name"] not in NOT_ON_FORM]
+        for f in self.trl_schema:
+            self.fields[f"trl_{f['name']}"] = _trl_form_field(f)
         for name, f in EVAL_FIELDS.items():  # optional: blank keeps the default
             self.fields[name] = config_field(name, f)
             self.fields[name].required = False
@@ -63,6 +116,9 @@ class RunForm(forms.Form):
         self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus, **source.config,
                              **(source.evaluation or {}), "config_extra": extra})
         self.initial["name"] = f"{source.name} (clone)" if clone else source.name
+        for f in self.trl_schema:
+            if f["name"] in extra:
+                self.initial[f"trl_{f['name']}"] = _trl_initial(f, extra[f["name"]])
         if source.dataset_version is not None:
             self.initial["dataset_version"] = source.dataset_version.pk
         for r in source.rewards:
@@ -87,6 +143,13 @@ class RunForm(forms.Form):
         """[(group, [bound fields])] in TRL's documented order."""
         return [(group, [self[name] for name, f in GRPO_FIELDS.items() if f.metadata["group"] == group])
                 for group in GROUPS]
+
+    def trl_groups(self):
+        """[(TRL's group, [bound fields])] of every other GRPOConfig field, TRL's own groups first."""
+        groups: dict[str, list] = {}
+        for f in self.trl_schema:
+            groups.setdefault(f["group"], []).append(self[f"trl_{f['name']}"])
+        return sorted(groups.items(), key=lambda item: item[0] == trl_fields.INHERITED)
 
     def eval_fields(self):
         return [self[name] for name in EVAL_FIELDS]
@@ -114,6 +177,18 @@ class RunForm(forms.Form):
             if weight is not None:
                 data["rewards"].append({"name": name, "weight": weight, "builtin": name})
         data["config"] = {name: data.get(name) for name in GRPO_FIELDS}
+        # the other GRPOConfig fields: what the form shows wins over what came in hidden (an imported config)
+        extra = {k: v for k, v in (data.get("config_extra") or {}).items()
+                 if f"trl_{k}" not in self.fields and k not in GRPO_FIELDS}
+        for f in self.trl_schema:
+            value = data.get(f"trl_{f['name']}")
+            if value in (None, ""):
+                continue
+            try:
+                extra[f["name"]] = _trl_value(f, value)
+            except ValueError as exc:
+                self.add_error(f"trl_{f['name']}", str(exc))
+        data["config_extra"] = extra
         data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]
                               for name, f in EVAL_FIELDS.items()}
         data["evaluation"]["eval_solved_by"] = (data["evaluation"]["eval_solved_by"] or "").strip()

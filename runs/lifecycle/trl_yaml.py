@@ -23,8 +23,8 @@ from runs.datasets.importing import DatasetError
 from runs.datasets.mapping import RESERVED, Mapping
 from runs.datasets.services import dataset_version_map
 from runs.models import DatasetVersion, Run
+from runs.protocol import trl_fields
 from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, GRPOFields
-from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS
 
 # Set by grpo-web for every run (workers/train.py), so an imported value would be overridden anyway.
 MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
@@ -150,7 +150,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             reward, constant = REWARD_PARAMETERS[key]
             out.notes.append(f"{key}: a parameter of open-r1's {reward} reward; not applied here: your copy of "
                              f"{reward} has it as {constant} in its code (set {constant} = {value!r} there)")
-        elif key in GRPO_CONFIG_FIELDS:
+        elif key in trl_fields.grpo_config_fields():
             out.extra[key] = value
             out.notes.append(f"{key}: passed to GRPOConfig as it is")
         else:

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
-from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS
+from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS, GRPO_SCHEMA
 
 pytestmark = pytest.mark.django_db
 
@@ -34,6 +34,10 @@ def test_the_field_list_matches_the_installed_trl():
     from trl import GRPOConfig
 
     assert GRPO_CONFIG_FIELDS == {f.name for f in dataclasses.fields(GRPOConfig)}
+    from workers.trl_schema import grpo_schema
+
+    # the stored schema is the installed TRL's: after a TRL upgrade, `python -m workers.trl_schema --write`
+    assert GRPO_SCHEMA == grpo_schema()
 
 
 def test_a_trl_config_comes_in_unchanged(owner, dataset_version):
