@@ -81,12 +81,30 @@ def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint
 SAMPLE_COMPLETIONS = ["<think>Let me work it out. Wait, let me check.</think> The answer is \\boxed{1}", "", "12"]
 
 
-def reward_contract_problems(*, rewards: list[dict], dataset_version_id: int, rows: int = 3) -> list[str]:
+def trl_config_problems(train_config: dict) -> list[str]:
+    """The checks TRL's GRPOConfig makes when it is built (the cross-field ones included), made here, on a worker
+    that has TRL, before the run is queued; TRL's own messages name the fields."""
+    from runs.protocol.config import TrainConfig
+    from workers.train import grpo_config
+
+    config = TrainConfig.from_dict({**train_config, "output_dir": "/nonexistent/grpo-web-config-check"})
+    try:
+        grpo_config(config)
+    except (ValueError, TypeError) as exc:
+        return [f"GRPOConfig refuses this configuration (TRL's check): {exc}"]
+    return []
+
+
+def reward_contract_problems(*, rewards: list[dict], dataset_version_id: int, rows: int = 3,
+                             train_config: dict | None = None) -> list[str]:
     """Call each reward the way TRL will, on a few rows and sample completions; the problems, each naming its reward.
+    With ``train_config`` (the run's TrainConfig as a dict), also TRL's own checks of the configuration.
 
     ``rewards`` are specs with ``name``, ``source`` and ``entrypoint``. The sandbox host already refuses a result
     that is not one finite number or None per completion.
     """
+    if train_config is not None and (problems := trl_config_problems(train_config)):
+        return problems
     from django.conf import settings
 
     from rewards.sandbox import Sandbox, SandboxError

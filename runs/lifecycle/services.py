@@ -51,7 +51,8 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                       f"set eval_steps to 0")
     if errors:
         raise RunRefused(errors)
-    problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version)
+    problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version,
+                                        train_config={**asdict(spec), "extra": config_extra or {}})
     if problems:
         raise RunRefused(problems)
     with transaction.atomic():
@@ -85,15 +86,18 @@ def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
     return []
 
 
-def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion) -> list[str]:
-    """Run each reward on a few rows in the sandbox (on a sandbox worker, never here) before a GPU is spent on it."""
+def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion,
+                             train_config: dict | None = None) -> list[str]:
+    """Run each reward on a few rows in the sandbox (on a sandbox worker, never here) before a GPU is spent on it;
+    the same worker builds TRL's GRPOConfig from ``train_config``, so TRL's own start-up checks are made before the
+    run is queued. A run of built-ins only skips both (no sandbox worker needed)."""
     if not specs:
         return []
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     pending = queues.enqueue(queues.REWARD_CONTRACT_CHECK, kwargs={
         "rewards": [{"name": s["name"], "source": s["source"], "entrypoint": s["entrypoint"]} for s in specs],
-        "dataset_version_id": dataset_version.pk,
+        "dataset_version_id": dataset_version.pk, "train_config": train_config,
     })
     try:
         return pending.get(timeout=settings.GRPO_CONTRACT_CHECK_TIMEOUT)

@@ -30,6 +30,18 @@ def test_a_reward_returning_the_wrong_length_is_refused_before_the_run(celery_wo
     assert not Run.objects.exists()
 
 
+def test_trls_own_start_up_checks_are_made_before_the_run_is_queued(celery_worker, owner, dataset_version):
+    """A combination only TRL's GRPOConfig refuses (grpo-web's own checks let it through): its message, naming the
+    fields, comes back before anything is queued."""
+    digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
+    with pytest.raises(RunRefused) as refused:
+        run_create(owner=owner, name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(digits)],
+                   config={**CONFIG, "steps_per_generation": 2}, config_extra={"generation_batch_size": 16})
+    assert "GRPOConfig refuses this configuration" in str(refused.value)
+    assert "'generation_batch_size' and 'steps_per_generation' can not be both configured" in str(refused.value)
+    assert not Run.objects.exists()
+
+
 def test_a_reward_needing_a_missing_column_is_refused(celery_worker, owner, dataset_version):
     letter_count = RewardFunction.objects.get(owner=owner, name="letter_count")
     with pytest.raises(RunRefused, match="reward 'letter_count'.*word"):
