@@ -199,6 +199,16 @@ class Run(models.Model):
     def reward_names(self) -> list[str]:
         return [r["name"] for r in self.rewards]
 
+    @property
+    def vllm_server(self) -> bool:
+        """TRL's vLLM server mode: the worker starts the server on a GPU of its own, apart from training's."""
+        return bool((self.config or {}).get("use_vllm")) and (self.config or {}).get("vllm_mode") == "server"
+
+    @property
+    def gpus_needed(self) -> int:
+        """The GPUs a worker must have for this run: the training GPUs, and one more for a vLLM server."""
+        return self.requested_gpus + (1 if self.vllm_server and self.requested_gpus > 0 else 0)
+
     def mark_running(self):
         self.status, self.started_at = self.Status.RUNNING, timezone.now()
         self.save(update_fields=["status", "started_at"])

@@ -3,6 +3,7 @@ function, faults counted and a faulty function disabled). No Django here."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from runs.protocol.config import TrainConfig
@@ -14,16 +15,23 @@ def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> 
     from rewards.builtins import BUILTINS
 
     funcs, closers = [], []
-    for slot, spec in enumerate(config.rewards):
+    for index, spec in enumerate(config.rewards):
         if spec.builtin:
             base = BUILTINS[spec.builtin]
         else:
-            base = SandboxedReward(spec, slot=config.sandbox_slot_base + slot, events=events,
+            base = SandboxedReward(spec, slot=rank_slot(config.sandbox_slot_base, index, len(config.rewards)),
+                                   events=events,
                                    max_faults=config.max_reward_faults, allow_weak=config.allow_weak_sandbox)
             closers.append(base)
 
         funcs.append(_named(base, spec.name))
     return funcs, [spec.weight for spec in config.rewards], closers
+
+
+def rank_slot(base: int, index: int, functions: int) -> int:
+    """The sandbox slot (and uid) of reward function ``index`` in this training process: each rank of a multi-GPU run
+    (accelerate's LOCAL_RANK) gets slots of its own, so no two ranks' sandboxes share a uid or a scratch."""
+    return base + int(os.environ.get("LOCAL_RANK", "0") or 0) * functions + index
 
 
 def _named(base, name: str):

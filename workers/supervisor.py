@@ -73,11 +73,15 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
     )
 
 
+SLOTS_PER_PROCESS = 128
+
+
 def _slot_base() -> int:
-    """Sandbox slots of this worker process's runs: 100 + 16 per Celery pool process, clear of the sandbox queue's."""
+    """Sandbox slots of this worker process's runs: 100 + 128 per Celery pool process, clear of the sandbox queue's;
+    a run's ranks and reward functions share the 128 (workers.rewarding.rank_slot)."""
     from billiard.process import current_process
 
-    return 100 + 16 * (getattr(current_process(), "index", 0) or 0)
+    return 100 + SLOTS_PER_PROCESS * (getattr(current_process(), "index", 0) or 0)
 
 
 def training_env() -> dict[str, str]:
@@ -145,13 +149,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_vllm_server(run: Run, log_file) -> tuple[subprocess.Popen, int]:
-    """vllm_mode="server": TRL's vLLM server on the last visible GPU; training gets the others."""
+def visible_gpus() -> list[str]:
+    """The GPUs this worker may use: CUDA_VISIBLE_DEVICES when set, else every GPU nvidia-smi lists."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return [g for g in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    from workers.registry import detect_gpus
+
+    return [str(g["index"]) for g in detect_gpus()]
+
+
+def gpu_plan(run: Run, visible: list[str]) -> tuple[list[str], str | None]:
+    """(the training processes' GPUs, the vLLM server's GPU or None): the first ``requested_gpus`` visible GPUs
+    train; in server mode the next one serves, so the server never shares a GPU with training rank 0."""
+    if run.requested_gpus <= 0:
+        return [], None
+    if len(visible) < run.gpus_needed:
+        raise RuntimeError(f"this worker sees {len(visible)} GPU(s) ({','.join(visible) or 'none'}) but the run "
+                           f"needs {run.gpus_needed}" + (" (one of them for the vLLM server)" if run.vllm_server
+                                                         else ""))
+    train = visible[:run.requested_gpus]
+    return train, visible[run.requested_gpus] if run.vllm_server else None
+
+
+def start_vllm_server(run: Run, log_file, device: str | None) -> tuple[subprocess.Popen, int]:
+    """vllm_mode="server": TRL's vLLM server on ``device``, a GPU training does not see (gpu_plan)."""
     port = _free_port()
     env = training_env()
-    gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-    if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = gpus[-1]
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
     proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model),
                              "--port", str(port)], cwd=settings.BASE_DIR, env=env, stdout=log_file,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
@@ -219,6 +244,7 @@ class Supervisor:
         self.cancelled = False
         self.db_down_since: float | None = None
         self.next_control = 0.0
+        self.gpus: str | None = None  # the run's GPUs, once start() has placed it
 
     def start(self) -> subprocess.Popen:
         run = self.run
@@ -226,12 +252,17 @@ class Supervisor:
         with open(self.log_path, "ab") as log_file:
             port = None
             self.vllm = None
-            if run.config.get("use_vllm") and run.config.get("vllm_mode") == "server":
-                self.vllm, port = start_vllm_server(run, log_file)
+            env = training_env()
+            train_gpus, server_gpu = gpu_plan(run, visible_gpus()) if run.requested_gpus > 0 else ([], None)
+            if train_gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(train_gpus)  # training (and its telemetry) sees only these
+            self.gpus = ",".join(train_gpus + ([server_gpu] if server_gpu else [])) or None
+            if run.vllm_server:
+                self.vllm, port = start_vllm_server(run, log_file, server_gpu)
             config_path = run.run_dir / f"train_config-{run.attempt}.json"
             config_path.write_text(train_config(run, vllm_server_port=port).to_json())
             return subprocess.Popen(
-                training_command(run, config_path), cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                training_command(run, config_path), cwd=settings.BASE_DIR, env=env, stdout=log_file,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=die_with_parent, pass_fds=(self.folder_lock,),
             )
@@ -252,7 +283,7 @@ class Supervisor:
                 stop(proc)
 
     def watch(self, proc: subprocess.Popen) -> None:
-        self.sampler = ResourceSampler(self.run, proc.pid)
+        self.sampler = ResourceSampler(self.run, proc.pid, gpus=self.gpus)
         while True:
             exited = proc.poll() is not None  # read the exit status first so the last ingest sees every event
             try:

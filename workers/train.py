@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
 
 from runs.protocol.config import PEFT_FIELDS, TrainConfig
-from runs.protocol.events import EventWriter
+from runs.protocol.events import EventWriter, NullEventWriter
 from workers.rewarding import reward_functions
 
 
@@ -103,8 +104,16 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     return trainer
 
 
+def event_writer(config: TrainConfig) -> EventWriter | NullEventWriter | None:
+    """One event log per run: rank 0 writes it; the other ranks of a multi-GPU run capture along (the capture
+    gathers across processes) and write nothing."""
+    if not config.capture:
+        return None
+    return EventWriter(config.event_log) if int(os.environ.get("RANK", "0") or 0) == 0 else NullEventWriter()
+
+
 def run(config: TrainConfig) -> None:
-    events = EventWriter(config.event_log) if config.capture else None
+    events = event_writer(config)
     Path(config.output_dir).mkdir(parents=True, exist_ok=True)
     (Path(config.output_dir) / "train_config.json").write_text(config.to_json())
     try:

@@ -41,7 +41,8 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                        evaluation=EvalFields(**evaluation))
     errors = spec.validate() + model_problems(model)
     if not queue_anyway:
-        errors += capacity_problems(gpus=requested_gpus, use_vllm=bool(config.get("use_vllm")))
+        server = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and requested_gpus > 0
+        errors += capacity_problems(gpus=requested_gpus + server, use_vllm=bool(config.get("use_vllm")))
     for r in rewards:
         if r.get("builtin") == "code_tests" and "tests" not in (dataset_version.reward_columns or []):
             errors.append(f"code_tests: {dataset_version} has no `tests` column reaching the rewards (asserts or "
@@ -109,7 +110,8 @@ def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion,
 
 
 def _enqueue(run: Run) -> None:
-    queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.requested_gpus))
+    # a vLLM server takes a GPU of its own: the run goes to workers that have one more
+    queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.gpus_needed))
 
 
 def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:

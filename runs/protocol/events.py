@@ -43,6 +43,19 @@ class EventWriter:
         self._fh.close()
 
 
+class NullEventWriter:
+    """What a training process that is not rank 0 writes to: nothing. Every rank runs the same capture (it gathers
+    across processes), but only rank 0 writes the event log."""
+
+    path = None
+
+    def write(self, type_: str, **fields) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def read_events(path: str | Path, offset: int = 0, limit: int | None = None) -> tuple[list[dict], int]:
     """Complete events from byte ``offset`` on, and the offset after the last complete line.
 

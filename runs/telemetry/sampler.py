@@ -61,9 +61,10 @@ class ResourceSampler:
     GRPO_TELEMETRY_SECONDS. ``cpu_percent`` measures since its previous call on the same Process object, so the
     objects are kept across samples, one per pid (a pid reused by a new process gets a new object)."""
 
-    def __init__(self, run: Run, pid: int):
+    def __init__(self, run: Run, pid: int, gpus: str | None = None):
         self.run = run
         self.pid = pid
+        self.gpus = gpus  # the run's GPUs (CUDA_VISIBLE_DEVICES form): only these are reported; None: the worker's
         self.procs: dict[int, psutil.Process] = {}
         self.nvidia_smi = shutil.which("nvidia-smi")
         self.interval = settings.GRPO_TELEMETRY_SECONDS
@@ -118,4 +119,4 @@ class ResourceSampler:
             log.warning("run %s: nvidia-smi failed (%s); no GPU telemetry for this attempt", self.run.pk, exc)
             self.nvidia_smi = None
             return []
-        return parse_nvidia_smi(out, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return parse_nvidia_smi(out, self.gpus if self.gpus is not None else os.environ.get("CUDA_VISIBLE_DEVICES"))

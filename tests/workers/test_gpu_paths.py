@@ -3,11 +3,13 @@
 The command lines and configs are checked everywhere; the runs themselves need GPUs (and vLLM) and skip cleanly
 without them. bench/gpu_smoke.sh runs them on a GPU machine."""
 
+import os
 import shutil
 import socket
 import subprocess
 
 import pytest
+from django.utils import timezone
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_create
@@ -94,3 +96,74 @@ def test_nvidia_smi_is_read_when_present():
     else:
         assert len(detect_gpus()) == len(subprocess.run(["nvidia-smi", "-L"], capture_output=True,
                                                         text=True).stdout.strip().splitlines())
+
+
+# --- placement: checked everywhere (pure functions and a fake nvidia-smi); the GPU smoke runs them for real ---------
+
+def _run(gpus: int, **config) -> Run:
+    return Run(requested_gpus=gpus, config={"use_vllm": bool(config.get("vllm_mode")), **config})
+
+
+def test_the_vllm_server_gets_a_gpu_of_its_own_apart_from_training():
+    from workers.supervisor import gpu_plan
+
+    assert gpu_plan(_run(2, vllm_mode="server"), ["0", "1", "2", "3"]) == (["0", "1"], "2")
+    assert gpu_plan(_run(2, vllm_mode="server"), ["4", "5", "6"]) == (["4", "5"], "6")  # CUDA_VISIBLE_DEVICES order
+    assert gpu_plan(_run(2, vllm_mode="colocate"), ["0", "1", "2"]) == (["0", "1"], None)
+    assert gpu_plan(_run(1), ["0", "1"]) == (["0"], None)
+    with pytest.raises(RuntimeError, match="sees 1 GPU.*needs 2 .*vLLM server"):
+        gpu_plan(_run(1, vllm_mode="server"), ["0"])
+
+
+def test_routing_counts_the_servers_gpu(owner, dataset_version, db):
+    from runs.lifecycle.services import capacity_problems
+    from runs.models import Worker
+
+    assert _run(2, vllm_mode="server").gpus_needed == 3 and _run(2, vllm_mode="colocate").gpus_needed == 2
+    now = timezone.now()
+    Worker.objects.create(name="two@gpu", hostname="gpu", queues=["training-gpu1", "training-gpu2"],
+                          gpus=[{"index": 0}, {"index": 1}], vllm=True, started_at=now, last_seen=now)
+    assert capacity_problems(gpus=2, use_vllm=True) == []
+    digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
+    with pytest.raises(Exception, match="no online worker has 3 GPUs"):
+        run_create(owner=owner, name="server", model="tiny", dataset_version=dataset_version,
+                   rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+                   config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "use_vllm": True,
+                           "vllm_mode": "server"}, requested_gpus=2)
+
+
+def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
+    from workers.rewarding import rank_slot
+
+    slots = {}
+    for rank in range(4):
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        slots[rank] = {rank_slot(100, i, 3) for i in range(3)}
+    assert len(set().union(*slots.values())) == 12  # no two ranks share a slot (a uid, a scratch)
+
+
+def test_only_rank_0_writes_the_event_log(monkeypatch, tmp_path):
+    from runs.protocol.events import EventWriter, NullEventWriter
+    from workers.train import event_writer
+
+    config = TrainConfig(model="m", dataset_path="d", output_dir=str(tmp_path), event_log=str(tmp_path / "e.jsonl"),
+                         rewards=[RewardSpec("r", builtin="digit_ratio")])
+    monkeypatch.setenv("RANK", "1")
+    writer = event_writer(config)
+    assert isinstance(writer, NullEventWriter)
+    writer.write("started", total_steps=3)
+    assert not (tmp_path / "e.jsonl").exists()
+    monkeypatch.setenv("RANK", "0")
+    assert isinstance(event_writer(config), EventWriter)
+
+
+def test_gpu_telemetry_reports_the_runs_gpus_only(tmp_path, monkeypatch):
+    from runs.telemetry.sampler import ResourceSampler
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nfor i in 0 1 2 3; do echo \"$i, GPU-$i, 50, 1000, 80000\"; done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    sampler = ResourceSampler(Run(pk=1), os.getpid(), gpus="1,2")
+    assert [g["index"] for g in sampler.measure_gpus()] == [1, 2]
