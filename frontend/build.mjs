@@ -1,7 +1,8 @@
 // Builds src/editor.js into ../static/vendor/codemirror/editor.bundle.js (one
 // minified IIFE that sets window.GrpoEditor), src/highlight.js into
 // ../static/vendor/highlight/highlight.bundle.js (window.GrpoHighlight, for transcripts), and copies KaTeX's
-// dist (script, stylesheet, woff2 fonts) into ../static/vendor/katex.  Run: npm ci && npm run build
+// dist (script, stylesheet, woff2 fonts) into ../static/vendor/katex, and axe-core (for the browser tests only) into
+// ../static/vendor/axe.  Run: npm ci && npm run build
 import { build } from "esbuild";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -76,3 +77,17 @@ writeFileSync(join(katexOut, "README.md"),
   `KaTeX ${katexVersion} (MIT License), copied from node_modules/katex/dist by frontend/build.mjs.\n` +
   "Do not edit: rebuild with `cd frontend && npm ci && npm run build`.\n");
 console.log(`${katexOut}: KaTeX ${katexVersion}`);
+
+// axe-core, for the browser tests' accessibility check only (tests/browser_checks.py injects it with Playwright's
+// add_script_tag): no template includes it, so no page loads it.
+const axeDir = join(here, "node_modules", "axe-core");
+const axeOut = join(here, "..", "static", "vendor", "axe");
+const axeVersion = JSON.parse(readFileSync(join(axeDir, "package.json"), "utf8")).version;
+rmSync(axeOut, { recursive: true, force: true });
+mkdirSync(axeOut, { recursive: true });
+for (const name of ["axe.min.js", "LICENSE"]) copyFileSync(join(axeDir, name), join(axeOut, name));
+writeFileSync(join(axeOut, "README.md"),
+  `axe-core ${axeVersion} (Mozilla Public License 2.0), copied from node_modules/axe-core by frontend/build.mjs.\n` +
+  "Used by the browser tests only (injected by tests/browser_checks.py); no page includes it.\n" +
+  "Do not edit: rebuild with `cd frontend && npm ci && npm run build`.\n");
+console.log(`${axeOut}: axe-core ${axeVersion}`);
