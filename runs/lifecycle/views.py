@@ -55,12 +55,17 @@ def run_new(request):
     return render(request, "lifecycle/run_new.html", {"form": form}, status=400 if form.errors else 200)
 
 
+# the run page's tabs, in order: (the name in the address, #metrics; the label)
+RUN_TABS = [("overview", "Overview"), ("metrics", "Metrics"), ("rollouts", "Rollouts"), ("evaluations", "Evaluations"),
+            ("resources", "Resources"), ("log", "Log")]
+
+
 def run_detail(request, pk, eval_form=None):
     """The run page; ``eval_form``: the evaluation form as submitted, with its errors (run_evaluate)."""
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("dataset_version__dataset"), pk=pk)
     return render(request, "lifecycle/run_detail.html", {
         "run": run, "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
-        "eval_form": eval_form or EvaluationForm(run=run),
+        "eval_form": eval_form or EvaluationForm(run=run), "tabs": RUN_TABS,
         "share_url": reverse("run_share", args=[run.pk]), **share_context(run, request.user),
     })
 

@@ -54,6 +54,10 @@ function render() {
   document.getElementById("periodic-toggle").hidden = periodic.length < 2;
   document.getElementById("no-evaluations").hidden = evaluations.length > 0;
   body.replaceChildren(...shown.flatMap(rows));
+  // the Overview's figure: mean@k of the latest completed evaluation
+  const latestDone = evaluations.filter((e) => e.status === "completed" && e.metrics["mean@k"] !== undefined).pop();
+  document.getElementById("figure-mean-at-k").textContent = latestDone
+    ? `${fmt(latestDone.metrics["mean@k"])} (${latestDone.label}, k=${latestDone.k})` : "–";
 }
 
 async function refresh() {

@@ -27,6 +27,9 @@ async function refreshStatus() {
   badge.className = `badge ${s.status}`;
   document.getElementById("progress-bar").style.width = `${Math.round(s.progress * 100)}%`;
   document.getElementById("progress-text").textContent = `step ${s.step} / ${s.total_steps}`;
+  const bar = document.getElementById("progress");
+  bar.setAttribute("aria-valuenow", s.step);
+  bar.setAttribute("aria-valuemax", s.total_steps);
   const error = document.getElementById("run-error");
   error.hidden = !s.error;
   error.textContent = s.error;
@@ -63,8 +66,43 @@ smoothing.addEventListener("change", () => {
   refreshMetrics();
 });
 
+// One hover for every chart: hovering a step on one shows each chart's values at that step (Plotly's unified hover
+// within a chart, Plotly.Fx.hover on the others).
+let syncing = false;
+function syncHover(source) {
+  source.on("plotly_hover", (event) => {
+    if (syncing || !event.points.length) return;
+    syncing = true;
+    try {
+      for (const other of document.querySelectorAll("#charts .js-plotly-plot")) {
+        if (other !== source) Plotly.Fx.hover(other, { xval: event.points[0].x }, ["xy"]);
+      }
+    } finally {
+      syncing = false;
+    }
+  });
+  source.on("plotly_unhover", () => {
+    if (syncing) return;
+    syncing = true;
+    try {
+      for (const other of document.querySelectorAll("#charts .js-plotly-plot")) if (other !== source) Plotly.Fx.unhover(other);
+    } finally {
+      syncing = false;
+    }
+  });
+}
+
+// The Overview's latest reward: the last step that logged one.
+function showLatestReward(m) {
+  const values = m.series.reward ?? [];
+  let i = values.length - 1;
+  while (i >= 0 && (values[i] === null || values[i] === undefined)) i -= 1;
+  document.getElementById("figure-reward").textContent = i < 0 ? "–" : `${fmt(values[i])} (step ${m.steps[i]})`;
+}
+
 async function refreshMetrics() {
   const m = await getJSON(`${base}/metrics.json?smooth=${encodeURIComponent(smoothing.value)}`);
+  showLatestReward(m);
   const charts = document.getElementById("charts");
   for (const key of m.charts) {
     const id = `chart-${key.replace(/[^a-z0-9]+/gi, "-")}`;
@@ -96,6 +134,10 @@ async function refreshMetrics() {
       hovermode: "x unified",
       showlegend: false,
     }, { displayModeBar: false, responsive: true });
+    if (!div.dataset.synced) {
+      div.dataset.synced = "1";
+      syncHover(div);
+    }
     if (div.dataset.clickable === "1") {
       div.dataset.clickable = "bound";
       div.on("plotly_click", (event) => {
@@ -191,7 +233,7 @@ function pick(step) {
   follow.checked = false;
   const url = new URL(location.href);
   url.searchParams.set("step", step);
-  url.hash = "";
+  url.hash = "rollouts"; // the step replaces a linked group; the tab stays
   history.replaceState(null, "", url);
   showStep(step);
 }

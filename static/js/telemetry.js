@@ -51,6 +51,10 @@ async function refresh() {
   const d = await getJSON(`/runs/${runId}/telemetry.json`);
   const t = d.timing;
   document.getElementById("resource-summary").textContent = summary(d);
+  // the Overview's step time: the last timed step's
+  const last = t.steps.length - 1;
+  document.getElementById("figure-step-time").textContent =
+    last < 0 || t.step_s[last] === null ? "–" : `${t.step_s[last].toFixed(2)} s (step ${t.steps[last]})`;
   const bars = PARTS.filter(([key]) => t[key].some((v) => v !== null))
     .map(([key, name]) => ({ x: t.steps, y: t[key], name, type: "bar" }));
   Plotly.react("chart-step-split", bars, layout("time per step", "step", "seconds", {

@@ -35,7 +35,7 @@ def test_the_base_and_the_final_model_are_compared_on_the_run_page(web_server, c
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
 
     log_in(page, web_server)
-    page.goto(f"{web_server}/runs/{run.pk}/")
+    page.goto(f"{web_server}/runs/{run.pk}/#evaluations")
     page.wait_for_selector("#no-evaluations", state="visible")
     _evaluate(page, "base")
     _evaluate(page, "final")

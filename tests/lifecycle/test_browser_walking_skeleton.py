@@ -38,9 +38,12 @@ def test_upload_create_a_run_and_see_rollouts_arrive_live(web_server, celery_wor
     page.evaluate("window.loadMarker = 'same page'")
 
     # rollouts and curves arrive through the server push; the marker proves there was no reload
+    page.click("#tab-rollouts")
     page.wait_for_selector(".group-card", timeout=120_000)
+    page.click("#tab-metrics")
     page.wait_for_selector("#chart-reward .main-svg")
     page.wait_for_selector("#run-status.completed", timeout=120_000)
+    page.click("#tab-overview")
     assert page.evaluate("window.loadMarker") == "same page"
     assert page.inner_text("#progress-text") == "step 12 / 12"
     assert page.locator("#step-select option").count() == 12
@@ -49,6 +52,7 @@ def test_upload_create_a_run_and_see_rollouts_arrive_live(web_server, celery_wor
     assert cards.first.locator("tbody tr").count() == 4
     assert page.evaluate("window.pwned") is None
 
+    page.click("#tab-rollouts")
     page.select_option("#step-select", "3")
     page.wait_for_selector("#shown-step:text('Step 3')")
     assert not page.is_checked("#follow")

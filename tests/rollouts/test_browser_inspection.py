@@ -123,7 +123,7 @@ def test_the_group_view_ranks_by_advantage_shows_the_formula_and_flags_zero_vari
     # the step is in the address: picking another one updates it
     page.select_option("#step-select", "3")
     page.wait_for_selector("#shown-step:text('Step 3')")
-    assert page.url.endswith("?step=3")
+    assert page.url.endswith("?step=3#rollouts")  # the tab stays in the address too
     badge = page.locator("#group-1 a.badge.warn")
     badge.click()
     page.wait_for_selector("#rows-count")

@@ -166,10 +166,12 @@ def test_the_run_page_draws_the_resource_charts_and_summary(web_server, owner, d
                        rss_bytes=(700 + 28 * i) * 10**6, gpus=gpus) for i in range(5))
 
     log_in(page, web_server)
-    page.goto(f"{web_server}/runs/{run.pk}/")
+    page.goto(f"{web_server}/runs/{run.pk}/#resources")
     for chart in ("step-split", "tokens", "cpu", "rss", "gpu-util", "gpu-mem"):
-        page.wait_for_selector(f"#resources #chart-{chart} .main-svg")
+        page.wait_for_selector(f"#panel-resources #chart-{chart} .main-svg")
     assert page.locator("#chart-step-split .bars .point").count() == 12  # 4 steps x 3 parts
     assert page.inner_text("#resource-summary") == \
         "generation 55% · rewards 3% · update 42% of step time; peak RAM 812 MB; 50 tokens/s"
+    assert page.text_content("#figure-step-time") == "2.00 s (step 4)"  # on the Overview tab
+    page.click("#tab-metrics")
     page.wait_for_selector("#chart-reward .main-svg")  # the metric charts still draw: both share one event stream
