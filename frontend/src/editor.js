@@ -7,7 +7,8 @@ import { basicSetup, EditorView } from "codemirror";
 import { EditorState } from "@codemirror/state";
 import { keymap, lineNumbers, highlightSpecialChars, drawSelection } from "@codemirror/view";
 import { indentWithTab } from "@codemirror/commands";
-import { indentUnit, syntaxHighlighting, defaultHighlightStyle } from "@codemirror/language";
+import { indentUnit, syntaxHighlighting, defaultHighlightStyle, HighlightStyle } from "@codemirror/language";
+import { tags } from "@lezer/highlight";
 import { python } from "@codemirror/lang-python";
 import { MergeView, unifiedMergeView } from "@codemirror/merge";
 import { forceLinting, linter, lintGutter } from "@codemirror/lint";
@@ -22,8 +23,16 @@ function pythonBase() {
   ];
 }
 
+// CodeMirror's default colours, but for the two below 4.5:1 contrast on white (WCAG AA; the browser tests run
+// axe-core): escapes and regular expressions (#e40) and invalid code (#f00) in darker shades of the same hues.
+const contrastFixes = HighlightStyle.define([
+  { tag: [tags.regexp, tags.escape, tags.special(tags.string)], color: "#b33000" },
+  { tag: tags.invalid, color: "#c00" },
+]);
+
 function readOnlyExt() {
-  return [EditorState.readOnly.of(true), EditorView.editable.of(false)];
+  // still focusable (tabindex): a keyboard can reach, scroll and select read-only code
+  return [EditorState.readOnly.of(true), EditorView.editable.of(false), EditorView.contentAttributes.of({ tabindex: "0" })];
 }
 
 function labelFor(textarea) {
@@ -73,10 +82,11 @@ export function mountEditor(textarea, { readOnly = false, lint = null } = {}) {
 
   const extensions = [
     basicSetup, // line numbers, history, bracket matching, search, fold, autocomplete...
+    syntaxHighlighting(contrastFixes),
     keymap.of([indentWithTab]),
     pythonBase(),
     EditorView.editorAttributes.of({ class: "cm-grpo-editor" }),
-    EditorView.contentAttributes.of({ "aria-label": ariaLabel }),
+    EditorView.contentAttributes.of({ "aria-label": ariaLabel, tabindex: "0" }), // tabindex: axe asks it of a scroller's content
     syncToTextarea,
   ];
   if (readOnlyAttr) extensions.push(readOnlyExt());
@@ -186,6 +196,7 @@ export function mountDiff(container, oldText, newText, { mode = "split", collaps
     lineNumbers(),
     highlightSpecialChars(),
     drawSelection(),
+    syntaxHighlighting(contrastFixes),
     syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
     pythonBase(),
     readOnlyExt(),
@@ -199,13 +210,13 @@ export function mountDiff(container, oldText, newText, { mode = "split", collaps
       parent: container,
       state: EditorState.create({
         doc: String(newText ?? ""),
-        extensions: [ext, unifiedMergeView({ original: String(oldText ?? ""), mergeControls: false, collapseUnchanged: collapse })],
+        extensions: [ext, EditorView.contentAttributes.of({ "aria-label": "the changes" }), unifiedMergeView({ original: String(oldText ?? ""), mergeControls: false, collapseUnchanged: collapse })],
       }),
     });
   } else {
     view = new MergeView({
-      a: { doc: String(oldText ?? ""), extensions: ext },
-      b: { doc: String(newText ?? ""), extensions: ext },
+      a: { doc: String(oldText ?? ""), extensions: [ext, EditorView.contentAttributes.of({ "aria-label": "the old version" })] },
+      b: { doc: String(newText ?? ""), extensions: [ext, EditorView.contentAttributes.of({ "aria-label": "the new version" })] },
       parent: container,
       highlightChanges: true,
       gutter: true,

@@ -89,13 +89,19 @@ class RunForm(forms.Form):
              if rf.versions.all()), key=lambda rf: (rf.owner_id != owner.pk, rf.name, rf.pk))
         for rf in self.reward_functions:
             numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
-            self.fields[f"reward_{rf.pk}"] = forms.BooleanField(required=False, label=rf.name)
-            self.fields[f"weight_{rf.pk}"] = forms.FloatField(initial=1.0, label=f"{rf.name} weight")
+            # the table's cells have no <label>: each input carries its name (aria-label)
+            self.fields[f"reward_{rf.pk}"] = forms.BooleanField(
+                required=False, label=rf.name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {rf.name}"}))
+            self.fields[f"weight_{rf.pk}"] = forms.FloatField(
+                initial=1.0, label=f"{rf.name} weight", widget=forms.NumberInput(attrs={"aria-label": f"{rf.name} weight"}))
             self.fields[f"version_{rf.pk}"] = forms.TypedChoiceField(
-                choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version")
+                choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version",
+                widget=forms.Select(attrs={"aria-label": f"{rf.name} version"}))
         for name in TRUSTED:  # built-ins with no copy of their own (code_tests drives its own sandbox)
-            self.fields[f"builtin_{name}"] = forms.BooleanField(required=False, label=name)
-            self.fields[f"builtin_{name}_weight"] = forms.FloatField(initial=1.0, label=f"{name} weight")
+            self.fields[f"builtin_{name}"] = forms.BooleanField(
+                required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {name}"}))
+            self.fields[f"builtin_{name}_weight"] = forms.FloatField(
+                initial=1.0, label=f"{name} weight", widget=forms.NumberInput(attrs={"aria-label": f"{name} weight"}))
         for name, f in GRPO_FIELDS.items():
             self.fields[name] = config_field(name, f)
         # every other field of the installed TRL's GRPOConfig, from its schema: a new TRL option appears here
