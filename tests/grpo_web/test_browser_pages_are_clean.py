@@ -1,0 +1,151 @@
+"""In chromium, every page a user sees: no console error, no failed request and no accessibility violation of
+axe-core's "serious" or "critical" impact (tests/browser_checks.py). The run page is checked once per tab.
+
+The pages are the URL configuration's: each URL name is either a page here or listed, with why, as not a page; a new
+URL fails ``test_every_url_is_a_checked_page_or_says_why_not`` until it is one or the other."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from rewards.models import RewardFunction
+from rewards.services import reward_save
+from runs.models import DatasetImport, EvalSample, Evaluation, ResourceSample, StepMetric
+from tests.browser_checks import check, watch
+from tests.conftest import log_in
+from tests.grpo_web.test_fuzz_every_endpoint import url_patterns
+from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+def import_yaml(page, world):
+    """The run form filled from a TRL config: the page run_import answers a POST with."""
+    page.wait_for_load_state("networkidle")  # what the page fetches has arrived: leaving cancels nothing
+    page.click("details.import > summary")
+    page.fill("#import-form textarea[name=yaml]", f"model_name_or_path: tiny\ndataset_name: {world['dataset_name']}\n"
+                                                  "reward_funcs: [digit_ratio]\nlearning_rate: 0.01\n")
+    page.click("#import-form button[type=submit]")
+    page.wait_for_url("**/runs/import/")
+
+
+def post_cancel_without_confirming(page, world):
+    """The page that asks before cancelling, for a browser without JavaScript (form.submit() skips the page's own
+    confirm dialog, as a browser without scripts would)."""
+    page.wait_for_load_state("networkidle")  # what the page fetches has arrived: leaving cancels nothing
+    page.evaluate("document.getElementById('cancel-form').submit()")
+    page.wait_for_url("**/cancel/")
+
+
+# URL name -> (address, with the world's objects; what to wait for before checking, when the page draws late[; what
+# to do there first, for a page reached by a POST])
+PAGES = {
+    "login": ("/login/", "#id_username"),
+    "dashboard": ("/", "text=Datasets"),
+    "run_new": ("/runs/new/", "#id_name"),
+    "run_import": ("/runs/new/", "#run-form", import_yaml),
+    "run_cancel": ("/runs/{run}/", "#cancel-confirmed", post_cancel_without_confirming),
+    **{f"run_detail#{tab}": (f"/runs/{{run}}/#{tab}", ready) for tab, ready in [
+        ("overview", "#health li[data-key]"), ("metrics", "#chart-reward .main-svg"), ("rollouts", ".group-card"),
+        ("evaluations", "#evaluation-table tbody tr"), ("resources", "#chart-step-split .main-svg"),
+        ("log", "#log-tail")]},
+    "run_clone": ("/runs/{run}/clone/", "#id_name"),
+    "run_diff": ("/runs/{run}/diff/{other}/", "#config-diff"),
+    "run_rollouts": ("/runs/{run}/rollouts/", "article.rollout"),
+    "run_reflection": ("/runs/{run}/reflection/", "#chart-share .main-svg"),
+    "run_prompts": ("/runs/{run}/prompts/", "#prompts"),
+    "run_prompt": ("/runs/{run}/prompts/{key}/", "#chart-prompt .main-svg"),
+    "evaluation_detail": ("/runs/{run}/evaluations/{evaluation}/", "#eval-prompts .transcript"),
+    "run_compare": ("/runs/compare/?runs={run},{other}", "#compare-chart .main-svg"),
+    "dataset_upload": ("/datasets/upload/", "#id_name"),
+    "dataset_upload_version": ("/datasets/{dataset}/upload/", "#id_file"),
+    "dataset_detail": ("/datasets/{dataset}/", "#preview"),
+    "dataset_version": ("/datasets/{dataset}/versions/{number}/", "#preview"),
+    "dataset_mapping": ("/datasets/{dataset}/versions/{number}/mapping/", "form"),
+    "dataset_import_detail": ("/datasets/imports/{job}/", "main"),
+    "reward_new": ("/rewards/new/", "#id_name"),
+    "reward_detail": ("/rewards/{reward}/", "[data-testid=code-editor] .cm-content"),
+    "reward_version": ("/rewards/{reward}/versions/1/", "main"),
+    "reward_diff": ("/rewards/{reward}/diff/?a=1&b=2", "main"),
+    "workers": ("/workers/", "main"),
+}
+NOT_PAGES = {
+    # data for the pages' scripts (checked through the pages that read them: a failed one is a finding there)
+    **dict.fromkeys(["run_status_json", "run_metrics_json", "run_step_json", "run_progress_json", "run_health_json",
+                     "run_evaluations_json", "run_telemetry_json", "run_rollouts_json", "run_reflection_json",
+                     "run_prompts_json", "run_prompt_json", "run_compare_metrics", "run_compare_prompts",
+                     "run_compare_transcripts", "dataset_import_json", "reward_lint", "reward_test_result"],
+                    "JSON for a page's script"),
+    **dict.fromkeys(["run_events", "run_compare_events"], "a server-sent event stream"),
+    **dict.fromkeys(["run_yaml", "run_rollouts_jsonl", "run_rollouts_parquet", "evaluation_jsonl"], "a download"),
+    **dict.fromkeys(["run_resume", "run_retry", "run_evaluate", "run_rollouts_sft", "reward_test_start",
+                     "logout"], "POST only: answers with a redirect or JSON"),
+    # the one unnamed URL
+    None: "favicon.ico: a redirect to static/favicon.svg (each page's own icon request is checked with the page)",
+}
+
+
+def test_every_url_is_a_checked_page_or_says_why_not():
+    names = {name for name, _ in url_patterns()}
+    checked = {name.split("#")[0] for name in PAGES}
+    assert names - checked - set(NOT_PAGES) == set(), "add these to PAGES (or NOT_PAGES, with why)"
+    assert checked | set(NOT_PAGES) == names  # and nothing listed that is gone
+
+
+@pytest.fixture
+def world(owner, eval_version):
+    run = make_run(owner, eval_version, name="checked run", step=3)
+    other = make_run(owner, eval_version, name="other run", config={"learning_rate": 0.02}, step=3)
+    for r in (run, other):
+        for step in (1, 2, 3):
+            ingest(r, rollouts_event(step, [("What is 2 + 2?", [("Wait, <think>4</think> $\\boxed{4}$", [1.0, 1.0]),
+                                                                ("5", [0.0, 0.5])]),
+                                            ("What is 3 + 3?", [("6", [1.0, 0.5]), ("6", [1.0, 0.5])])]),
+                   metrics_event(step, reward=0.25 * step, loss=0.01, entropy=1.0, frac_reward_zero_std=0.5))
+    StepMetric.objects.filter(run=run).update(metrics={"reward": 0.5, "timing/step_s": 2.0, "timing/generation_s": 1.0,
+                                                       "timing/update_s": 0.9, "timing/tokens_per_s": 40.0})
+    start = timezone.now() - timedelta(minutes=5)
+    ResourceSample.objects.bulk_create(ResourceSample(run=run, at=start + timedelta(seconds=2 * i), step=i,
+                                                      cpu_percent=120.0, rss_bytes=700 * 10**6, gpus=[])
+                                       for i in range(4))
+    evaluation = Evaluation.objects.create(run=run, kind=Evaluation.Kind.STANDALONE, step=0, label="base model",
+                                           model="tiny", dataset_version=eval_version, k=1,
+                                           status=Evaluation.Status.COMPLETED, prompts=1,
+                                           metrics={"mean@k": 0.5, "pass@k": 1.0, "maj@k": 1.0, "greedy": 1.0})
+    for sample, greedy in ((0, False), (1, True)):
+        EvalSample.objects.create(evaluation=evaluation, prompt_index=0, sample=sample, greedy=greedy,
+                                  prompt="What is 2 + 2?", prompt_key="0" * 16, completion="$\\boxed{4}$",
+                                  rewards=[1.0, 0.5], reward=1.5, correct=True, answer="4", length=5)
+    reward = RewardFunction.objects.filter(owner=owner).first()
+    reward_save(function=reward, source_code=reward.latest_version.source + "\n# edited\n",
+                entrypoint=reward.latest_version.entrypoint)
+    job = DatasetImport.objects.create(owner=owner, name="from the hub", source={"hub_id": "a/b"})
+    return {"run": run.pk, "other": other.pk, "key": run.rollouts.values_list("prompt_key", flat=True).first(),
+            "evaluation": evaluation.pk, "dataset": eval_version.dataset_id, "number": eval_version.number,
+            "reward": reward.pk, "job": job.pk, "dataset_name": eval_version.dataset.name}
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_the_page_has_no_console_error_failed_request_or_serious_accessibility_violation(name, web_server, world,
+                                                                                       browser):
+    path, ready, *action = PAGES[name]
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    try:
+        if name != "login":
+            login_page = context.new_page()
+            log_in(login_page, web_server)
+            login_page.close()  # its requests are over: none is counted against the page under check
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        findings = watch(page)
+        page.goto(web_server + path.format(**world))
+        if action:
+            action[0](page, world)
+        page.wait_for_selector(ready)
+        page.wait_for_load_state("networkidle")
+        problems = check(page, findings)
+        assert not problems, f"{name} ({path.format(**world)}):\n" + "\n".join(problems)
+    finally:
+        context.close()
