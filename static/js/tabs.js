@@ -31,7 +31,6 @@ export function setupTabs(tablist) {
       history.replaceState(null, "", url);
     }
     if (window.Plotly) panel(tab).querySelectorAll(".js-plotly-plot").forEach((div) => Plotly.Plots.resize(div));
-    tablist.dispatchEvent(new CustomEvent("tabshown", { detail: { tab: tab.dataset.tab } }));
   }
 
   tablist.addEventListener("click", (event) => {
@@ -52,7 +51,6 @@ export function setupTabs(tablist) {
   });
   const initial = fromHash();
   if (initial) show(initial, { record: false });
-  return { show: (name) => show(tabs[names.indexOf(name)]) };
 }
 
 for (const tablist of document.querySelectorAll('[role="tablist"][data-tabs]')) setupTabs(tablist);
