@@ -49,7 +49,7 @@ def watch(page) -> list[str]:
             findings.append(f"HTTP {resp.status}: {resp.request.method} {resp.url}")
 
     page.on("console", console)
-    page.on("pageerror", lambda error: findings.append(f"uncaught exception: {error}"))
+    page.on("pageerror", lambda error: findings.append(f"uncaught exception: {error.name}: {error.message}"))
     page.on("request", request)
     page.on("requestfailed", failed)
     page.on("response", response)

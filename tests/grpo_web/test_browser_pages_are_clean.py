@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from rewards.services import reward_save
-from runs.models import DatasetImport, EvalSample, Evaluation, ResourceSample, StepMetric
+from runs.models import DatasetImport, EvalSample, Evaluation, ResourceSample, Run, StepMetric, Worker
 from tests.browser_checks import check, watch
 from tests.conftest import log_in
 from tests.grpo_web.test_fuzz_every_endpoint import url_patterns
@@ -46,11 +46,15 @@ PAGES = {
     "dashboard": ("/", "text=Datasets"),
     "run_new": ("/runs/new/", "#id_name"),
     "run_import": ("/runs/new/", "#run-form", import_yaml),
-    "run_cancel": ("/runs/{run}/", "#cancel-confirmed", post_cancel_without_confirming),
+    "run_cancel": ("/runs/{running}/", "#cancel-confirmed", post_cancel_without_confirming),
     **{f"run_detail#{tab}": (f"/runs/{{run}}/#{tab}", ready) for tab, ready in [
         ("overview", "#health li[data-key]"), ("metrics", "#chart-reward .main-svg"), ("rollouts", ".group-card"),
         ("evaluations", "#evaluation-table tbody tr"), ("resources", "#chart-step-split .main-svg"),
         ("log", "#log-tail")]},
+    # the other states the run page shows: training (the Cancel button, the running badge), and failed with an error
+    # and a faulted reward function
+    "run_detail#overview running": ("/runs/{running}/#overview", "#cancel-button"),
+    "run_detail#overview failed": ("/runs/{failed}/#overview", "#reward-faults"),
     "run_clone": ("/runs/{run}/clone/", "#id_name"),
     "run_diff": ("/runs/{run}/diff/{other}/", "#config-diff"),
     "run_rollouts": ("/runs/{run}/rollouts/", "article.rollout"),
@@ -69,7 +73,7 @@ PAGES = {
     "reward_detail": ("/rewards/{reward}/", "[data-testid=code-editor] .cm-content"),
     "reward_version": ("/rewards/{reward}/versions/1/", "main"),
     "reward_diff": ("/rewards/{reward}/diff/?a=1&b=2", "main"),
-    "workers": ("/workers/", "main"),
+    "workers": ("/workers/", "text=gpu@host"),
 }
 NOT_PAGES = {
     # data for the pages' scripts (checked through the pages that read them: a failed one is a finding there)
@@ -121,8 +125,15 @@ def world(owner, eval_version):
     reward = RewardFunction.objects.filter(owner=owner).first()
     reward_save(function=reward, source_code=reward.latest_version.source + "\n# edited\n",
                 entrypoint=reward.latest_version.entrypoint)
+    running = make_run(owner, eval_version, name="training run", status=Run.Status.RUNNING, step=1)
+    failed = make_run(owner, eval_version, name="failed run", status=Run.Status.FAILED, step=1,
+                      error="Traceback (most recent call last):\nValueError: boom",
+                      reward_faults={"accuracy": {"faults": 3, "disabled": True, "step": 1, "error": "ZeroDivisionError"}})
+    now = timezone.now()
+    Worker.objects.create(name="gpu@host", hostname="host", queues=["training"], started_at=now, last_seen=now,
+                          gpus=[{"index": 0, "name": "NVIDIA H200", "memory_mb": 143771}])
     job = DatasetImport.objects.create(owner=owner, name="from the hub", source={"hub_id": "a/b"})
-    return {"run": run.pk, "other": other.pk, "key": run.rollouts.values_list("prompt_key", flat=True).first(),
+    return {"run": run.pk, "other": other.pk, "running": running.pk, "failed": failed.pk, "key": run.rollouts.values_list("prompt_key", flat=True).first(),
             "evaluation": evaluation.pk, "dataset": eval_version.dataset_id, "number": eval_version.number,
             "reward": reward.pk, "job": job.pk, "dataset_name": eval_version.dataset.name}
 
@@ -149,3 +160,25 @@ def test_the_page_has_no_console_error_failed_request_or_serious_accessibility_v
         assert not problems, f"{name} ({path.format(**world)}):\n" + "\n".join(problems)
     finally:
         context.close()
+
+
+def test_the_check_finds_each_kind_of_problem(web_server, page):
+    """The check itself, on the login page spoiled on purpose: each kind of problem is reported."""
+    findings = watch(page)
+    page.goto(f"{web_server}/login/")
+    with page.expect_event("pageerror"):
+        page.evaluate("""async () => {
+            console.error('spoiled on purpose');
+            await fetch('/no-such-page/').catch(() => null);
+            await fetch('http://127.0.0.1:9/refused').catch(() => null);
+            const main = document.querySelector('main');
+            main.insertAdjacentHTML('beforeend', '<img src="/static/favicon.svg"><input type="text" id="unlabelled">');
+            setTimeout(() => { throw new Error('uncaught on purpose'); });
+        }""")
+    problems = check(page, findings)
+    text = "\n".join(problems)
+    assert "console error: spoiled on purpose" in text
+    assert f"HTTP 404: GET {web_server}/no-such-page/" in text
+    assert "request failed: GET http://127.0.0.1:9/refused" in text
+    assert "uncaught exception: Error: uncaught on purpose" in text
+    assert "axe image-alt (critical)" in text and "axe label (critical)" in text and "#unlabelled" in text
