@@ -74,18 +74,29 @@ PAGES = {
     "reward_version": ("/rewards/{reward}/versions/1/", "main"),
     "reward_diff": ("/rewards/{reward}/diff/?a=1&b=2", "main"),
     "workers": ("/workers/", "text=gpu@host"),
+    "tokens": ("/settings/tokens/", "main"),
+    "teams": ("/settings/teams/", "main"),
+    "openapi-view": ("/api/docs", ".swagger-ui .info"),  # django-ninja's Swagger UI, served from its own files
 }
 NOT_PAGES = {
     # data for the pages' scripts (checked through the pages that read them: a failed one is a finding there)
     **dict.fromkeys(["run_status_json", "run_metrics_json", "run_step_json", "run_progress_json", "run_health_json",
                      "run_evaluations_json", "run_telemetry_json", "run_rollouts_json", "run_reflection_json",
                      "run_prompts_json", "run_prompt_json", "run_compare_metrics", "run_compare_prompts",
-                     "run_compare_transcripts", "dataset_import_json", "reward_lint", "reward_test_result"],
+                     "run_compare_transcripts", "dataset_import_json", "reward_lint", "reward_test_result",
+                     "run_zero_variance_json"],
                     "JSON for a page's script"),
     **dict.fromkeys(["run_events", "run_compare_events"], "a server-sent event stream"),
     **dict.fromkeys(["run_yaml", "run_rollouts_jsonl", "run_rollouts_parquet", "evaluation_jsonl"], "a download"),
-    **dict.fromkeys(["run_resume", "run_retry", "run_evaluate", "run_rollouts_sft", "reward_test_start",
+    **dict.fromkeys(["token_revoke", "team_member_add", "team_leave", "dataset_share", "run_share", "reward_share",
+                     "run_resume", "run_retry", "run_evaluate", "run_rollouts_sft", "reward_test_start",
                      "logout"], "POST only: answers with a redirect or JSON"),
+    # the JSON API (grpo_web/api.py) and its schema; its reference, openapi-view, is a page above
+    **dict.fromkeys(["api-root", "openapi-json", "me", "datasets_list", "dataset_create", "dataset_get", "dataset_rows",
+                     "dataset_version_create", "runs_list", "run_start", "run_get", "run_cancel_api", "run_resume_api",
+                     "run_retry_api", "run_config_yaml", "run_metrics", "run_step", "run_rollouts_export",
+                     "run_evaluations", "rewards_list", "reward_get", "reward_version_get", "reward_version_new"],
+                    "the JSON API, for scripts"),
     # the one unnamed URL
     None: "favicon.ico: a redirect to static/favicon.svg (each page's own icon request is checked with the page)",
 }
@@ -138,7 +149,14 @@ def world(owner, eval_version):
             "reward": reward.pk, "job": job.pk, "dataset_name": eval_version.dataset.name}
 
 
-@pytest.mark.parametrize("name", PAGES)
+# Known, not yet fixed: django-ninja's bundled Swagger UI (the API reference) nests its buttons (nested-interactive) and
+# draws white on light blue and green, grey on grey (color-contrast). Its markup is Swagger UI's, not a template of
+# ours; the fix is a restyled or other renderer for the reference. Strict: the day it passes, this marker must go.
+KNOWN = {"openapi-view": "django-ninja's Swagger UI: nested-interactive and color-contrast violations"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n])) if n in KNOWN
+                                  else n for n in PAGES])
 def test_the_page_has_no_console_error_failed_request_or_serious_accessibility_violation(name, web_server, world,
                                                                                        browser):
     path, ready, *action = PAGES[name]
