@@ -30,9 +30,12 @@ const contrastFixes = HighlightStyle.define([
   { tag: tags.invalid, color: "#c00" },
 ]);
 
+const named = (label) => EditorView.contentAttributes.of({ "aria-label": label });
+
 function readOnlyExt() {
   // still focusable (tabindex): a keyboard can reach, scroll and select read-only code
-  return [EditorState.readOnly.of(true), EditorView.editable.of(false), EditorView.contentAttributes.of({ tabindex: "0" })];
+  return [EditorState.readOnly.of(true), EditorView.editable.of(false),
+          EditorView.contentAttributes.of({ tabindex: "0" })];
 }
 
 function labelFor(textarea) {
@@ -86,7 +89,8 @@ export function mountEditor(textarea, { readOnly = false, lint = null } = {}) {
     keymap.of([indentWithTab]),
     pythonBase(),
     EditorView.editorAttributes.of({ class: "cm-grpo-editor" }),
-    EditorView.contentAttributes.of({ "aria-label": ariaLabel, tabindex: "0" }), // tabindex: axe asks it of a scroller's content
+    // tabindex: a scroller's content must be focusable, for keyboards (axe-core's scrollable-region-focusable)
+    EditorView.contentAttributes.of({ "aria-label": ariaLabel, tabindex: "0" }),
     syncToTextarea,
   ];
   if (readOnlyAttr) extensions.push(readOnlyExt());
@@ -210,13 +214,13 @@ export function mountDiff(container, oldText, newText, { mode = "split", collaps
       parent: container,
       state: EditorState.create({
         doc: String(newText ?? ""),
-        extensions: [ext, EditorView.contentAttributes.of({ "aria-label": "the changes" }), unifiedMergeView({ original: String(oldText ?? ""), mergeControls: false, collapseUnchanged: collapse })],
+        extensions: [ext, named("the changes"), unifiedMergeView({ original: String(oldText ?? ""), mergeControls: false, collapseUnchanged: collapse })],
       }),
     });
   } else {
     view = new MergeView({
-      a: { doc: String(oldText ?? ""), extensions: [ext, EditorView.contentAttributes.of({ "aria-label": "the old version" })] },
-      b: { doc: String(newText ?? ""), extensions: [ext, EditorView.contentAttributes.of({ "aria-label": "the new version" })] },
+      a: { doc: String(oldText ?? ""), extensions: [ext, named("the old version")] },
+      b: { doc: String(newText ?? ""), extensions: [ext, named("the new version")] },
       parent: container,
       highlightChanges: true,
       gutter: true,

@@ -93,7 +93,8 @@ class RunForm(forms.Form):
             self.fields[f"reward_{rf.pk}"] = forms.BooleanField(
                 required=False, label=rf.name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {rf.name}"}))
             self.fields[f"weight_{rf.pk}"] = forms.FloatField(
-                initial=1.0, label=f"{rf.name} weight", widget=forms.NumberInput(attrs={"aria-label": f"{rf.name} weight"}))
+                initial=1.0, label=f"{rf.name} weight",
+                widget=forms.NumberInput(attrs={"aria-label": f"{rf.name} weight"}))
             self.fields[f"version_{rf.pk}"] = forms.TypedChoiceField(
                 choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version",
                 widget=forms.Select(attrs={"aria-label": f"{rf.name} version"}))

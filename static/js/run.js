@@ -85,7 +85,9 @@ function syncHover(source) {
     if (syncing) return;
     syncing = true;
     try {
-      for (const other of document.querySelectorAll("#charts .js-plotly-plot")) if (other !== source) Plotly.Fx.unhover(other);
+      for (const other of document.querySelectorAll("#charts .js-plotly-plot")) {
+        if (other !== source) Plotly.Fx.unhover(other);
+      }
     } finally {
       syncing = false;
     }

@@ -21,6 +21,7 @@ from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollout
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
+
 def import_yaml(page, world):
     """The run form filled from a TRL config: the page run_import answers a POST with."""
     page.wait_for_load_state("networkidle")  # what the page fetches has arrived: leaving cancels nothing
@@ -139,13 +140,15 @@ def world(owner, eval_version):
     running = make_run(owner, eval_version, name="training run", status=Run.Status.RUNNING, step=1)
     failed = make_run(owner, eval_version, name="failed run", status=Run.Status.FAILED, step=1,
                       error="Traceback (most recent call last):\nValueError: boom",
-                      reward_faults={"accuracy": {"faults": 3, "disabled": True, "step": 1, "error": "ZeroDivisionError"}})
+                      reward_faults={"accuracy": {"faults": 3, "disabled": True, "step": 1,
+                                                  "error": "ZeroDivisionError"}})
     now = timezone.now()
     Worker.objects.create(name="gpu@host", hostname="host", queues=["training"], started_at=now, last_seen=now,
                           gpus=[{"index": 0, "name": "NVIDIA H200", "memory_mb": 143771}])
     job = DatasetImport.objects.create(owner=owner, name="from the hub", source={"hub_id": "a/b"})
-    return {"run": run.pk, "other": other.pk, "running": running.pk, "failed": failed.pk, "key": run.rollouts.values_list("prompt_key", flat=True).first(),
-            "evaluation": evaluation.pk, "dataset": eval_version.dataset_id, "number": eval_version.number,
+    return {"run": run.pk, "other": other.pk, "running": running.pk, "failed": failed.pk,
+            "key": run.rollouts.values_list("prompt_key", flat=True).first(), "evaluation": evaluation.pk,
+            "dataset": eval_version.dataset_id, "number": eval_version.number,
             "reward": reward.pk, "job": job.pk, "dataset_name": eval_version.dataset.name}
 
 
