@@ -27,7 +27,7 @@ def token_digest(raw: str) -> str:
 
 def token_create(*, owner, name: str, scope: str) -> tuple[ApiToken, str]:
     """A new token; the plain text is returned once and never stored."""
-    name = name.strip()[:100]
+    name = name.replace("\x00", "").strip()[:100]  # PostgreSQL stores no NUL, not even in text
     if not name:
         raise AccountError("name the token (what it is for)")
     if scope not in ApiToken.Scope.values:
@@ -57,7 +57,7 @@ def token_user(raw: str) -> tuple[object, str] | None:
 
 
 def team_create(*, name: str, by) -> Group:
-    name = " ".join(name.split())[:150]
+    name = " ".join(name.replace("\x00", "").split())[:150]
     if not name:
         raise AccountError("name the team")
     try:
@@ -73,9 +73,10 @@ def team_add_member(*, team: Group, username: str, by) -> None:
     """Any member may add a member (a small self-hosted team trusts its members)."""
     if not team.user_set.filter(pk=by.pk).exists():
         raise AccountError("only a member can add members")
-    user = get_user_model().objects.filter(username=username.strip()[:150], is_active=True).first()
+    username = username.replace("\x00", "").strip()[:150]
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
     if user is None:
-        raise AccountError(f"no user named {username.strip()[:150]!r}")
+        raise AccountError(f"no user named {username!r}")
     team.user_set.add(user)
 
 
