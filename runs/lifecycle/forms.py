@@ -49,6 +49,8 @@ def _trl_value(f: dict, value):
             return json.loads(value)
         except ValueError as exc:
             raise ValueError(f"not JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError("not JSON a config takes: nested too deeply") from None
     return value
 
 
