@@ -165,6 +165,9 @@ class Run(models.Model):
                                   help_text="Periodic evaluation settings (workers.config.EvalFields); {}: none.")
     reflection_phrases = models.JSONField(default=default_reflection_phrases, blank=True,
                                           help_text="Self-reflection phrases tagged at ingest; /.../ is a regex.")
+    detector_thresholds = models.JSONField(default=dict, blank=True,
+                                           help_text="The reward-hacking detectors' thresholds this run changed "
+                                                     "(runs.rollouts.detectors.DEFAULTS holds the rest).")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

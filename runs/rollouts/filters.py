@@ -31,6 +31,7 @@ from runs.models import Rollout, Run, reward_bucket
 from runs.rollouts.reflection import matcher
 
 PAGE_SIZE = 50
+MAX_IDS = 100  # example rollouts one link may name
 SEARCH_TIMEOUT_MS = 5000
 # sort -> (field, descending, tie-breaker)
 SORTS = {
@@ -68,6 +69,8 @@ class RolloutFilterForm(forms.Form):
     q = forms.CharField(max_length=200, required=False, label="search",
                         help_text='Words in any order; "a phrase", -excluded, or.')
     prompt = forms.CharField(max_length=16, required=False, widget=forms.HiddenInput)
+    ids = forms.CharField(max_length=MAX_IDS * 12, required=False, widget=forms.HiddenInput,
+                          help_text="Rollout ids, comma-separated: the examples a health alert links to.")
     sort = forms.ChoiceField(choices=list(SORT_LABELS.items()), required=False, label="sort by")
     after = forms.CharField(max_length=200, required=False, widget=forms.HiddenInput)
 
@@ -82,6 +85,15 @@ class RolloutFilterForm(forms.Form):
         if value and value not in self.run.reflection_phrases:
             raise forms.ValidationError("not one of this run's reflection phrases")
         return value
+
+    def clean_ids(self):
+        value = self.cleaned_data["ids"]
+        if not value:
+            return ""
+        parts = [p for p in value.split(",") if p.strip()]
+        if len(parts) > MAX_IDS or not all(p.strip().isdigit() for p in parts):
+            raise forms.ValidationError(f"up to {MAX_IDS} rollout ids, comma-separated")
+        return ",".join(p.strip() for p in parts)
 
     def clean_after(self):
         value = self.cleaned_data["after"]
@@ -116,6 +128,8 @@ def filtered(run: Run, data: dict) -> QuerySet:
             data["reflection"])), 0))
     if data.get("prompt"):
         qs = qs.filter(prompt_key=data["prompt"])
+    if data.get("ids"):
+        qs = qs.filter(id__in=[int(i) for i in data["ids"].split(",")])
     if data.get("phrase"):
         qs = qs.filter(completion__icontains=data["phrase"])
     if data.get("q"):

@@ -1,5 +1,5 @@
-"""Writes of the rollouts capability: a run's reflection phrase list (and re-tagging its stored completions), and
-rejection sampling of its completions into a new SFT dataset."""
+"""Writes of the rollouts capability: a run's reflection phrase list (and re-tagging its stored completions), its
+detector thresholds, and rejection sampling of its completions into a new SFT dataset."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ from grpo_web import queues
 from runs.datasets.importing import DatasetError
 from runs.datasets.services import dataset_import, datasets_dir
 from runs.models import DatasetVersion, Run
+
+def run_detector_thresholds_update(*, run: Run, thresholds: dict) -> None:
+    """Save the detector thresholds the run sets apart from the defaults (``detectors.ThresholdsForm``)."""
+    run.detector_thresholds = thresholds
+    run.save(update_fields=["detector_thresholds"])
+
 
 RETAG_INLINE_ROWS = 20_000  # a run with more rollouts is re-tagged by a task on the default queue
 

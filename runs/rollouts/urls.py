@@ -14,5 +14,6 @@ urlpatterns = [
     path("runs/<int:pk>/prompts.json", views.run_prompts_json, name="run_prompts_json"),
     path("runs/<int:pk>/prompts/<slug:key>/", views.run_prompt, name="run_prompt"),
     path("runs/<int:pk>/prompts/<slug:key>.json", views.run_prompt_json, name="run_prompt_json"),
+    path("runs/<int:pk>/detectors/", views.run_detectors, name="run_detectors"),
     path("runs/<int:pk>/health.json", views.run_health_json, name="run_health_json"),
 ]

@@ -19,7 +19,8 @@ from runs.rollouts.exports import jsonl_chunks, parquet_chunks
 from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
 from runs.rollouts.groups import formula
 from runs.rollouts.reflection import clean_phrases, matcher
-from runs.rollouts.services import dataset_from_rollouts, run_reflection_phrases_update
+from runs.rollouts.detectors import ThresholdsForm
+from runs.rollouts.services import dataset_from_rollouts, run_detector_thresholds_update, run_reflection_phrases_update
 
 
 def _number(value, default: float) -> float:
@@ -197,6 +198,18 @@ def run_prompt_json(request, pk, key):
 
 
 # --- health ------------------------------------------------------------------------------------------------------
+
+def run_detectors(request, pk):
+    """The reward-hacking detectors' thresholds for this run; the alerts themselves are health signals."""
+    run = writable_run(request, pk) if request.method == "POST" else visible_run(request, pk)
+    form = ThresholdsForm(request.POST if request.method == "POST" else None, run=run)
+    if request.method == "POST" and form.is_valid():
+        run_detector_thresholds_update(run=run, thresholds=form.changed_thresholds())
+        messages.success(request, "Saved the detector thresholds.")
+        return redirect("run_detectors", pk=run.pk)
+    return render(request, "rollouts/run_detectors.html", {"run": run, "form": form},
+                  status=400 if form.errors else 200)
+
 
 @require_GET
 def run_health_json(request, pk):
