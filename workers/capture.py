@@ -57,6 +57,11 @@ class CapturingGRPOTrainer(GRPOTrainer):
         completions = list(logs["completion"])[-n:]
         advantages = list(logs["advantages"])[-n:]
         per_func = [list(logs["rewards"][name])[-n:] for name in self.reward_func_names]
+        # per-step (process) scores a reward function logged through TRL's log_extra: {"split", "scores"} per row
+        extra = logs.get("extra", {})
+        step_scores = list(extra["step_scores"])[-n:] if "step_scores" in extra else [None] * n
+        if len(step_scores) < n:
+            step_scores = [None] * (n - len(step_scores)) + step_scores
         weights = self.reward_weights.tolist()
         G = self.num_generations
         rows = []
@@ -74,6 +79,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
                 "length": int(lengths[i]),
                 "truncated": not has_eos[i],
                 "columns": columns[i],
+                "step_scores": step_scores[i],
             })
         # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
         self._events.write("rollouts", step=self.state.global_step + 1, num_generations=G,

@@ -11,7 +11,8 @@ from functools import cache
 from pathlib import Path
 
 LIBRARY_DIR = Path(__file__).parent
-NAMES = ["accuracy", "think_format", "length_penalty", "letter_count", "language_consistency", "digit_ratio"]
+NAMES = ["accuracy", "think_format", "length_penalty", "letter_count", "language_consistency", "digit_ratio",
+         "arithmetic_steps"]
 
 
 def source(name: str) -> str:

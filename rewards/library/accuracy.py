@@ -1,3 +1,5 @@
+from functools import lru_cache
+
 from math_verify import parse, verify
 
 
@@ -17,6 +19,20 @@ def last_boxed(text):
     return None
 
 
+@lru_cache(maxsize=65536)
+def parsed(text):
+    """math-verify's reading of ``$text$``; remembered, since a group shares its gold answer and its completions often
+    box the same one, and parsing is most of the cost."""
+    return parse(f"${text}$")
+
+
+@lru_cache(maxsize=65536)
+def judged(expected, boxed):
+    """math-verify's verdict on one (gold, boxed) pair of strings, remembered likewise."""
+    gold, guess = parsed(expected), parsed(boxed)
+    return 1.0 if gold and guess and verify(gold, guess) else 0.0
+
+
 def accuracy(completions, answer, **kwargs):
     """1.0 when the last \\boxed{} answer equals the row's `answer` column as math-verify judges it (1/2, 0.5 and
     \\frac{1}{2} agree), else 0.0. None (abstain) for a row without an answer."""
@@ -30,7 +46,5 @@ def accuracy(completions, answer, **kwargs):
         if boxed is None or not boxed.strip():
             rewards.append(0.0)
             continue
-        gold = parse(f"${expected}$")
-        guess = parse(f"${boxed}$")
-        rewards.append(1.0 if gold and guess and verify(gold, guess) else 0.0)
+        rewards.append(judged(str(expected), boxed))
     return rewards

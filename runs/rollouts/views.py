@@ -4,6 +4,7 @@ from; every URL holds the page's state, so it can be shared."""
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -20,7 +21,8 @@ from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
 from runs.rollouts.groups import formula
 from runs.rollouts.reflection import clean_phrases, matcher
 from runs.rollouts.detectors import ThresholdsForm
-from runs.rollouts.services import dataset_from_rollouts, run_detector_thresholds_update, run_reflection_phrases_update
+from runs.rollouts.services import (dataset_from_rollouts, replay_create, run_detector_thresholds_update,
+                                    run_reflection_phrases_update)
 
 
 def _number(value, default: float) -> float:
@@ -214,3 +216,108 @@ def run_detectors(request, pk):
 @require_GET
 def run_health_json(request, pk):
     return JsonResponse({"signals": inspection.run_health(visible_run(request, pk))})
+
+
+# --- reward replay -----------------------------------------------------------------------------------------------
+
+REPLAY_ROWS_SHOWN = 500
+
+
+def _replay_rewards(request, run) -> list[dict]:
+    """The run's reward list with the weights and versions posted (weight-<i>, version-<i>); a version must be one
+    of the same function's, visible to the user. ValueError on a bad value."""
+    from rewards.models import RewardFunctionVersion
+
+    rewards = []
+    for i, r in enumerate(run.rewards):
+        weight = _number(request.POST.get(f"weight-{i}", r.get("weight", 1.0)), None)
+        if weight is None:
+            raise ValueError(f"weight of {r['name']}: give a number")
+        entry = {**r, "weight": weight}
+        version = request.POST.get(f"version-{i}", "")
+        if version and r.get("version_id"):
+            pinned = RewardFunctionVersion.objects.filter(pk=r["version_id"]).first()
+            chosen = RewardFunctionVersion.objects.filter(pk=int(version) if version.isdigit() else 0,
+                                                          function_id=pinned.function_id if pinned else None).first()
+            if chosen is None:
+                raise ValueError(f"version of {r['name']}: not one of that function's versions")
+            entry["version_id"] = chosen.pk
+        rewards.append(entry)
+    return rewards
+
+
+@require_POST
+def run_replay_new(request, pk):
+    """Start a replay of the steps the browser's filters (the query string) select, with the posted weights and
+    versions."""
+    run = writable_run(request, pk)
+    data, error = _filter_data(request, run)
+    back = f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
+    if error:
+        messages.error(request, "The filters are not valid.")
+        return redirect(back)
+    try:
+        replay = replay_create(run=run, owner=request.user, rewards=_replay_rewards(request, run), filters=data)
+    except ValueError as exc:
+        messages.error(request, f"No replay: {exc}.")
+        return redirect(back)
+    return redirect(replay)
+
+
+def _visible_replay(request, pk, replay_id):
+    from runs.models import Replay
+
+    run = visible_run(request, pk)
+    replay = Replay.objects.filter(run=run, pk=replay_id).first()
+    if replay is None:
+        raise Http404
+    return run, replay
+
+
+@require_GET
+def run_replay(request, pk, replay_id):
+    run, replay = _visible_replay(request, pk, replay_id)
+    return render(request, "rollouts/run_replay.html", {"run": run, "replay": replay,
+                                                        "formula": formula((run.config or {}).get("scale_rewards"))})
+
+
+@require_GET
+def run_replay_json(request, pk, replay_id):
+    """Progress, the per-step summary, and the rows whose advantage moved most (all of them up to 500)."""
+    from django.db.models import F
+    from django.db.models.functions import Abs
+
+    run, replay = _visible_replay(request, pk, replay_id)
+    rows = list(replay.rows.annotate(moved=Abs(F("new_advantage") - F("old_advantage"))).order_by("-moved", "step",
+                                                                                                     "index")
+                .values("rollout_id", "step", "index", "group", "old_reward", "new_reward", "old_advantage",
+                        "new_advantage", "old_rank", "new_rank")[:REPLAY_ROWS_SHOWN])
+    base = reverse("run_detail", args=[run.pk])
+    for r in rows:
+        r["group_url"] = f"{base}?step={r['step']}#group-{r['group']}"
+    return JsonResponse({"status": replay.status, "done": replay.done, "total": replay.total, "error": replay.error,
+                         "steps": replay.steps, "rewards": replay.rewards, "summary": replay.summary, "rows": rows})
+
+
+@require_GET
+def run_replay_jsonl(request, pk, replay_id):
+    """The replay, one line per completion: its stored and replayed rewards, advantages and ranks."""
+    run, replay = _visible_replay(request, pk, replay_id)
+    names = [r["name"] for r in replay.rewards]
+
+    def chunks():
+        lines = []
+        for row in replay.rows.order_by("step", "index").values().iterator(chunk_size=2000):
+            row.pop("id"), row.pop("replay_id")
+            row["old_rewards"] = dict(zip(names, row["old_rewards"]))
+            row["new_rewards"] = dict(zip(names, row["new_rewards"]))
+            lines.append(json.dumps({"run": run.pk, "replay": replay.pk, **row}))
+            if len(lines) >= 2000:
+                yield ("\n".join(lines) + "\n").encode()
+                lines = []
+        if lines:
+            yield ("\n".join(lines) + "\n").encode()
+
+    response = StreamingHttpResponse(async_chunks(chunks()), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-replay-{replay.pk}.jsonl"'
+    return response
