@@ -60,6 +60,8 @@ class RolloutFilterForm(forms.Form):
     adv_max = forms.FloatField(required=False, label="advantage ≤")
     len_min = forms.IntegerField(min_value=0, required=False, label="tokens ≥")
     len_max = forms.IntegerField(min_value=0, required=False, label="tokens ≤")
+    first_step_below = forms.FloatField(required=False, label="first step scored <",
+                                        help_text="Per-step (process) scores: the first scored step below this.")
     truncated = forms.ChoiceField(choices=YES_NO, required=False, label="truncated")
     zero_std = forms.ChoiceField(choices=YES_NO, required=False, label="zero-variance group")
     reflective = forms.ChoiceField(choices=YES_NO, required=False, label="self-reflection")
@@ -120,6 +122,8 @@ def filtered(run: Run, data: dict) -> QuerySet:
             qs = qs.filter(**{f"{field}__gte": data[low]})
         if data.get(high) is not None:
             qs = qs.filter(**{f"{field}__lte": data[high]})
+    if data.get("first_step_below") is not None:
+        qs = qs.filter(first_step_score__lt=data["first_step_below"])
     for field in ("truncated", "zero_std", "reflective"):
         if data.get(field):
             qs = qs.filter(_yes(data[field], Q(**{field: True})))
@@ -211,7 +215,7 @@ class RolloutPage:
 
 
 BROWSER_FIELDS = ("id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
-                  "advantage", "length", "truncated", "zero_std", "reflections")
+                  "advantage", "length", "truncated", "zero_std", "reflections", "step_scores")
 
 
 def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPage:

@@ -4,7 +4,7 @@
 
 import { el, fmt, getJSON } from "./dom.js";
 import { onRunEvents } from "./live.js";
-import { transcript } from "./transcript.js";
+import { processSteps, transcript } from "./transcript.js";
 
 const root = document.getElementById("browser");
 const runId = root.dataset.run;
@@ -28,7 +28,13 @@ function rowCard(r) {
   head.append(el("a", { href: r.prompt_url, class: "small", text: "prompt over time" }));
   const prompt = el("details", { class: "prompt-details" }, el("summary", { text: "prompt" }),
     el("pre", { class: "prompt", text: r.prompt }));
-  return el("article", { class: "rollout", "data-id": r.id }, head, prompt, transcript(r.completion, r.spans));
+  const article = el("article", { class: "rollout", "data-id": r.id }, head, prompt);
+  if (r.step_scores) {
+    article.append(el("details", { class: "process-details", open: "" },
+      el("summary", { text: "steps, shaded by their process score" }), processSteps(r.completion, r.step_scores)));
+  }
+  article.append(transcript(r.completion, r.spans));
+  return article;
 }
 
 async function load() {
