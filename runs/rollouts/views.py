@@ -55,6 +55,15 @@ def _filter_data(request, run) -> tuple[dict | None, JsonResponse | None]:
     return form.cleaned_data, None
 
 
+def _replayed(run, replay_id: str, ids: list[int]) -> dict | None:
+    """``?replay=N``: the replay's values for these rollouts, to show beside the stored ones (None without one)."""
+    replay = run.replays.filter(pk=int(replay_id)).first() if replay_id.isdigit() and len(replay_id) < 12 else None
+    if replay is None:
+        return None
+    return {r["rollout_id"]: r for r in replay.rows.filter(rollout_id__in=ids).values(
+        "rollout_id", "new_rewards", "new_reward", "new_advantage", "old_rank", "new_rank")}
+
+
 @require_GET
 def run_rollouts_json(request, pk):
     run = visible_run(request, pk)
@@ -66,8 +75,11 @@ def run_rollouts_json(request, pk):
     except SearchTooSlow as exc:
         return JsonResponse({"errors": {"page": [str(exc)]}}, status=422)
     names, spans = run.reward_names, matcher(tuple(run.reflection_phrases)).spans
+    replayed = _replayed(run, request.GET.get("replay", ""), [r["id"] for r in page.rows])
     rows = []
     for r in page.rows:
+        if replayed is not None:
+            r["replay"] = replayed.get(r["id"])
         r["rewards"] = dict(zip(names, r["rewards"]))
         r["spans"] = spans(r["completion"])
         r["group_url"] = f"{reverse('run_detail', args=[run.pk])}?step={r['step']}#group-{r['group']}"

@@ -23,6 +23,10 @@ function rowCard(r) {
     el("span", { class: "num total", text: `reward ${fmt(r.reward)}` }),
     el("span", { class: "muted", text: rewardsText(r.rewards) }),
     el("span", { class: "num", text: `${r.length} tokens${r.truncated ? " · truncated ✂" : ""}` }));
+  if (r.replay) {
+    head.append(el("span", { class: "num replay", title: "the reward replay in view, beside what TRL stored",
+      text: `replay: reward ${fmt(r.replay.new_reward)} · advantage ${fmt(r.replay.new_advantage)} · rank ${r.replay.old_rank} → ${r.replay.new_rank}` }));
+  }
   if (r.zero_std) head.append(el("span", { class: "badge warn", text: "zero-variance group" }));
   for (const phrase of r.reflections) head.append(el("span", { class: "badge reflection-tag", text: phrase }));
   head.append(el("a", { href: r.prompt_url, class: "small", text: "prompt over time" }));

@@ -127,3 +127,20 @@ def test_a_replay_page_shows_progress_and_exports_its_rows(owner_client, owner, 
         lines = [json.loads(line) for line in b"".join(export).decode().splitlines()]
     assert len(lines) == 8 and {"old_reward", "new_reward", "old_advantage", "new_advantage"} <= set(lines[0])
     assert owner_client.get(reverse("run_replay", args=[run.pk, replay.pk])).status_code == 200
+
+
+def test_the_rollout_browser_shows_a_replay_beside_the_stored_values(owner_client, owner, dataset_version, trained,
+                                                                    django_capture_on_commit_callbacks):
+    run = stored_run(owner, dataset_version, trained(1.0, "group", 2), weight=1.0, scale_rewards="group")
+    rewards = [dict(run.rewards[0], weight=-1.0), run.rewards[1]]
+    with django_capture_on_commit_callbacks(execute=False):
+        replay = replayed(run, owner, rewards, filters={"step_min": 2})
+    data = owner_client.get(reverse("run_rollouts_json", args=[run.pk]), {"replay": replay.pk, "sort": "step_asc"}).json()
+    by_id = {r.rollout_id: r for r in replay.rows.all()}
+    for row in data["rows"]:
+        if row["step"] == 2:
+            assert row["replay"]["new_advantage"] == by_id[row["id"]].new_advantage
+            assert row["replay"]["new_reward"] == -row["reward"]  # think_format is 0 on the tiny model
+        else:
+            assert row["replay"] is None  # step 1 was not replayed
+    assert "replay" not in owner_client.get(reverse("run_rollouts_json", args=[run.pk])).json()["rows"][0]
