@@ -44,8 +44,23 @@ def run_rollouts(request, pk):
     params.pop("after", None)
     return render(request, "rollouts/run_rollouts.html", {
         "run": run, "form": form, "formula": formula((run.config or {}).get("scale_rewards")),
-        "filter_query": params.urlencode(),
+        "filter_query": params.urlencode(), "replay_rewards": _replay_choices(run),
     })
+
+
+def _replay_choices(run) -> list[dict]:
+    """The replay form's rows: each reward of the run with its weight and, for a user's function, its versions."""
+    from rewards.models import RewardFunctionVersion
+
+    pinned = RewardFunctionVersion.objects.in_bulk([r["version_id"] for r in run.rewards if r.get("version_id")])
+    choices = []
+    for i, r in enumerate(run.rewards):
+        version = pinned.get(r.get("version_id"))
+        versions = list(RewardFunctionVersion.objects.filter(function_id=version.function_id)
+                        .values_list("pk", "number")) if version else []
+        choices.append({"i": i, "name": r["name"], "weight": r.get("weight", 1.0),
+                        "version_id": r.get("version_id"), "versions": versions})
+    return choices
 
 
 def _filter_data(request, run) -> tuple[dict | None, JsonResponse | None]:
