@@ -1,7 +1,9 @@
 """How fast does a reward replay re-score stored completions? The replay task's own scorer (``workers.replay.
 ReplayScorer``: the replayed functions called the way TRL calls them, one step per call) and its arithmetic
 (``runs.rollouts.replay.replay_step``: weighted totals, TRL's advantages, ranks, zero-variance shares), on synthetic
-arithmetic steps scored by the built-in math-verify ``accuracy`` reward (plus ``think_format``), one process.
+arithmetic steps scored by the built-in math-verify ``accuracy`` reward (plus ``think_format``), one process: a fifth
+of the groups answer with a fraction (LaTeX or a/b, parsed by math-verify), the rest with an integer (which the
+built-in compares without math-verify's parser, giving its verdict), few answers repeating across groups.
 
     python -m bench.replay [--steps 20] [--groups 64] [--generations 8] [--processes 1]
 
@@ -23,6 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+FRACTION_SHARE = 0.2  # groups whose answer is a fraction (the rest: integer sums, compared without the parser)
 REWARDS = [{"name": "accuracy", "weight": 1.0, "version_id": None, "builtin": "accuracy"},
            {"name": "think_format", "weight": 0.5, "version_id": None, "builtin": "think_format"}]
 
@@ -30,13 +33,18 @@ REWARDS = [{"name": "accuracy", "weight": 1.0, "version_id": None, "builtin": "a
 def synthetic_step(rng: random.Random, groups: int, G: int) -> list[dict]:
     rows = []
     for g in range(groups):
-        a, b = rng.randint(1, 99), rng.randint(1, 99)
+        a, b = rng.randint(1, 99_999), rng.randint(1, 99_999)  # few repeats across groups: little help from caching
+        fraction = rng.random() < FRACTION_SHARE  # a fraction answer: math-verify's LaTeX parser does the work
+        answer = f"{a}/{b}" if fraction else str(a + b)
         for i in range(G):
-            guess = a + b + rng.choice([0, 0, 1, -1, 10])
-            text = (f"<think>{a} + {b}: add the units, then the tens.</think> The sum is \\boxed{{{guess}}}"
+            if fraction:
+                guess = rng.choice([f"\\frac{{{a}}}{{{b}}}", f"{a}/{b}", f"\\frac{{{b}}}{{{a}}}", f"{a + 1}/{b}"])
+            else:
+                guess = str(a + b + rng.choice([0, 0, 1, -1, 10]))
+            text = (f"<think>{a} and {b}: work it out.</think> The answer is \\boxed{{{guess}}}"
                     if rng.random() < 0.7 else f"I think it is {guess}")
             rows.append({"id": len(rows), "index": len(rows), "group": g, "prompt": f"What is {a} + {b}?",
-                         "completion": text, "columns": {"answer": str(a + b)}, "rewards": [0.0, 0.0],
+                         "completion": text, "columns": {"answer": answer}, "rewards": [0.0, 0.0],
                          "reward": 0.0, "advantage": 0.0, "zero_std": False})
     return rows
 
