@@ -95,8 +95,14 @@ def run_step_json(request, pk, step):
         count = min(256, max(1, int(request.GET.get("groups", selectors.STEP_GROUPS_PAGE))))
     except ValueError:
         return JsonResponse({"errors": {"from": ["give whole numbers for from and groups"]}}, status=400)
+    view = selectors.step_view(run, step, first_group=first, groups=count)
+    replayed = selectors.replay_values(run, request.GET.get("replay", ""), step)
+    if replayed is not None:  # a reward replay beside what TRL stored
+        for group in view["groups"]:
+            for c in group["completions"]:
+                c["replay"] = replayed.get(c["index"])
     return JsonResponse({"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
-                         **selectors.step_view(run, step, first_group=first, groups=count)})
+                         "replay": replayed is not None, **view})
 
 
 async def run_events(request, pk):

@@ -144,3 +144,20 @@ def test_the_rollout_browser_shows_a_replay_beside_the_stored_values(owner_clien
         else:
             assert row["replay"] is None  # step 1 was not replayed
     assert "replay" not in owner_client.get(reverse("run_rollouts_json", args=[run.pk])).json()["rows"][0]
+
+
+def test_the_group_view_shows_a_replay_beside_the_stored_values(owner_client, owner, dataset_version, trained,
+                                                               django_capture_on_commit_callbacks):
+    run = stored_run(owner, dataset_version, trained(1.0, "group", 2), weight=1.0, scale_rewards="group")
+    rewards = [dict(run.rewards[0], weight=-1.0), run.rewards[1]]
+    with django_capture_on_commit_callbacks(execute=False):
+        replay = replayed(run, owner, rewards, filters={"step_min": 2})
+    url = reverse("run_step_json", args=[run.pk, 2])
+    data = owner_client.get(url, {"replay": replay.pk}).json()
+    by_index = {r.index: r for r in replay.rows.filter(step=2)}
+    completions = [c for g in data["groups"] for c in g["completions"]]
+    assert data["replay"] and len(completions) == 8
+    for c in completions:
+        assert c["replay"]["new_advantage"] == by_index[c["index"]].new_advantage
+        assert c["replay"]["new_reward"] == by_index[c["index"]].new_reward
+    assert "replay" not in owner_client.get(url).json()["groups"][0]["completions"][0]
