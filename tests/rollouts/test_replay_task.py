@@ -67,3 +67,29 @@ def test_an_outsider_can_neither_start_nor_read_a_replay(outsider_client, owner,
     for name in ("run_replay", "run_replay_json", "run_replay_jsonl"):
         assert outsider_client.get(reverse(name, args=[run.pk, replay.pk])).status_code == 404
     assert Replay.objects.filter(run=run).count() == 1
+
+
+def test_in_chromium_the_replay_page_and_the_group_view_show_the_replay(web_server, page, owner, dataset_version):
+    from runs.models import ReplayRow
+    from tests.rollouts.test_browser_inspection import login
+
+    run = make_run(owner, dataset_version, name="replayed run")
+    ingest(run, rollouts_event(1, [("What is 2 + 2?", [("4", [1.0, 1.0]), ("<b>5</b>", [0.0, 0.0])])]))
+    replay = Replay.objects.create(run=run, owner=owner, rewards=run.rewards, steps=[1], total=2, done=2,
+                                   status=Replay.Status.COMPLETED,
+                                   summary={"steps": [{"step": 1, "zero_std_before": 0.0, "zero_std_after": 1.0,
+                                                       "groups": 1, "best_changed": 1, "rank_changes": 1,
+                                                       "changed_best_groups": [0]}]})
+    for r in run.rollouts.all():
+        ReplayRow.objects.create(replay=replay, rollout_id=r.pk, step=1, index=r.index, group=0,
+                                 old_rewards=r.rewards, new_rewards=[1.0, 1.0], old_reward=r.reward, new_reward=2.0,
+                                 old_advantage=r.advantage, new_advantage=0.0, old_rank=r.index + 1, new_rank=1)
+    login(page, web_server)
+    page.goto(f"{web_server}{replay.get_absolute_url()}")
+    page.wait_for_selector("#replay-steps tbody tr")
+    assert page.locator("#replay-steps tbody tr td").all_inner_texts() == ["1", "0%", "100%", "1 of 1", "1"]
+    assert page.locator("#replay-rows tbody tr").count() == 2
+    page.click("#replay-groups")
+    page.wait_for_selector("td.replay")
+    assert sorted(page.locator("td.replay").all_inner_texts()) == ["0.000 · 2.000 · rank 1 → 1",
+                                                                  "0.000 · 2.000 · rank 2 → 1"]
