@@ -12,7 +12,7 @@ from pathlib import Path
 
 LIBRARY_DIR = Path(__file__).parent
 NAMES = ["accuracy", "think_format", "length_penalty", "letter_count", "language_consistency", "digit_ratio",
-         "arithmetic_steps"]
+         "equation_steps"]
 
 
 def source(name: str) -> str:

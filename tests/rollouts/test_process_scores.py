@@ -14,7 +14,7 @@ from runs.protocol.events import read_events
 from runs.rollouts.ingest import ingest_events
 from tests.rollouts.inspect_data import make_run, rollouts_event
 
-arithmetic_steps = function("arithmetic_steps")
+equation_steps = function("equation_steps")
 
 WORKED = "<think>First 12 + 7 = 19\nthen 19 * 2 = 38\nso 38 - 5 = 33</think>\n\\boxed{33}"
 SLIP = "12 + 7 = 20\nthen 20 * 2 = 40\n\\boxed{40}"
@@ -22,13 +22,13 @@ SLIP = "12 + 7 = 20\nthen 20 * 2 = 40\n\\boxed{40}"
 
 def test_each_line_with_an_equation_is_checked_and_logged_through_log_extra():
     logged = {}
-    rewards = arithmetic_steps([WORKED, SLIP, "no sums here"],
+    rewards = equation_steps([WORKED, SLIP, "no sums here"],
                                log_extra=lambda column, values: logged.setdefault(column, values))
     assert rewards == [1.0, 0.5, 0.0]
     assert logged["step_scores"] == [{"split": "\n", "scores": [1.0, 1.0, 1.0, None]},
                                      {"split": "\n", "scores": [0.0, 1.0, None]},
                                      {"split": "\n", "scores": [None]}]
-    assert arithmetic_steps(["8 / 0 = 0", "6 × 7 = 42"]) == [0.0, 1.0]  # without log_extra it only scores
+    assert equation_steps(["8 / 0 = 0", "6 × 7 = 42"]) == [0.0, 1.0]  # without log_extra it only scores
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -37,7 +37,7 @@ def test_the_training_program_captures_what_the_reward_logged(tmp_path, tiny_mod
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(16)))
     config = TrainConfig(model=str(tiny_model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
                          event_log=str(tmp_path / "events.jsonl"),
-                         rewards=[RewardSpec("arithmetic_steps", 1.0, builtin="arithmetic_steps")],
+                         rewards=[RewardSpec("equation_steps", 1.0, builtin="equation_steps")],
                          grpo=GRPOFields(max_steps=1, num_generations=4, per_device_train_batch_size=8))
     from workers.train import run
 
@@ -46,7 +46,7 @@ def test_the_training_program_captures_what_the_reward_logged(tmp_path, tiny_mod
     assert len(rows) == 8
     for row in rows:  # TRL's log_extra column, row by row, as the function logged it for that completion
         logged = {}
-        arithmetic_steps([row["completion"]], log_extra=lambda column, values: logged.setdefault(column, values))
+        equation_steps([row["completion"]], log_extra=lambda column, values: logged.setdefault(column, values))
         assert row["step_scores"] == logged["step_scores"][0]
 
 
@@ -56,7 +56,7 @@ def test_the_browser_filters_by_the_first_steps_score(owner_client, owner, datas
     event = rollouts_event(1, [("What is (12 + 7) * 2 - 5?", [(WORKED, [1.0, 0.5]), (SLIP, [0.0, 0.5]),
                                                               ("33", [1.0, 1.0]), ("nothing", [0.0, 0.0])])])
     logged = {}
-    arithmetic_steps([r["completion"] for r in event["rows"]], log_extra=lambda c, v: logged.setdefault(c, v))
+    equation_steps([r["completion"] for r in event["rows"]], log_extra=lambda c, v: logged.setdefault(c, v))
     for row, scores in zip(event["rows"], logged["step_scores"]):
         row["step_scores"] = scores
     ingest_events(run, [event])

@@ -27,7 +27,7 @@ def check_line(line):
     return 1.0
 
 
-def arithmetic_steps(completions, log_extra=None, **kwargs):
+def equation_steps(completions, log_extra=None, **kwargs):
     """A process reward: each line (a reasoning step) holding an equation such as `12 + 7 = 19` is checked; the
     reward is the share of checked lines that are right (0.0 when no line holds one). Each step's score (None for a
     line with no equation) is logged through TRL's `log_extra` as `step_scores`, with the delimiter the steps were
