@@ -96,11 +96,12 @@ def run_step_json(request, pk, step):
     except ValueError:
         return JsonResponse({"errors": {"from": ["give whole numbers for from and groups"]}}, status=400)
     view = selectors.step_view(run, step, first_group=first, groups=count)
-    replayed = selectors.replay_values(run, request.GET.get("replay", ""), step)
+    replayed = selectors.replay_values(run, request.GET.get("replay", ""), step=step)
     if replayed is not None:  # a reward replay beside what TRL stored
+        by_index = {r["index"]: r for r in replayed}
         for group in view["groups"]:
             for c in group["completions"]:
-                c["replay"] = replayed.get(c["index"])
+                c["replay"] = by_index.get(c["index"])
     return JsonResponse({"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
                          "replay": replayed is not None, **view})
 

@@ -103,13 +103,14 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
     return list(by_group.values())
 
 
-def replay_values(run: Run, replay_id: str, step: int) -> dict[int, dict] | None:
-    """``?replay=N`` on the group view: the replay's values for the step's completions by index (None without one)."""
+REPLAY_FIELDS = ("rollout_id", "index", "new_rewards", "new_reward", "new_advantage", "old_rank", "new_rank")
+
+
+def replay_values(run: Run, replay_id: str, **rows) -> list[dict] | None:
+    """``?replay=N`` on the group view or the browser: the run's replay N's values for its rows that match ``rows``
+    (``step=``, ``rollout_id__in=``); None when ``replay_id`` names no replay of the run."""
     replay = run.replays.filter(pk=int(replay_id)).first() if replay_id.isdigit() and len(replay_id) < 12 else None
-    if replay is None:
-        return None
-    return {r["index"]: r for r in replay.rows.filter(step=step).values("index", "new_reward", "new_advantage",
-                                                                         "old_rank", "new_rank")}
+    return None if replay is None else list(replay.rows.filter(**rows).values(*REPLAY_FIELDS))
 
 
 # --- datasets ---------------------------------------------------------------------------------------------------

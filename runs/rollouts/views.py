@@ -19,6 +19,7 @@ from runs.rollouts import inspection
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
 from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
 from runs.rollouts.groups import formula
+from runs.rollouts.selectors import replay_values
 from runs.rollouts.reflection import clean_phrases, matcher
 from runs.rollouts.detectors import ThresholdsForm
 from runs.rollouts.services import (dataset_from_rollouts, replay_create, run_detector_thresholds_update,
@@ -70,15 +71,6 @@ def _filter_data(request, run) -> tuple[dict | None, JsonResponse | None]:
     return form.cleaned_data, None
 
 
-def _replayed(run, replay_id: str, ids: list[int]) -> dict | None:
-    """``?replay=N``: the replay's values for these rollouts, to show beside the stored ones (None without one)."""
-    replay = run.replays.filter(pk=int(replay_id)).first() if replay_id.isdigit() and len(replay_id) < 12 else None
-    if replay is None:
-        return None
-    return {r["rollout_id"]: r for r in replay.rows.filter(rollout_id__in=ids).values(
-        "rollout_id", "new_rewards", "new_reward", "new_advantage", "old_rank", "new_rank")}
-
-
 @require_GET
 def run_rollouts_json(request, pk):
     run = visible_run(request, pk)
@@ -90,11 +82,13 @@ def run_rollouts_json(request, pk):
     except SearchTooSlow as exc:
         return JsonResponse({"errors": {"page": [str(exc)]}}, status=422)
     names, spans = run.reward_names, matcher(tuple(run.reflection_phrases)).spans
-    replayed = _replayed(run, request.GET.get("replay", ""), [r["id"] for r in page.rows])
+    # ?replay=N: a reward replay's values beside the stored ones
+    replayed = replay_values(run, request.GET.get("replay", ""), rollout_id__in=[r["id"] for r in page.rows])
+    by_id = {r["rollout_id"]: r for r in replayed or []}
     rows = []
     for r in page.rows:
         if replayed is not None:
-            r["replay"] = replayed.get(r["id"])
+            r["replay"] = by_id.get(r["id"])
         r["rewards"] = dict(zip(names, r["rewards"]))
         r["spans"] = spans(r["completion"])
         r["group_url"] = f"{reverse('run_detail', args=[run.pk])}?step={r['step']}#group-{r['group']}"
@@ -129,14 +123,21 @@ def run_rollouts_parquet(request, pk):
     return _export(request, pk, parquet_chunks, "application/vnd.apache.parquet", "parquet")
 
 
+def _posted_filters(request, run) -> tuple[dict | None, str]:
+    """The browser's filters a form posted in its query string (None, with a message, when they are not valid), and
+    the browser's address to go back to."""
+    data, error = _filter_data(request, run)
+    if error:
+        messages.error(request, "The filters are not valid.")
+    return (None if error else data), f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
+
+
 @require_POST
 def run_rollouts_sft(request, pk):
     """Rejection sampling into a new SFT dataset; the filters come in the query string, the threshold in the form."""
     run = visible_run(request, pk)
-    data, error = _filter_data(request, run)
-    back = f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
-    if error:
-        messages.error(request, "The filters are not valid.")
+    data, back = _posted_filters(request, run)
+    if data is None:
         return redirect(back)
     threshold = _number(request.POST.get("threshold"), None)
     if threshold is None:
@@ -278,10 +279,8 @@ def run_replay_new(request, pk):
     """Start a replay of the steps the browser's filters (the query string) select, with the posted weights and
     versions."""
     run = writable_run(request, pk)
-    data, error = _filter_data(request, run)
-    back = f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
-    if error:
-        messages.error(request, "The filters are not valid.")
+    data, back = _posted_filters(request, run)
+    if data is None:
         return redirect(back)
     try:
         replay = replay_create(run=run, owner=request.user, rewards=_replay_rewards(request, run), filters=data)

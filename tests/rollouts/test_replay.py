@@ -129,12 +129,17 @@ def test_a_replay_page_shows_progress_and_exports_its_rows(owner_client, owner, 
     assert owner_client.get(reverse("run_replay", args=[run.pk, replay.pk])).status_code == 200
 
 
-def test_the_rollout_browser_shows_a_replay_beside_the_stored_values(owner_client, owner, dataset_version, trained,
-                                                                    django_capture_on_commit_callbacks):
+@pytest.fixture
+def negated(owner, dataset_version, trained, django_capture_on_commit_callbacks):
+    """A run's step 2 replayed with digit_ratio's weight -1: (run, replay)."""
     run = stored_run(owner, dataset_version, trained(1.0, "group", 2), weight=1.0, scale_rewards="group")
     rewards = [dict(run.rewards[0], weight=-1.0), run.rewards[1]]
     with django_capture_on_commit_callbacks(execute=False):
-        replay = replayed(run, owner, rewards, filters={"step_min": 2})
+        return run, replayed(run, owner, rewards, filters={"step_min": 2})
+
+
+def test_the_rollout_browser_shows_a_replay_beside_the_stored_values(owner_client, negated):
+    run, replay = negated
     data = owner_client.get(reverse("run_rollouts_json", args=[run.pk]), {"replay": replay.pk, "sort": "step_asc"}).json()
     by_id = {r.rollout_id: r for r in replay.rows.all()}
     for row in data["rows"]:
@@ -146,12 +151,8 @@ def test_the_rollout_browser_shows_a_replay_beside_the_stored_values(owner_clien
     assert "replay" not in owner_client.get(reverse("run_rollouts_json", args=[run.pk])).json()["rows"][0]
 
 
-def test_the_group_view_shows_a_replay_beside_the_stored_values(owner_client, owner, dataset_version, trained,
-                                                               django_capture_on_commit_callbacks):
-    run = stored_run(owner, dataset_version, trained(1.0, "group", 2), weight=1.0, scale_rewards="group")
-    rewards = [dict(run.rewards[0], weight=-1.0), run.rewards[1]]
-    with django_capture_on_commit_callbacks(execute=False):
-        replay = replayed(run, owner, rewards, filters={"step_min": 2})
+def test_the_group_view_shows_a_replay_beside_the_stored_values(owner_client, negated):
+    run, replay = negated
     url = reverse("run_step_json", args=[run.pk, 2])
     data = owner_client.get(url, {"replay": replay.pk}).json()
     by_index = {r.index: r for r in replay.rows.filter(step=2)}
