@@ -93,7 +93,8 @@ class RolloutFilterForm(forms.Form):
         if not value:
             return ""
         parts = [p for p in value.split(",") if p.strip()]
-        if len(parts) > MAX_IDS or not all(p.strip().isdigit() for p in parts):
+        if len(parts) > MAX_IDS or not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) < 19
+                                           for p in parts):
             raise forms.ValidationError(f"up to {MAX_IDS} rollout ids, comma-separated")
         return ",".join(p.strip() for p in parts)
 

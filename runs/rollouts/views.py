@@ -19,7 +19,7 @@ from runs.rollouts import inspection
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
 from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
 from runs.rollouts.groups import formula
-from runs.rollouts.selectors import replay_values
+from runs.rollouts.selectors import replay_values, whole_number
 from runs.rollouts.reflection import clean_phrases, matcher
 from runs.rollouts.detectors import ThresholdsForm
 from runs.rollouts.services import (dataset_from_rollouts, replay_create, run_detector_thresholds_update,
@@ -265,7 +265,7 @@ def _replay_rewards(request, run) -> list[dict]:
         version = request.POST.get(f"version-{i}", "")
         if version and r.get("version_id"):
             pinned = RewardFunctionVersion.objects.filter(pk=r["version_id"]).first()
-            chosen = RewardFunctionVersion.objects.filter(pk=int(version) if version.isdigit() else 0,
+            chosen = RewardFunctionVersion.objects.filter(pk=whole_number(version) or 0,
                                                           function_id=pinned.function_id if pinned else None).first()
             if chosen is None:
                 raise ValueError(f"version of {r['name']}: not one of that function's versions")
