@@ -168,6 +168,9 @@ class Run(models.Model):
                                   help_text="Periodic evaluation settings (workers.config.EvalFields); {}: none.")
     reflection_phrases = models.JSONField(default=default_reflection_phrases, blank=True,
                                           help_text="Self-reflection phrases tagged at ingest; /.../ is a regex.")
+    detector_thresholds = models.JSONField(default=dict, blank=True,
+                                           help_text="The reward-hacking detectors' thresholds this run changed "
+                                                     "(runs.rollouts.detectors.DEFAULTS holds the rest).")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -280,6 +283,10 @@ class Rollout(models.Model):
                                                                   "the browser's index, so filtering on a phrase "
                                                                   "reads no row it does not keep.")
     columns = models.JSONField(default=dict, help_text="The dataset row's other columns, as the rewards saw them.")
+    step_scores = models.JSONField(null=True, blank=True,
+                                   help_text="Per-step (process) scores a reward logged through TRL's log_extra: "
+                                             "{split: the delimiter, scores: [a number or None per step]}.")
+    first_step_score = models.FloatField(null=True, blank=True, help_text="The first scored step's score.")
 
     class Meta:
         ordering = ["step", "index"]
@@ -348,6 +355,63 @@ class Evaluation(models.Model):
     @property
     def eval_dir(self):
         return self.run.run_dir / "evaluations" / str(self.pk)
+
+
+class Replay(models.Model):
+    """A reward replay: a run's stored completions of some steps re-scored by other reward versions or weights, with
+    the rewards and advantages TRL's formula gives them (runs.rollouts.replay); run by a task on the sandbox queue."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="replays")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="replays")
+    rewards = models.JSONField(help_text="[{name, weight, version_id | builtin}] in the run's order, as replayed.")
+    filters = models.JSONField(default=dict, blank=True, help_text="The rollout browser's filters that chose the steps.")
+    steps = models.JSONField(default=list, help_text="The steps replayed (every completion of each).")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    done = models.PositiveIntegerField(default=0, help_text="Completions re-scored so far.")
+    total = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True,
+                               help_text="Per step: zero-variance shares before/after, groups whose best changed.")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def get_absolute_url(self):
+        return reverse("run_replay", args=[self.run_id, self.pk])
+
+    def mark_failed(self, error: str):
+        self.status, self.error, self.finished_at = self.Status.FAILED, error, timezone.now()
+        self.save(update_fields=["status", "error", "finished_at"])
+
+
+class ReplayRow(models.Model):
+    """One completion as replayed: its stored and replayed rewards, advantages and ranks in its group."""
+
+    replay = models.ForeignKey(Replay, on_delete=models.CASCADE, related_name="rows")
+    rollout_id = models.BigIntegerField()
+    step = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()
+    group = models.PositiveIntegerField()
+    old_rewards = models.JSONField()
+    new_rewards = models.JSONField()
+    old_reward = models.FloatField(null=True)
+    new_reward = models.FloatField(null=True)
+    old_advantage = models.FloatField()
+    new_advantage = models.FloatField()
+    old_rank = models.PositiveSmallIntegerField()
+    new_rank = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["step", "index"]
+        constraints = [models.UniqueConstraint(fields=["replay", "step", "index"], name="replay_row_key")]
 
 
 class EvalSample(models.Model):

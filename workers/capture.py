@@ -64,8 +64,12 @@ class CapturingGRPOTrainer(GRPOTrainer):
         advantages = list(logs["advantages"])[-n:]
         per_func = [list(logs["rewards"][name])[-n:] for name in self.reward_func_names]
         # what reward functions logged per completion with TRL's log_extra (code_tests: each test's outcome),
-        # kept beside the row's columns for the rollout browser
-        logged = {col: list(values)[-n:] for col, values in logs.get("extra", {}).items() if len(values) >= n}
+        # kept beside the row's columns for the rollout browser; per-step (process) scores go to a field of their own
+        extra = logs.get("extra", {})
+        logged = {col: list(values)[-n:] for col, values in extra.items() if len(values) >= n and col != "step_scores"}
+        step_scores = list(extra["step_scores"])[-n:] if "step_scores" in extra else [None] * n
+        if len(step_scores) < n:
+            step_scores = [None] * (n - len(step_scores)) + step_scores
         weights = self.reward_weights.tolist()
         G = self.num_generations
         rows = []
@@ -83,6 +87,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
                 "length": int(lengths[i]),
                 "truncated": not has_eos[i],
                 "columns": {**{col: values[i] for col, values in logged.items()}, **columns[i]},
+                "step_scores": step_scores[i],
             })
         # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
         self._events.write("rollouts", step=self.state.global_step + 1, num_generations=G,

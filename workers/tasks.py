@@ -57,3 +57,11 @@ def dataset_import(job_id: int) -> None:
     from runs.datasets.services import dataset_import_job_run
 
     dataset_import_job_run(job_id=job_id)
+
+
+@shared_task(name=queues.REWARD_REPLAY, ignore_result=True, time_limit=envint("GRPO_REPLAY_TIME_LIMIT", "7200"))
+def reward_replay(replay_id: int) -> None:
+    """A reward replay (runs.rollouts.services.replay_create): re-score a run's stored completions in the sandbox."""
+    from workers.replay import replay_run
+
+    replay_run(replay_id)

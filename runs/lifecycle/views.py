@@ -100,9 +100,17 @@ def run_step_json(request, pk, step):
         count = min(256, max(1, int(request.GET.get("groups", selectors.STEP_GROUPS_PAGE))))
     except ValueError:
         return JsonResponse({"errors": {"from": ["give whole numbers for from and groups"]}}, status=400)
+    view = selectors.step_view(run, step, first_group=first, groups=count)
+    # a batch trained on again at this step is stored at the step it was generated for (view["batch_step"])
+    replayed = selectors.replay_values(run, request.GET.get("replay", ""), step=view["batch_step"] or step)
+    if replayed is not None:  # a reward replay beside what TRL stored
+        by_index = {r["index"]: r for r in replayed}
+        for group in view["groups"]:
+            for c in group["completions"]:
+                c["replay"] = by_index.get(c["index"])
     return JsonResponse({"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
                          "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
-                         **selectors.step_view(run, step, first_group=first, groups=count)})
+                         "replay": replayed is not None, **view})
 
 
 async def run_events(request, pk):

@@ -31,6 +31,7 @@ from runs.models import Rollout, Run, reward_bucket
 from runs.rollouts.reflection import matcher
 
 PAGE_SIZE = 50
+MAX_IDS = 100  # example rollouts one link may name
 SEARCH_TIMEOUT_MS = 5000
 # sort -> (field, descending, tie-breaker)
 SORTS = {
@@ -59,6 +60,8 @@ class RolloutFilterForm(forms.Form):
     adv_max = forms.FloatField(required=False, label="advantage ≤")
     len_min = forms.IntegerField(min_value=0, required=False, label="tokens ≥")
     len_max = forms.IntegerField(min_value=0, required=False, label="tokens ≤")
+    first_step_below = forms.FloatField(required=False, label="first step scored <",
+                                        help_text="Per-step (process) scores: the first scored step below this.")
     truncated = forms.ChoiceField(choices=YES_NO, required=False, label="truncated")
     zero_std = forms.ChoiceField(choices=YES_NO, required=False, label="zero-variance group")
     reflective = forms.ChoiceField(choices=YES_NO, required=False, label="self-reflection")
@@ -68,6 +71,8 @@ class RolloutFilterForm(forms.Form):
     q = forms.CharField(max_length=200, required=False, label="search",
                         help_text='Words in any order; "a phrase", -excluded, or.')
     prompt = forms.CharField(max_length=16, required=False, widget=forms.HiddenInput)
+    ids = forms.CharField(max_length=MAX_IDS * 12, required=False, widget=forms.HiddenInput,
+                          help_text="Rollout ids, comma-separated: the examples a health alert links to.")
     sort = forms.ChoiceField(choices=list(SORT_LABELS.items()), required=False, label="sort by")
     after = forms.CharField(max_length=200, required=False, widget=forms.HiddenInput)
 
@@ -82,6 +87,16 @@ class RolloutFilterForm(forms.Form):
         if value and value not in self.run.reflection_phrases:
             raise forms.ValidationError("not one of this run's reflection phrases")
         return value
+
+    def clean_ids(self):
+        value = self.cleaned_data["ids"]
+        if not value:
+            return ""
+        parts = [p for p in value.split(",") if p.strip()]
+        if len(parts) > MAX_IDS or not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) < 19
+                                           for p in parts):
+            raise forms.ValidationError(f"up to {MAX_IDS} rollout ids, comma-separated")
+        return ",".join(p.strip() for p in parts)
 
     def clean_after(self):
         value = self.cleaned_data["after"]
@@ -108,6 +123,8 @@ def filtered(run: Run, data: dict) -> QuerySet:
             qs = qs.filter(**{f"{field}__gte": data[low]})
         if data.get(high) is not None:
             qs = qs.filter(**{f"{field}__lte": data[high]})
+    if data.get("first_step_below") is not None:
+        qs = qs.filter(first_step_score__lt=data["first_step_below"])
     for field in ("truncated", "zero_std", "reflective"):
         if data.get(field):
             qs = qs.filter(_yes(data[field], Q(**{field: True})))
@@ -116,6 +133,8 @@ def filtered(run: Run, data: dict) -> QuerySet:
             data["reflection"])), 0))
     if data.get("prompt"):
         qs = qs.filter(prompt_key=data["prompt"])
+    if data.get("ids"):
+        qs = qs.filter(id__in=[int(i) for i in data["ids"].split(",")])
     if data.get("phrase"):
         qs = qs.filter(completion__icontains=data["phrase"])
     if data.get("q"):
@@ -197,7 +216,7 @@ class RolloutPage:
 
 
 BROWSER_FIELDS = ("id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
-                  "advantage", "length", "truncated", "zero_std", "reflections", "columns")
+                  "advantage", "length", "truncated", "zero_std", "reflections", "columns", "step_scores")
 
 
 def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPage:
@@ -240,6 +259,8 @@ def _by_bucket(run: Run, qs: QuerySet, data: dict, sort: str, after: str, limit:
     parts = [sorted_rows(part, sort, after).values_list("id", "advantage")[:limit] for part in parts]
     if not parts:
         return []
+    if len(parts) == 1:  # one bucket: already in order and cut (union() of nothing would be the sliced query)
+        return parts[0]
     prefix = "-" if SORTS[sort][1] else ""
     return parts[0].union(*parts[1:], all=True).order_by(f"{prefix}advantage", f"{prefix}id")[:limit]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -25,9 +26,10 @@ from runs.text import as_text, json_safe, prompt_key
 
 ROLLOUT_COLUMNS = ("run_id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
                    "reward_bucket", "advantage", "length", "truncated", "zero_std", "reflections", "reflective",
-                   "reflection_mask", "columns")
+                   "reflection_mask", "columns", "step_scores", "first_step_score")
 READ_LIMIT = 32 * 1024 * 1024  # bytes of event log per transaction when catching up on a long log
-_JSON_AT = tuple(i for i, c in enumerate(ROLLOUT_COLUMNS) if c in ("rewards", "reflections", "columns"))
+_JSON_AT = tuple(i for i, c in enumerate(ROLLOUT_COLUMNS) if c in ("rewards", "reflections", "columns",
+                                                                    "step_scores"))
 _JSONB = b"\x01"
 _JSONB_EMPTY_LIST = b"\x01[]"
 
@@ -43,6 +45,23 @@ def _json_text(value) -> bytes:
     text = _dumps(value)
     # jsonb refuses \u0000; only the rare row that holds one pays for the cleaning walk
     return _dumps(json_safe(value)) if b"\\u0000" in text else text
+
+
+MAX_STEP_SCORES = 4096
+
+
+def step_scores(value) -> tuple[dict | None, float | None]:
+    """A row's per-step (process) scores as a reward function logged them ({"split": the delimiter or pattern,
+    "scores": a number or None per step}), checked; and the first step's score (the first that was scored)."""
+    if not isinstance(value, dict) or not isinstance(value.get("split"), str) or not isinstance(value.get("scores"),
+                                                                                               list):
+        return None, None
+    scores = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+              for v in value["scores"][:MAX_STEP_SCORES]]
+    kept = {"split": value["split"][:200], "scores": scores}
+    if isinstance(value.get("pattern"), bool):
+        kept["pattern"] = value["pattern"]
+    return kept, next((v for v in scores if v is not None), None)
 
 
 def rollout_rows(run_id: int, event: dict, phrases: tuple[str, ...]):
@@ -62,10 +81,12 @@ def rollout_rows(run_id: int, event: dict, phrases: tuple[str, ...]):
         key = keys.get(prompt) or keys.setdefault(prompt, prompt_key(prompt))
         tags = find(completion)
         reward = row["reward"]
+        scores, first_score = step_scores(row.get("step_scores"))
         yield (run_id, step, row["index"], row["group"], prompt, key, completion, _JSONB + _dumps(row["rewards"]),
                reward, reward_bucket(reward), row["advantage"], row["length"], row["truncated"], zero_std[row["group"]],
                _JSONB + _dumps(tags) if tags else _JSONB_EMPTY_LIST, bool(tags),
-               sum(bits[t] for t in tags) if tags else 0, _JSONB + _json_text(row.get("columns") or {}))
+               sum(bits[t] for t in tags) if tags else 0, _JSONB + _json_text(row.get("columns") or {}),
+               _JSONB + _dumps(scores) if scores is not None else None, first_score)
 
 
 def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
@@ -75,7 +96,8 @@ def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
     columns = ", ".join(connection.ops.quote_name(c) for c in ROLLOUT_COLUMNS)
     if connection.vendor == "postgresql":
         return _copy_rollouts(table, columns, rows)
-    rows = [tuple(v[1:].decode() if i in _JSON_AT else v for i, v in enumerate(row)) for row in rows()]
+    rows = [tuple(v[1:].decode() if i in _JSON_AT and v is not None else v for i, v in enumerate(row))
+            for row in rows()]
     placeholders = "(" + ", ".join(["%s"] * len(ROLLOUT_COLUMNS)) + ")"
     per_statement = 8000 // len(ROLLOUT_COLUMNS)  # well inside SQLite's limit of bound parameters (32766)
     with connection.cursor() as cursor:
@@ -89,7 +111,7 @@ def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
 # Binary COPY: the server parses no text. The JSON columns already hold jsonb's binary form, which psycopg's bytea
 # dumper sends as it is (in C).
 _COPY_TYPES = ["int8", "int4", "int4", "int4", "text", "text", "text", "bytea", "float8", "int2", "float8", "int4",
-               "bool", "bool", "bytea", "bool", "int8", "bytea"]
+               "bool", "bool", "bytea", "bool", "int8", "bytea", "bytea", "float8"]
 
 
 def _copy(raw, target: str, columns: str, rows: Iterable[tuple]) -> int:

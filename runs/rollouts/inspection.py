@@ -15,6 +15,7 @@ from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 
 from runs.models import Evaluation, Rollout, Run
+from runs.rollouts.detectors import run_detectors
 from runs.rollouts.reflection import matcher
 from runs.rollouts.selectors import metric_series
 
@@ -286,6 +287,7 @@ def run_health(run: Run) -> list[dict]:
         "or the reward is too coarse", url=f"{browse}?zero_std=yes")
 
     signals += _reward_hacking(run, _values(series, "reward", steps))
+    signals += run_detectors(run, series, steps)
 
     loss = _values(series, "loss", steps)
     if loss and abs(_recent(loss, 5)) < 1e-3:

@@ -129,6 +129,22 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
     return list(by_group.values())
 
 
+def whole_number(text: str, digits: int = 12) -> int | None:
+    """``text`` as a non-negative id (ASCII digits only: "²" is a digit to str.isdigit, not to int), else None."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= digits else None
+
+
+REPLAY_FIELDS = ("rollout_id", "index", "new_rewards", "new_reward", "new_advantage", "old_rank", "new_rank")
+
+
+def replay_values(run: Run, replay_id: str, **rows) -> list[dict] | None:
+    """``?replay=N`` on the group view or the browser: the run's replay N's values for its rows that match ``rows``
+    (``step=``, ``rollout_id__in=``); None when ``replay_id`` names no replay of the run."""
+    pk = whole_number(replay_id)
+    replay = run.replays.filter(pk=pk).first() if pk is not None else None
+    return None if replay is None else list(replay.rows.filter(**rows).values(*REPLAY_FIELDS))
+
+
 # --- datasets ---------------------------------------------------------------------------------------------------
 
 

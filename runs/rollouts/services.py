@@ -1,5 +1,5 @@
-"""Writes of the rollouts capability: a run's reflection phrase list (and re-tagging its stored completions), and
-rejection sampling of its completions into a new SFT dataset."""
+"""Writes of the rollouts capability: a run's reflection phrase list (and re-tagging its stored completions), its
+detector thresholds, and rejection sampling of its completions into a new SFT dataset."""
 
 from __future__ import annotations
 
@@ -12,6 +12,13 @@ from grpo_web import queues
 from runs.datasets.importing import DatasetError
 from runs.datasets.services import dataset_import, datasets_dir
 from runs.models import DatasetVersion, Run
+
+
+def run_detector_thresholds_update(*, run: Run, thresholds: dict) -> None:
+    """Save the detector thresholds the run sets apart from the defaults (``detectors.ThresholdsForm``)."""
+    run.detector_thresholds = thresholds
+    run.save(update_fields=["detector_thresholds"])
+
 
 RETAG_INLINE_ROWS = 20_000  # a run with more rollouts is re-tagged by a task on the default queue
 
@@ -70,3 +77,75 @@ def dataset_from_rollouts(*, run: Run, data: dict, threshold: float, name: str =
                                 f"filters"])
         return dataset_import(owner=run.owner, name=name or f"{run.name}: reward ≥ {threshold:g} (SFT)", path=path,
                               source_name=f"run-{run.pk}-sft.jsonl")
+
+
+# --- reward replay -----------------------------------------------------------------------------------------------
+
+REPLAY_MAX_ROWS = 500_000  # completions one replay may re-score
+
+
+def replay_create(*, run: Run, owner, rewards: list[dict], filters: dict):
+    """Queue a replay of the steps holding a rollout that passes the browser's ``filters`` (every completion of each
+    step: TRL normalizes over groups, and over the whole batch under scale_rewards=batch), re-scored by ``rewards``
+    (the run's list with other weights or versions). ValueError when nothing matches or it is too large."""
+    from django.db.models import Count
+
+    from runs.models import Replay, Rollout
+    from runs.rollouts.filters import filtered
+
+    steps = sorted(set(filtered(run, filters).order_by().values_list("step", flat=True).distinct()))
+    if not steps:
+        raise ValueError("no stored rollout passes these filters")
+    total = Rollout.objects.filter(run=run, step__in=steps).aggregate(n=Count("id"))["n"]
+    if total > REPLAY_MAX_ROWS:
+        raise ValueError(f"these steps hold {total} completions; replay at most {REPLAY_MAX_ROWS} (narrow the steps)")
+    replay = Replay.objects.create(run=run, owner=owner, rewards=rewards, filters=_plain_filters(filters),
+                                   steps=steps, total=total)
+    transaction.on_commit(lambda: queues.enqueue(queues.REWARD_REPLAY, args=[replay.pk]))
+    return replay
+
+
+def _plain_filters(filters: dict) -> dict:
+    return {k: v for k, v in filters.items() if v not in (None, "") and k not in ("sort", "after")}
+
+
+def replay_execute(*, replay_id: int, score) -> None:
+    """Run a queued replay: each step's stored rows re-scored by ``score(rows, specs) -> per-row lists of per-function
+    rewards`` (the worker's, which runs user code in the sandbox), turned into TRL's rewards and advantages
+    (runs.rollouts.replay), stored with the progress after each step; the summary at the end."""
+    from django.db.models import F
+    from django.utils import timezone
+
+    from runs.models import Replay, ReplayRow, Rollout
+    from runs.rollouts.replay import replay_step
+
+    replay = Replay.objects.select_related("run").get(pk=replay_id)
+    run = replay.run
+    config = {**(run.config_extra or {}), **(run.config or {})}
+    G = int(config.get("num_generations") or 8)
+    scale = config.get("scale_rewards") or "group"
+    scale = {True: "group", False: "none"}.get(scale, scale)  # TRL's old booleans
+    aggregation = config.get("multi_objective_aggregation") or "sum_then_normalize"
+    weights = [float(r.get("weight", 1.0)) for r in replay.rewards]
+    Replay.objects.filter(pk=replay.pk).update(status=Replay.Status.RUNNING)
+    steps_summary = []
+    try:
+        for step in replay.steps:
+            rows = list(Rollout.objects.filter(run=run, step=step).order_by("index").values(
+                "id", "index", "group", "prompt", "completion", "rewards", "reward", "advantage", "zero_std",
+                "columns"))
+            new = score(rows, replay.rewards)
+            result = replay_step(rows, new, weights, G, scale_rewards=scale, aggregation=aggregation)
+            ReplayRow.objects.bulk_create([ReplayRow(replay=replay, step=step, **r) for r in result.rows],
+                                          batch_size=2000)
+            steps_summary.append({"step": step, "zero_std_before": result.zero_std_before,
+                                  "zero_std_after": result.zero_std_after, "groups": len(result.groups),
+                                  "best_changed": sum(g["best_changed"] for g in result.groups),
+                                  "rank_changes": sum(g["rank_changes"] for g in result.groups),
+                                  "changed_best_groups": [g["group"] for g in result.groups if g["best_changed"]]})
+            Replay.objects.filter(pk=replay.pk).update(done=F("done") + len(rows))
+    except Exception as exc:  # the user's code failing is reported on the replay's page, not lost in a worker log
+        replay.mark_failed(f"{type(exc).__name__}: {exc}")
+        raise
+    Replay.objects.filter(pk=replay.pk).update(status=Replay.Status.COMPLETED, finished_at=timezone.now(),
+                                               summary={"steps": steps_summary})

@@ -14,6 +14,11 @@ urlpatterns = [
     path("runs/<int:pk>/prompts.json", views.run_prompts_json, name="run_prompts_json"),
     path("runs/<int:pk>/prompts/<slug:key>/", views.run_prompt, name="run_prompt"),
     path("runs/<int:pk>/prompts/<slug:key>.json", views.run_prompt_json, name="run_prompt_json"),
+    path("runs/<int:pk>/replays/new/", views.run_replay_new, name="run_replay_new"),
+    path("runs/<int:pk>/replays/<int:replay_id>/", views.run_replay, name="run_replay"),
+    path("runs/<int:pk>/replays/<int:replay_id>.json", views.run_replay_json, name="run_replay_json"),
+    path("runs/<int:pk>/replays/<int:replay_id>.jsonl", views.run_replay_jsonl, name="run_replay_jsonl"),
+    path("runs/<int:pk>/detectors/", views.run_detectors, name="run_detectors"),
     path("runs/<int:pk>/health.json", views.run_health_json, name="run_health_json"),
     path("runs/<int:pk>/zero_variance.json", views.run_zero_variance_json, name="run_zero_variance_json"),
 ]

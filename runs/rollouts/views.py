@@ -4,6 +4,7 @@ from; every URL holds the page's state, so it can be shared."""
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -15,11 +16,18 @@ from django.views.decorators.http import require_GET, require_POST
 from runs.access import async_chunks, visible_run, writable_run
 from runs.datasets.importing import DatasetError
 from runs.rollouts import inspection
+from runs.rollouts.detectors import ThresholdsForm
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
 from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
 from runs.rollouts.groups import formula
 from runs.rollouts.reflection import clean_phrases, matcher
-from runs.rollouts.services import dataset_from_rollouts, run_reflection_phrases_update
+from runs.rollouts.selectors import replay_values, whole_number
+from runs.rollouts.services import (
+    dataset_from_rollouts,
+    replay_create,
+    run_detector_thresholds_update,
+    run_reflection_phrases_update,
+)
 
 
 def _number(value, default: float) -> float:
@@ -40,9 +48,25 @@ def run_rollouts(request, pk):
     params = request.GET.copy()
     params.pop("after", None)
     return render(request, "rollouts/run_rollouts.html", {
-        "run": run, "form": form, "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
-        "filter_query": params.urlencode(),
+        "run": run, "form": form, "formula": formula(run.config.get("scale_rewards"),
+                                                     run.config.get("multi_objective_aggregation")),
+        "filter_query": params.urlencode(), "replay_rewards": _replay_choices(run),
     })
+
+
+def _replay_choices(run) -> list[dict]:
+    """The replay form's rows: each reward of the run with its weight and, for a user's function, its versions."""
+    from rewards.models import RewardFunctionVersion
+
+    pinned = RewardFunctionVersion.objects.in_bulk([r["version_id"] for r in run.rewards if r.get("version_id")])
+    choices = []
+    for i, r in enumerate(run.rewards):
+        version = pinned.get(r.get("version_id"))
+        versions = list(RewardFunctionVersion.objects.filter(function_id=version.function_id)
+                        .values_list("pk", "number")) if version else []
+        choices.append({"i": i, "name": r["name"], "weight": r.get("weight", 1.0),
+                        "version_id": r.get("version_id"), "versions": versions})
+    return choices
 
 
 def _filter_data(request, run) -> tuple[dict | None, JsonResponse | None]:
@@ -63,11 +87,16 @@ def run_rollouts_json(request, pk):
     except SearchTooSlow as exc:
         return JsonResponse({"errors": {"page": [str(exc)]}}, status=422)
     names, spans = run.reward_names, matcher(tuple(run.reflection_phrases)).spans
+    # ?replay=N: a reward replay's values beside the stored ones
+    replayed = replay_values(run, request.GET.get("replay", ""), rollout_id__in=[r["id"] for r in page.rows])
+    by_id = {r["rollout_id"]: r for r in replayed or []}
     rows = []
     for r in page.rows:
         columns = r.pop("columns", None) or {}
         if isinstance(columns.get("code_tests"), list):  # the code_tests reward's outcome per test
             r["code_tests"] = columns["code_tests"]
+        if replayed is not None:
+            r["replay"] = by_id.get(r["id"])
         r["rewards"] = dict(zip(names, r["rewards"]))
         r["spans"] = spans(r["completion"])
         r["group_url"] = f"{reverse('run_detail', args=[run.pk])}?step={r['step']}#group-{r['group']}"
@@ -102,14 +131,21 @@ def run_rollouts_parquet(request, pk):
     return _export(request, pk, parquet_chunks, "application/vnd.apache.parquet", "parquet")
 
 
+def _posted_filters(request, run) -> tuple[dict | None, str]:
+    """The browser's filters a form posted in its query string (None, with a message, when they are not valid), and
+    the browser's address to go back to."""
+    data, error = _filter_data(request, run)
+    if error:
+        messages.error(request, "The filters are not valid.")
+    return (None if error else data), f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
+
+
 @require_POST
 def run_rollouts_sft(request, pk):
     """Rejection sampling into a new SFT dataset; the filters come in the query string, the threshold in the form."""
     run = visible_run(request, pk)
-    data, error = _filter_data(request, run)
-    back = f"{reverse('run_rollouts', args=[run.pk])}?{request.GET.urlencode()}"
-    if error:
-        messages.error(request, "The filters are not valid.")
+    data, back = _posted_filters(request, run)
+    if data is None:
         return redirect(back)
     threshold = _number(request.POST.get("threshold"), None)
     if threshold is None:
@@ -201,6 +237,18 @@ def run_prompt_json(request, pk, key):
 
 # --- health ------------------------------------------------------------------------------------------------------
 
+def run_detectors(request, pk):
+    """The reward-hacking detectors' thresholds for this run; the alerts themselves are health signals."""
+    run = writable_run(request, pk) if request.method == "POST" else visible_run(request, pk)
+    form = ThresholdsForm(request.POST if request.method == "POST" else None, run=run)
+    if request.method == "POST" and form.is_valid():
+        run_detector_thresholds_update(run=run, thresholds=form.changed_thresholds())
+        messages.success(request, "Saved the detector thresholds.")
+        return redirect("run_detectors", pk=run.pk)
+    return render(request, "rollouts/run_detectors.html", {"run": run, "form": form},
+                  status=400 if form.errors else 200)
+
+
 @require_GET
 def run_health_json(request, pk):
     return JsonResponse({"signals": inspection.run_health(visible_run(request, pk))})
@@ -210,3 +258,106 @@ def run_health_json(request, pk):
 def run_zero_variance_json(request, pk):
     """Zero-variance groups per step, split into all right and all wrong (the run page's Metrics tab draws it)."""
     return JsonResponse(inspection.zero_variance_split(visible_run(request, pk)))
+
+
+# --- reward replay -----------------------------------------------------------------------------------------------
+
+REPLAY_ROWS_SHOWN = 500
+
+
+def _replay_rewards(request, run) -> list[dict]:
+    """The run's reward list with the weights and versions posted (weight-<i>, version-<i>); a version must be one
+    of the same function's, visible to the user. ValueError on a bad value."""
+    from rewards.models import RewardFunctionVersion
+
+    rewards = []
+    for i, r in enumerate(run.rewards):
+        weight = _number(request.POST.get(f"weight-{i}", r.get("weight", 1.0)), None)
+        if weight is None:
+            raise ValueError(f"weight of {r['name']}: give a number")
+        entry = {**r, "weight": weight}
+        version = request.POST.get(f"version-{i}", "")
+        if version and r.get("version_id"):
+            pinned = RewardFunctionVersion.objects.filter(pk=r["version_id"]).first()
+            chosen = RewardFunctionVersion.objects.filter(pk=whole_number(version) or 0,
+                                                          function_id=pinned.function_id if pinned else None).first()
+            if chosen is None:
+                raise ValueError(f"version of {r['name']}: not one of that function's versions")
+            entry["version_id"] = chosen.pk
+        rewards.append(entry)
+    return rewards
+
+
+@require_POST
+def run_replay_new(request, pk):
+    """Start a replay of the steps the browser's filters (the query string) select, with the posted weights and
+    versions."""
+    run = writable_run(request, pk)
+    data, back = _posted_filters(request, run)
+    if data is None:
+        return redirect(back)
+    try:
+        replay = replay_create(run=run, owner=request.user, rewards=_replay_rewards(request, run), filters=data)
+    except ValueError as exc:
+        messages.error(request, f"No replay: {exc}.")
+        return redirect(back)
+    return redirect(replay)
+
+
+def _visible_replay(request, pk, replay_id):
+    from runs.models import Replay
+
+    run = visible_run(request, pk)
+    replay = Replay.objects.filter(run=run, pk=replay_id).first()
+    if replay is None:
+        raise Http404
+    return run, replay
+
+
+@require_GET
+def run_replay(request, pk, replay_id):
+    run, replay = _visible_replay(request, pk, replay_id)
+    return render(request, "rollouts/run_replay.html", {"run": run, "replay": replay,
+                                                        "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation"))})
+
+
+@require_GET
+def run_replay_json(request, pk, replay_id):
+    """Progress, the per-step summary, and the rows whose advantage moved most (all of them up to 500)."""
+    from django.db.models import F
+    from django.db.models.functions import Abs
+
+    run, replay = _visible_replay(request, pk, replay_id)
+    rows = list(replay.rows.annotate(moved=Abs(F("new_advantage") - F("old_advantage"))).order_by("-moved", "step",
+                                                                                                     "index")
+                .values("rollout_id", "step", "index", "group", "old_reward", "new_reward", "old_advantage",
+                        "new_advantage", "old_rank", "new_rank")[:REPLAY_ROWS_SHOWN])
+    base = reverse("run_detail", args=[run.pk])
+    for r in rows:
+        r["group_url"] = f"{base}?step={r['step']}#group-{r['group']}"
+    return JsonResponse({"status": replay.status, "done": replay.done, "total": replay.total, "error": replay.error,
+                         "steps": replay.steps, "rewards": replay.rewards, "summary": replay.summary, "rows": rows})
+
+
+@require_GET
+def run_replay_jsonl(request, pk, replay_id):
+    """The replay, one line per completion: its stored and replayed rewards, advantages and ranks."""
+    run, replay = _visible_replay(request, pk, replay_id)
+    names = [r["name"] for r in replay.rewards]
+
+    def chunks():
+        lines = []
+        for row in replay.rows.order_by("step", "index").values().iterator(chunk_size=2000):
+            row.pop("id"), row.pop("replay_id")
+            row["old_rewards"] = dict(zip(names, row["old_rewards"]))
+            row["new_rewards"] = dict(zip(names, row["new_rewards"]))
+            lines.append(json.dumps({"run": run.pk, "replay": replay.pk, **row}))
+            if len(lines) >= 2000:
+                yield ("\n".join(lines) + "\n").encode()
+                lines = []
+        if lines:
+            yield ("\n".join(lines) + "\n").encode()
+
+    response = StreamingHttpResponse(async_chunks(chunks()), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-replay-{replay.pk}.jsonl"'
+    return response

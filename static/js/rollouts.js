@@ -4,7 +4,7 @@
 
 import { el, fmt, getJSON } from "./dom.js";
 import { onRunEvents } from "./live.js";
-import { transcript } from "./transcript.js";
+import { processSteps, transcript } from "./transcript.js";
 
 const root = document.getElementById("browser");
 const runId = root.dataset.run;
@@ -23,14 +23,23 @@ function rowCard(r) {
     el("span", { class: "num total", text: `reward ${fmt(r.reward)}` }),
     el("span", { class: "muted", text: rewardsText(r.rewards) }),
     el("span", { class: "num", text: `${r.length} tokens${r.truncated ? " · truncated ✂" : ""}` }));
+  if (r.replay) {
+    head.append(el("span", { class: "num replay", title: "the reward replay in view, beside what TRL stored",
+      text: `replay: reward ${fmt(r.replay.new_reward)} · advantage ${fmt(r.replay.new_advantage)} · rank ${r.replay.old_rank} → ${r.replay.new_rank}` }));
+  }
   if (r.zero_std) head.append(el("span", { class: "badge warn", text: "zero-variance group" }));
   for (const phrase of r.reflections) head.append(el("span", { class: "badge reflection-tag", text: phrase }));
   head.append(el("a", { href: r.prompt_url, class: "small", text: "prompt over time" }));
   const prompt = el("details", { class: "prompt-details" }, el("summary", { text: "prompt" }),
     el("pre", { class: "prompt", text: r.prompt }));
-  const card = el("article", { class: "rollout", "data-id": r.id }, head, prompt, transcript(r.completion, r.spans));
-  if (r.code_tests && r.code_tests.length) card.append(codeTests(r.code_tests));
-  return card;
+  const article = el("article", { class: "rollout", "data-id": r.id }, head, prompt);
+  if (r.step_scores) {
+    article.append(el("details", { class: "process-details", open: "" },
+      el("summary", { text: "steps, shaded by their process score" }), processSteps(r.completion, r.step_scores)));
+  }
+  article.append(transcript(r.completion, r.spans));
+  if (r.code_tests && r.code_tests.length) article.append(codeTests(r.code_tests));
+  return article;
 }
 
 // The code_tests reward's outcome: which tests passed, and each failure's error.

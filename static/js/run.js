@@ -14,6 +14,9 @@ const slider = document.getElementById("step-slider");
 const select = document.getElementById("step-select");
 const follow = document.getElementById("follow");
 const wanted = new URLSearchParams(location.search).get("step");
+// ?replay=N: a reward replay's reward and advantage beside each completion's stored ones
+const replayId = new URLSearchParams(location.search).get("replay");
+const replayParam = replayId ? `&replay=${encodeURIComponent(replayId)}` : "";
 let steps = [];
 let shownStep = null;
 let finished = false;
@@ -188,10 +191,15 @@ function groupCard(group, data) {
       el("td", { class: "num total", text: fmt(c.reward) }),
       ...rewardNames.map((n) => el("td", { class: "num", text: fmt(c.rewards[n]) })),
       el("td", { class: "num", text: `${c.length}${c.truncated ? " ✂" : ""}` }),
+      ...(replayId ? [el("td", { class: "num replay", text: c.replay
+        ? `${fmt(c.replay.new_advantage)} · ${fmt(c.replay.new_reward)} · rank ${c.replay.old_rank} → ${c.replay.new_rank}`
+        : "–" })] : []),
       el("td", { class: "completion-cell" }, transcript(c.completion, c.spans)));
   });
+  const heads = ["advantage", "", "reward", ...rewardNames, "tokens",
+                 ...(replayId ? [`replay #${replayId}: advantage · reward · rank`] : []), "completion"];
   const table = el("table", { class: "group" },
-    el("thead", {}, el("tr", {}, ...["advantage", "", "reward", ...rewardNames, "tokens", "completion"].map((h) => el("th", { text: h })))),
+    el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", { text: h })))),
     el("tbody", {}, ...rows));
   return el("div", { class: `group-card${group.zero_std ? " zero-std" : ""}`, id: `group-${group.group}` },
     header, prompt, formula, table);
@@ -206,7 +214,7 @@ async function showStep(step, { scroll = false, from = null } = {}) {
   // a link to #group-G opens the page of groups that holds G
   const target = scroll && location.hash.startsWith("#group-") ? Number(location.hash.slice(7)) || 0 : 0;
   const first = from ?? Math.floor(target / GROUPS_PAGE) * GROUPS_PAGE;
-  const data = await getJSON(`${base}/steps/${shownStep}.json?from=${first}&groups=${GROUPS_PAGE}`);
+  const data = await getJSON(`${base}/steps/${shownStep}.json?from=${first}&groups=${GROUPS_PAGE}${replayParam}`);
   const container = document.getElementById("groups");
   const shown = data.groups.length;
   const nav = el("p", { class: "pager", id: "group-pager" });

@@ -118,3 +118,30 @@ export function transcript(text, spans = [], { thinkOpen = true } = {}) {
   }
   return root;
 }
+
+// A completion's reasoning steps shaded by the per-step (process) score a reward function logged: `stepScores` is
+// {split, scores, pattern?}; the text is split as the function split it (a delimiter, or a regular expression when
+// `pattern`), each step a block of text whose shade goes from red (0) to green (1), its score on hover. Steps
+// without a score stay plain.
+export function processSteps(text, stepScores) {
+  const { split, scores, pattern } = stepScores;
+  let parts;
+  try {
+    parts = pattern ? text.split(new RegExp(split)) : text.split(split);
+  } catch (e) {
+    parts = [text];
+  }
+  const root = el("div", { class: "process-steps" });
+  parts.forEach((part, i) => {
+    const score = i < scores.length ? scores[i] : null;
+    const step = el("div", { class: "process-step", text: part || "\u00a0" });
+    if (score !== null && score !== undefined) {
+      const clamped = Math.max(0, Math.min(1, score));
+      step.style.backgroundColor = `hsla(${Math.round(clamped * 120)}, 70%, 50%, 0.25)`;
+      step.dataset.score = String(score);
+      step.title = `step ${i + 1}: score ${score}`;
+    }
+    root.append(step);
+  });
+  return root;
+}

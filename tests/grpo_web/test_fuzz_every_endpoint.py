@@ -24,7 +24,8 @@ GARBAGE = ["", " ", "x", "-1", "0", "1e309", "nan", "-inf", "9999999999999999999
            "../../etc/passwd", "%s%s%n", "'; DROP TABLE runs_run; --"]
 EXTRA = ["confirm", "source", "action", "phrases", "threshold", "name", "yaml", "q", "page", "from", "groups", "step",
          "runs", "metric", "smooth", "x", "prompt", "solved_by", "cursor", "sort", "show", "a", "b", "model",
-         "model_path", "split", "file", "text", "hf-local_path", "hf-hub_id", "queue_anyway"]
+         "model_path", "split", "file", "text", "hf-local_path", "hf-hub_id", "queue_anyway", "ids", "ceiling_share",
+         "window", "cusum_h", "first_step_below", "weight-0", "weight-1", "version-0", "replay"]
 SKIPPED = {"run_events", "run_compare_events", "admin", "logout"}  # endless event streams; Django's own admin; logout
 
 

@@ -81,3 +81,12 @@ def test_each_template_is_self_contained_source_defining_its_function(name):
     namespace: dict = {}
     exec(compile(source(name), f"<{name}>", "exec"), namespace)
     assert callable(namespace[name])
+
+
+@pytest.mark.parametrize("expected, boxed", [("12", "12"), ("12", "012"), ("-3", "-3"), ("7", "8"), (" 5", "5"),
+                                             ("0", "-0"), ("123456789012", "123456789012"), ("-4", "4")])
+def test_accuracys_integer_shortcut_gives_math_verifys_verdict(expected, boxed):
+    from math_verify import parse, verify
+
+    gold, guess = parse(f"${expected}$"), parse(f"${boxed}$")
+    assert accuracy([f"\\boxed{{{boxed}}}"], answer=[expected]) == [1.0 if gold and guess and verify(gold, guess) else 0.0]

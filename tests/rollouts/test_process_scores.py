@@ -1,0 +1,90 @@
+"""Per-step (process) scores: the built-in arithmetic line checker logs a score per line through TRL's log_extra; the
+training program's capture carries them into the event log, the ingest stores them with the first scored step's
+score, the browser filters by "first step scored below x", and (in chromium) shades each step by its score."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from rewards.library import function
+from runs.datasets.demo_data import arithmetic_rows
+from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from runs.protocol.events import read_events
+from runs.rollouts.ingest import ingest_events
+from tests.rollouts.inspect_data import make_run, rollouts_event
+
+equation_steps = function("equation_steps")
+
+WORKED = "<think>First 12 + 7 = 19\nthen 19 * 2 = 38\nso 38 - 5 = 33</think>\n\\boxed{33}"
+SLIP = "12 + 7 = 20\nthen 20 * 2 = 40\n\\boxed{40}"
+
+
+def test_each_line_with_an_equation_is_checked_and_logged_through_log_extra():
+    logged = {}
+    rewards = equation_steps([WORKED, SLIP, "no sums here"],
+                               log_extra=lambda column, values: logged.setdefault(column, values))
+    assert rewards == [1.0, 0.5, 0.0]
+    assert logged["step_scores"] == [{"split": "\n", "scores": [1.0, 1.0, 1.0, None]},
+                                     {"split": "\n", "scores": [0.0, 1.0, None]},
+                                     {"split": "\n", "scores": [None]}]
+    assert equation_steps(["8 / 0 = 0", "6 × 7 = 42"]) == [0.0, 1.0]  # without log_extra it only scores
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_the_training_program_captures_what_the_reward_logged(tmp_path, tiny_model):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(16)))
+    config = TrainConfig(model=str(tiny_model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
+                         event_log=str(tmp_path / "events.jsonl"),
+                         rewards=[RewardSpec("equation_steps", 1.0, builtin="equation_steps")],
+                         grpo=GRPOFields(max_steps=1, num_generations=4, per_device_train_batch_size=8))
+    from workers.train import run
+
+    run(config)
+    rows = [r for e in read_events(config.event_log)[0] if e["type"] == "rollouts" for r in e["rows"]]
+    assert len(rows) == 8
+    for row in rows:  # TRL's log_extra column, row by row, as the function logged it for that completion
+        logged = {}
+        equation_steps([row["completion"]], log_extra=lambda column, values: logged.setdefault(column, values))
+        assert row["step_scores"] == logged["step_scores"][0]
+
+
+@pytest.mark.django_db
+def test_the_browser_filters_by_the_first_steps_score(owner_client, owner, dataset_version):
+    run = make_run(owner, dataset_version)
+    event = rollouts_event(1, [("What is (12 + 7) * 2 - 5?", [(WORKED, [1.0, 0.5]), (SLIP, [0.0, 0.5]),
+                                                              ("33", [1.0, 1.0]), ("nothing", [0.0, 0.0])])])
+    logged = {}
+    equation_steps([r["completion"] for r in event["rows"]], log_extra=lambda c, v: logged.setdefault(c, v))
+    for row, scores in zip(event["rows"], logged["step_scores"]):
+        row["step_scores"] = scores
+    ingest_events(run, [event])
+    stored = {r.completion: r for r in run.rollouts.all()}
+    assert stored[WORKED].first_step_score == 1.0 and stored[SLIP].first_step_score == 0.0
+    assert stored["33"].first_step_score is None
+    data = owner_client.get(reverse("run_rollouts_json", args=[run.pk]), {"first_step_below": "0.5"}).json()
+    assert [r["completion"] for r in data["rows"]] == [SLIP]
+    assert data["rows"][0]["step_scores"] == {"split": "\n", "scores": [0.0, 1.0, None]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_transcript_shades_each_step_by_its_score(web_server, page, owner, dataset_version):
+    from tests.rollouts.test_browser_inspection import login
+
+    run = make_run(owner, dataset_version, name="process run")
+    event = rollouts_event(1, [("What is (12 + 7) * 2?", [(SLIP, [0.0, 0.5]), ("40", [1.0, 1.0])])])
+    event["rows"][0]["step_scores"] = {"split": "\n", "scores": [0.0, 1.0, None]}
+    ingest_events(run, [event])
+    login(page, web_server)
+    page.goto(f"{web_server}/runs/{run.pk}/rollouts/?first_step_below=0.5")
+    page.wait_for_selector("article.rollout .process-step")
+    assert page.locator("article.rollout").count() == 1
+    steps = page.locator("article.rollout .process-step")
+    assert steps.count() == 3
+    assert steps.nth(0).inner_text() == "12 + 7 = 20" and steps.nth(0).get_attribute("title") == "step 1: score 0"
+    assert steps.nth(1).get_attribute("data-score") == "1"
+    assert steps.nth(2).get_attribute("data-score") is None  # no equation, no score, no shade
+    red = steps.nth(0).evaluate("e => getComputedStyle(e).backgroundColor")
+    green = steps.nth(1).evaluate("e => getComputedStyle(e).backgroundColor")
+    assert red != green and red.startswith("rgba(") and green.startswith("rgba(")

@@ -1,0 +1,68 @@
+"""The reward replay's scorer: the replayed reward functions called the way TRL calls them (completions, prompts,
+the row's columns by name, in batches of one step), built-ins in process and users' code in the sandbox, one
+worker per function for the whole replay. The arithmetic and the storing are ``runs.rollouts`` services."""
+
+from __future__ import annotations
+
+from rewards.selectors import reward_specs
+from runs.protocol.config import RewardSpec
+
+
+class ReplayScorer:
+    """Callable ``(rows, rewards) -> per-row lists of per-function rewards``; close() ends its sandboxes."""
+
+    def __init__(self, rewards: list[dict], *, slot_base: int, allow_weak: bool, max_faults: int = 3):
+        from rewards.builtins import BUILTINS
+        from workers.rewarding import SandboxedReward
+
+        self.funcs, self.closers = [], []
+        for slot, spec in enumerate(RewardSpec(**r) for r in reward_specs(rewards)):
+            if spec.builtin:
+                self.funcs.append(BUILTINS[spec.builtin])
+            else:
+                func = SandboxedReward(spec, slot=slot_base + slot, events=None, max_faults=max_faults,
+                                       allow_weak=allow_weak)
+                self.funcs.append(func)
+                self.closers.append(func)
+
+    def __call__(self, rows: list[dict], rewards: list[dict]) -> list[list[float | None]]:
+        completions = [r["completion"] for r in rows]
+        prompts = [r["prompt"] for r in rows]
+        names = sorted({k for r in rows for k in (r["columns"] or {})})
+        columns = {k: [(r["columns"] or {}).get(k) for r in rows] for k in names if k not in ("prompts", "completions")}
+        per_func = [list(f(completions, prompts=prompts, **columns)) for f in self.funcs]
+        return [[_plain(per_func[k][i]) for k in range(len(self.funcs))] for i in range(len(rows))]
+
+    def close(self):
+        for c in self.closers:
+            c.close()
+
+
+def _plain(value) -> float | None:
+    return None if value is None or value != value else float(value)  # NaN (TRL's None) stored as None
+
+
+def slot_base() -> int:
+    """Sandbox slots of this pool process's replays: 2000 + 16 per Celery pool process, clear of the reward tests'
+    (1 + index) and the training runs' (100 + 16 × index)."""
+    from billiard.process import current_process
+
+    return 2000 + 16 * (getattr(current_process(), "index", 0) or 0)
+
+
+def replay_run(replay_id: int) -> None:
+    from django.conf import settings
+
+    from runs.models import Replay
+    from runs.rollouts.services import replay_execute
+    replay = Replay.objects.get(pk=replay_id)
+    try:
+        scorer = ReplayScorer(replay.rewards, slot_base=slot_base(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK,
+                              max_faults=settings.GRPO_REWARD_MAX_FAULTS)
+    except Exception as exc:
+        replay.mark_failed(f"{type(exc).__name__}: {exc}")
+        raise
+    try:
+        replay_execute(replay_id=replay_id, score=scorer)
+    finally:
+        scorer.close()
