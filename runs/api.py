@@ -328,6 +328,7 @@ class RolloutFilters(Schema):
     adv_max: float | None = Field(None, description="advantage ≤")
     len_min: int | None = Field(None, ge=0, description="completion tokens ≥")
     len_max: int | None = Field(None, ge=0, description="completion tokens ≤")
+    first_step_below: float | None = Field(None, description="the first scored reasoning step's process score <")
     truncated: str | None = Field(None, description="yes or no")
     zero_std: str | None = Field(None, description="yes or no: in a zero-variance group")
     reflective: str | None = Field(None, description="yes or no: has a self-reflection phrase")
@@ -335,6 +336,7 @@ class RolloutFilters(Schema):
     phrase: str | None = Field(None, description="completion contains (exact text)")
     q: str | None = Field(None, description="full-text search of prompt and completion")
     prompt: str | None = Field(None, description="a prompt key")
+    ids: str | None = Field(None, description="rollout ids, comma-separated (a detector's examples)")
     sort: str | None = Field(None, description="the browser's sort keys")
     after: str | None = Field(None, description="the cursor of the next page (next_cursor)")
 

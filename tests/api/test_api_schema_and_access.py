@@ -122,3 +122,10 @@ def test_every_json_answer_matches_its_schema(owner_api, objects):
         assert not errors, (path, errors[:5])
         checked += 1
     assert checked >= 12
+
+
+def test_the_api_documents_every_filter_the_rollout_browser_has():
+    from runs.rollouts.filters import RolloutFilterForm
+
+    params = {p["name"] for p in _schema()["paths"]["/api/runs/{run_id}/rollouts"]["get"]["parameters"]}
+    assert set(RolloutFilterForm.base_fields) <= params
