@@ -129,15 +129,22 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    class Kind(models.TextChoices):
+        GRPO = "grpo", "GRPO"
+        SFT = "sft", "SFT"
+
     FINISHED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.GRPO,
+                            help_text="grpo: TRL's GRPOTrainer; sft: TRL's SFTTrainer (config holds SFTConfig fields, "
+                                      "rewards only score its evaluations).")
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="Names the run's folder.")
     name = models.CharField(max_length=200)
     model = models.CharField(max_length=500, help_text="Local path or Hugging Face hub id.")
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="runs")
     rewards = models.JSONField(help_text="[{name, builtin, weight}] as used by the training program.")
-    config = models.JSONField(help_text="GRPOConfig fields under TRL's names.")
+    config = models.JSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra = models.JSONField(default=dict, blank=True,
                                     help_text="Further GRPOConfig fields from an imported TRL config, passed through.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -191,6 +198,10 @@ class Run(models.Model):
     @property
     def run_dir(self):
         return settings.DATA_DIR / "runs" / str(self.uid)
+
+    @property
+    def is_sft(self) -> bool:
+        return self.kind == self.Kind.SFT
 
     @property
     def reward_names(self) -> list[str]:

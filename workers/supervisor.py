@@ -31,7 +31,7 @@ from runs.evaluations.services import eval_source, store_eval_event
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
 from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
-from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, TrainConfig
 from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import ResourceSampler
 
@@ -52,13 +52,20 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
     checkpoint = checkpoint_path(run)
     evaluation = eval_settings(run)
     evaluate = evaluation.eval_steps > 0 and run.dataset_version.eval_rows > 0
+    if run.is_sft:
+        # an SFT run's evaluations sample with GRPO's generation defaults, seeded like the run
+        fields = dict(sft=SFTFields(**run.config), grpo=GRPOFields(seed=run.config.get("seed", 42)))
+    else:
+        fields = dict(grpo=GRPOFields(**run.config))
     return TrainConfig(
         model=resolve_model(run.model),
-        dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "train.jsonl"),
+        dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "train.jsonl",
+                                           extra_columns=SFT_COLUMNS if run.is_sft else ()),
         output_dir=str(run.run_dir / "output"),
         event_log=str(event_log_path(run)),
         rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
-        grpo=GRPOFields(**run.config),
+        kind=run.kind,
+        **fields,
         extra=run.config_extra,
         max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
         allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,

@@ -2,7 +2,8 @@
 
 A plain process (no Django, no broker, no database). It trains with TRL's GRPOTrainer and appends what it sees to the
 event log: TRL's logged metrics every step and, once per generation batch, every prompt, completion, per-function
-reward and advantage exactly as TRL computed them.
+reward and advantage exactly as TRL computed them. A config of kind "sft" trains with TRL's SFTTrainer instead
+(``workers.sft``): the same event log, without rollouts.
 """
 
 from __future__ import annotations
@@ -80,9 +81,14 @@ def run(config: TrainConfig) -> None:
     Path(config.output_dir).mkdir(parents=True, exist_ok=True)
     (Path(config.output_dir) / "train_config.json").write_text(config.to_json())
     try:
-        trainer = make_trainer(config, events)
+        if config.kind == "sft":
+            from workers.sft import make_sft_trainer
+
+            trainer = make_sft_trainer(config, events)
+        else:
+            trainer = make_trainer(config, events)
         if events:
-            events.write("started", total_steps=config.grpo.max_steps,
+            events.write("started", total_steps=config.max_steps, kind=config.kind,
                          reward_names=[r.name for r in config.rewards],
                          reward_weights=[r.weight for r in config.rewards])
         try:
@@ -103,7 +109,7 @@ def run(config: TrainConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Train one GRPO run from a grpo-web config file.")
+    parser = argparse.ArgumentParser(description="Train one GRPO or SFT run from a grpo-web config file.")
     parser.add_argument("config", help="path to the run's train_config.json")
     args = parser.parse_args(argv)
     run(TrainConfig.load(args.config))

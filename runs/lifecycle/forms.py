@@ -1,4 +1,5 @@
-"""The run form: model, dataset version, pinned reward versions with weights, GRPOConfig and evaluation settings."""
+"""The run form: model, dataset version, pinned reward versions with weights, GRPOConfig (an SFT run: SFTConfig) and
+evaluation settings."""
 
 from django import forms
 
@@ -6,13 +7,14 @@ from rewards.models import RewardFunction
 from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
 from runs.models import DatasetVersion
-from runs.protocol.config import EVAL_FIELDS, GROUPS, GRPO_FIELDS
+from runs.protocol.config import EVAL_FIELDS, kind_fields, kind_groups
 
 
 class RunForm(forms.Form):
     """A run: model, dataset version, pinned reward versions with weights, and GRPOConfig grouped as TRL documents it.
 
-    ``run`` pre-fills everything from an existing run (clone with edits)."""
+    ``kind`` "sft": SFTConfig's fields instead of GRPOConfig's, and the reward functions are optional (they score
+    the evaluations only). ``run`` pre-fills everything from an existing run (clone with edits)."""
 
     name = forms.CharField(max_length=200)
     model = forms.CharField(max_length=500, initial="tiny",
@@ -26,8 +28,10 @@ class RunForm(forms.Form):
     config_extra = JSONObjectField(required=False, initial=dict, widget=forms.HiddenInput,
                                    help_text="Further GRPOConfig fields from an imported TRL config.")
 
-    def __init__(self, *args, owner, run=None, imported=None, **kwargs):
+    def __init__(self, *args, owner, run=None, imported=None, kind="grpo", **kwargs):
         super().__init__(*args, **kwargs)
+        self.kind = run.kind if run is not None else kind
+        self.config_fields = kind_fields(self.kind)
         self.fields["dataset_version"].queryset = (
             visible_versions(owner).select_related("dataset").order_by("-created_at")
         )
@@ -44,7 +48,7 @@ class RunForm(forms.Form):
             self.fields[f"weight_{rf.pk}"] = forms.FloatField(initial=1.0, label=f"{rf.name} weight")
             self.fields[f"version_{rf.pk}"] = forms.TypedChoiceField(
                 choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version")
-        for name, f in GRPO_FIELDS.items():
+        for name, f in self.config_fields.items():
             self.fields[name] = config_field(name, f)
         for name, f in EVAL_FIELDS.items():  # optional: blank keeps the default
             self.fields[name] = config_field(name, f)
@@ -72,10 +76,14 @@ class RunForm(forms.Form):
         return [(self[f"reward_{rf.pk}"], self[f"weight_{rf.pk}"], self[f"version_{rf.pk}"], rf)
                 for rf in self.reward_functions]
 
+    @property
+    def is_sft(self) -> bool:
+        return self.kind == "sft"
+
     def grpo_groups(self):
-        """[(group, [bound fields])] in TRL's documented order."""
-        return [(group, [self[name] for name, f in GRPO_FIELDS.items() if f.metadata["group"] == group])
-                for group in GROUPS]
+        """[(group, [bound fields])] of the kind's config (GRPOConfig or SFTConfig) in TRL's documented order."""
+        return [(group, [self[name] for name, f in self.config_fields.items() if f.metadata["group"] == group])
+                for group in kind_groups(self.kind)]
 
     def eval_fields(self):
         return [self[name] for name in EVAL_FIELDS]
@@ -83,7 +91,7 @@ class RunForm(forms.Form):
     def clean(self):
         data = super().clean()
         chosen = [rf for rf in self.reward_functions if data.get(f"reward_{rf.pk}")]
-        if not chosen:
+        if not chosen and not self.is_sft:
             raise forms.ValidationError("Pick at least one reward function.")
         names = [rf.name for rf in chosen]
         for name in sorted({n for n in names if names.count(n) > 1}):
@@ -97,10 +105,14 @@ class RunForm(forms.Form):
                 continue  # the version or weight field carries its own error
             data["rewards"].append({"name": rf.name, "weight": weight, "version_id": version.pk,
                                     "version": version.number})
-        data["config"] = {name: data.get(name) for name in GRPO_FIELDS}
+        data["config"] = {name: data.get(name) for name in self.config_fields}
+        data["kind"] = self.kind
         data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]
                               for name, f in EVAL_FIELDS.items()}
         data["evaluation"]["eval_solved_by"] = (data["evaluation"]["eval_solved_by"] or "").strip()
+        if self.is_sft and data["evaluation"]["eval_steps"] and not chosen:
+            self.add_error("eval_steps", "Pick the reward functions that score the evaluations, or set eval_steps "
+                                         "to 0.")
         if data["evaluation"]["eval_steps"] and data.get("dataset_version") and not data["dataset_version"].eval_rows:
             self.add_error("eval_steps", f"{data['dataset_version']} has no eval split: map one on the dataset's "
                                          f"mapping page, or set eval_steps to 0.")

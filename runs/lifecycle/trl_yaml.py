@@ -1,4 +1,6 @@
 """Runs as TRL config YAML: what `trl grpo --config` reads (TRL's field names, flat), plus model, dataset and rewards.
+``trainer: sft`` makes it an SFT run: SFTConfig's names, as `trl sft --config` reads them (rewards optional: they
+only score its evaluations).
 
 A TRL user's config comes in unchanged: GRPOConfig fields the run form knows fill the form; other GRPOConfig fields
 are passed through to GRPOConfig; fields grpo-web sets itself (output_dir, logging, reporting) are ignored with a note;
@@ -15,8 +17,8 @@ from django.db.models import Case, When
 from rewards.models import RewardFunction
 from runs.access import visible_versions
 from runs.models import DatasetVersion, Run
-from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, GRPOFields
-from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS
+from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, GRPOFields, kind_fields
+from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS, SFT_CONFIG_FIELDS
 
 # Set by grpo-web for every run (workers/train.py), so an imported value would be overridden anyway.
 MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
@@ -24,7 +26,7 @@ MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save
            "reward_weights", "overwrite_output_dir"}
 # TRL script arguments (ScriptArguments / ModelConfig) we read or may safely ignore.
 SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
-               "requested_gpus", "name"}
+               "requested_gpus", "name", "trainer"}
 IGNORED_SCRIPT_KEYS = {"dataset_config", "dataset_train_split", "dataset_test_split", "torch_dtype", "dtype",
                        "trust_remote_code", "attn_implementation", "use_peft", "lora_r", "lora_alpha",
                        "lora_dropout", "lora_target_modules", "model_revision"}
@@ -40,12 +42,13 @@ class ImportedRun:
     extra: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
     requested_gpus: int = 0
+    kind: str = "grpo"  # the ``trainer`` key: grpo or sft
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
-def _coerce(name: str, value, errors: list[str]):
-    f = GRPO_FIELDS.get(name) or EVAL_FIELDS[name]
+def _coerce(name: str, value, errors: list[str], fields: dict = GRPO_FIELDS):
+    f = fields.get(name) or EVAL_FIELDS[name]
     default = f.default
     if value is None:
         return None
@@ -82,6 +85,13 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         out.errors.append("the YAML must be a mapping of TRL field names to values")
         return out
 
+    out.kind = str(data.get("trainer") or "grpo")
+    if out.kind not in KINDS:
+        out.errors.append(f"trainer: must be one of {', '.join(KINDS)}, not {out.kind!r}")
+        out.kind = "grpo"
+    fields = kind_fields(out.kind)
+    trl_fields, trl_config = (SFT_CONFIG_FIELDS, "SFTConfig") if out.kind == "sft" else (GRPO_CONFIG_FIELDS,
+                                                                                         "GRPOConfig")
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
     out.requested_gpus = int(data.get("requested_gpus") or 0)
@@ -98,7 +108,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     names = [names] if isinstance(names, str) else names
     weights = data.get("reward_weights") or [1.0] * len(names)
     pinned = data.get("reward_versions") or [None] * len(names)
-    if not names:
+    if not names and out.kind == "grpo":
         out.errors.append("reward_funcs: name at least one of your reward functions")
     if len(weights) != len(names) or len(pinned) != len(names):
         out.errors.append("reward_weights / reward_versions: one value per entry of reward_funcs")
@@ -115,27 +125,29 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             out.rewards.append({"name": rf.name, "weight": float(weight), "version_id": version.pk,
                                 "version": version.number})
 
-    out.config = {name: f.default for name, f in GRPO_FIELDS.items()}
+    out.config = {name: f.default for name, f in fields.items()}
     for key, value in data.items():
         if key in SCRIPT_KEYS or key == "reward_weights":
             continue
-        if key in GRPO_FIELDS:
-            out.config[key] = _coerce(key, value, out.errors)
+        if key in fields:
+            out.config[key] = _coerce(key, value, out.errors, fields)
         elif key in EVAL_FIELDS:  # eval_steps is TRL's name too: every N steps, on the eval split
             out.evaluation[key] = _coerce(key, value, out.errors)
         elif key in MANAGED or key in IGNORED_SCRIPT_KEYS:
             out.notes.append(f"{key}: set by grpo-web for every run; the imported value is ignored")
-        elif key in GRPO_CONFIG_FIELDS:
+        elif key in trl_fields:
             out.extra[key] = value
-            out.notes.append(f"{key}: passed to GRPOConfig as it is")
+            out.notes.append(f"{key}: passed to {trl_config} as it is")
         else:
-            out.errors.append(f"{key}: not a GRPOConfig field nor a grpo-web key")
+            out.errors.append(f"{key}: not a {trl_config} field nor a grpo-web key")
     return out
 
 
 def run_yaml(run: Run) -> str:
-    """The run as a TRL GRPOConfig YAML plus model, dataset and pinned rewards; parse_run_yaml reads it back."""
-    data = {
+    """The run as a TRL GRPOConfig (an SFT run: SFTConfig) YAML plus model, dataset and pinned rewards;
+    parse_run_yaml reads it back."""
+    data = {"trainer": run.kind} if run.is_sft else {}
+    data |= {
         "name": run.name,
         "model_name_or_path": run.model,
         "dataset_name": run.dataset_version.dataset.name,
@@ -145,9 +157,11 @@ def run_yaml(run: Run) -> str:
         "reward_versions": [r.get("version") for r in run.rewards],
         "requested_gpus": run.requested_gpus,
     }
-    config = {k: v for k, v in run.config.items() if k in GRPO_FIELDS and v is not None}
+    fields = kind_fields(run.kind)
+    config = {k: v for k, v in run.config.items() if k in fields and v is not None}
     config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})
-    header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL GRPOConfig fields\n"
+    trl_config = "SFTConfig" if run.is_sft else "GRPOConfig"
+    header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL {trl_config} fields\n"
     return header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra},
                                                                           sort_keys=False)
 

@@ -46,8 +46,11 @@ def dashboard(request):
 
 
 def run_new(request):
-    initial = {"name": "demo run", "dataset_version": request.GET.get("dataset_version")}
-    form = RunForm(request.POST or None, owner=request.user, initial=initial)
+    """The run form; ``?kind=sft``: an SFT run (TRL's SFTTrainer, SFTConfig's fields)."""
+    kind = "sft" if request.GET.get("kind") == "sft" else "grpo"
+    initial = {"name": "demo SFT run" if kind == "sft" else "demo run",
+               "dataset_version": request.GET.get("dataset_version")}
+    form = RunForm(request.POST or None, owner=request.user, initial=initial, kind=kind)
     if request.method == "POST" and form.is_valid():
         run = create_from_form(request, form)
         if run:
@@ -166,7 +169,8 @@ def create_from_form(request, form, parent=None):
         return run_create(owner=request.user, name=data["name"], model=data["model"],
                           dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"],
                           config_extra=data.get("config_extra") or {}, requested_gpus=data["requested_gpus"],
-                          evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False))
+                          evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False),
+                          kind=data["kind"])
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)
@@ -191,7 +195,7 @@ def run_import(request):
     if request.FILES.get("file"):
         text = request.FILES["file"].read(1024 * 1024).decode("utf-8", errors="replace")
     imported = parse_run_yaml(text, owner=request.user)
-    form = RunForm(owner=request.user, imported=imported)
+    form = RunForm(owner=request.user, imported=imported, kind=imported.kind)
     return render(request, "lifecycle/run_new.html", {"form": form, "import_errors": imported.errors,
                                                   "import_notes": imported.notes},
                   status=400 if imported.errors else 200)
