@@ -58,7 +58,8 @@ def test_an_sft_run_trains_on_a_worker_with_its_curves_and_evaluations(celery_wo
     # periodic evaluations of the base model (step 0) and the last step, scored by the run's reward
     periodic = Evaluation.objects.filter(run=run, kind="periodic").order_by("step")
     assert [e.step for e in periodic] == [0, 4]
-    assert all(e.status == "completed" and e.prompts == 4 and "mean@2" in e.metrics for e in periodic)
+    assert [(e.status, e.prompts, e.k, e.solved_by) for e in periodic] == [("completed", 4, 2, "accuracy")] * 2
+    assert all(e.samples.count() == 4 * 3 for e in periodic)  # k samples and one greedy per prompt
 
 
 def test_a_cancelled_sft_run_resumes_from_its_checkpoint(celery_worker, owner, sft_version):
