@@ -170,6 +170,7 @@ class RunOut(Schema):
     owner: str
     shared: bool
     status: str
+    kind: str = Field(description="grpo (TRL's GRPOTrainer) or sft (TRL's SFTTrainer).")
     step: int
     total_steps: int
     progress: float
@@ -184,7 +185,7 @@ class RunOut(Schema):
 
 
 class RunDetail(RunOut):
-    config: dict = Field(description="GRPOConfig fields under TRL's names.")
+    config: dict = Field(description="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra: dict
     evaluation: dict
     error: str
@@ -200,7 +201,8 @@ class RunDetail(RunOut):
 
 class RunCreateIn(Schema):
     yaml: str | None = Field(None, description="A run YAML, as the import page and `GET /runs/{id}/config.yaml` "
-                                               "use (TRL GRPOConfig names plus model, dataset_name, reward_funcs).")
+                                               "use (TRL GRPOConfig names plus model, dataset_name, reward_funcs; "
+                                               "`trainer: sft` for an SFT run under SFTConfig names).")
     config: dict | None = Field(None, description="The same keys as a mapping, instead of yaml.")
     queue_anyway: bool = Field(False, description="Queue even while no online worker has the GPUs or vLLM asked "
                                                   "for.")
@@ -208,7 +210,7 @@ class RunCreateIn(Schema):
 
 def _run(run: Run, user, *, reward=None, mean=None) -> dict:
     return {"id": run.pk, "name": run.name, "owner": run.owner.username, "shared": run.owner_id != user.pk,
-            "status": run.status, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
+            "status": run.status, "kind": run.kind, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
             "model": run.model, "dataset": str(run.dataset_version), "dataset_version_id": run.dataset_version_id,
             "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in run.rewards],
             "latest_reward": reward, "latest_mean_at_k": mean, "created_at": run.created_at.isoformat(),
@@ -256,7 +258,7 @@ def run_start(request, body: RunCreateIn):
         run = run_create(owner=request.user, name=imported.name, model=imported.model,
                          dataset_version=imported.dataset_version, rewards=imported.rewards, config=imported.config,
                          config_extra=imported.extra, requested_gpus=imported.requested_gpus,
-                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway)
+                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _run_detail(run, request.user))

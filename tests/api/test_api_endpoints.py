@@ -165,3 +165,19 @@ def test_reward_functions_list_only_what_the_user_may_see(owner_api, outsider_ap
     assert names == set(RewardFunction.objects.filter(owner=owner).values_list("name", flat=True))
     assert all(r["shared"] is False for r in outsider_api.get("/api/rewards").json())
     assert not names & {r["name"] for r in outsider_api.get("/api/rewards").json() if r["owner"] == "owner"}
+
+
+def test_an_sft_run_starts_from_sftconfig_yaml(owner_api, owner, tiny_model, monkeypatch):
+    from workers.coldstart import cold_start_rows
+
+    monkeypatch.setattr("runs.lifecycle.services._enqueue", lambda run: None)
+    rows = b"".join(json.dumps(r).encode() + b"\n" for r in cold_start_rows(8))
+    assert _upload(owner_api, "/api/datasets", rows, name="worked").status_code == 201
+    body = {"yaml": "trainer: sft\nname: cold start\nmodel_name_or_path: tiny\ndataset_name: worked\n"
+                    "max_steps: 5\nlearning_rate: 0.001\nmax_length: 64\n"}
+    response = owner_api.post("/api/runs", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    run = response.json()
+    assert run["kind"] == "sft" and run["total_steps"] == 5 and run["rewards"] == []
+    assert run["config"]["max_length"] == 64 and "num_generations" not in run["config"]
+    assert Run.objects.get(pk=run["id"]).kind == "sft"
