@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("runs.telemetry.urls")),
     path("", include("runs.compare.urls")),
     path("", include("runs.accounts.urls")),
+    path("", include("runs.sampling.urls")),
 ]

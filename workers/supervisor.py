@@ -404,3 +404,49 @@ def run_evaluation(evaluation_id: int) -> None:
         evaluation.save(update_fields=["status", "error", "log_tail", "finished_at"])
     run.refresh_from_db()
     push(run, evaluations=[evaluation.pk])
+
+
+def run_rejection_job(job_id: int) -> None:
+    """The worker's side of a rejection-sampling job (runs.sampling): the sampling program is the evaluation program
+    (``python -m workers.evaluate``: k samples per prompt, scored by the job's rewards in the sandbox); the kept
+    samples become a dataset (runs.sampling.services.rejection_job_store)."""
+    from runs.models import RejectionJob
+    from runs.protocol.events import read_events
+    from runs.sampling.services import RejectionSettings, prompts_file, rejection_job_claim, rejection_job_store
+    from workers.evaluate import EvalJob
+
+    job = rejection_job_claim(job_id)
+    if job is None:
+        return
+    folder = job.job_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path, event_log = folder / "sample.log", folder / "events.jsonl"
+    event_log.unlink(missing_ok=True)
+    settings_ = RejectionSettings(**job.settings)
+    try:
+        sampler = EvalJob(
+            model=resolve_model(job.model), dataset_path=prompts_file(job), event_log=str(event_log),
+            rewards=[RewardSpec(**r) for r in reward_specs(job.rewards)],
+            evaluation=EvalFields(eval_num_samples=settings_.k, eval_max_prompts=settings_.max_prompts,
+                                  eval_temperature=settings_.temperature, eval_solved_by=settings_.solved_by,
+                                  eval_threshold=settings_.threshold),
+            label=f"rejection sampling {job.pk}", source="rejection", max_new_tokens=settings_.max_new_tokens,
+            seed=settings_.seed, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
+            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
+        config_path = folder / "sample_config.json"
+        config_path.write_text(sampler.to_json())
+        with open(log_path, "ab") as log_file:
+            code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
+                                   cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        events, _ = read_events(event_log)
+        result = next((e for e in events if e["type"] == "eval"), None)
+        if code != 0 or result is None:
+            failure = next((e for e in events if e["type"] == "failed"), {})
+            raise RuntimeError(failure.get("error") or f"the sampling process exited with code {code}")
+        rejection_job_store(job=job, event=result)
+    except Exception as exc:
+        log.exception("rejection-sampling job %s failed", job.pk)
+        errors = getattr(exc, "errors", None)
+        RejectionJob.objects.get(pk=job.pk).mark_failed("; ".join(errors) if errors else str(exc)[:2000],
+                                                        log_tail(log_path))

@@ -57,3 +57,12 @@ def dataset_import(job_id: int) -> None:
     from runs.datasets.services import dataset_import_job_run
 
     dataset_import_job_run(job_id=job_id)
+
+
+@shared_task(name=queues.REJECTION_SAMPLE, acks_late=True, ignore_result=True,
+             time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
+def rejection_sample(job_id: int) -> None:
+    """A rejection-sampling job (runs.sampling): on the training queues, where the GPUs are."""
+    from workers.supervisor import run_rejection_job
+
+    run_rejection_job(job_id)

@@ -14,7 +14,8 @@ from rewards.models import RewardFunction
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.evaluations.forms import EvaluationForm
 from runs.lifecycle.forms import RunForm
-from runs.models import DatasetImport, EvalSample, Evaluation
+from runs.models import DatasetImport, EvalSample, Evaluation, RejectionJob, RejectionSample
+from runs.sampling.forms import RejectionJobForm
 from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +52,12 @@ def world(owner, dataset_version, eval_version):
     reward = RewardFunction.objects.filter(owner=owner).first()
     key = run.rollouts.values_list("prompt_key", flat=True).first()
     job = DatasetImport.objects.create(owner=owner, name="job", source={"hub_id": "a/b"})
-    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job}
+    sampling = RejectionJob.objects.create(owner=owner, name="kept", model="tiny", dataset_version=eval_version,
+                                           rewards=[], settings={"k": 2}, status=RejectionJob.Status.COMPLETED)
+    RejectionSample.objects.create(job=sampling, prompt_index=0, sample=0, prompt="p", completion="c", rewards=[1.0],
+                                   reward=1.0, passed=True, kept=True)
+    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job,
+            "sampling": sampling}
 
 
 def fill(route: str, world) -> str:
@@ -59,7 +65,7 @@ def fill(route: str, world) -> str:
     run, version = world["run"], world["version"]
     values = {"datasets/imports/<int:pk>": "imports/" + str(world["job"].pk),
               "datasets/<int:pk>": str(version.dataset_id), "rewards/<int:pk>": str(world["reward"].pk),
-              "runs/<int:pk>": str(run.pk)}
+              "runs/<int:pk>": str(run.pk), "sampling/<int:pk>": str(world["sampling"].pk)}
     for prefix, value in values.items():
         route = route.replace(prefix, prefix.split("/")[0] + "/" + value)
     return (route.replace("<int:number>", str(version.number)).replace("<int:evaluation_id>",
@@ -71,7 +77,7 @@ def fill(route: str, world) -> str:
 def field_names(owner, world) -> list[str]:
     run, version = world["run"], world["version"]
     forms = [RunForm(owner=owner), DatasetMappingForm(version=version), DatasetUploadForm(),
-             DatasetHubForm(prefix="hf"), EvaluationForm(run=run)]
+             DatasetHubForm(prefix="hf"), EvaluationForm(run=run), RejectionJobForm(owner=owner)]
     names = [form.add_prefix(name) for form in forms for name in form.fields]
     return sorted(set(names + EXTRA + ["source_code", "entrypoint", "description", "completions", "rows",
                                        "dataset_version", "run", "weight"]))
