@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from runs.sampling.forms import RejectionJobForm
 from runs.sampling.selectors import SAMPLE_FILTERS, owned_jobs, samples_page
-from runs.sampling.services import JobRefused, rejection_job_create
+from runs.sampling.services import JobRefused, RejectionSettings, rejection_job_create
 
 
 def job_list(request):
@@ -42,7 +42,8 @@ def job_detail(request, pk):
     except ValueError:
         number = 1
     return render(request, "sampling/job_detail.html", {
-        "job": job, "page": samples_page(job, show=show, page=number), "show": show, "filters": list(SAMPLE_FILTERS),
+        "job": job, "settings": RejectionSettings(**job.settings), "page": samples_page(job, show=show, page=number),
+        "show": show, "filters": list(SAMPLE_FILTERS),
     })
 
 

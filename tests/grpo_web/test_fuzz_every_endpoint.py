@@ -53,7 +53,8 @@ def world(owner, dataset_version, eval_version):
     key = run.rollouts.values_list("prompt_key", flat=True).first()
     job = DatasetImport.objects.create(owner=owner, name="job", source={"hub_id": "a/b"})
     sampling = RejectionJob.objects.create(owner=owner, name="kept", model="tiny", dataset_version=eval_version,
-                                           rewards=[], settings={"k": 2}, status=RejectionJob.Status.COMPLETED)
+                                           rewards=[], settings={"k": 2}, status=RejectionJob.Status.COMPLETED,
+                                           stats={"kept": 1, "samples": 1})
     RejectionSample.objects.create(job=sampling, prompt_index=0, sample=0, prompt="p", completion="c", rewards=[1.0],
                                    reward=1.0, passed=True, kept=True)
     return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job,
