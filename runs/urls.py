@@ -11,4 +11,5 @@ urlpatterns = [
     path("", include("runs.compare.urls")),
     path("", include("runs.accounts.urls")),
     path("", include("runs.sampling.urls")),
+    path("", include("runs.registry.urls")),
 ]

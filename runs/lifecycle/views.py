@@ -50,6 +50,8 @@ def run_new(request):
     kind = "sft" if request.GET.get("kind") == "sft" else "grpo"
     initial = {"name": "demo SFT run" if kind == "sft" else "demo run",
                "dataset_version": request.GET.get("dataset_version")}
+    if request.GET.get("model"):  # "use as base" on the Models page
+        initial["model"] = request.GET["model"][:500]
     form = RunForm(request.POST or None, owner=request.user, initial=initial, kind=kind)
     if request.method == "POST" and form.is_valid():
         run = create_from_form(request, form)

@@ -72,7 +72,8 @@ def fill(route: str, world) -> str:
     return (route.replace("<int:number>", str(version.number)).replace("<int:evaluation_id>",
                                                                         str(world["evaluation"].pk))
             .replace("<int:step>", "1").replace("<int:other>", str(run.pk)).replace("<slug:key>", world["key"])
-            .replace("<str:task_id>", "not-a-task"))
+            .replace("<str:task_id>", "not-a-task").replace("<int:run_id>", str(run.pk))
+            .replace("<str:key>", "final"))
 
 
 def field_names(owner, world) -> list[str]:
