@@ -181,3 +181,27 @@ def test_an_sft_run_starts_from_sftconfig_yaml(owner_api, owner, tiny_model, mon
     assert run["kind"] == "sft" and run["total_steps"] == 5 and run["rewards"] == []
     assert run["config"]["max_length"] == 64 and "num_generations" not in run["config"]
     assert Run.objects.get(pk=run["id"]).kind == "sft"
+
+
+def test_a_rejection_job_is_queued_and_read_back(owner_api, owner, dataset_version, tiny_model, monkeypatch):
+    monkeypatch.setattr("runs.sampling.services._enqueue", lambda job: None)
+    body = {"name": "kept", "model": "tiny", "dataset_version": dataset_version.pk, "rewards": ["accuracy"],
+            "settings": {"k": 4, "threshold": 1.0, "max_per_prompt": 1}}
+    response = owner_api.post("/api/rejection-jobs", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    job = response.json()
+    assert job["status"] == "queued" and job["settings"]["k"] == 4 and job["rewards"][0]["name"] == "accuracy"
+    assert owner_api.get(f"/api/rejection-jobs/{job['id']}").json()["name"] == "kept"
+    assert [j["id"] for j in owner_api.get("/api/rejection-jobs").json()] == [job["id"]]
+    assert owner_api.get(f"/api/rejection-jobs/{job['id']}/samples").json()["samples"] == []
+    bad = owner_api.post("/api/rejection-jobs", {**body, "rewards": ["nope"], "settings": {"k": 0, "x": 1}},
+                         content_type="application/json")
+    assert bad.status_code == 400
+    assert bad.json()["errors"] == ["settings: x is not a setting (k, max_new_tokens, max_per_prompt, max_prompts, "
+                                    "mix_rows, seed, solved_by, temperature, threshold)",
+                                    "rewards: you have no reward function 'nope'"]
+
+
+def test_the_models_endpoint_lists_base_models_with_their_runs(owner_api, inspected_run):
+    models = owner_api.get("/api/models").json()
+    assert {"key": inspected_run.model, "base": True, "used_by": [inspected_run.pk]}.items() <= models[-1].items()
