@@ -12,4 +12,5 @@ urlpatterns = [
     path("", include("runs.accounts.urls")),
     path("", include("runs.sampling.urls")),
     path("", include("runs.registry.urls")),
+    path("", include("runs.recipes.urls")),
 ]

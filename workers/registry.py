@@ -80,6 +80,9 @@ def beat(name: str, queues: list[str]) -> None:
     for run in run_reap_stale():
         log.warning("reaped run %s: %s", run.pk, run.error)
     dispatch_lost_work()
+    from runs.recipes.services import recipes_advance
+
+    recipes_advance()  # a stage that ended while no supervisor was there to say so
 
 
 def start_heartbeat(name: str, queues: list[str], stop: threading.Event) -> threading.Thread:

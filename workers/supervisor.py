@@ -344,6 +344,18 @@ def supervise(run_id: int, worker_name: str = "") -> None:
         supervisor.finish(proc)
     finally:
         supervisor.close()
+        advance_recipes()
+
+
+def advance_recipes() -> None:
+    """A run, job or evaluation has ended: a recipe waiting on it starts its next stage now (the heartbeat would
+    within a beat)."""
+    from runs.recipes.services import recipes_advance
+
+    try:
+        recipes_advance()
+    except Exception:  # never let a recipe's trouble fail the work that just ended; the next beat tries again
+        log.exception("advancing recipes failed")
 
 
 def _claim(evaluation_id: int) -> Evaluation | None:
@@ -404,6 +416,7 @@ def run_evaluation(evaluation_id: int) -> None:
         evaluation.save(update_fields=["status", "error", "log_tail", "finished_at"])
     run.refresh_from_db()
     push(run, evaluations=[evaluation.pk])
+    advance_recipes()
 
 
 def run_rejection_job(job_id: int) -> None:
@@ -450,3 +463,4 @@ def run_rejection_job(job_id: int) -> None:
         errors = getattr(exc, "errors", None)
         RejectionJob.objects.get(pk=job.pk).mark_failed("; ".join(errors) if errors else str(exc)[:2000],
                                                         log_tail(log_path))
+    advance_recipes()

@@ -14,7 +14,7 @@ from rewards.models import RewardFunction
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.evaluations.forms import EvaluationForm
 from runs.lifecycle.forms import RunForm
-from runs.models import DatasetImport, EvalSample, Evaluation, RejectionJob, RejectionSample
+from runs.models import DatasetImport, EvalSample, Evaluation, Recipe, RejectionJob, RejectionSample
 from runs.sampling.forms import RejectionJobForm
 from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 GARBAGE = ["", " ", "x", "-1", "0", "1e309", "nan", "-inf", "99999999999999999999999999", "\x00", "\u202e\ufeff",
            "<script>alert(1)</script>", "[" * 3000, '{"a": ' * 3000, "é" * 20000, "1,2,3", "true", "null",
            "../../etc/passwd", "%s%s%n", "'; DROP TABLE runs_run; --"]
-EXTRA = ["confirm", "source", "action", "phrases", "threshold", "name", "yaml", "q", "page", "from", "groups", "step",
+EXTRA = ["template", "prompts", "sft", "confirm", "source", "action", "phrases", "threshold", "name", "yaml", "q", "page", "from", "groups", "step",
          "runs", "metric", "smooth", "x", "prompt", "solved_by", "cursor", "sort", "show", "a", "b", "model",
          "model_path", "split", "file", "text", "hf-local_path", "hf-hub_id", "queue_anyway"]
 SKIPPED = {"run_events", "run_compare_events", "admin", "logout"}  # endless event streams; Django's own admin; logout
@@ -57,8 +57,10 @@ def world(owner, dataset_version, eval_version):
                                            stats={"kept": 1, "samples": 1})
     RejectionSample.objects.create(job=sampling, prompt_index=0, sample=0, prompt="p", completion="c", rewards=[1.0],
                                    reward=1.0, passed=True, kept=True)
+    recipe = Recipe.objects.create(owner=owner, name="recipe", stages=[{"kind": "grpo", "model": "tiny",
+                                                                        "dataset": eval_version.pk}], outputs=[{}])
     return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job,
-            "sampling": sampling}
+            "sampling": sampling, "recipe": recipe}
 
 
 def fill(route: str, world) -> str:
@@ -66,14 +68,15 @@ def fill(route: str, world) -> str:
     run, version = world["run"], world["version"]
     values = {"datasets/imports/<int:pk>": "imports/" + str(world["job"].pk),
               "datasets/<int:pk>": str(version.dataset_id), "rewards/<int:pk>": str(world["reward"].pk),
-              "runs/<int:pk>": str(run.pk), "sampling/<int:pk>": str(world["sampling"].pk)}
+              "runs/<int:pk>": str(run.pk), "sampling/<int:pk>": str(world["sampling"].pk),
+              "recipes/<int:pk>": str(world["recipe"].pk)}
     for prefix, value in values.items():
         route = route.replace(prefix, prefix.split("/")[0] + "/" + value)
     return (route.replace("<int:number>", str(version.number)).replace("<int:evaluation_id>",
                                                                         str(world["evaluation"].pk))
             .replace("<int:step>", "1").replace("<int:other>", str(run.pk)).replace("<slug:key>", world["key"])
             .replace("<str:task_id>", "not-a-task").replace("<int:run_id>", str(run.pk))
-            .replace("<str:key>", "final"))
+            .replace("<str:key>", "final").replace("<slug:action>", "cancel"))
 
 
 def field_names(owner, world) -> list[str]:
