@@ -205,3 +205,17 @@ def test_a_rejection_job_is_queued_and_read_back(owner_api, owner, dataset_versi
 def test_the_models_endpoint_lists_base_models_with_their_runs(owner_api, inspected_run):
     models = owner_api.get("/api/models").json()
     assert {"key": inspected_run.model, "base": True, "used_by": [inspected_run.pk]}.items() <= models[-1].items()
+
+
+def test_a_recipe_is_made_from_a_template_and_read_back(owner_api, owner, dataset_version):
+    response = owner_api.post("/api/recipes", {"template": "R1-Zero", "prompts": dataset_version.pk, "name": "zero"},
+                              content_type="application/json")
+    assert response.status_code == 201, response.content
+    recipe = response.json()
+    assert recipe["status"] == "draft" and [s["kind"] for s in recipe["stages"]] == ["grpo"]
+    assert owner_api.get(f"/api/recipes/{recipe['id']}").json()["pipeline"][0]["status"] == "waiting"
+    bad = owner_api.post("/api/recipes", {"stages": [{"kind": "sft", "model": "stage:1"}]},
+                         content_type="application/json")
+    assert bad.status_code == 400 and bad.json()["errors"][0].startswith("stage 1: model names stage 1")
+    assert owner_api.post(f"/api/recipes/{recipe['id']}/resume").json()["errors"] == \
+        ["only a failed or cancelled recipe can be resumed"]
