@@ -7,7 +7,6 @@ No Django here.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -35,25 +34,11 @@ def sft_rows(rows: list[dict]) -> list[dict]:
 
 
 def sft_config(config: TrainConfig):
-    import torch
     from trl import SFTConfig
 
-    fields = {k: v for k, v in dataclasses.asdict(config.sft).items() if v is not None}
-    bf16 = fields.pop("bf16")
-    fields["bf16"] = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if bf16 == "auto" else bf16 == "yes"
-    save_steps = fields.pop("save_steps")
-    return SFTConfig(
-        output_dir=config.output_dir,
-        **config.extra,  # other SFTConfig fields, from an imported TRL config
-        **fields,
-        use_cpu=not torch.cuda.is_available(),
-        logging_steps=1,
-        save_strategy="steps" if save_steps else "no",
-        save_steps=save_steps or 500,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+    from workers.trainargs import trainer_args
+
+    return trainer_args(SFTConfig, config.sft, output_dir=config.output_dir, extra=config.extra)
 
 
 def make_sft_trainer(config: TrainConfig, events: EventWriter | None):

@@ -369,10 +369,27 @@ def _claim(evaluation_id: int) -> Evaluation | None:
         return evaluation
 
 
+def run_eval_program(job, config_path: Path, log_path: Path, *, what: str) -> dict:
+    """Run ``python -m workers.evaluate`` on ``job`` (an EvalJob) in its own process; return its ``"eval"`` event, or
+    raise RuntimeError with the program's own error."""
+    from runs.protocol.events import read_events
+
+    config_path.write_text(job.to_json())
+    with open(log_path, "ab") as log_file:
+        code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
+                               cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    events, _ = read_events(job.event_log)
+    result = next((e for e in events if e["type"] == "eval"), None)
+    if code != 0 or result is None:
+        failure = next((e for e in events if e["type"] == "failed"), {})
+        raise RuntimeError(failure.get("error") or f"the {what} process exited with code {code}")
+    return result
+
+
 def run_evaluation(evaluation_id: int) -> None:
     """The worker's side of a standalone evaluation: write the eval prompts, run ``python -m workers.evaluate`` in
     its own process, store its ``"eval"`` event."""
-    from runs.protocol.events import read_events
     from workers.evaluate import EvalJob  # the evaluation program's job file; no torch at import
 
     evaluation = _claim(evaluation_id)
@@ -395,20 +412,9 @@ def run_evaluation(evaluation_id: int) -> None:
             max_new_tokens=run.config.get("max_completion_length") or 16, top_p=run.config.get("top_p") or 1.0,
             seed=run.config.get("seed") or 0, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
             allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
-        config_path = folder / "eval_config.json"
-        config_path.write_text(job.to_json())
-        with open(log_path, "ab") as log_file:
-            code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
-                                   cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        events, _ = read_events(event_log)
-        result = next((e for e in events if e["type"] == "eval"), None)
-        if code == 0 and result is not None:
-            with transaction.atomic():
-                store_eval_event(evaluation, result)
-        else:
-            failure = next((e for e in events if e["type"] == "failed"), {})
-            raise RuntimeError(failure.get("error") or f"the evaluation process exited with code {code}")
+        result = run_eval_program(job, folder / "eval_config.json", log_path, what="evaluation")
+        with transaction.atomic():
+            store_eval_event(evaluation, result)
     except Exception as exc:
         log.exception("evaluation %s failed", evaluation.pk)
         evaluation.status, evaluation.error = Evaluation.Status.FAILED, str(exc)[:2000]
@@ -424,7 +430,6 @@ def run_rejection_job(job_id: int) -> None:
     (``python -m workers.evaluate``: k samples per prompt, scored by the job's rewards in the sandbox); the kept
     samples become a dataset (runs.sampling.services.rejection_job_store)."""
     from runs.models import RejectionJob
-    from runs.protocol.events import read_events
     from runs.sampling.services import RejectionSettings, prompts_file, rejection_job_claim, rejection_job_store
     from workers.evaluate import EvalJob
 
@@ -446,17 +451,7 @@ def run_rejection_job(job_id: int) -> None:
             label=f"rejection sampling {job.pk}", source="rejection", max_new_tokens=settings_.max_new_tokens,
             seed=settings_.seed, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
             allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
-        config_path = folder / "sample_config.json"
-        config_path.write_text(sampler.to_json())
-        with open(log_path, "ab") as log_file:
-            code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
-                                   cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        events, _ = read_events(event_log)
-        result = next((e for e in events if e["type"] == "eval"), None)
-        if code != 0 or result is None:
-            failure = next((e for e in events if e["type"] == "failed"), {})
-            raise RuntimeError(failure.get("error") or f"the sampling process exited with code {code}")
+        result = run_eval_program(sampler, folder / "sample_config.json", log_path, what="sampling")
         rejection_job_store(job=job, event=result)
     except Exception as exc:
         log.exception("rejection-sampling job %s failed", job.pk)

@@ -9,7 +9,6 @@ reward and advantage exactly as TRL computed them. A config of kind "sft" trains
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import traceback
@@ -21,27 +20,14 @@ from workers.rewarding import reward_functions
 
 
 def grpo_config(config: TrainConfig):
-    import torch
     from trl import GRPOConfig
 
-    fields = {k: v for k, v in dataclasses.asdict(config.grpo).items() if v is not None}
-    bf16 = fields.pop("bf16")
-    fields["bf16"] = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if bf16 == "auto" else bf16 == "yes"
-    save_steps = fields.pop("save_steps")
+    from workers.trainargs import trainer_args
+
+    server = {}
     if config.grpo.use_vllm and config.grpo.vllm_mode == "server" and config.vllm_server_port:
-        fields.update(vllm_server_host="127.0.0.1", vllm_server_port=config.vllm_server_port)
-    return GRPOConfig(
-        output_dir=config.output_dir,
-        **config.extra,  # other GRPOConfig fields, from an imported TRL config
-        **fields,
-        use_cpu=not torch.cuda.is_available(),
-        logging_steps=1,
-        save_strategy="steps" if save_steps else "no",
-        save_steps=save_steps or 500,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+        server = dict(vllm_server_host="127.0.0.1", vllm_server_port=config.vllm_server_port)
+    return trainer_args(GRPOConfig, config.grpo, output_dir=config.output_dir, extra=config.extra, **server)
 
 
 def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=None, **overrides):

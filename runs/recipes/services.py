@@ -61,7 +61,9 @@ class RecipeRefused(Exception):
 
 
 def _ref(value) -> int | None:
-    return int(value.split(":", 1)[1]) if isinstance(value, str) and value.startswith("stage:") else None
+    if isinstance(value, str) and value.startswith("stage:") and value[6:].isdigit():
+        return int(value[6:])
+    return None
 
 
 def recipe_problems(stages: list[dict], owner) -> list[str]:
@@ -72,6 +74,9 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
         return ["stages: give at least one stage"]
     versions = visible_versions(owner)
     for n, stage in enumerate(stages, start=1):
+        if not isinstance(stage, dict):
+            errors.append(f"stage {n}: give a mapping of kind, name, model, dataset, ...")
+            continue
         kind = stage.get("kind")
         if kind not in KINDS:
             errors.append(f"stage {n}: kind must be one of {', '.join(KINDS)}")
@@ -85,8 +90,13 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
                 elif stages[ref - 1].get("kind") not in wants:
                     errors.append(f"stage {n}: {key} names stage {ref} ({stages[ref - 1].get('kind')}), which makes "
                                   f"no {key}")
-            elif key != "model" and value is not None and not versions.filter(pk=value).exists():
-                errors.append(f"stage {n}: {key}: you have no dataset version {value}")
+            elif key != "model" and value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int) or not versions.filter(pk=value).exists()):
+                errors.append(f"stage {n}: {key}: you have no dataset version {value!r} (give its id, or stage:N)")
+            elif key == "model" and not isinstance(value, str):
+                errors.append(f"stage {n}: model: give a model name, folder or hub id, or stage:N")
+        if kind != "eval" and stage.get("dataset") is None:
+            errors.append(f"stage {n}: dataset: give a dataset version id, or stage:N")
         if kind == "eval" and _ref(stage.get("model")) is None:
             errors.append(f"stage {n}: an eval stage evaluates the model of an earlier sft or grpo stage (stage:N)")
     return errors

@@ -15,6 +15,13 @@ from runs.recipes.services import (TEMPLATES, RecipeRefused, recipe_cancel, reci
                                    recipe_from_template, recipe_resume, recipe_start)
 
 
+def _version(versions, value):
+    try:
+        return versions.filter(pk=int(value)).first()
+    except (TypeError, ValueError):
+        return None
+
+
 def owned(request, pk) -> Recipe:
     return get_object_or_404(Recipe.objects.filter(owner=request.user), pk=pk)
 
@@ -32,8 +39,8 @@ def recipe_list(request):
                                        stages=data["stages"])
             else:
                 template = request.POST.get("template", "")
-                prompts = versions.filter(pk=request.POST.get("prompts") or 0).first()
-                sft = versions.filter(pk=request.POST.get("sft") or 0).first()
+                prompts = _version(versions, request.POST.get("prompts"))
+                sft = _version(versions, request.POST.get("sft"))
                 if template not in TEMPLATES or prompts is None:
                     raise RecipeRefused(["pick a template and the dataset version of its prompts"])
                 recipe = recipe_from_template(owner=request.user, name=request.POST.get("name", "")[:200] or template,
