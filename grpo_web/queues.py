@@ -22,7 +22,9 @@ REWARD_TEST = "workers.tasks.reward_test"  # the sandbox queue
 REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the sandbox queue
 DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
 REWARD_REPLAY = "workers.tasks.reward_replay"  # the sandbox queue
-TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK, DATASET_IMPORT, REWARD_REPLAY)
+REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it loads a model
+TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK, DATASET_IMPORT, REWARD_REPLAY,
+         REJECTION_SAMPLE)
 
 
 def training_queue(gpus: int) -> str:

@@ -152,6 +152,7 @@ GRPO_IMPORT_WALL_SECONDS = envint("GRPO_IMPORT_WALL_SECONDS", "3600")
 GRPO_IMPORT_ROOTS = [Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(DATA_DIR / "imports")).split(",")
                      if p.strip()]
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
+GRPO_EXPORT_DIR = Path(envstr("GRPO_EXPORT_DIR", str(DATA_DIR / "exports"))).resolve()  # the Models page's exports
 GRPO_TINY_SFT_MODEL_DIR = DATA_DIR / "models" / "tiny-sft"  # the tiny model after a cold-start SFT (workers.coldstart)
 # The sandbox refuses to run user code without Landlock and seccomp unless this is set (see docs/sandbox.md).
 GRPO_SANDBOX_ALLOW_WEAK = envbool("GRPO_SANDBOX_ALLOW_WEAK", "0")

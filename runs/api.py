@@ -170,6 +170,7 @@ class RunOut(Schema):
     owner: str
     shared: bool
     status: str
+    kind: str = Field(description="grpo (TRL's GRPOTrainer) or sft (TRL's SFTTrainer).")
     step: int
     total_steps: int
     progress: float
@@ -184,7 +185,7 @@ class RunOut(Schema):
 
 
 class RunDetail(RunOut):
-    config: dict = Field(description="GRPOConfig fields under TRL's names.")
+    config: dict = Field(description="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra: dict
     evaluation: dict
     error: str
@@ -200,7 +201,8 @@ class RunDetail(RunOut):
 
 class RunCreateIn(Schema):
     yaml: str | None = Field(None, description="A run YAML, as the import page and `GET /runs/{id}/config.yaml` "
-                                               "use (TRL GRPOConfig names plus model, dataset_name, reward_funcs).")
+                                               "use (TRL GRPOConfig names plus model, dataset_name, reward_funcs; "
+                                               "`trainer: sft` for an SFT run under SFTConfig names).")
     config: dict | None = Field(None, description="The same keys as a mapping, instead of yaml.")
     queue_anyway: bool = Field(False, description="Queue even while no online worker has the GPUs or vLLM asked "
                                                   "for.")
@@ -208,7 +210,7 @@ class RunCreateIn(Schema):
 
 def _run(run: Run, user, *, reward=None, mean=None) -> dict:
     return {"id": run.pk, "name": run.name, "owner": run.owner.username, "shared": run.owner_id != user.pk,
-            "status": run.status, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
+            "status": run.status, "kind": run.kind, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
             "model": run.model, "dataset": str(run.dataset_version), "dataset_version_id": run.dataset_version_id,
             "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in run.rewards],
             "latest_reward": reward, "latest_mean_at_k": mean, "created_at": run.created_at.isoformat(),
@@ -256,7 +258,7 @@ def run_start(request, body: RunCreateIn):
         run = run_create(owner=request.user, name=imported.name, model=imported.model,
                          dataset_version=imported.dataset_version, rewards=imported.rewards, config=imported.config,
                          config_extra=imported.extra, requested_gpus=imported.requested_gpus,
-                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway)
+                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _run_detail(run, request.user))
@@ -421,3 +423,181 @@ def run_evaluate(request, run_id: int, body: EvaluationIn):
         return Status(400, {"errors": exc.errors})
     return Status(202, {"id": evaluation.pk, "label": evaluation.label, "status": evaluation.status,
                  "url": reverse("evaluation_detail", args=[run.pk, evaluation.pk])})
+
+
+# --- rejection-sampling jobs (runs.sampling) and models (runs.registry) ---------------------------------------------
+
+class RejectionJobIn(Schema):
+    name: str = Field(max_length=200)
+    model: str = Field(max_length=500, description="'tiny', 'tiny-sft', a model folder (GET /models), or a hub id.")
+    dataset_version: int = Field(description="The version whose prompts are sampled.")
+    split: str = Field("all", description="train, eval or all.")
+    rewards: list[str] = Field(description="Names of your (or shared) reward functions, each at its latest version.")
+    mix_version: int | None = Field(None, description="A version with a completion column whose rows are mixed in.")
+    settings: dict = Field(default_factory=dict, description="k, threshold, solved_by, max_per_prompt, temperature, "
+                                                              "max_new_tokens, max_prompts, mix_rows, seed.")
+
+
+def _job(job) -> dict:
+    return {"id": job.pk, "name": job.name, "model": job.model, "dataset_version_id": job.dataset_version_id,
+            "split": job.split, "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in job.rewards],
+            "settings": job.settings, "status": job.status, "error": job.error, "stats": job.stats,
+            "output_version_id": job.output_version_id, "created_at": job.created_at.isoformat(),
+            "url": job.get_absolute_url()}
+
+
+@router.get("/rejection-jobs", response=list[dict], tags=["rejection sampling"], summary="Your rejection-sampling jobs")
+def rejection_jobs(request):
+    from runs.sampling.selectors import owned_jobs
+
+    return [_job(job) for job in owned_jobs(request.user)]
+
+
+@router.post("/rejection-jobs", response={201: dict, 400: Errors}, tags=["rejection sampling"],
+             summary="Queue a rejection-sampling job: k samples per prompt, the kept ones saved as an SFT dataset")
+def rejection_job_start(request, body: RejectionJobIn):
+    from dataclasses import fields
+
+    from rewards.models import RewardFunction
+    from runs.access import visible_versions
+    from runs.sampling.services import JobRefused, RejectionSettings, rejection_job_create
+
+    versions = visible_versions(request.user)
+    version = versions.filter(pk=body.dataset_version).first()
+    mix = versions.filter(pk=body.mix_version).first() if body.mix_version is not None else None
+    errors = [] if version else [f"dataset_version: you have no dataset version {body.dataset_version}"]
+    if body.mix_version is not None and mix is None:
+        errors.append(f"mix_version: you have no dataset version {body.mix_version}")
+    known = {f.name for f in fields(RejectionSettings)}
+    errors += [f"settings: {key} is not a setting ({', '.join(sorted(known))})" for key in body.settings
+               if key not in known]
+    rewards = []
+    for name in body.rewards:
+        rf = RewardFunction.objects.visible_to(request.user).filter(name=name, versions__isnull=False).first()
+        if rf is None:
+            errors.append(f"rewards: you have no reward function {name!r}")
+        else:
+            rewards.append({"name": rf.name, "weight": 1.0, "version_id": rf.latest_version.pk,
+                            "version": rf.latest_version.number})
+    if errors:
+        return Status(400, {"errors": errors})
+    try:
+        job = rejection_job_create(owner=request.user, name=body.name, model=body.model, dataset_version=version,
+                                   rewards=rewards, settings=RejectionSettings(**body.settings), split=body.split,
+                                   mix_version=mix)
+    except (JobRefused, TypeError) as exc:
+        return Status(400, {"errors": getattr(exc, "errors", [str(exc)])})
+    return Status(201, _job(job))
+
+
+@router.get("/rejection-jobs/{int:job_id}", response=dict, tags=["rejection sampling"])
+def rejection_job_get(request, job_id: int):
+    from runs.sampling.selectors import owned_jobs
+
+    return _job(get_object_or_404(owned_jobs(request.user), pk=job_id))
+
+
+@router.get("/rejection-jobs/{int:job_id}/samples", response=dict, tags=["rejection sampling"],
+            summary="A page of a job's samples; show: kept, passed, rejected or duplicate")
+def rejection_job_samples(request, job_id: int, show: str = "", page: int = Query(1, ge=1)):
+    from runs.sampling.selectors import owned_jobs, samples_page
+
+    job = get_object_or_404(owned_jobs(request.user), pk=job_id)
+    found = samples_page(job, show=show, page=page)
+    return {"page": found.number, "pages": found.paginator.num_pages, "samples": [
+        {"prompt_index": s.prompt_index, "sample": s.sample, "prompt": s.prompt, "completion": s.completion,
+         "rewards": s.rewards, "reward": s.reward, "passed": s.passed, "duplicate": s.duplicate, "kept": s.kept}
+        for s in found]}
+
+
+@router.get("/models", response=list[dict], tags=["models"],
+            summary="Models your runs made and the base models they started from, with lineage")
+def models_list(request):
+    from runs.registry.selectors import registry
+
+    def parent(entry):
+        if entry.parent is None:
+            return None
+        return entry.parent.key if entry.parent.is_base else {"run_id": entry.parent.run.pk, "key": entry.parent.key}
+
+    return [{"key": e.key, "path": e.path, "base": e.is_base, "run_id": e.run.pk if e.run else None,
+             "kind": e.run.kind if e.run else None, "from": parent(e), "used_by": [r.pk for r in e.used_by],
+             "download": reverse("model_download", args=[e.run.pk, e.key]) if e.run else None}
+            for e in registry(request.user)]
+
+
+# --- recipes (runs.recipes) ------------------------------------------------------------------------------------------
+
+class RecipeIn(Schema):
+    name: str = Field("", max_length=200)
+    template: str | None = Field(None, description="R1, R1-Zero or distill; or give stages.")
+    prompts: int | None = Field(None, description="A template's dataset version of prompts.")
+    sft: int | None = Field(None, description="A template's dataset version of worked answers (completion column).")
+    stages: list[dict] | None = Field(None, description="[{kind, name, model, dataset, rewards, config, settings}]; "
+                                                        "model/dataset may name an earlier stage as 'stage:N'.")
+
+
+def _recipe(recipe) -> dict:
+    from runs.recipes.selectors import pipeline
+
+    return {"id": recipe.pk, "name": recipe.name, "status": recipe.status, "current_stage": recipe.current + 1,
+            "error": recipe.error, "stages": recipe.stages, "pipeline": pipeline(recipe),
+            "parent": recipe.parent_id, "url": recipe.get_absolute_url()}
+
+
+def _owned_recipe(request, recipe_id):
+    from runs.models import Recipe
+
+    return get_object_or_404(Recipe.objects.filter(owner=request.user), pk=recipe_id)
+
+
+@router.get("/recipes", response=list[dict], tags=["recipes"], summary="Your recipes")
+def recipes_list(request):
+    from runs.models import Recipe
+
+    return [_recipe(r) for r in Recipe.objects.filter(owner=request.user)]
+
+
+@router.post("/recipes", response={201: dict, 400: Errors}, tags=["recipes"],
+             summary="Make a recipe (a draft) from a template or from stages")
+def recipe_make(request, body: RecipeIn):
+    from runs.access import visible_versions
+    from runs.recipes.services import TEMPLATES, RecipeRefused, recipe_create, recipe_from_template
+
+    try:
+        if body.stages is not None:
+            recipe = recipe_create(owner=request.user, name=body.name or "recipe", stages=body.stages)
+        else:
+            versions = visible_versions(request.user)
+            prompts = versions.filter(pk=body.prompts).first() if body.prompts is not None else None
+            sft = versions.filter(pk=body.sft).first() if body.sft is not None else None
+            if body.template not in TEMPLATES or prompts is None:
+                return Status(400, {"errors": [f"template: one of {', '.join(TEMPLATES)}, with prompts: a dataset "
+                                               f"version of yours"]})
+            recipe = recipe_from_template(owner=request.user, name=body.name or body.template,
+                                          template=body.template, prompts=prompts, sft=sft)
+    except RecipeRefused as exc:
+        return Status(400, {"errors": exc.errors})
+    return Status(201, _recipe(recipe))
+
+
+@router.get("/recipes/{int:recipe_id}", response=dict, tags=["recipes"])
+def recipe_get(request, recipe_id: int):
+    return _recipe(_owned_recipe(request, recipe_id))
+
+
+@router.post("/recipes/{int:recipe_id}/{action}", response={200: dict, 400: Errors}, tags=["recipes"],
+             summary="start, cancel or resume (from the failed stage) a recipe")
+def recipe_act(request, recipe_id: int, action: str):
+    from runs.recipes.services import RecipeRefused, recipe_cancel, recipe_resume, recipe_start
+
+    recipe = _owned_recipe(request, recipe_id)
+    actions = {"start": recipe_start, "cancel": recipe_cancel, "resume": recipe_resume}
+    if action not in actions:
+        return Status(400, {"errors": ["action: start, cancel or resume"]})
+    try:
+        actions[action](recipe=recipe)
+    except RecipeRefused as exc:
+        return Status(400, {"errors": exc.errors})
+    recipe.refresh_from_db()
+    return Status(200, _recipe(recipe))

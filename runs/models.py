@@ -70,6 +70,9 @@ class DatasetVersion(models.Model):
     split_column = models.CharField(max_length=200, blank=True)
     train_rows = models.PositiveIntegerField(default=0)
     eval_rows = models.PositiveIntegerField(default=0)
+    provenance = models.JSONField(default=dict, blank=True,
+                                  help_text="Where the rows came from when the app made them: a rejection-sampling "
+                                            "job's model, rewards, threshold and kept share per prompt.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -129,15 +132,22 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    class Kind(models.TextChoices):
+        GRPO = "grpo", "GRPO"
+        SFT = "sft", "SFT"
+
     FINISHED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.GRPO,
+                            help_text="grpo: TRL's GRPOTrainer; sft: TRL's SFTTrainer (config holds SFTConfig fields, "
+                                      "rewards only score its evaluations).")
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="Names the run's folder.")
     name = models.CharField(max_length=200)
     model = models.CharField(max_length=500, help_text="Local path or Hugging Face hub id.")
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="runs")
     rewards = models.JSONField(help_text="[{name, builtin, weight}] as used by the training program.")
-    config = models.JSONField(help_text="GRPOConfig fields under TRL's names.")
+    config = models.JSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra = models.JSONField(default=dict, blank=True,
                                     help_text="Further GRPOConfig fields from an imported TRL config, passed through.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -197,6 +207,10 @@ class Run(models.Model):
     @property
     def run_dir(self):
         return settings.DATA_DIR / "runs" / str(self.uid)
+
+    @property
+    def is_sft(self) -> bool:
+        return self.kind == self.Kind.SFT
 
     @property
     def reward_names(self) -> list[str]:
@@ -527,3 +541,115 @@ class ApiToken(models.Model):
     def revoke(self):
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
+
+
+class RejectionJob(models.Model):
+    """Rejection sampling (R1's stage 3): k completions per prompt of a dataset version from any model, scored by
+    reward functions in the sandbox; those at or above a threshold (at most m per prompt, deduplicated), with rows of
+    another dataset mixed in if asked, become a new SFT dataset version that records where it came from. Visible to
+    its owner only."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rejection_jobs")
+    name = models.CharField(max_length=200)
+    model = models.CharField(max_length=500, help_text="The model sampled: 'tiny', a folder, or a hub id.")
+    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="+",
+                                        help_text="The prompts.")
+    split = models.CharField(max_length=8, default="all", help_text="'train', 'eval' or 'all' rows of the version.")
+    rewards = models.JSONField(help_text="[{name, weight, version_id, version}] that score the samples.")
+    settings = models.JSONField(help_text="k, temperature, max_new_tokens, max_prompts, solved_by, threshold, "
+                                          "max_per_prompt, mix_rows, seed.")
+    mix_version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                    help_text="Rows mixed into the output (prompt-completion), if any.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    stats = models.JSONField(default=dict, blank=True, help_text="prompts, samples, kept, duplicates, mixed_in, "
+                                                                 "kept_share, kept_share_per_prompt.")
+    output_version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL,
+                                       related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("rejection_job_detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.COMPLETED, self.Status.FAILED)
+
+    @property
+    def job_dir(self):
+        return settings.DATA_DIR / "rejection" / str(self.pk)
+
+    def mark_failed(self, error: str, log_tail: str = ""):
+        self.status, self.error, self.log_tail, self.finished_at = self.Status.FAILED, error, log_tail, timezone.now()
+        self.save(update_fields=["status", "error", "log_tail", "finished_at"])
+
+
+class RejectionSample(models.Model):
+    """One sampled completion of a rejection-sampling job, with its rewards and whether it was kept."""
+
+    job = models.ForeignKey(RejectionJob, on_delete=models.CASCADE, related_name="samples")
+    prompt_index = models.PositiveIntegerField()
+    sample = models.PositiveSmallIntegerField()
+    prompt = models.TextField()
+    completion = models.TextField()
+    rewards = models.JSONField(help_text="Per reward function, in the job's order; None where it abstained.")
+    reward = models.FloatField(null=True)
+    passed = models.BooleanField(default=False, help_text="At or above the threshold.")
+    duplicate = models.BooleanField(default=False, help_text="Passed, but the same text as a kept one.")
+    kept = models.BooleanField(default=False, help_text="In the output dataset.")
+    length = models.PositiveIntegerField(default=0)
+    truncated = models.BooleanField(default=False)
+    columns = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["prompt_index", "sample"]
+        constraints = [models.UniqueConstraint(fields=["job", "prompt_index", "sample"], name="rejection_sample_key")]
+
+
+class Recipe(models.Model):
+    """An ordered list of stages (sft, grpo, rejection_sample, eval) whose inputs name earlier stages' outputs
+    ("model": "stage:2", "dataset": "stage:3"). Each stage is an ordinary run, rejection-sampling job or evaluation;
+    the recipe starts the next one when a stage completes (runs.recipes.services.recipe_advance). A failed stage stops
+    the recipe, resumable from that stage. Visible to its owner only."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="recipes")
+    name = models.CharField(max_length=200)
+    stages = models.JSONField(help_text="[{kind, name, model, dataset, rewards, config, settings}] in order.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    current = models.PositiveSmallIntegerField(default=0, help_text="The stage running (or that failed).")
+    outputs = models.JSONField(default=list, help_text="Per stage: {run, job, evaluation, model, dataset_version, "
+                                                       "status, figures}.")
+    error = models.TextField(blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("recipe_detail", args=[self.pk])

@@ -10,4 +10,7 @@ urlpatterns = [
     path("", include("runs.telemetry.urls")),
     path("", include("runs.compare.urls")),
     path("", include("runs.accounts.urls")),
+    path("", include("runs.sampling.urls")),
+    path("", include("runs.registry.urls")),
+    path("", include("runs.recipes.urls")),
 ]

@@ -52,11 +52,12 @@ def announce(name: str, queues: list[str]) -> None:
 
 
 def dispatch_lost_work() -> None:
-    """Runs and evaluations queued in the database whose message the broker no longer has: sent again (once per beat
-    period across all workers)."""
+    """Runs, evaluations and rejection-sampling jobs queued in the database whose message the broker no longer has:
+    sent again (once per beat period across all workers)."""
     from grpo_web import queues
     from runs.evaluations.services import evaluation_redispatch
     from runs.lifecycle.services import run_redispatch
+    from runs.sampling.services import rejection_job_redispatch
 
     if not queues.claim_turn("dispatch", max(1, BEAT_SECONDS - 1)):
         return
@@ -64,6 +65,8 @@ def dispatch_lost_work() -> None:
         log.warning("run %s was queued but the broker had lost it: sent again", run.pk)
     for evaluation in evaluation_redispatch():
         log.warning("evaluation %s was queued but the broker had lost it: sent again", evaluation.pk)
+    for job in rejection_job_redispatch():
+        log.warning("rejection-sampling job %s was queued but the broker had lost it: sent again", job.pk)
 
 
 def beat(name: str, queues: list[str]) -> None:
@@ -77,6 +80,9 @@ def beat(name: str, queues: list[str]) -> None:
     for run in run_reap_stale():
         log.warning("reaped run %s: %s", run.pk, run.error)
     dispatch_lost_work()
+    from runs.recipes.services import recipes_advance
+
+    recipes_advance()  # a stage that ended while no supervisor was there to say so
 
 
 def start_heartbeat(name: str, queues: list[str], stop: threading.Event) -> threading.Thread:

@@ -31,7 +31,7 @@ from runs.evaluations.services import eval_source, store_eval_event
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
 from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
-from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, TrainConfig
 from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import ResourceSampler
 
@@ -52,13 +52,20 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
     checkpoint = checkpoint_path(run)
     evaluation = eval_settings(run)
     evaluate = evaluation.eval_steps > 0 and run.dataset_version.eval_rows > 0
+    if run.is_sft:
+        # an SFT run's evaluations sample with GRPO's generation defaults, seeded like the run
+        fields = dict(sft=SFTFields(**run.config), grpo=GRPOFields(seed=run.config.get("seed", 42)))
+    else:
+        fields = dict(grpo=GRPOFields(**run.config))
     return TrainConfig(
         model=resolve_model(run.model),
-        dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "train.jsonl"),
+        dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "train.jsonl",
+                                           extra_columns=SFT_COLUMNS if run.is_sft else ()),
         output_dir=str(run.run_dir / "output"),
         event_log=str(event_log_path(run)),
         rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
-        grpo=GRPOFields(**run.config),
+        kind=run.kind,
+        **fields,
         extra=run.config_extra,
         max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
         allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
@@ -368,6 +375,18 @@ def supervise(run_id: int, worker_name: str = "") -> None:
         supervisor.finish(proc)
     finally:
         supervisor.close()
+        advance_recipes()
+
+
+def advance_recipes() -> None:
+    """A run, job or evaluation has ended: a recipe waiting on it starts its next stage now (the heartbeat would
+    within a beat)."""
+    from runs.recipes.services import recipes_advance
+
+    try:
+        recipes_advance()
+    except Exception:  # never let a recipe's trouble fail the work that just ended; the next beat tries again
+        log.exception("advancing recipes failed")
 
 
 def _claim(evaluation_id: int) -> Evaluation | None:
@@ -381,10 +400,27 @@ def _claim(evaluation_id: int) -> Evaluation | None:
         return evaluation
 
 
+def run_eval_program(job, config_path: Path, log_path: Path, *, what: str) -> dict:
+    """Run ``python -m workers.evaluate`` on ``job`` (an EvalJob) in its own process; return its ``"eval"`` event, or
+    raise RuntimeError with the program's own error."""
+    from runs.protocol.events import read_events
+
+    config_path.write_text(job.to_json())
+    with open(log_path, "ab") as log_file:
+        code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
+                               cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    events, _ = read_events(job.event_log)
+    result = next((e for e in events if e["type"] == "eval"), None)
+    if code != 0 or result is None:
+        failure = next((e for e in events if e["type"] == "failed"), {})
+        raise RuntimeError(failure.get("error") or f"the {what} process exited with code {code}")
+    return result
+
+
 def run_evaluation(evaluation_id: int) -> None:
     """The worker's side of a standalone evaluation: write the eval prompts, run ``python -m workers.evaluate`` in
     its own process, store its ``"eval"`` event."""
-    from runs.protocol.events import read_events
     from workers.evaluate import EvalJob  # the evaluation program's job file; no torch at import
 
     evaluation = _claim(evaluation_id)
@@ -407,20 +443,9 @@ def run_evaluation(evaluation_id: int) -> None:
             max_new_tokens=run.config.get("max_completion_length") or 16, top_p=run.config.get("top_p") or 1.0,
             seed=run.config.get("seed") or 0, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
             allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
-        config_path = folder / "eval_config.json"
-        config_path.write_text(job.to_json())
-        with open(log_path, "ab") as log_file:
-            code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
-                                   cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        events, _ = read_events(event_log)
-        result = next((e for e in events if e["type"] == "eval"), None)
-        if code == 0 and result is not None:
-            with transaction.atomic():
-                store_eval_event(evaluation, result)
-        else:
-            failure = next((e for e in events if e["type"] == "failed"), {})
-            raise RuntimeError(failure.get("error") or f"the evaluation process exited with code {code}")
+        result = run_eval_program(job, folder / "eval_config.json", log_path, what="evaluation")
+        with transaction.atomic():
+            store_eval_event(evaluation, result)
     except Exception as exc:
         log.exception("evaluation %s failed", evaluation.pk)
         evaluation.status, evaluation.error = Evaluation.Status.FAILED, str(exc)[:2000]
@@ -428,3 +453,40 @@ def run_evaluation(evaluation_id: int) -> None:
         evaluation.save(update_fields=["status", "error", "log_tail", "finished_at"])
     run.refresh_from_db()
     push(run, evaluations=[evaluation.pk])
+    advance_recipes()
+
+
+def run_rejection_job(job_id: int) -> None:
+    """The worker's side of a rejection-sampling job (runs.sampling): the sampling program is the evaluation program
+    (``python -m workers.evaluate``: k samples per prompt, scored by the job's rewards in the sandbox); the kept
+    samples become a dataset (runs.sampling.services.rejection_job_store)."""
+    from runs.models import RejectionJob
+    from runs.sampling.services import RejectionSettings, prompts_file, rejection_job_claim, rejection_job_store
+    from workers.evaluate import EvalJob
+
+    job = rejection_job_claim(job_id)
+    if job is None:
+        return
+    folder = job.job_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path, event_log = folder / "sample.log", folder / "events.jsonl"
+    event_log.unlink(missing_ok=True)
+    settings_ = RejectionSettings(**job.settings)
+    try:
+        sampler = EvalJob(
+            model=resolve_model(job.model), dataset_path=prompts_file(job), event_log=str(event_log),
+            rewards=[RewardSpec(**r) for r in reward_specs(job.rewards)],
+            evaluation=EvalFields(eval_num_samples=settings_.k, eval_max_prompts=settings_.max_prompts,
+                                  eval_temperature=settings_.temperature, eval_solved_by=settings_.solved_by,
+                                  eval_threshold=settings_.threshold),
+            label=f"rejection sampling {job.pk}", source="rejection", max_new_tokens=settings_.max_new_tokens,
+            seed=settings_.seed, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
+            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
+        result = run_eval_program(sampler, folder / "sample_config.json", log_path, what="sampling")
+        rejection_job_store(job=job, event=result)
+    except Exception as exc:
+        log.exception("rejection-sampling job %s failed", job.pk)
+        errors = getattr(exc, "errors", None)
+        RejectionJob.objects.get(pk=job.pk).mark_failed("; ".join(errors) if errors else str(exc)[:2000],
+                                                        log_tail(log_path))
+    advance_recipes()

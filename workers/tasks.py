@@ -65,3 +65,12 @@ def reward_replay(replay_id: int) -> None:
     from workers.replay import replay_run
 
     replay_run(replay_id)
+
+
+@shared_task(name=queues.REJECTION_SAMPLE, acks_late=True, ignore_result=True,
+             time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
+def rejection_sample(job_id: int) -> None:
+    """A rejection-sampling job (runs.sampling): on the training queues, where the GPUs are."""
+    from workers.supervisor import run_rejection_job
+
+    run_rejection_job(job_id)

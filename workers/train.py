@@ -2,13 +2,13 @@
 
 A plain process (no Django, no broker, no database). It trains with TRL's GRPOTrainer and appends what it sees to the
 event log: TRL's logged metrics every step and, once per generation batch, every prompt, completion, per-function
-reward and advantage exactly as TRL computed them.
+reward and advantage exactly as TRL computed them. A config of kind "sft" trains with TRL's SFTTrainer instead
+(``workers.sft``): the same event log, without rollouts.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -21,27 +21,15 @@ from workers.rewarding import reward_functions
 
 
 def grpo_config(config: TrainConfig):
-    import torch
     from trl import GRPOConfig
 
-    fields = {k: v for k, v in dataclasses.asdict(config.grpo).items() if v is not None and k not in PEFT_FIELDS}
-    bf16 = fields.pop("bf16")
-    fields["bf16"] = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if bf16 == "auto" else bf16 == "yes"
-    save_steps = fields.pop("save_steps")
+    from workers.trainargs import trainer_args
+
+    server = {}
     if config.grpo.use_vllm and config.grpo.vllm_mode == "server" and config.vllm_server_port:
-        fields.update(vllm_server_host="127.0.0.1", vllm_server_port=config.vllm_server_port)
-    return GRPOConfig(
-        output_dir=config.output_dir,
-        **config.extra,  # other GRPOConfig fields, from an imported TRL config
-        **fields,
-        use_cpu=not torch.cuda.is_available(),
-        logging_steps=1,
-        save_strategy="steps" if save_steps else "no",
-        save_steps=save_steps or 500,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+        server = dict(vllm_server_host="127.0.0.1", vllm_server_port=config.vllm_server_port)
+    return trainer_args(GRPOConfig, config.grpo, output_dir=config.output_dir, extra=config.extra,
+                        exclude=PEFT_FIELDS, **server)
 
 
 def peft_config(config: TrainConfig):
@@ -117,9 +105,14 @@ def run(config: TrainConfig) -> None:
     Path(config.output_dir).mkdir(parents=True, exist_ok=True)
     (Path(config.output_dir) / "train_config.json").write_text(config.to_json())
     try:
-        trainer = make_trainer(config, events)
+        if config.kind == "sft":
+            from workers.sft import make_sft_trainer
+
+            trainer = make_sft_trainer(config, events)
+        else:
+            trainer = make_trainer(config, events)
         if events:
-            events.write("started", total_steps=config.grpo.max_steps,
+            events.write("started", total_steps=config.max_steps, kind=config.kind,
                          reward_names=[r.name for r in config.rewards],
                          reward_weights=[r.weight for r in config.rewards])
         try:
@@ -139,7 +132,7 @@ def run(config: TrainConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Train one GRPO run from a grpo-web config file.")
+    parser = argparse.ArgumentParser(description="Train one GRPO or SFT run from a grpo-web config file.")
     parser.add_argument("config", help="path to the run's train_config.json")
     args = parser.parse_args(argv)
     run(TrainConfig.load(args.config))

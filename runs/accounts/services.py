@@ -57,7 +57,7 @@ def token_user(raw: str) -> tuple[object, str] | None:
 
 
 def team_create(*, name: str, by) -> Group:
-    name = " ".join(name.replace("\x00", "").split())[:150]
+    name = " ".join(name.replace("\x00", "").split())[:150]  # PostgreSQL text cannot hold a NUL
     if not name:
         raise AccountError("name the team")
     try:

@@ -114,9 +114,9 @@ def build_prompt(mapping: Mapping, row: dict):
     return f"{system}\n\n{body}" if system else body
 
 
-def training_row(mapping: Mapping, row: dict) -> dict:
+def training_row(mapping: Mapping, row: dict, extra_columns: tuple[str, ...] = ()) -> dict:
     out = {"prompt": build_prompt(mapping, row)}
-    for column in mapping.reward_columns:
+    for column in (*mapping.reward_columns, *extra_columns):
         out[column] = row[column]
     return out
 
@@ -236,10 +236,13 @@ def preview_rows(path, mapping: Mapping, n: int = 5) -> list[dict]:
     return out
 
 
-def write_training_jsonl(path, mapping: Mapping, out: Path, split: str = "train") -> Path:
+def write_training_jsonl(path, mapping: Mapping, out: Path, split: str = "train",
+                         extra_columns: tuple[str, ...] = ()) -> Path:
     """A split as JSON lines, one ``{"prompt": ..., <reward columns>...}`` a row: what workers.train reads.
 
-    ``split``: "train" (the rows not held out), "eval" (the held-out rows, for workers.evaluate) or "all"."""
+    ``split``: "train" (the rows not held out), "eval" (the held-out rows, for workers.evaluate) or "all".
+    ``extra_columns``: further columns written as they are (an SFT run's ``completion`` or ``messages``)."""
+    extra_columns = tuple(c for c in extra_columns if c not in mapping.needed_columns())
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     held_out = eval_mask(path, mapping)
@@ -250,10 +253,12 @@ def write_training_jsonl(path, mapping: Mapping, out: Path, split: str = "train"
     part = out.with_suffix(".part")
     offset = 0
     with open(part, "w", encoding="utf-8") as fh:
-        for batch in pq.ParquetFile(path).iter_batches(columns=mapping.needed_columns(), batch_size=16384):
+        columns = mapping.needed_columns() + list(extra_columns)
+        for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=16384):
             for i, row in enumerate(batch.to_pylist()):
                 if not held_out[offset + i]:
-                    fh.write(json.dumps(training_row(mapping, row), ensure_ascii=False, default=str) + "\n")
+                    fh.write(json.dumps(training_row(mapping, row, extra_columns), ensure_ascii=False,
+                                        default=str) + "\n")
             offset += batch.num_rows
     os.replace(part, out)
     return out

@@ -227,7 +227,9 @@ def dataset_version_map(*, version: DatasetVersion, mapping: Mapping) -> Dataset
             train_rows=check.train_rows, eval_rows=check.eval_rows, **mapping.as_fields())
 
 
-def version_training_file(*, version: DatasetVersion, out: Path, split: str = "train") -> str:
+def version_training_file(*, version: DatasetVersion, out: Path, split: str = "train",
+                          extra_columns: tuple[str, ...] = ()) -> str:
     """Write a split ("train", "eval" or "all") of a version as the training program reads it (``prompt`` + reward
-    columns); return the path."""
-    return str(write_training_jsonl(version.path, Mapping.of(version), out, split))
+    columns, + ``extra_columns`` the version has); return the path."""
+    extra = tuple(c for c in extra_columns if c in version.columns)
+    return str(write_training_jsonl(version.path, Mapping.of(version), out, split, extra))

@@ -118,6 +118,9 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
         errors.append("eval_num_samples: must be at least 1")
     if settings.eval_max_prompts < 0:
         errors.append("eval_max_prompts: must be 0 (all) or more")
+    if not run.rewards:  # an SFT run may name none: nothing would score the completions
+        errors.append("rewards: this run names no reward function to score an evaluation; clone it with the "
+                      "rewards that should")
     try:
         from runs.protocol.scoring import criterion
 

@@ -1,4 +1,5 @@
-"""The run form: model, dataset version, pinned reward versions with weights, GRPOConfig and evaluation settings."""
+"""The run form: model, dataset version, pinned reward versions with weights, GRPOConfig (an SFT run: SFTConfig) and
+evaluation settings."""
 
 import json
 
@@ -10,7 +11,7 @@ from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
 from runs.models import DatasetVersion
 from runs.protocol import trl_fields
-from runs.protocol.config import EVAL_FIELDS, GROUPS, GRPO_FIELDS
+from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, kind_fields, kind_groups
 
 # GRPOConfig fields not offered as they are: grpo-web sets them for every run (workers/train.py), takes them from
 # another part of the form (the rewards table's weights), or does not apply them (runs.lifecycle.trl_yaml notes why)
@@ -63,7 +64,8 @@ def _trl_initial(f: dict, value):
 class RunForm(forms.Form):
     """A run: model, dataset version, pinned reward versions with weights, and GRPOConfig grouped as TRL documents it.
 
-    ``run`` pre-fills everything from an existing run (clone with edits)."""
+    ``kind`` "sft": SFTConfig's fields instead of GRPOConfig's, and the reward functions are optional (they score
+    the evaluations only). ``run`` pre-fills everything from an existing run (clone with edits)."""
 
     name = forms.CharField(max_length=200)
     model = forms.CharField(max_length=500, initial="tiny",
@@ -77,8 +79,10 @@ class RunForm(forms.Form):
     config_extra = JSONObjectField(required=False, initial=dict, widget=forms.HiddenInput,
                                    help_text="Further GRPOConfig fields from an imported TRL config.")
 
-    def __init__(self, *args, owner, run=None, imported=None, **kwargs):
+    def __init__(self, *args, owner, run=None, imported=None, kind="grpo", **kwargs):
         super().__init__(*args, **kwargs)
+        self.kind = run.kind if run is not None else kind
+        self.config_fields = kind_fields(self.kind)
         self.fields["dataset_version"].queryset = (
             visible_versions(owner).select_related("dataset").order_by("-created_at")
         )
@@ -105,11 +109,11 @@ class RunForm(forms.Form):
                 required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {name}"}))
             self.fields[f"builtin_{name}_weight"] = forms.FloatField(
                 initial=1.0, label=f"{name} weight", widget=forms.NumberInput(attrs={"aria-label": f"{name} weight"}))
-        for name, f in GRPO_FIELDS.items():
+        for name, f in self.config_fields.items():
             self.fields[name] = config_field(name, f)
         # every other field of the installed TRL's GRPOConfig, from its schema: a new TRL option appears here
-        self.trl_schema = [f for f in trl_fields.GRPO_SCHEMA
-                           if f["name"] not in GRPO_FIELDS and f["name"] not in NOT_ON_FORM]
+        self.trl_schema = [f for f in trl_fields.GRPO_SCHEMA if f["name"] not in GRPO_FIELDS
+                           and f["name"] not in NOT_ON_FORM] if self.kind == "grpo" else []
         for f in self.trl_schema:
             self.fields[f"trl_{f['name']}"] = _trl_form_field(f)
         for name, f in EVAL_FIELDS.items():  # optional: blank keeps the default
@@ -148,10 +152,14 @@ class RunForm(forms.Form):
         return [(self[f"reward_{rf.pk}"], self[f"weight_{rf.pk}"], self[f"version_{rf.pk}"], rf)
                 for rf in self.reward_functions]
 
+    @property
+    def is_sft(self) -> bool:
+        return self.kind == "sft"
+
     def grpo_groups(self):
-        """[(group, [bound fields])] in TRL's documented order."""
-        return [(group, [self[name] for name, f in GRPO_FIELDS.items() if f.metadata["group"] == group])
-                for group in GROUPS]
+        """[(group, [bound fields])] of the kind's config (GRPOConfig or SFTConfig) in TRL's documented order."""
+        return [(group, [self[name] for name, f in self.config_fields.items() if f.metadata["group"] == group])
+                for group in kind_groups(self.kind)]
 
     def trl_groups(self):
         """[(TRL's group, [bound fields])] of every other GRPOConfig field, TRL's own groups first."""
@@ -167,7 +175,7 @@ class RunForm(forms.Form):
         data = super().clean()
         chosen = [rf for rf in self.reward_functions if data.get(f"reward_{rf.pk}")]
         builtins = [name for name in TRUSTED if data.get(f"builtin_{name}")]
-        if not chosen and not builtins:
+        if not chosen and not builtins and not self.is_sft:
             raise forms.ValidationError("Pick at least one reward function.")
         names = [rf.name for rf in chosen] + builtins
         for name in sorted({n for n in names if names.count(n) > 1}):
@@ -185,10 +193,11 @@ class RunForm(forms.Form):
             weight = data.get(f"builtin_{name}_weight")
             if weight is not None:
                 data["rewards"].append({"name": name, "weight": weight, "builtin": name})
-        data["config"] = {name: data.get(name) for name in GRPO_FIELDS}
+        data["config"] = {name: data.get(name) for name in self.config_fields}
+        data["kind"] = self.kind
         # the other GRPOConfig fields: what the form shows wins over what came in hidden (an imported config)
         extra = {k: v for k, v in (data.get("config_extra") or {}).items()
-                 if f"trl_{k}" not in self.fields and k not in GRPO_FIELDS}
+                 if f"trl_{k}" not in self.fields and k not in self.config_fields}
         for f in self.trl_schema:
             value = data.get(f"trl_{f['name']}")
             if value in (None, ""):
@@ -201,6 +210,9 @@ class RunForm(forms.Form):
         data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]
                               for name, f in EVAL_FIELDS.items()}
         data["evaluation"]["eval_solved_by"] = (data["evaluation"]["eval_solved_by"] or "").strip()
+        if self.is_sft and data["evaluation"]["eval_steps"] and not chosen:
+            self.add_error("eval_steps", "Pick the reward functions that score the evaluations, or set eval_steps "
+                                         "to 0.")
         if data["evaluation"]["eval_steps"] and data.get("dataset_version") and not data["dataset_version"].eval_rows:
             self.add_error("eval_steps", f"{data['dataset_version']} has no eval split: map one on the dataset's "
                                          f"mapping page, or set eval_steps to 0.")

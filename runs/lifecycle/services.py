@@ -14,7 +14,7 @@ from django.utils import timezone
 from grpo_web import queues
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import model_problems
-from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, TrainConfig
 
 
 class RunRefused(Exception):
@@ -27,19 +27,29 @@ class RunRefused(Exception):
 
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
-               evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False) -> Run:
+               evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
+               kind: str = Run.Kind.GRPO, check_rewards: bool = True) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
+    ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
+    ``check_rewards`` False skips the sandbox contract check (a recipe's next stage, started from inside a worker,
+    which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
     that is not up yet will take it)."""
     from rewards.selectors import reward_specs
 
     specs = reward_specs(rewards)
     evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
+    try:
+        fields = dict(sft=SFTFields(**config)) if kind == Run.Kind.SFT else dict(grpo=GRPOFields(**config))
+    except TypeError as exc:  # a field the kind does not have
+        raise RunRefused([f"config: {exc}"]) from None
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
-                       rewards=[RewardSpec(**r) for r in specs], grpo=GRPOFields(**config),
-                       evaluation=EvalFields(**evaluation))
+                       rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
+                       **fields)
     errors = spec.validate() + model_problems(model)
+    if kind == Run.Kind.SFT:
+        errors += sft_dataset_problems(dataset_version)
     if not queue_anyway:
         server = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and requested_gpus > 0
         errors += capacity_problems(gpus=requested_gpus + server, use_vllm=bool(config.get("use_vllm")))
@@ -53,17 +63,27 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     if errors:
         raise RunRefused(errors)
     problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version,
-                                        train_config={**asdict(spec), "extra": config_extra or {}})
+                                        train_config={**asdict(spec), "extra": config_extra or {}}) \
+        if check_rewards else []
     if problems:
         raise RunRefused(problems)
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                                 rewards=rewards, config=config, config_extra=config_extra or {},
+                                 rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
                                  queued_at=timezone.now())
         transaction.on_commit(lambda: _enqueue(run))
     return run
+
+
+def sft_dataset_problems(version: DatasetVersion) -> list[str]:
+    """SFT trains on prompt-completion rows (a ``completion`` column beside the mapped prompt) or conversations (a
+    ``messages`` column)."""
+    if any(c in version.columns for c in SFT_COLUMNS):
+        return []
+    return [f"dataset_version: {version} has neither a 'completion' column (prompt-completion rows) nor a 'messages' "
+            f"column (conversations) (columns: {', '.join(version.columns)}); SFT needs one of them"]
 
 
 def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
@@ -162,7 +182,7 @@ def run_retry(*, run: Run) -> Run:
     return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
                       config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
-                      parent=run)
+                      parent=run, kind=run.kind)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

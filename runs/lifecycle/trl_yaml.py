@@ -1,4 +1,6 @@
 """Runs as TRL config YAML: what `trl grpo --config` reads (TRL's field names, flat), plus model, dataset and rewards.
+``trainer: sft`` makes it an SFT run: SFTConfig's names, as `trl sft --config` reads them (rewards optional: they
+only score its evaluations).
 
 A TRL user's config comes in unchanged: GRPOConfig fields the run form knows fill the form; other GRPOConfig fields
 are passed through to GRPOConfig; fields grpo-web sets itself (output_dir, logging, reporting) are ignored with a note;
@@ -24,7 +26,7 @@ from runs.datasets.mapping import RESERVED, Mapping
 from runs.datasets.services import dataset_version_map
 from runs.models import DatasetVersion, Run
 from runs.protocol import trl_fields
-from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, GRPOFields
+from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, GRPOFields, kind_fields
 
 # Set by grpo-web for every run (workers/train.py), so an imported value would be overridden anyway.
 MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
@@ -32,7 +34,7 @@ MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save
 # TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.
 SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
                "requested_gpus", "name", "reward_weights", "system_prompt", "dataset_prompt_column",
-               "dataset_train_split", "dataset_test_split"}
+               "dataset_train_split", "dataset_test_split", "trainer"}
 # Keys grpo-web does not apply, each with what happens instead (a note never claims grpo-web sets what it does not).
 NOT_APPLIED = {
     **dict.fromkeys(("push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token", "hub_revision",
@@ -84,12 +86,13 @@ class ImportedRun:
     extra: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
     requested_gpus: int = 0
+    kind: str = "grpo"  # the ``trainer`` key: grpo or sft
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
-def _coerce(name: str, value, errors: list[str]):
-    f = GRPO_FIELDS.get(name) or EVAL_FIELDS[name]
+def _coerce(name: str, value, errors: list[str], fields: dict = GRPO_FIELDS):
+    f = fields.get(name) or EVAL_FIELDS[name]
     default = f.default
     if value is None:
         return None
@@ -128,18 +131,25 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         out.errors.append("the YAML must be a mapping of TRL field names to values")
         return out
 
+    out.kind = str(data.get("trainer") or "grpo")
+    if out.kind not in KINDS:
+        out.errors.append(f"trainer: must be one of {', '.join(KINDS)}, not {out.kind!r}")
+        out.kind = "grpo"
+    fields = kind_fields(out.kind)
+    config_names, trl_config = ((trl_fields.SFT_CONFIG_FIELDS, "SFTConfig") if out.kind == "sft" else
+                                (trl_fields.grpo_config_fields(), "GRPOConfig"))
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
     out.requested_gpus = int(data.get("requested_gpus") or 0)
     _dataset(data, owner, out)
     _rewards(data, owner, out)
 
-    out.config = {name: f.default for name, f in GRPO_FIELDS.items()}
+    out.config = {name: f.default for name, f in fields.items()}
     for key, value in data.items():
         if key in SCRIPT_KEYS or key in RENAMED:
             continue
-        if key in GRPO_FIELDS:
-            out.config[key] = _coerce(key, value, out.errors)
+        if key in fields:
+            out.config[key] = _coerce(key, value, out.errors, fields)
         elif key in EVAL_FIELDS:  # eval_steps is TRL's name too: every N steps, on the eval split
             out.evaluation[key] = _coerce(key, value, out.errors)
         elif key in MANAGED:
@@ -150,11 +160,11 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             reward, constant = REWARD_PARAMETERS[key]
             out.notes.append(f"{key}: a parameter of open-r1's {reward} reward; not applied here: your copy of "
                              f"{reward} has it as {constant} in its code (set {constant} = {value!r} there)")
-        elif key in trl_fields.grpo_config_fields():
+        elif key in config_names:
             out.extra[key] = value
-            out.notes.append(f"{key}: passed to GRPOConfig as it is")
+            out.notes.append(f"{key}: passed to {trl_config} as it is")
         else:
-            out.errors.append(f"{key}: not a GRPOConfig field nor a grpo-web key")
+            out.errors.append(f"{key}: not a {trl_config} field nor a grpo-web key")
     _translate(data, out)
     return out
 
@@ -193,7 +203,7 @@ def _translate(data: dict, out: ImportedRun) -> None:
     cfg = out.config
     # each optimizer step takes B x GA completions per process, G of them per prompt
     prompts_per_step = max(1, cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"]
-                           * max(1, out.requested_gpus) // max(1, cfg["num_generations"]))
+                           * max(1, out.requested_gpus) // max(1, cfg.get("num_generations") or 1))
     cfg["max_steps"] = max(1, math.ceil(version.train_rows * epochs / prompts_per_step))
     out.notes.append(f"max_steps: -1 trains for num_train_epochs={epochs:g}; translated to max_steps: "
                      f"{cfg['max_steps']} ({version.train_rows} training prompts x {epochs:g} epochs / "
@@ -257,7 +267,7 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
     names = [names] if isinstance(names, str) else list(names)
     weights = data.get("reward_weights") or [1.0] * len(names)
     pinned = data.get("reward_versions") or [None] * len(names)
-    if not names:
+    if not names and out.kind == "grpo":
         out.errors.append("reward_funcs: name at least one of your reward functions")
     if len(weights) != len(names) or len(pinned) != len(names):
         out.errors.append("reward_weights / reward_versions: one value per entry of reward_funcs")
@@ -292,8 +302,10 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
 
 
 def run_yaml(run: Run) -> str:
-    """The run as a TRL GRPOConfig YAML plus model, dataset and pinned rewards; parse_run_yaml reads it back."""
-    data = {
+    """The run as a TRL GRPOConfig (an SFT run: SFTConfig) YAML plus model, dataset and pinned rewards;
+    parse_run_yaml reads it back."""
+    data = {"trainer": run.kind} if run.is_sft else {}
+    data |= {
         "name": run.name,
         "model_name_or_path": run.model,
         "dataset_name": run.dataset_version.dataset.name,
@@ -303,9 +315,11 @@ def run_yaml(run: Run) -> str:
         "reward_versions": [r.get("version") for r in run.rewards],
         "requested_gpus": run.requested_gpus,
     }
-    config = {k: v for k, v in run.config.items() if k in GRPO_FIELDS and v is not None}
+    fields = kind_fields(run.kind)
+    config = {k: v for k, v in run.config.items() if k in fields and v is not None}
     config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})
-    header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL GRPOConfig fields\n"
+    trl_config = "SFTConfig" if run.is_sft else "GRPOConfig"
+    header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL {trl_config} fields\n"
     return header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra},
                                                                           sort_keys=False)
 

@@ -46,8 +46,13 @@ def dashboard(request):
 
 
 def run_new(request):
-    initial = {"name": "demo run", "dataset_version": request.GET.get("dataset_version")}
-    form = RunForm(request.POST or None, owner=request.user, initial=initial)
+    """The run form; ``?kind=sft``: an SFT run (TRL's SFTTrainer, SFTConfig's fields)."""
+    kind = "sft" if request.GET.get("kind") == "sft" else "grpo"
+    initial = {"name": "demo SFT run" if kind == "sft" else "demo run",
+               "dataset_version": request.GET.get("dataset_version")}
+    if request.GET.get("model"):  # "use as base" on the Models page
+        initial["model"] = request.GET["model"][:500]
+    form = RunForm(request.POST or None, owner=request.user, initial=initial, kind=kind)
     if request.method == "POST" and form.is_valid():
         run = create_from_form(request, form)
         if run:
@@ -65,7 +70,9 @@ def run_detail(request, pk, eval_form=None):
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("dataset_version__dataset"), pk=pk)
     return render(request, "lifecycle/run_detail.html", {
         "run": run, "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
-        "eval_form": eval_form or EvaluationForm(run=run), "tabs": RUN_TABS,
+        "eval_form": eval_form or EvaluationForm(run=run),
+        # an SFT run has no rollouts: no Rollouts tab
+        "tabs": [t for t in RUN_TABS if not (run.is_sft and t[0] == "rollouts")],
         "share_url": reverse("run_share", args=[run.pk]), **share_context(run, request.user),
     })
 
@@ -180,7 +187,8 @@ def create_from_form(request, form, parent=None):
         return run_create(owner=request.user, name=data["name"], model=data["model"],
                           dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"],
                           config_extra=data.get("config_extra") or {}, requested_gpus=data["requested_gpus"],
-                          evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False))
+                          evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False),
+                          kind=data["kind"])
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)
@@ -205,7 +213,7 @@ def run_import(request):
     if request.FILES.get("file"):
         text = request.FILES["file"].read(1024 * 1024).decode("utf-8", errors="replace")
     imported = parse_run_yaml(text, owner=request.user)
-    form = RunForm(owner=request.user, imported=imported)
+    form = RunForm(owner=request.user, imported=imported, kind=imported.kind)
     return render(request, "lifecycle/run_new.html", {"form": form, "import_errors": imported.errors,
                                                   "import_notes": imported.notes},
                   status=400 if imported.errors else 200)

@@ -1,7 +1,8 @@
-"""The training config: TRL GRPOConfig field names, typed, with help text.
+"""The training config: TRL GRPOConfig (and, for SFT runs, SFTConfig) field names, typed, with help text.
 
 Stored with the run (as JSON) and written next to the event log and every checkpoint. No Django here: the web form
-builds its fields from :data:`GRPO_FIELDS`, and the training program turns the config into a ``GRPOConfig``.
+builds its fields from :data:`GRPO_FIELDS` or :data:`SFT_FIELDS`, and the training program turns the config into a
+``GRPOConfig`` or an ``SFTConfig``.
 """
 
 from __future__ import annotations
@@ -120,6 +121,73 @@ class EvalFields:
 
 EVAL_FIELDS = {f.name: f for f in dataclasses.fields(EvalFields)}
 
+# TRL documents SFTConfig in these groups; the SFT run form shows them in this order.
+SFT_GROUPS = ["data", "loss", "training", "logging"]
+
+
+@dataclass
+class SFTFields:
+    """The SFTConfig fields an SFT run sets, under TRL's own names. Defaults suit the tiny demo model on a CPU (its
+    cold start, workers.coldstart); ``None`` means "TRL's default" for optional fields."""
+
+    # data
+    max_length: int | None = _f(128, "Tokenize to at most this many tokens (prompt and completion); longer rows are "
+                                     "truncated.", "data", min=1)
+    packing: bool = _f(False, "Pack several rows into each sequence of max_length.", "data")
+    # loss
+    completion_only_loss: bool = _f(True, "Prompt-completion rows: train on the completion tokens only.", "loss")
+    assistant_only_loss: bool = _f(False, "Conversational rows: train on the assistant's messages only (the "
+                                          "model's chat template must mark them).", "loss")
+    loss_type: str = _f("nll", "Negative log-likelihood, or DFT (each token's loss weighted by its probability).",
+                        "loss", choices=("nll", "dft"))
+    # training
+    learning_rate: float = _f(3e-3, "AdamW learning rate.", "training", min=0.0)
+    max_steps: int = _f(30, "Optimizer steps to train for.", "training", min=1)
+    per_device_train_batch_size: int = _f(16, "Rows per device per step.", "training", min=1)
+    gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
+    lr_scheduler_type: str = _f("cosine", "Learning-rate schedule.", "training",
+                                choices=("linear", "constant", "constant_with_warmup", "cosine"))
+    warmup_steps: int = _f(0, "Steps of linear warmup.", "training", min=0)
+    max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
+    weight_decay: float = _f(0.0, "AdamW weight decay.", "training", min=0.0)
+    bf16: str = _f("auto", "bfloat16 training: 'auto' uses it where the GPU supports it.", "training",
+                   choices=("auto", "yes", "no"))
+    gradient_checkpointing: bool = _f(False, "Trade compute for memory.", "training")
+    seed: int = _f(42, "Random seed: the same seed gives the same run.", "training")
+    # logging and checkpoints
+    save_steps: int = _f(10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.",
+                         "logging", min=0)
+    save_total_limit: int = _f(2, "Checkpoints kept on disk.", "logging", min=1)
+
+
+SFT_FIELDS = {f.name: f for f in dataclasses.fields(SFTFields)}
+SFT_COLUMNS = ("completion", "messages")  # what an SFT run trains on, written to its training file beside the prompt
+
+# A run's kind: which trainer, which config dataclass (its fields) and which form groups.
+KINDS = ("grpo", "sft")
+
+
+def kind_fields(kind: str) -> dict:
+    return SFT_FIELDS if kind == "sft" else GRPO_FIELDS
+
+
+def kind_groups(kind: str) -> list[str]:
+    return SFT_GROUPS if kind == "sft" else GROUPS
+
+
+def field_problems(fields: dict, values) -> list[str]:
+    """Values below a field's minimum or outside its choices, each naming the field."""
+    errors = []
+    for name, f in fields.items():
+        value = getattr(values, name)
+        if value is None:
+            continue
+        if "min" in f.metadata and value < f.metadata["min"]:
+            errors.append(f"{name}: must be at least {f.metadata['min']}.")
+        if "choices" in f.metadata and value not in f.metadata["choices"]:
+            errors.append(f"{name}: must be one of {', '.join(f.metadata['choices'])}.")
+    return errors
+
 
 @dataclass
 class RewardSpec:
@@ -156,6 +224,12 @@ class TrainConfig:
     evaluation: EvalFields = field(default_factory=EvalFields)
     eval_dataset_path: str | None = None  # JSONL of the eval split, rows as in dataset_path
     eval_source: str = "eval"  # the data source in the eval metrics' names (val-core/<source>/...)
+    kind: str = "grpo"  # "grpo": GRPOTrainer with the grpo fields; "sft": SFTTrainer with the sft fields
+    sft: SFTFields = field(default_factory=SFTFields)
+
+    @property
+    def max_steps(self) -> int:
+        return self.sft.max_steps if self.kind == "sft" else self.grpo.max_steps
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -166,6 +240,7 @@ class TrainConfig:
         data["rewards"] = [RewardSpec(**r) for r in data["rewards"]]
         data["grpo"] = GRPOFields(**data.get("grpo", {}))
         data["evaluation"] = EvalFields(**data.get("evaluation", {}))
+        data["sft"] = SFTFields(**data.get("sft", {}))
         return cls(**data)
 
     @classmethod
@@ -174,6 +249,25 @@ class TrainConfig:
 
     def validate(self) -> list[str]:
         """Problems that would make TRL refuse the run, each naming the field."""
+        if self.kind not in KINDS:
+            return [f"kind: must be one of {', '.join(KINDS)}."]
+        errors = self._validate_sft() if self.kind == "sft" else self._validate_grpo()
+        errors += field_problems(EVAL_FIELDS, self.evaluation)
+        if self.rewards and self.evaluation.eval_solved_by:
+            names = [r.name for r in self.rewards]
+            if self.evaluation.eval_solved_by not in names + ["reward"]:
+                errors.append(f"eval_solved_by: '{self.evaluation.eval_solved_by}' is not one of the run's rewards "
+                              f"({', '.join(names)}) nor 'reward' (the weighted total).")
+        return errors
+
+    def _validate_sft(self) -> list[str]:
+        errors = field_problems(SFT_FIELDS, self.sft)
+        if self.evaluation.eval_steps and not self.rewards:
+            # an SFT run's reward functions only score its evaluations
+            errors.append("rewards: pick the reward functions that score the evaluations, or set eval_steps to 0.")
+        return errors
+
+    def _validate_grpo(self) -> list[str]:
         g, errors = self.grpo, []
         if g.num_generations < 2:
             errors.append("num_generations: must be at least 2, or every advantage is zero.")
@@ -186,23 +280,7 @@ class TrainConfig:
                     f"per_device_train_batch_size: the generation batch ({g.per_device_train_batch_size} x {steps} "
                     f"steps per generation = {batch}) is not a multiple of num_generations ({g.num_generations})."
                 )
-        for name, f in GRPO_FIELDS.items():
-            value = getattr(g, name)
-            if value is None:
-                continue
-            if "min" in f.metadata and value < f.metadata["min"]:
-                errors.append(f"{name}: must be at least {f.metadata['min']}.")
-            if "choices" in f.metadata and value not in f.metadata["choices"]:
-                errors.append(f"{name}: must be one of {', '.join(f.metadata['choices'])}.")
-        for name, f in EVAL_FIELDS.items():
-            value = getattr(self.evaluation, name)
-            if "min" in f.metadata and value < f.metadata["min"]:
-                errors.append(f"{name}: must be at least {f.metadata['min']}.")
+        errors += field_problems(GRPO_FIELDS, g)
         if not self.rewards:
             errors.append("rewards: pick at least one reward function.")
-        elif self.evaluation.eval_solved_by:
-            names = [r.name for r in self.rewards]
-            if self.evaluation.eval_solved_by not in names + ["reward"]:
-                errors.append(f"eval_solved_by: '{self.evaluation.eval_solved_by}' is not one of the run's rewards "
-                              f"({', '.join(names)}) nor 'reward' (the weighted total).")
         return errors

@@ -259,7 +259,7 @@ def _by_bucket(run: Run, qs: QuerySet, data: dict, sort: str, after: str, limit:
     parts = [sorted_rows(part, sort, after).values_list("id", "advantage")[:limit] for part in parts]
     if not parts:
         return []
-    if len(parts) == 1:  # one bucket: already in order and cut (union() of nothing would be the sliced query)
+    if len(parts) == 1:  # a reward range within one bucket: already in order (a sliced query cannot be reordered)
         return parts[0]
     prefix = "-" if SORTS[sort][1] else ""
     return parts[0].union(*parts[1:], all=True).order_by(f"{prefix}advantage", f"{prefix}id")[:limit]

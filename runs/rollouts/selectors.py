@@ -14,7 +14,8 @@ from runs.rollouts.reflection import matcher
 # training/inference mismatch when vLLM generates (sampling/sampling_logp_difference, importance_sampling_ratio)
 TRL_GROUPS = ("clip_ratio/", "sampling/")
 CHART_METRICS = ["reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std",
-                 "completions/clipped_ratio", "loss", "grad_norm"]
+                 "completions/clipped_ratio", "loss", "grad_norm",
+                 "mean_token_accuracy", "learning_rate"]  # the last two: what an SFT run's page shows beside its loss
 
 
 def metric_series(run: Run, smooth: float = 0.0) -> dict:

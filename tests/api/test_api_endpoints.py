@@ -165,3 +165,57 @@ def test_reward_functions_list_only_what_the_user_may_see(owner_api, outsider_ap
     assert names == set(RewardFunction.objects.filter(owner=owner).values_list("name", flat=True))
     assert all(r["shared"] is False for r in outsider_api.get("/api/rewards").json())
     assert not names & {r["name"] for r in outsider_api.get("/api/rewards").json() if r["owner"] == "owner"}
+
+
+def test_an_sft_run_starts_from_sftconfig_yaml(owner_api, owner, tiny_model, monkeypatch):
+    from workers.coldstart import cold_start_rows
+
+    monkeypatch.setattr("runs.lifecycle.services._enqueue", lambda run: None)
+    rows = b"".join(json.dumps(r).encode() + b"\n" for r in cold_start_rows(8))
+    assert _upload(owner_api, "/api/datasets", rows, name="worked").status_code == 201
+    body = {"yaml": "trainer: sft\nname: cold start\nmodel_name_or_path: tiny\ndataset_name: worked\n"
+                    "max_steps: 5\nlearning_rate: 0.001\nmax_length: 64\n"}
+    response = owner_api.post("/api/runs", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    run = response.json()
+    assert run["kind"] == "sft" and run["total_steps"] == 5 and run["rewards"] == []
+    assert run["config"]["max_length"] == 64 and "num_generations" not in run["config"]
+    assert Run.objects.get(pk=run["id"]).kind == "sft"
+
+
+def test_a_rejection_job_is_queued_and_read_back(owner_api, owner, dataset_version, tiny_model, monkeypatch):
+    monkeypatch.setattr("runs.sampling.services._enqueue", lambda job: None)
+    body = {"name": "kept", "model": "tiny", "dataset_version": dataset_version.pk, "rewards": ["accuracy"],
+            "settings": {"k": 4, "threshold": 1.0, "max_per_prompt": 1}}
+    response = owner_api.post("/api/rejection-jobs", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    job = response.json()
+    assert job["status"] == "queued" and job["settings"]["k"] == 4 and job["rewards"][0]["name"] == "accuracy"
+    assert owner_api.get(f"/api/rejection-jobs/{job['id']}").json()["name"] == "kept"
+    assert [j["id"] for j in owner_api.get("/api/rejection-jobs").json()] == [job["id"]]
+    assert owner_api.get(f"/api/rejection-jobs/{job['id']}/samples").json()["samples"] == []
+    bad = owner_api.post("/api/rejection-jobs", {**body, "rewards": ["nope"], "settings": {"k": 0, "x": 1}},
+                         content_type="application/json")
+    assert bad.status_code == 400
+    assert bad.json()["errors"] == ["settings: x is not a setting (k, max_new_tokens, max_per_prompt, max_prompts, "
+                                    "mix_rows, seed, solved_by, temperature, threshold)",
+                                    "rewards: you have no reward function 'nope'"]
+
+
+def test_the_models_endpoint_lists_base_models_with_their_runs(owner_api, inspected_run):
+    models = owner_api.get("/api/models").json()
+    assert {"key": inspected_run.model, "base": True, "used_by": [inspected_run.pk]}.items() <= models[-1].items()
+
+
+def test_a_recipe_is_made_from_a_template_and_read_back(owner_api, owner, dataset_version):
+    response = owner_api.post("/api/recipes", {"template": "R1-Zero", "prompts": dataset_version.pk, "name": "zero"},
+                              content_type="application/json")
+    assert response.status_code == 201, response.content
+    recipe = response.json()
+    assert recipe["status"] == "draft" and [s["kind"] for s in recipe["stages"]] == ["grpo"]
+    assert owner_api.get(f"/api/recipes/{recipe['id']}").json()["pipeline"][0]["status"] == "waiting"
+    bad = owner_api.post("/api/recipes", {"stages": [{"kind": "sft", "model": "stage:1"}]},
+                         content_type="application/json")
+    assert bad.status_code == 400 and bad.json()["errors"][0].startswith("stage 1: model names stage 1")
+    assert owner_api.post(f"/api/recipes/{recipe['id']}/resume").json()["errors"] == \
+        ["only a failed or cancelled recipe can be resumed"]

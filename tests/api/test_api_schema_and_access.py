@@ -39,9 +39,10 @@ def test_the_reference_page_is_served_without_a_cdn(owner_client):
     assert not re.search(r"""(src|href)=["']https?://""", html), "the API reference must not load from a CDN"
 
 
-def _object_calls(run, dataset, reward):
+def _object_calls(run, dataset, reward, job, recipe):
     """(method, path, template) for every operation of the schema that names an object, filled with the owner's."""
-    ids = {"run_id": run.pk, "dataset_id": dataset.pk, "reward_id": reward.pk, "number": 1, "step": 1}
+    ids = {"run_id": run.pk, "dataset_id": dataset.pk, "reward_id": reward.pk, "number": 1, "step": 1,
+           "job_id": job.pk, "recipe_id": recipe.pk, "action": "cancel"}
     calls = []
     for path, operations in _schema()["paths"].items():
         names = re.findall(r"{(\w+)}", path)
@@ -62,6 +63,7 @@ def _send(client, method, path, template, dataset_version):
                                              "entrypoint": "f"},
         "/api/runs/{run_id}/evaluations": {"dataset_version": dataset_version.pk},
         "/api/runs/{run_id}/cancel": {}, "/api/runs/{run_id}/resume": {}, "/api/runs/{run_id}/retry": {},
+        "/api/recipes/{recipe_id}/{action}": {},
     }
     assert template in bodies, f"{template}: give this new endpoint a well-formed body here"
     if bodies[template] is None:
@@ -73,7 +75,13 @@ def _send(client, method, path, template, dataset_version):
 
 @pytest.fixture
 def objects(inspected_run, dataset_version, owner):
-    return inspected_run, dataset_version.dataset, RewardFunction.objects.filter(owner=owner).first()
+    from runs.models import Recipe, RejectionJob
+
+    job = RejectionJob.objects.create(owner=owner, name="kept", model="tiny", dataset_version=dataset_version,
+                                      rewards=[], settings={}, status=RejectionJob.Status.COMPLETED)
+    recipe = Recipe.objects.create(owner=owner, name="mine", stages=[{"kind": "grpo", "model": "tiny",
+                                                                      "dataset": dataset_version.pk}], outputs=[{}])
+    return inspected_run, dataset_version.dataset, RewardFunction.objects.filter(owner=owner).first(), job, recipe
 
 
 def test_every_object_endpoint_answers_404_to_an_outsider(outsider_api, objects):

@@ -14,7 +14,8 @@ from rewards.models import RewardFunction
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.evaluations.forms import EvaluationForm
 from runs.lifecycle.forms import RunForm
-from runs.models import DatasetImport, EvalSample, Evaluation
+from runs.models import DatasetImport, EvalSample, Evaluation, Recipe, RejectionJob, RejectionSample
+from runs.sampling.forms import RejectionJobForm
 from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.django_db
 GARBAGE = ["", " ", "x", "-1", "0", "1e309", "nan", "-inf", "99999999999999999999999999", "\x00", "\u202e\ufeff",
            "<script>alert(1)</script>", "[" * 3000, '{"a": ' * 3000, "é" * 20000, "1,2,3", "true", "null",
            "../../etc/passwd", "%s%s%n", "'; DROP TABLE runs_run; --"]
-EXTRA = ["confirm", "source", "action", "phrases", "threshold", "name", "yaml", "q", "page", "from", "groups", "step",
+EXTRA = ["template", "prompts", "sft", "confirm", "source", "action", "phrases", "threshold", "name", "yaml", "q", "page", "from", "groups", "step",
          "runs", "metric", "smooth", "x", "prompt", "solved_by", "cursor", "sort", "show", "a", "b", "model",
          "model_path", "split", "file", "text", "hf-local_path", "hf-hub_id", "queue_anyway", "ids", "ceiling_share",
          "window", "cusum_h", "first_step_below", "weight-0", "weight-1", "version-0", "replay"]
@@ -52,7 +53,15 @@ def world(owner, dataset_version, eval_version):
     reward = RewardFunction.objects.filter(owner=owner).first()
     key = run.rollouts.values_list("prompt_key", flat=True).first()
     job = DatasetImport.objects.create(owner=owner, name="job", source={"hub_id": "a/b"})
-    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job}
+    sampling = RejectionJob.objects.create(owner=owner, name="kept", model="tiny", dataset_version=eval_version,
+                                           rewards=[], settings={"k": 2}, status=RejectionJob.Status.COMPLETED,
+                                           stats={"kept": 1, "samples": 1})
+    RejectionSample.objects.create(job=sampling, prompt_index=0, sample=0, prompt="p", completion="c", rewards=[1.0],
+                                   reward=1.0, passed=True, kept=True)
+    recipe = Recipe.objects.create(owner=owner, name="recipe", stages=[{"kind": "grpo", "model": "tiny",
+                                                                        "dataset": eval_version.pk}], outputs=[{}])
+    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job,
+            "sampling": sampling, "recipe": recipe}
 
 
 def fill(route: str, world) -> str:
@@ -60,19 +69,21 @@ def fill(route: str, world) -> str:
     run, version = world["run"], world["version"]
     values = {"datasets/imports/<int:pk>": "imports/" + str(world["job"].pk),
               "datasets/<int:pk>": str(version.dataset_id), "rewards/<int:pk>": str(world["reward"].pk),
-              "runs/<int:pk>": str(run.pk)}
+              "runs/<int:pk>": str(run.pk), "sampling/<int:pk>": str(world["sampling"].pk),
+              "recipes/<int:pk>": str(world["recipe"].pk)}
     for prefix, value in values.items():
         route = route.replace(prefix, prefix.split("/")[0] + "/" + value)
     return (route.replace("<int:number>", str(version.number)).replace("<int:evaluation_id>",
                                                                         str(world["evaluation"].pk))
             .replace("<int:step>", "1").replace("<int:other>", str(run.pk)).replace("<slug:key>", world["key"])
-            .replace("<str:task_id>", "not-a-task"))
+            .replace("<str:task_id>", "not-a-task").replace("<int:run_id>", str(run.pk))
+            .replace("<str:key>", "final").replace("<slug:action>", "cancel"))
 
 
 def field_names(owner, world) -> list[str]:
     run, version = world["run"], world["version"]
     forms = [RunForm(owner=owner), DatasetMappingForm(version=version), DatasetUploadForm(),
-             DatasetHubForm(prefix="hf"), EvaluationForm(run=run)]
+             DatasetHubForm(prefix="hf"), EvaluationForm(run=run), RejectionJobForm(owner=owner)]
     names = [form.add_prefix(name) for form in forms for name in form.fields]
     return sorted(set(names + EXTRA + ["source_code", "entrypoint", "description", "completions", "rows",
                                        "dataset_version", "run", "weight"]))

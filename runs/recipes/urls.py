@@ -1,0 +1,10 @@
+from django.urls import path
+
+from runs.recipes import views
+
+urlpatterns = [
+    path("recipes/", views.recipe_list, name="recipes"),
+    path("recipes/<int:pk>/", views.recipe_detail, name="recipe_detail"),
+    path("recipes/<int:pk>/recipe.yaml", views.recipe_yaml, name="recipe_yaml"),
+    path("recipes/<int:pk>/<slug:action>/", views.recipe_action, name="recipe_action"),
+]
