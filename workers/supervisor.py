@@ -168,8 +168,8 @@ def visible_gpus() -> list[str]:
 def gpu_plan(run: Run, visible: list[str]) -> tuple[list[str], str | None]:
     """(the training processes' GPUs, the vLLM server's GPU or None): the first ``requested_gpus`` visible GPUs
     train; in server mode the next one serves, so the server never shares a GPU with training rank 0."""
-    if run.requested_gpus <= 0:
-        return [], None
+    if run.requested_gpus <= 0 or not visible:
+        return [], None  # a CPU worker that took a GPU run's queue (a test, a routing by hand) trains on its CPU
     if len(visible) < run.gpus_needed:
         raise RuntimeError(f"this worker sees {len(visible)} GPU(s) ({','.join(visible) or 'none'}) but the run "
                            f"needs {run.gpus_needed}" + (" (one of them for the vLLM server)" if run.vllm_server

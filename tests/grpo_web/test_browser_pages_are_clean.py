@@ -13,7 +13,9 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from rewards.services import reward_save
-from runs.models import DatasetImport, EvalSample, Evaluation, ResourceSample, Run, StepMetric, Worker
+from runs.models import (DatasetImport, EvalSample, Evaluation, RejectionJob, Replay, ResourceSample, Run, StepMetric,
+                         Worker)
+from runs.recipes.services import recipe_from_template
 from tests.browser_checks import check, watch
 from tests.conftest import log_in
 from tests.grpo_web.test_fuzz_every_endpoint import url_patterns
@@ -78,6 +80,14 @@ PAGES = {
     "tokens": ("/settings/tokens/", "main"),
     "teams": ("/settings/teams/", "main"),
     "openapi-view": ("/api/docs", ".swagger-ui .info"),  # django-ninja's Swagger UI, served from its own files
+    "run_detectors": ("/runs/{run}/detectors/", "form"),
+    "run_replay": ("/runs/{run}/replays/{replay}/", "main"),
+    "rejection_jobs": ("/sampling/", "main"),
+    "rejection_job_new": ("/sampling/new/", "form"),
+    "rejection_job_detail": ("/sampling/{rejection_job}/", "main"),
+    "recipes": ("/recipes/", "main"),
+    "recipe_detail": ("/recipes/{recipe}/", "#recipe-status"),
+    "models": ("/models/", "main"),
 }
 NOT_PAGES = {
     # data for the pages' scripts (checked through the pages that read them: a failed one is a finding there)
@@ -85,18 +95,22 @@ NOT_PAGES = {
                      "run_evaluations_json", "run_telemetry_json", "run_rollouts_json", "run_reflection_json",
                      "run_prompts_json", "run_prompt_json", "run_compare_metrics", "run_compare_prompts",
                      "run_compare_transcripts", "dataset_import_json", "reward_lint", "reward_test_result",
-                     "run_zero_variance_json"],
+                     "run_zero_variance_json", "run_replay_json", "rejection_job_status"],
                     "JSON for a page's script"),
     **dict.fromkeys(["run_events", "run_compare_events"], "a server-sent event stream"),
-    **dict.fromkeys(["run_yaml", "run_rollouts_jsonl", "run_rollouts_parquet", "evaluation_jsonl"], "a download"),
+    **dict.fromkeys(["run_yaml", "run_rollouts_jsonl", "run_rollouts_parquet", "evaluation_jsonl", "run_replay_jsonl",
+                     "recipe_yaml", "model_download"], "a download"),
     **dict.fromkeys(["token_revoke", "team_member_add", "team_leave", "dataset_share", "run_share", "reward_share",
                      "run_resume", "run_retry", "run_evaluate", "run_rollouts_sft", "reward_test_start",
-                     "logout"], "POST only: answers with a redirect or JSON"),
+                     "logout", "run_replay_new", "recipe_action", "model_export"],
+                    "POST only: answers with a redirect or JSON"),
     # the JSON API (grpo_web/api.py) and its schema; its reference, openapi-view, is a page above
     **dict.fromkeys(["api-root", "openapi-json", "me", "datasets_list", "dataset_create", "dataset_get", "dataset_rows",
                      "dataset_version_create", "runs_list", "run_start", "run_get", "run_cancel_api", "run_resume_api",
                      "run_retry_api", "run_config_yaml", "run_metrics", "run_step", "run_rollouts_export",
-                     "run_evaluations", "rewards_list", "reward_get", "reward_version_get", "reward_version_new"],
+                     "run_evaluations", "rewards_list", "reward_get", "reward_version_get", "reward_version_new",
+                     "models_list", "recipe_act", "recipe_get", "recipe_make", "recipes_list", "rejection_job_get",
+                     "rejection_job_samples", "rejection_job_start"],
                     "the JSON API, for scripts"),
     # the one unnamed URL
     None: "favicon.ico: a redirect to static/favicon.svg (each page's own icon request is checked with the page)",
@@ -146,10 +160,21 @@ def world(owner, eval_version):
     Worker.objects.create(name="gpu@host", hostname="host", queues=["training"], started_at=now, last_seen=now,
                           gpus=[{"index": 0, "name": "NVIDIA H200", "memory_mb": 143771}])
     job = DatasetImport.objects.create(owner=owner, name="from the hub", source={"hub_id": "a/b"})
+    replay = Replay.objects.create(run=run, owner=owner, rewards=run.rewards, steps=[1, 2, 3], total=12, done=12,
+                                   status=Replay.Status.COMPLETED, finished_at=now,
+                                   summary={str(s): {"zero_std_before": 0.5, "zero_std_after": 0.5, "best_changed": 0,
+                                                     "groups": 2} for s in (1, 2, 3)})
+    rejection_job = RejectionJob.objects.create(
+        owner=owner, name="keep the right ones", model="tiny", dataset_version=eval_version,
+        rewards=[{"name": reward.name, "weight": 1.0, "version_id": reward.latest_version.pk, "version": 2}],
+        settings={"k": 2, "threshold": 1.0}, status=RejectionJob.Status.COMPLETED,
+        stats={"prompts": 1, "samples": 2, "kept": 1, "kept_share": 0.5})
+    recipe = recipe_from_template(owner=owner, name="r1-zero", template="R1-Zero", prompts=eval_version)
     return {"run": run.pk, "other": other.pk, "running": running.pk, "failed": failed.pk,
             "key": run.rollouts.values_list("prompt_key", flat=True).first(), "evaluation": evaluation.pk,
             "dataset": eval_version.dataset_id, "number": eval_version.number,
-            "reward": reward.pk, "job": job.pk, "dataset_name": eval_version.dataset.name}
+            "reward": reward.pk, "job": job.pk, "dataset_name": eval_version.dataset.name, "replay": replay.pk,
+            "rejection_job": rejection_job.pk, "recipe": recipe.pk}
 
 
 # Known, not yet fixed: django-ninja's bundled Swagger UI (the API reference) nests its buttons (nested-interactive) and

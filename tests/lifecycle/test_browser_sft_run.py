@@ -33,6 +33,7 @@ def test_an_sft_run_from_the_form_draws_its_curves(web_server, celery_worker, ow
     page.wait_for_url("**/runs/*/")
 
     page.wait_for_selector("#run-status.completed", timeout=180_000)
+    page.click("#tab-metrics")  # the curves are on the Metrics tab
     page.wait_for_selector("#chart-loss .main-svg")
     page.wait_for_selector("#chart-mean-token-accuracy .main-svg")
     page.wait_for_selector("#chart-learning-rate .main-svg")

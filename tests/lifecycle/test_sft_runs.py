@@ -1,5 +1,6 @@
 """SFT runs as a run kind: the form under SFTConfig's names, what it refuses, YAML both ways, the run page."""
 
+import re
 import io
 import json
 
@@ -99,7 +100,9 @@ def test_the_sft_run_page_names_its_trainer_and_hides_rollouts(owner_client, own
                              rewards=[], config={k: f.default for k, f in SFT_FIELDS.items()}, total_steps=30)
     page = owner_client.get(run.get_absolute_url()).content.decode()
     assert 'id="run-kind">SFT<' in page and "SFTTrainer" in page
-    assert 'id="rollouts" hidden' in page and 'id="inspect-nav" hidden' in page
+    # no Rollouts tab, and its panel (the group view and the inspection links) stays hidden
+    assert 'id="tab-rollouts"' not in page
+    assert re.search(r'id="panel-rollouts"[^>]*hidden', page)
     clone = owner_client.get(reverse("run_clone", args=[run.pk])).content.decode()
     assert 'name="completion_only_loss"' in clone and 'name="num_generations"' not in clone
 

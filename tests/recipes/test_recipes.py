@@ -59,6 +59,7 @@ def test_each_stage_feeds_the_next(owner, dataset_version, sft_version, tiny_mod
                                   sft=sft_version)
     recipe_start(recipe=recipe)
     recipe.refresh_from_db()
+    assert "job" in recipe.outputs[0], (recipe.status, recipe.error, recipe.outputs)
     job = RejectionJob.objects.get(pk=recipe.outputs[0]["job"])
     assert job.model == "tiny-sft" and job.dataset_version == dataset_version and job.mix_version == sft_version
     assert recipe_advance(recipe_id=recipe.pk).current == 0  # still running: nothing moves

@@ -111,6 +111,7 @@ def test_the_vllm_server_gets_a_gpu_of_its_own_apart_from_training():
     assert gpu_plan(_run(2, vllm_mode="server"), ["4", "5", "6"]) == (["4", "5"], "6")  # CUDA_VISIBLE_DEVICES order
     assert gpu_plan(_run(2, vllm_mode="colocate"), ["0", "1", "2"]) == (["0", "1"], None)
     assert gpu_plan(_run(1), ["0", "1"]) == (["0"], None)
+    assert gpu_plan(_run(2, vllm_mode="server"), []) == ([], None)  # no GPU at all: placement is moot
     with pytest.raises(RuntimeError, match="sees 1 GPU.*needs 2 .*vLLM server"):
         gpu_plan(_run(1, vllm_mode="server"), ["0"])
 
