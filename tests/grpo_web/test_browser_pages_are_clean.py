@@ -13,8 +13,17 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from rewards.services import reward_save
-from runs.models import (DatasetImport, EvalSample, Evaluation, RejectionJob, Replay, ResourceSample, Run, StepMetric,
-                         Worker)
+from runs.models import (
+    DatasetImport,
+    EvalSample,
+    Evaluation,
+    RejectionJob,
+    Replay,
+    ResourceSample,
+    Run,
+    StepMetric,
+    Worker,
+)
 from runs.recipes.services import recipe_from_template
 from tests.browser_checks import check, watch
 from tests.conftest import log_in

@@ -1,8 +1,8 @@
 """SFT runs as a run kind: the form under SFTConfig's names, what it refuses, YAML both ways, the run page."""
 
-import re
 import io
 import json
+import re
 
 import pytest
 from django.urls import reverse
