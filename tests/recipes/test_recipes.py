@@ -54,7 +54,7 @@ def test_an_input_must_name_an_earlier_stage_that_makes_it(owner, dataset_versio
                       "stage 3: kind must be one of sft, grpo, rejection_sample, eval"]
 
 
-def test_each_stage_feeds_the_next(owner, dataset_version, sft_version, tiny_model):
+def test_each_stage_feeds_the_next(owner, dataset_version, sft_version, tiny_model, coldstart_model):
     recipe = recipe_from_template(owner=owner, name="distill", template="distill", prompts=dataset_version,
                                   sft=sft_version)
     recipe_start(recipe=recipe)
