@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+# transformers' SchedulerType values: the learning-rate schedules GRPOConfig and SFTConfig take
+LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                 "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
+                 "warmup_stable_decay", "greedy")
+
+
 def _f(default, help_text: str, group: str, **extra):
     return field(default=default, metadata={"help": help_text, "group": group, **extra})
 
@@ -72,10 +78,7 @@ class GRPOFields:
     gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
     lr_scheduler_type: str = _f("linear", "Learning-rate schedule (transformers' SchedulerType; its arguments, such "
                                           "as min_lr_rate, go in lr_scheduler_kwargs).", "training",
-                                choices=("linear", "cosine", "cosine_with_restarts", "polynomial", "constant",
-                                         "constant_with_warmup", "inverse_sqrt", "reduce_lr_on_plateau",
-                                         "cosine_with_min_lr", "cosine_warmup_with_min_lr", "warmup_stable_decay",
-                                         "greedy"))
+                                choices=LR_SCHEDULERS)
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
     weight_decay: float = _f(0.0, "AdamW weight decay.", "training", min=0.0)
     bf16: str = _f("auto", "bfloat16 training: 'auto' uses it where the GPU supports it.", "training",
@@ -145,8 +148,8 @@ class SFTFields:
     max_steps: int = _f(30, "Optimizer steps to train for.", "training", min=1)
     per_device_train_batch_size: int = _f(16, "Rows per device per step.", "training", min=1)
     gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
-    lr_scheduler_type: str = _f("cosine", "Learning-rate schedule.", "training",
-                                choices=("linear", "constant", "constant_with_warmup", "cosine"))
+    lr_scheduler_type: str = _f("cosine", "Learning-rate schedule (transformers' SchedulerType).", "training",
+                                choices=LR_SCHEDULERS)
     warmup_steps: int = _f(0, "Steps of linear warmup.", "training", min=0)
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
     weight_decay: float = _f(0.0, "AdamW weight decay.", "training", min=0.0)

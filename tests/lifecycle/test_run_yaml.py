@@ -38,6 +38,11 @@ def test_the_field_list_matches_the_installed_trl():
 
     # the stored schema is the installed TRL's: after a TRL upgrade, `python -m workers.trl_schema --write`
     assert GRPO_SCHEMA == grpo_schema()
+    from transformers.trainer_utils import SchedulerType
+
+    from runs.protocol.config import LR_SCHEDULERS
+
+    assert set(LR_SCHEDULERS) == {s.value for s in SchedulerType}  # the schedules the GRPO and SFT forms offer
 
 
 def test_a_trl_config_comes_in_unchanged(owner, dataset_version):
