@@ -3,9 +3,7 @@ runs, with each run's latest reward and its sparkline."""
 
 import pytest
 
-from runs.models import Run, StepMetric
 from tests.conftest import log_in
-from tests.rollouts.inspect_data import make_run
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -14,14 +12,7 @@ def _names(page) -> list[str]:
     return [t.strip() for t in page.locator("#runs tbody tr td:nth-child(2) a").all_inner_texts()]
 
 
-def test_sort_search_and_filter_the_runs_table(web_server, owner, dataset_version, page):
-    for name, rewards, status in (("alpha", [0.1, 0.3, 0.7], Run.Status.COMPLETED),
-                                  ("beta", [0.5, 0.2], Run.Status.FAILED),
-                                  ("gamma", [], Run.Status.QUEUED)):
-        run = make_run(owner, dataset_version, name=name, status=status)
-        for step, value in enumerate(rewards, start=1):
-            StepMetric.objects.create(run=run, step=step, metrics={"reward": value})
-
+def test_sort_search_and_filter_the_runs_table(web_server, runs, page):
     log_in(page, web_server)
     assert _names(page) == ["gamma", "beta", "alpha"]  # newest first
     row = page.locator("#runs tbody tr", has_text="alpha")
