@@ -34,3 +34,11 @@ def envfloat(name: str, default: str) -> float:
         return float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+
+
+def envhttp(name: str, default: str = "") -> str:
+    """An http(s) URL, or "" when unset."""
+    value = os.environ.get(name, default).strip().rstrip("/")
+    if value and not value.startswith(("http://", "https://")):
+        raise ImproperlyConfigured(f"{name}={value!r} is not an http(s) URL")
+    return value

@@ -27,9 +27,12 @@ TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CH
          REJECTION_SAMPLE)
 
 
-def training_queue(gpus: int) -> str:
+def training_queue(gpus: int, engine: str = "local") -> str:
     """Runs are routed by the GPUs they need: "training" for CPU runs, "training-gpuN" for N GPUs. A worker with N
-    GPUs serves training-gpu1 .. training-gpuN (see `manage.py run_worker`), one run at a time."""
+    GPUs serves training-gpu1 .. training-gpuN (see `manage.py run_worker`), one run at a time. A Ray run goes to
+    "training-ray", served by the workers that have a Ray cluster (RAY_ADDRESS): the cluster places its GPUs."""
+    if engine == "ray":
+        return "training-ray"
     return "training" if gpus <= 0 else f"training-gpu{gpus}"
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from grpo_web.env import envbool, envfloat, envint, envstr
+from grpo_web.env import envbool, envfloat, envhttp, envint, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("GRPO_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -165,6 +165,9 @@ GRPO_STALL_SECONDS = envint("GRPO_STALL_SECONDS", "120")
 # How long a supervisor keeps training through a database outage before it stops the run.
 GRPO_DB_OUTAGE_GRACE = envint("GRPO_DB_OUTAGE_GRACE", "300")
 GRPO_VLLM_START_TIMEOUT = envint("GRPO_VLLM_START_TIMEOUT", "600")
+# A worker's Ray cluster, by its dashboard's address (the Jobs API: http://head:8265); "" for none. Ray runs
+# (engine "ray") go to the workers that have one (README "Scale out").
+GRPO_RAY_ADDRESS = envhttp("RAY_ADDRESS")
 # How often the worker samples a training process's CPU, memory and GPUs (runs.telemetry).
 GRPO_TELEMETRY_SECONDS = envfloat("GRPO_TELEMETRY_SECONDS", "2.0")
 

@@ -159,6 +159,12 @@ class Run(models.Model):
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones",
                                help_text="The run this one was cloned or retried from.")
     requested_gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs the run needs; 0 runs on a CPU.")
+    engine = models.CharField(max_length=8, choices=[("local", "local"), ("ray", "Ray")], default="local",
+                              help_text="local: a worker trains on its own machine; ray: the worker submits the run "
+                                        "to its Ray cluster (RAY_ADDRESS) as a Ray job (README \"Scale out\").")
+    num_workers = models.PositiveSmallIntegerField(default=1, help_text="Ray Train workers of a Ray run (DDP across "
+                                                                        "them; each gets one GPU when the run asks "
+                                                                        "for GPUs).")
     worker_name = models.CharField(max_length=200, blank=True, help_text="The Celery worker that took the run.")
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1, then +1 for each resume.")
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the supervisor.")

@@ -284,3 +284,57 @@ def run_form_data(owner, run=None) -> dict:
     data = {name: form.get_initial_for_field(field, name) for name, field in form.fields.items()}
     data.pop("config_extra", None)
     return {k: v for k, v in data.items() if v is not None and v != "" and v is not False and not callable(v)}
+
+
+# --- a Ray cluster ----------------------------------------------------------------------------------------------
+
+RAY_GCS_PORT = 6390  # clear of Redis's 6379
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """One local Ray cluster for the session (a head node with 2 CPUs, its dashboard serving the Jobs API), started
+    from this venv so its workers run the same Python; its address (http://...) as RAY_ADDRESS takes it. Stopped,
+    with every process it started, at the end of the session."""
+    ray = Path(sys.executable).parent / "ray"
+    if not ray.exists():
+        pytest.skip("ray is not installed (pip install 'ray[default,train]')")
+    dashboard = free_port()
+    log = tmp_path_factory.mktemp("ray") / "head.log"
+    env = {**os.environ, "PYTHONPATH": str(BASE_DIR), "RAY_USAGE_STATS_ENABLED": "0"}
+    with open(log, "wb") as fh:
+        # --block keeps `ray start` in the foreground as the parent of the head's processes, in a session of its own:
+        # stopping that session stops this cluster and no other
+        proc = subprocess.Popen(
+            [str(ray), "start", "--head", "--block", "--port", str(RAY_GCS_PORT), "--num-cpus", "2", "--num-gpus", "0",
+             "--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard),
+             "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
+             "--disable-usage-stats"],
+            cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{dashboard}"
+
+    def jobs_api_up():
+        if proc.poll() is not None:
+            raise AssertionError(f"ray start exited:\n{log.read_text()[-3000:]}")
+        try:
+            return urllib.request.urlopen(address + "/api/version", timeout=1).status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(jobs_api_up, timeout=120, interval=1, what="the Ray head's Jobs API")
+        yield address
+    finally:
+        stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def ray_worker(service_env, ray_cluster, tmp_path_factory):
+    """A real Celery worker that serves the Ray queue: it submits Ray runs to the session's cluster."""
+    name = f"ray-{os.getpid()}@{socket.gethostname()}"
+    env = {**service_env, "RAY_ADDRESS": ray_cluster}
+    proc = start_worker(env, name, "training-ray", tmp_path_factory.mktemp("ray-worker") / "w.log")
+    try:
+        yield proc
+    finally:
+        stop_process(proc)

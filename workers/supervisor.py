@@ -69,7 +69,7 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         extra=run.config_extra,
         max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
         allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
-        sandbox_slot_base=_slot_base(),
+        sandbox_slot_base=ray_slot_base(run) if run.engine == "ray" else _slot_base(),
         resume_from_checkpoint=str(checkpoint) if checkpoint else None,
         vllm_server_port=vllm_server_port,
         evaluation=evaluation,
@@ -89,6 +89,15 @@ def _slot_base() -> int:
     from billiard.process import current_process
 
     return 100 + SLOTS_PER_PROCESS * (getattr(current_process(), "index", 0) or 0)
+
+
+RAY_SLOT_RANGES = 20  # past the Celery pool processes' ranges (8 of them), within the sandbox's 4000 slots
+
+
+def ray_slot_base(run: Run) -> int:
+    """A Ray run's sandboxes run on the cluster's nodes, beside other Ray runs' (from any worker): their slots are
+    chosen by the run, one range of 128 per run id modulo RAY_SLOT_RANGES, after the Celery pool processes'."""
+    return 100 + SLOTS_PER_PROCESS * (8 + run.pk % RAY_SLOT_RANGES)
 
 
 def training_env() -> dict[str, str]:
@@ -201,8 +210,11 @@ def start_vllm_server(run: Run, log_file, device: str | None) -> tuple[subproces
 
 
 def stop(proc: subprocess.Popen, grace: float = 3.0) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
+    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds. A Ray run's job: stop_job."""
     if proc.poll() is not None:
+        return
+    if proc.pid is None:  # a workers.rayjobs.RayJob
+        proc.stop()
         return
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
         try:
@@ -239,6 +251,14 @@ def held(run: Run, lease) -> Run | None:
     return Run.objects.select_for_update().filter(pk=run.pk, lease=lease).first()
 
 
+class _NoSampler:
+    def tick(self):
+        return None
+
+
+NO_SAMPLER = _NoSampler()
+
+
 class Supervisor:
     """Watches one attempt of one run: ingest, heartbeat, cancel, outcome. Every write is fenced by the lease it
     claimed the run under: once the attempt is taken from it (reaped), it writes nothing and stops its trainer."""
@@ -256,6 +276,8 @@ class Supervisor:
     def start(self) -> subprocess.Popen:
         run = self.run
         self.folder_lock = lock_folder(run.run_dir, FOLDER_LOCK_WAIT)
+        if run.engine == "ray":
+            return self.start_ray()
         with open(self.log_path, "ab") as log_file:
             port = None
             self.vllm = None
@@ -274,6 +296,19 @@ class Supervisor:
                 preexec_fn=die_with_parent, pass_fds=(self.folder_lock,),
             )
 
+    def start_ray(self):
+        """Submit the attempt to the worker's Ray cluster (workers.rayjobs); the cluster places its GPUs."""
+        from workers.rayjobs import RayJob
+
+        run, self.vllm = self.run, None
+        if not settings.GRPO_RAY_ADDRESS:
+            raise RuntimeError("this worker has no Ray cluster (RAY_ADDRESS is not set)")
+        if run.vllm_server:
+            raise RuntimeError("vLLM server mode is not available on Ray runs; use colocate mode")
+        config_path = run.run_dir / f"train_config-{run.attempt}.json"
+        config_path.write_text(train_config(run).to_json())
+        return RayJob(settings.GRPO_RAY_ADDRESS, run, config_path, training_env(), self.log_path)
+
     def tick(self, proc: subprocess.Popen) -> None:
         """One pass: ingest what is new; sample resources when due; every CONTROL_SECONDS, heartbeat and read the
         cancel flag."""
@@ -290,7 +325,8 @@ class Supervisor:
                 stop(proc)
 
     def watch(self, proc: subprocess.Popen) -> None:
-        self.sampler = ResourceSampler(self.run, proc.pid, gpus=self.gpus)
+        # a Ray job's processes are on the cluster's nodes: its dashboard shows them
+        self.sampler = ResourceSampler(self.run, proc.pid, gpus=self.gpus) if proc.pid else NO_SAMPLER
         while True:
             exited = proc.poll() is not None  # read the exit status first so the last ingest sees every event
             try:
@@ -324,7 +360,8 @@ class Supervisor:
             elif proc.returncode == 0 and self.outcome.get("type") == "finished":
                 run.mark_completed()
             else:
-                error = self.outcome.get("error") or f"the training process exited with code {proc.returncode}"
+                error = self.outcome.get("error") or getattr(proc, "error", "") or \
+                    f"the training process exited with code {proc.returncode}"
                 run.mark_failed(error, log_tail(self.log_path))
         push(run, steps=[], rollouts=0)
 

@@ -28,14 +28,18 @@ class RunRefused(Exception):
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
-               kind: str = Run.Kind.GRPO, check_rewards: bool = True) -> Run:
+               kind: str = Run.Kind.GRPO, check_rewards: bool = True, engine: str = "local",
+               num_workers: int = 1) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
     ``check_rewards`` False skips the sandbox contract check (a recipe's next stage, started from inside a worker,
     which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
-    that is not up yet will take it)."""
+    that is not up yet will take it).
+
+    ``engine`` "ray": a worker that serves its Ray cluster submits the run there as a Ray job, trained by
+    ``num_workers`` Ray Train workers (README "Scale out")."""
     from rewards.selectors import reward_specs
 
     specs = reward_specs(rewards)
@@ -47,7 +51,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
                        **fields)
-    errors = spec.validate() + model_problems(model)
+    errors = spec.validate() + model_problems(model) + engine_problems(engine, num_workers, queue_anyway)
     if kind == Run.Kind.SFT:
         errors += sft_dataset_problems(dataset_version)
     if not queue_anyway:
@@ -72,7 +76,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                                  rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
-                                 queued_at=timezone.now())
+                                 engine=engine, num_workers=num_workers, queued_at=timezone.now())
         transaction.on_commit(lambda: _enqueue(run))
     return run
 
@@ -84,6 +88,23 @@ def sft_dataset_problems(version: DatasetVersion) -> list[str]:
         return []
     return [f"dataset_version: {version} has neither a 'completion' column (prompt-completion rows) nor a 'messages' "
             f"column (conversations) (columns: {', '.join(version.columns)}); SFT needs one of them"]
+
+
+def engine_problems(engine: str, num_workers: int, queue_anyway: bool = False) -> list[str]:
+    """A run's engine: "local" trains in one worker's process (or one per GPU); "ray" on a Ray cluster, where a
+    worker serving the "training-ray" queue submits it (refused while none is online, unless ``queue_anyway``)."""
+    if engine not in ("local", "ray"):
+        return [f"engine: {engine!r} is not one of local, ray"]
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or not 1 <= num_workers <= 256:
+        return [f"num_workers: {num_workers!r} is not a whole number from 1 to 256"]
+    if engine == "local":
+        return [] if num_workers == 1 else ["num_workers: only a Ray run has several workers (engine: ray); a local "
+                                            "run uses one process per requested GPU"]
+    queue = queues.training_queue(0, engine)
+    if queue_anyway or any(queue in w.queues for w in Worker.objects.all() if w.online):
+        return []
+    return ["engine: no online worker serves a Ray cluster; start one with RAY_ADDRESS set (`manage.py run_worker`), "
+            "or queue anyway for a worker that is not up yet"]
 
 
 def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
@@ -131,7 +152,7 @@ def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion,
 
 def _enqueue(run: Run) -> None:
     # a vLLM server takes a GPU of its own: the run goes to workers that have one more
-    queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.gpus_needed))
+    queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.gpus_needed, run.engine))
 
 
 def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:
@@ -182,7 +203,7 @@ def run_retry(*, run: Run) -> Run:
     return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
                       config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
-                      parent=run, kind=run.kind)
+                      parent=run, kind=run.kind, engine=run.engine, num_workers=run.num_workers)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

@@ -1,9 +1,10 @@
 """Start a Celery worker that serves what this machine can run: training-gpu1..N for N GPUs (one run at a time per
-worker), plain "training" for CPU runs, and optionally the sandbox queue."""
+worker), plain "training" for CPU runs, "training-ray" when RAY_ADDRESS names a Ray cluster, and optionally the sandbox queue."""
 
 import os
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from grpo_web.queues import training_queue
@@ -23,6 +24,8 @@ class Command(BaseCommand):
         queues = [training_queue(n) for n in range(1, gpus + 1)]
         if cpu_runs or not gpus:
             queues.append(training_queue(0))
+        if settings.GRPO_RAY_ADDRESS:
+            queues.append(training_queue(0, "ray"))  # runs for the Ray cluster: this worker submits and watches them
         if sandbox:
             queues += ["sandbox", "default"]
         self.stdout.write(f"{gpus} GPU(s); queues: {', '.join(queues)}")

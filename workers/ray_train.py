@@ -1,0 +1,110 @@
+"""The training program on a Ray cluster: ``python -m workers.ray_train CONFIG.json --num-workers N``.
+
+The entrypoint of a run's Ray job (``workers.rayjobs`` submits it). A plain program like ``workers.train`` (no Django,
+no broker, no database): it checks that the run folder is the same shared storage on every node, then runs the SAME
+training program (``workers.train.run``: TRL's GRPOTrainer, capture, sandboxed rewards, checkpoints, resume) in each of
+N Ray Train workers. Ray Train's TorchTrainer forms the process group (gloo on CPU, NCCL on GPU) and sets RANK,
+WORLD_SIZE, LOCAL_RANK and MASTER_ADDR, which accelerate (under TRL) picks up as DDP; rank 0 alone writes the event
+log, and each rank's sandboxes take slots of their own (``workers.rewarding.rank_slot``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+SHARED_STORAGE_EXIT = 3  # the exit code of a job whose nodes do not share the data directory
+ERROR_PREFIX = "grpo-web error: "  # the line the supervisor takes the job's error from
+
+
+class NotShared(RuntimeError):
+    pass
+
+
+def check_shared(marker: str, token: str) -> None:
+    """Every live node of the cluster reads ``marker`` (a file the app wrote in the run folder) and must find
+    ``token`` in it: else the data directory is not shared, and the run would train on one node and be lost on
+    the others. Raises NotShared naming the nodes that do not see it."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    def read(path: str) -> str | None:
+        try:
+            return Path(path).read_text()
+        except OSError:
+            return None
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    seen = {n["NodeManagerAddress"] + f" ({n['NodeID'][:8]})": read.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(marker) for n in nodes}
+    blind = [node for node, ref in seen.items() if ray.get(ref) != token]
+    if blind:
+        raise NotShared(f"the data directory is not shared with Ray node(s) {', '.join(blind)}: {marker}, written by "
+                        f"grpo-web, is not visible there. Mount the same storage (NFS, a shared volume) at the same "
+                        f"path (GRPO_DATA_DIR) on every node of the cluster (README \"Scale out\").")
+
+
+def train_worker(loop: dict) -> None:
+    """One Ray Train worker: the training program, as one rank of a DDP group Ray Train has already formed."""
+    import torch
+
+    from runs.protocol.config import TrainConfig
+    from workers.train import run
+
+    torch.set_num_threads(loop["threads"])
+    run(TrainConfig.load(loop["config"]))
+
+
+def train(config_path: str, *, num_workers: int, use_gpu: bool, threads: int, storage: str, name: str) -> None:
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    trainer = TorchTrainer(
+        train_worker,
+        train_loop_config={"config": config_path, "threads": threads},
+        torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
+        scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu,
+                                     resources_per_worker=None if use_gpu else {"CPU": threads}),
+        # a lost worker fails the job: the run becomes failed and resumable from its last checkpoint, and a resume
+        # (a new attempt, a new job) trains on from there with no duplicated rows
+        run_config=RunConfig(name=name, storage_path=storage, failure_config=FailureConfig(max_failures=0)),
+    )
+    trainer.fit()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Train one grpo-web run with Ray Train (the entrypoint of its Ray "
+                                                 "job).")
+    parser.add_argument("config", help="path to the run's train_config JSON, on the shared data directory")
+    parser.add_argument("--num-workers", type=int, default=1)
+    parser.add_argument("--use-gpu", action="store_true")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (and CPUs reserved) per CPU worker")
+    parser.add_argument("--marker", help="a file the app wrote under the data directory; every node must see it")
+    parser.add_argument("--token", help="what --marker holds")
+    parser.add_argument("--name", default="grpo-web", help="the Ray Train run's name")
+    args = parser.parse_args(argv)
+
+    import ray
+
+    ray.init(log_to_driver=True)  # the job's cluster (RAY_ADDRESS, set by the Jobs API)
+    try:
+        if args.marker:
+            check_shared(args.marker, args.token or "")
+        train(args.config, num_workers=args.num_workers, use_gpu=args.use_gpu, threads=args.threads,
+              storage=str(Path(args.config).parent / "ray"), name=args.name)
+    except NotShared as exc:
+        print(ERROR_PREFIX + str(exc), file=sys.stderr, flush=True)
+        return SHARED_STORAGE_EXIT
+    except Exception as exc:  # TrainingFailedError: a rank failed or was lost; its own error is in the log above
+        print(ERROR_PREFIX + f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+              file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    sys.exit(main())
