@@ -325,15 +325,41 @@ def ray_cluster(tmp_path_factory):
         wait_for(jobs_api_up, timeout=120, interval=1, what="the Ray head's Jobs API")
         yield address
     finally:
-        stop_process(proc)
+        stop_session(proc.pid)
+
+
+def stop_session(sid: int) -> None:
+    """SIGTERM, then SIGKILL, every process of session ``sid`` (Ray's actors make process groups of their own, and
+    `ray start --block` does not pass SIGTERM on, so the process group is not enough)."""
+    import psutil
+
+    def members():
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if os.getsid(p.pid) == sid:
+                    found.append(p)
+            except (OSError, psutil.Error):
+                continue
+        return found
+
+    for p in members():
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(members(), timeout=10)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=10)
 
 
 @pytest.fixture(scope="session")
-def ray_worker(service_env, ray_cluster, tmp_path_factory):
-    """A real Celery worker that serves the Ray queue: it submits Ray runs to the session's cluster."""
+def ray_worker(service_env, ray_cluster, tiny_model, tmp_path_factory):
+    """A real Celery worker that serves the Ray queue (it submits Ray runs to the session's cluster) and the sandbox
+    queue (the runs' reward contract checks)."""
     name = f"ray-{os.getpid()}@{socket.gethostname()}"
     env = {**service_env, "RAY_ADDRESS": ray_cluster}
-    proc = start_worker(env, name, "training-ray", tmp_path_factory.mktemp("ray-worker") / "w.log")
+    proc = start_worker(env, name, "training-ray,sandbox", tmp_path_factory.mktemp("ray-worker") / "w.log")
     try:
         yield proc
     finally:

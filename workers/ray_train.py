@@ -55,6 +55,8 @@ def train_worker(loop: dict) -> None:
     from workers.train import run
 
     torch.set_num_threads(loop["threads"])
+    print(f"grpo-web: rank {os.environ['RANK']} of world_size={os.environ['WORLD_SIZE']} "
+          f"({torch.distributed.get_backend()})", flush=True)
     run(TrainConfig.load(loop["config"]))
 
 
