@@ -1,0 +1,142 @@
+"""Completions per second of a 2-worker Ray run against one local process, for the same global batch.
+
+    python -m bench.ray_scale [--steps 8] [--address http://127.0.0.1:8265]
+
+Both train the tiny model with the same program (workers.train) on the same rows and global batch (32 completions a
+step): locally one process with 2 torch threads; on Ray two Ray Train workers (DDP over gloo), 1 thread each, each
+generating half the batch. Throughput is measured between the first and the last step's events (start-up excluded);
+submit-to-first-step latency is measured from the Jobs API submit to the first step's event. Without --address the
+script starts a local Ray head (2 CPUs) and stops it at the end. Last line: ``ray_scale_ratio=<x>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GLOBAL_BATCH = 32
+
+
+def config(folder: Path, model: Path, data: Path, steps: int, per_device: int) -> Path:
+    from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
+
+    cfg = TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(folder / "out"),
+                      event_log=str(folder / "events.jsonl"),
+                      rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
+                      grpo=GRPOFields(num_generations=8, per_device_train_batch_size=per_device, max_steps=steps,
+                                      max_completion_length=32, seed=3, save_steps=0, gradient_checkpointing=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.json"
+    path.write_text(cfg.to_json())
+    return path
+
+
+def throughput(event_log: Path) -> tuple[float, float]:
+    """(completions per second between the first and the last step, time of the first step's event)."""
+    from runs.protocol.events import read_events
+
+    events, _ = read_events(event_log)
+    batches = [e for e in events if e["type"] == "rollouts"]
+    steps = [e["ts"] for e in events if e["type"] == "metrics" and "step" in e]
+    completions = sum(len(b.get("rows") or b.get("rollouts") or []) for b in batches[1:])
+    first, last = steps[0], steps[-1]
+    return completions / (last - first), first
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_head() -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--port", "6391", "--num-cpus", "2",
+         "--num-gpus", "0", "--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port",
+         str(port), "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
+         "--disable-usage-stats"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    address = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            if urllib.request.urlopen(address + "/api/version", timeout=1).status == 200:
+                return proc, address
+        except OSError:
+            time.sleep(1)
+    raise SystemExit("the Ray head did not start")
+
+
+def stop_session(sid: int) -> None:
+    import psutil
+
+    procs = []
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == sid:
+                procs.append(p)
+        except (OSError, psutil.Error):
+            continue
+    for p in procs:
+        p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    for p in alive:
+        p.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--address", help="a running cluster's dashboard (else a local head is started)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from runs.datasets.demo_data import arithmetic_rows
+    from workers.tinymodel import build_tiny_model
+
+    work = Path(tempfile.mkdtemp(prefix="ray-scale-"))
+    model, data = work / "model", work / "data.jsonl"
+    build_tiny_model(model)
+    data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(256)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
+
+    local = config(work / "local", model, data, args.steps, GLOBAL_BATCH)
+    subprocess.run([sys.executable, "-c", "import sys, torch; torch.set_num_threads(2); from workers.train import "
+                    "main; sys.exit(main([sys.argv[1]]))", str(local)], cwd=ROOT, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    local_rate, _ = throughput(local.parent / "events.jsonl")
+    print(f"local: 1 process, 2 threads: {local_rate:.1f} completions/s")
+
+    head, address = (None, args.address) if args.address else start_head()
+    try:
+        from ray.job_submission import JobSubmissionClient
+
+        client = JobSubmissionClient(address)
+        ray_cfg = config(work / "ray", model, data, args.steps, GLOBAL_BATCH // 2)
+        submitted = time.time()
+        job = client.submit_job(entrypoint=f"{sys.executable} -m workers.ray_train {ray_cfg} --num-workers 2 "
+                                           f"--threads 1", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT),
+                                                                                      "HF_HUB_OFFLINE": "1"}})
+        while client.get_job_status(job).value not in ("SUCCEEDED", "FAILED", "STOPPED"):
+            time.sleep(1)
+        if client.get_job_status(job).value != "SUCCEEDED":
+            raise SystemExit(client.get_job_logs(job)[-3000:])
+        ray_rate, first_step = throughput(ray_cfg.parent / "events.jsonl")
+    finally:
+        if head is not None:
+            stop_session(head.pid)
+    print(f"ray: 2 Ray Train workers, 1 thread each: {ray_rate:.1f} completions/s")
+    print(f"submit_to_first_step_s={first_step - submitted:.1f}")
+    print(f"ray_scale_ratio={ray_rate / local_rate:.2f}")
+
+
+if __name__ == "__main__":
+    main()
