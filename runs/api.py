@@ -193,6 +193,8 @@ class RunDetail(RunOut):
     checkpoint_step: int
     attempt: int
     worker: str
+    engine: str = Field(description="local (one worker's machine) or ray (a Ray job on a worker's cluster).")
+    num_workers: int = Field(description="Ray Train workers of a Ray run; 1 for a local run.")
     reward_faults: dict
     steps: list[int] = Field(description="Steps with stored rollouts.")
     started_at: str | None
@@ -221,7 +223,7 @@ def _run_detail(run: Run, user) -> dict:
     table = dashboard_runs(user, q="", limit=1) if False else None  # noqa: F841  (figures come from the list view)
     return {**_run(run, user), "config": run.config, "config_extra": run.config_extra, "evaluation": run.evaluation,
             "error": run.error, "resumable": run.resumable, "checkpoint_step": run.checkpoint_step,
-            "attempt": run.attempt, "worker": run.worker_name, "reward_faults": run.reward_faults,
+            "attempt": run.attempt, "worker": run.worker_name, "engine": run.engine, "num_workers": run.num_workers, "reward_faults": run.reward_faults,
             "steps": rollout_selectors.rollout_steps(run),
             "started_at": run.started_at.isoformat() if run.started_at else None,
             "finished_at": run.finished_at.isoformat() if run.finished_at else None}
@@ -258,7 +260,8 @@ def run_start(request, body: RunCreateIn):
         run = run_create(owner=request.user, name=imported.name, model=imported.model,
                          dataset_version=imported.dataset_version, rewards=imported.rewards, config=imported.config,
                          config_extra=imported.extra, requested_gpus=imported.requested_gpus,
-                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind)
+                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind,
+                         engine=imported.engine, num_workers=imported.num_workers)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _run_detail(run, request.user))

@@ -74,6 +74,14 @@ class RunForm(forms.Form):
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none())
     requested_gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, label="GPUs",
                                         help_text="0 runs on a CPU worker; N waits for a worker with N GPUs.")
+    engine = forms.ChoiceField(choices=[("local", "local"), ("ray", "Ray")], initial="local", label="Engine", required=False,
+                               help_text="local: one worker trains the run on its own machine (one process per GPU). "
+                                         "Ray: a worker started with RAY_ADDRESS submits it to its Ray cluster as a "
+                                         "Ray job (README \"Scale out\").")
+    num_workers = forms.IntegerField(min_value=1, max_value=256, initial=1, label="Ray workers",
+                                     required=False,
+                                     help_text="Ray Train workers of a Ray run, trained as one DDP group (each with "
+                                               "a GPU when the run asks for GPUs); 1 for a local run.")
     queue_anyway = forms.BooleanField(required=False, label="Queue anyway",
                                       help_text="Queue even though no online worker has these GPUs or vLLM yet.")
     config_extra = JSONObjectField(required=False, initial=dict, widget=forms.HiddenInput,
@@ -126,7 +134,8 @@ class RunForm(forms.Form):
     def _prefill(self, source, clone: bool):
         by_name = {rf.name: rf for rf in reversed(self.reward_functions)}  # the user's own wins a shared name
         extra = getattr(source, "config_extra", None) or getattr(source, "extra", None) or {}
-        self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus, **source.config,
+        self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus,
+                             "engine": source.engine, "num_workers": source.num_workers, **source.config,
                              **(source.evaluation or {}), "config_extra": extra})
         self.initial["name"] = f"{source.name} (clone)" if clone else source.name
         for f in self.trl_schema:
@@ -216,6 +225,10 @@ class RunForm(forms.Form):
         if data["evaluation"]["eval_steps"] and data.get("dataset_version") and not data["dataset_version"].eval_rows:
             self.add_error("eval_steps", f"{data['dataset_version']} has no eval split: map one on the dataset's "
                                          f"mapping page, or set eval_steps to 0.")
+        data["engine"] = data.get("engine") or "local"  # blank (a form without the Engine box): a local run
+        data["num_workers"] = data.get("num_workers") or 1
+        if data["engine"] == "local" and data["num_workers"] > 1:
+            self.add_error("num_workers", "Only a Ray run has several workers: pick the Ray engine, or 1.")
         g = data["config"]
         if g.get("num_generations") and g.get("per_device_train_batch_size"):
             steps = g.get("steps_per_generation") or g.get("gradient_accumulation_steps") or 1

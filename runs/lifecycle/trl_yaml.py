@@ -34,7 +34,7 @@ MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save
 # TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.
 SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
                "requested_gpus", "name", "reward_weights", "system_prompt", "dataset_prompt_column",
-               "dataset_train_split", "dataset_test_split", "trainer"}
+               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers"}
 # Keys grpo-web does not apply, each with what happens instead (a note never claims grpo-web sets what it does not).
 NOT_APPLIED = {
     **dict.fromkeys(("push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token", "hub_revision",
@@ -86,6 +86,8 @@ class ImportedRun:
     extra: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
     requested_gpus: int = 0
+    engine: str = "local"  # local, or ray: trained on a worker's Ray cluster (README "Scale out")
+    num_workers: int = 1  # Ray Train workers of a Ray run
     kind: str = "grpo"  # the ``trainer`` key: grpo or sft
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -141,6 +143,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
     out.requested_gpus = int(data.get("requested_gpus") or 0)
+    _engine(data, out)
     _dataset(data, owner, out)
     _rewards(data, owner, out)
 
@@ -208,6 +211,22 @@ def _translate(data: dict, out: ImportedRun) -> None:
     out.notes.append(f"max_steps: -1 trains for num_train_epochs={epochs:g}; translated to max_steps: "
                      f"{cfg['max_steps']} ({version.train_rows} training prompts x {epochs:g} epochs / "
                      f"{prompts_per_step} prompts a step)")
+
+
+def _engine(data: dict, out: ImportedRun) -> None:
+    """``engine`` (local or ray) and ``num_workers``; each bad value is an error naming its key."""
+    engine = data.get("engine", "local")
+    if engine not in ("local", "ray"):
+        out.errors.append(f"engine: must be local or ray, not {engine!r}")
+    else:
+        out.engine = engine
+    workers = data.get("num_workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256:
+        out.errors.append(f"num_workers: {workers!r} is not a whole number from 1 to 256")
+    elif workers > 1 and out.engine != "ray":
+        out.errors.append("num_workers: only a Ray run has several workers (engine: ray)")
+    else:
+        out.num_workers = workers
 
 
 def _dataset(data: dict, owner, out: ImportedRun) -> None:
@@ -314,6 +333,8 @@ def run_yaml(run: Run) -> str:
         "reward_weights": [r["weight"] for r in run.rewards],
         "reward_versions": [r.get("version") for r in run.rewards],
         "requested_gpus": run.requested_gpus,
+        "engine": run.engine,
+        "num_workers": run.num_workers,
     }
     fields = kind_fields(run.kind)
     config = {k: v for k, v in run.config.items() if k in fields and v is not None}

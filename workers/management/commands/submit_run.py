@@ -33,7 +33,8 @@ class Command(BaseCommand):
             run = run_create(owner=owner, name=imported.name, model=imported.model,
                              dataset_version=imported.dataset_version, rewards=imported.rewards,
                              config=imported.config, config_extra=imported.extra, evaluation=imported.evaluation,
-                             requested_gpus=imported.requested_gpus, queue_anyway=options["queue_anyway"])
+                             requested_gpus=imported.requested_gpus, queue_anyway=options["queue_anyway"],
+                             kind=imported.kind, engine=imported.engine, num_workers=imported.num_workers)
         except RunRefused as exc:
             raise CommandError("\n".join(exc.errors)) from None
         self.stdout.write(self.style.SUCCESS(f"queued run {run.pk}: {run.name}"))
