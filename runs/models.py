@@ -20,6 +20,8 @@ class Dataset(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["ray_slot_base"], condition=models.Q(lease__isnull=False),
+                                               name="run_ray_slots_one_live_run")]
 
     def __str__(self):
         return self.name
@@ -165,6 +167,10 @@ class Run(models.Model):
     num_workers = models.PositiveSmallIntegerField(default=1, help_text="Ray Train workers of a Ray run (DDP across "
                                                                         "them; each gets one GPU when the run asks "
                                                                         "for GPUs).")
+    ray_slot_base = models.PositiveSmallIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="A Ray run's first sandbox slot on the cluster's nodes, held while an attempt runs (its lease is "
+                  "set): no two live Ray runs hold the same range (workers.supervisor.ray_slot_base).")
     worker_name = models.CharField(max_length=200, blank=True, help_text="The Celery worker that took the run.")
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1, then +1 for each resume.")
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the supervisor.")

@@ -22,9 +22,10 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
+from rewards.sandbox.host import MAX_SLOT
 from rewards.selectors import reward_specs
 from runs.datasets.services import version_training_file
 from runs.evaluations.services import eval_source, store_eval_event
@@ -69,7 +70,7 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         extra=run.config_extra,
         max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
         allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
-        sandbox_slot_base=ray_slot_base(run) if run.engine == "ray" else _slot_base(),
+        sandbox_slot_base=run.ray_slot_base if run.engine == "ray" else _slot_base(),
         resume_from_checkpoint=str(checkpoint) if checkpoint else None,
         vllm_server_port=vllm_server_port,
         evaluation=evaluation,
@@ -91,13 +92,37 @@ def _slot_base() -> int:
     return 100 + SLOTS_PER_PROCESS * (getattr(current_process(), "index", 0) or 0)
 
 
-RAY_SLOT_RANGES = 20  # past the Celery pool processes' ranges (8 of them), within the sandbox's 4000 slots
+# Ray runs' sandbox slots: from 2200 (clear of the reward tests' 1.., the Celery pool processes' runs at 100 + 128 x
+# index and the replays' at 2000 + 16 x index) to the sandbox's last slot, in ranges of 128: 14 live Ray runs at once
+RAY_SLOT_FIRST = 2200
+RAY_SLOT_RANGES = range(RAY_SLOT_FIRST, MAX_SLOT + 2 - SLOTS_PER_PROCESS, SLOTS_PER_PROCESS)
+
+
+class NoSlots(RuntimeError):
+    pass
 
 
 def ray_slot_base(run: Run) -> int:
-    """A Ray run's sandboxes run on the cluster's nodes, beside other Ray runs' (from any worker): their slots are
-    chosen by the run, one range of 128 per run id modulo RAY_SLOT_RANGES, after the Celery pool processes'."""
-    return 100 + SLOTS_PER_PROCESS * (8 + run.pk % RAY_SLOT_RANGES)
+    """The first sandbox slot (uid 61000 + slot) of a Ray run's attempt. Its sandboxes start on the cluster's nodes,
+    beside other Ray runs' submitted by any worker, so the range is allocated in the database: the lowest range no
+    other live attempt holds, kept unique among live attempts (lease set) by a constraint, so two supervisors that
+    pick the same range at once cannot both keep it. Raises NoSlots when every range is held."""
+    held = set(Run.objects.filter(lease__isnull=False, ray_slot_base__isnull=False).exclude(pk=run.pk)
+               .values_list("ray_slot_base", flat=True))
+    for base in RAY_SLOT_RANGES:
+        if base in held:
+            continue
+        try:
+            with transaction.atomic():
+                kept = Run.objects.filter(pk=run.pk, lease=run.lease).update(ray_slot_base=base)
+        except IntegrityError:  # another attempt took it since the read above
+            continue
+        if not kept:
+            raise Fenced(f"run {run.pk}: the attempt was taken from this supervisor")
+        run.ray_slot_base = base
+        return base
+    raise NoSlots(f"every sandbox slot range for Ray runs is held: {len(RAY_SLOT_RANGES)} Ray runs are running; "
+                  f"resume this one when one ends")
 
 
 def training_env() -> dict[str, str]:
@@ -124,7 +149,8 @@ def claim(run_id: int, worker_name: str) -> Run | None:
             Evaluation.objects.filter(run=run, kind=Evaluation.Kind.PERIODIC, step__gt=run.checkpoint_step).delete()
             run.step = run.checkpoint_step
         run.worker_name, run.heartbeat_at, run.event_offset, run.lease = worker_name, timezone.now(), 0, uuid.uuid4()
-        run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step", "lease"])
+        run.ray_slot_base = None  # an earlier attempt's range: a Ray attempt takes one when it starts
+        run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step", "lease", "ray_slot_base"])
         run.mark_running()
         return run
 
@@ -305,6 +331,7 @@ class Supervisor:
             raise RuntimeError("this worker has no Ray cluster (RAY_ADDRESS is not set)")
         if run.vllm_server:
             raise RuntimeError("vLLM server mode is not available on Ray runs; use colocate mode")
+        ray_slot_base(run)
         config_path = run.run_dir / f"train_config-{run.attempt}.json"
         config_path.write_text(train_config(run).to_json())
         return RayJob(settings.GRPO_RAY_ADDRESS, run, config_path, training_env(), self.log_path)

@@ -17,4 +17,17 @@ class Migration(migrations.Migration):
                                                                         "them; each gets one GPU when the run asks "
                                                                         "for GPUs)."),
         ),
+        migrations.AddField(
+            model_name="run", name="ray_slot_base",
+            field=models.PositiveSmallIntegerField(blank=True, editable=False, null=True,
+                                                   help_text="A Ray run's first sandbox slot on the cluster's nodes, "
+                                                             "held while an attempt runs (its lease is set): no two "
+                                                             "live Ray runs hold the same range "
+                                                             "(workers.supervisor.ray_slot_base)."),
+        ),
+        migrations.AddConstraint(
+            model_name="run",
+            constraint=models.UniqueConstraint(condition=models.Q(("lease__isnull", False)), fields=("ray_slot_base",),
+                                               name="run_ray_slots_one_live_run"),
+        ),
     ]
