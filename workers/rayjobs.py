@@ -16,7 +16,10 @@ from runs.models import Run
 
 log = logging.getLogger(__name__)
 
-STATUS_SECONDS = 1.0  # how often the job's status and new log lines are read
+STATUS_SECONDS = 1.0  # how often the job's status is read
+# how often its log is read: the Jobs API answers with the whole log each time (JobSubmissionClient.get_job_logs has
+# no offset), so it is read every few seconds, and only what is past the last length goes to train.log
+LOG_SECONDS = 5.0
 ENDED = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": -15}  # the job's end, as a process's exit code
 JOB_ENV = ("PYTHONPATH", "PYTHONUNBUFFERED", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OPENBLAS_CORETYPE")
 
@@ -54,7 +57,8 @@ class RayJob:
         self.returncode: int | None = None
         self.error = ""
         self.logged = 0  # characters of the job's log already copied to train.log
-        self.next_status = 0.0
+        self.next_status = self.next_log = 0.0
+        self.last_error = ""  # the last error line (workers.ray_train's ERROR_PREFIX) seen in the log
         self.submitted_at = time.time()
         self.stop_earlier_attempts()
         if self.info() is not None:
@@ -97,33 +101,33 @@ class RayJob:
         self.next_status = time.monotonic() + STATUS_SECONDS
         info = self.client.get_job_info(self.id)
         status = info.status.value
-        self.copy_logs()
+        if status in ENDED or time.monotonic() >= self.next_log:
+            self.copy_logs()  # the last call, once the job has ended, copies the whole rest
         if status in ENDED:
             self.returncode = ENDED[status]
-            self.error = self.job_error(info)
+            self.error = self.last_error or f"the Ray job {self.id} ended: {info.message or info.status}"
         return self.returncode
 
     def copy_logs(self) -> None:
-        """Append what the job printed since the last call to the run's train.log (its Log tab)."""
+        """Append what the job printed since the last call to the run's train.log (its Log tab), and remember the
+        job's own error line (workers.ray_train prints it)."""
+        from workers.ray_train import ERROR_PREFIX
+
+        self.next_log = time.monotonic() + LOG_SECONDS
         try:
             text = self.client.get_job_logs(self.id)
         except RuntimeError:
             return
-        if len(text) > self.logged:
-            with open(self.log_path, "a", encoding="utf-8", errors="replace") as fh:
-                fh.write(text[self.logged:])
-            self.logged = len(text)
-
-    def job_error(self, info) -> str:
-        """The job's own error line (workers.ray_train prints it), else Ray's message."""
-        from workers.ray_train import ERROR_PREFIX
-
-        try:
-            lines = self.client.get_job_logs(self.id).splitlines()
-        except RuntimeError:
-            lines = []
-        mine = [line.split(ERROR_PREFIX, 1)[1] for line in lines if ERROR_PREFIX in line]
-        return mine[-1] if mine else f"the Ray job {self.id} ended: {info.message or info.status}"
+        if len(text) <= self.logged:
+            return
+        # from the start of the line the last call ended in: an error line cut in two is read whole
+        start = text.rfind("\n", 0, self.logged) + 1
+        for line in text[start:].splitlines():
+            if ERROR_PREFIX in line:
+                self.last_error = line.split(ERROR_PREFIX, 1)[1]
+        with open(self.log_path, "a", encoding="utf-8", errors="replace") as fh:
+            fh.write(text[self.logged:])
+        self.logged = len(text)
 
     def stop(self, wait: float = 30.0) -> None:
         """Stop the job (Ray sends its driver SIGTERM, then SIGKILL) and wait for it to end."""
