@@ -76,7 +76,7 @@ def test_a_two_worker_ray_run_stores_trls_own_rollouts_and_metrics(ray_worker, r
 
 def test_cancelling_a_ray_run_stops_its_ray_job(ray_worker, ray_cluster, owner, dataset_version):
     run = submit_ray(owner, dataset_version, max_steps=2000, save_steps=0)
-    wait_for(lambda: refreshed(run).step >= 2, timeout=300, interval=1, what="a few steps on Ray")
+    wait_for(lambda: refreshed(run).step >= 1, timeout=300, interval=1, what="a step on Ray")
     run_cancel(run=run)
     wait_for(lambda: refreshed(run).status == Run.Status.CANCELLED, timeout=60, what="the run to be cancelled")
     assert job_status(ray_cluster, run) == "STOPPED"
@@ -102,6 +102,8 @@ def _cmdline(p: psutil.Process) -> list[str]:
 
 def test_killing_a_ray_worker_fails_the_run_and_resume_completes_it(ray_worker, ray_cluster, owner,
                                                                      dataset_version):
+    # 6 steps: the kill lands after step 2's checkpoint, well before the last (4 steps let a loaded machine reach
+    # checkpoint 4 first, and a run with every step saved has nothing to resume)
     run = submit_ray(owner, dataset_version, max_steps=6, save_steps=2)
     wait_for(lambda: refreshed(run).checkpoint_step >= 2, timeout=300, interval=1, what="a checkpoint on Ray")
     workers = train_workers(ray_cluster)
