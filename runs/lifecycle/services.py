@@ -28,14 +28,15 @@ class RunRefused(Exception):
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
-               kind: str = Run.Kind.GRPO, check_rewards: bool = True) -> Run:
+               kind: str = Run.Kind.GRPO, check_rewards: bool = True, token_sample_groups: int = 1) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
     ``check_rewards`` False skips the sandbox contract check (a recipe's next stage, started from inside a worker,
     which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
-    that is not up yet will take it)."""
+    that is not up yet will take it). ``token_sample_groups``: groups per generation batch whose per-token values
+    are kept (workers.tokens; -1 all, 0 none)."""
     from rewards.selectors import reward_specs
 
     specs = reward_specs(rewards)
@@ -46,7 +47,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused([f"config: {exc}"]) from None
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
-                       **fields)
+                       token_sample_groups=token_sample_groups, **fields)
     errors = spec.validate() + model_problems(model)
     if kind == Run.Kind.SFT:
         errors += sft_dataset_problems(dataset_version)
@@ -72,7 +73,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                                  rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
-                                 queued_at=timezone.now())
+                                 token_sample_groups=token_sample_groups, queued_at=timezone.now())
         transaction.on_commit(lambda: _enqueue(run))
     return run
 
@@ -182,7 +183,7 @@ def run_retry(*, run: Run) -> Run:
     return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
                       config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
-                      parent=run, kind=run.kind)
+                      parent=run, kind=run.kind, token_sample_groups=run.token_sample_groups)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
