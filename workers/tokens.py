@@ -21,8 +21,6 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 ROW_KEY = "grpo_web_row"  # (B,) added to TRL's batch: the row's index in the whole generation batch
 
 # per-token columns of a shard, each a list per completion (None where TRL had no such tensor)
@@ -82,6 +80,8 @@ class TokenCapture:
 
     def tag(self, output: dict, step: int) -> None:
         """Number the local rows of TRL's batch by their index in the whole generation batch (the rollouts' index)."""
+        import torch
+
         trainer = self.trainer
         local = output["completion_ids"].size(0)
         start = trainer.accelerator.process_index * local
@@ -135,6 +135,8 @@ class TokenCapture:
         return loss
 
     def _keep(self, inputs: dict, seen: dict) -> None:
+        import torch
+
         from workers.capture import completion_lengths
 
         trainer = self.trainer
