@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from runs.protocol.events import EventWriter
+from workers.tokens import TokenCapture, completion_lengths, is_truncated
 
 
 class CapturingGRPOTrainer(GRPOTrainer):
@@ -27,8 +27,6 @@ class CapturingGRPOTrainer(GRPOTrainer):
         # token-level values of a sample of each batch's groups, as TRL computed them at the update (workers.tokens)
         self.token_capture = None
         if tokens_dir and token_sample_groups:
-            from workers.tokens import TokenCapture
-
             self.token_capture = TokenCapture(self, tokens_dir, token_sample_groups)
             self.add_callback(TokenShardCallback(self.token_capture))
 
@@ -110,22 +108,6 @@ class CapturingGRPOTrainer(GRPOTrainer):
         # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
         self._events.write("rollouts", step=self.state.global_step + 1, num_generations=G,
                            reward_names=list(self.reward_func_names), rows=rows)
-
-
-def is_truncated(ids: torch.Tensor, eos_token_ids: list[int]) -> torch.Tensor:
-    """TRL's own test: a completion is truncated when it holds none of the model's EOS ids (the tokenizer's and the
-    generation config's: Qwen2.5 and Llama-3 instruct models declare several), as its clipped_ratio counts them."""
-    return ~torch.isin(ids, torch.tensor(eos_token_ids, device=ids.device)).any(dim=1)  # (B,)
-
-
-def completion_lengths(ids: torch.Tensor, completion_mask: torch.Tensor, eos_token_ids: list[int],
-                       mask_truncated: bool) -> torch.Tensor:
-    """(B,) tokens per completion: up to and with the first EOS, as TRL counts them in its completion mask."""
-    lengths = completion_mask.sum(dim=1)  # (B,)
-    if mask_truncated:
-        # TRL zeroes the mask of a truncated completion (no loss on it); it still ran to the longest length
-        lengths = torch.where(is_truncated(ids, eos_token_ids), torch.full_like(lengths, ids.size(1)), lengths)
-    return lengths
 
 
 class TokenShardCallback(TrainerCallback):
