@@ -30,6 +30,17 @@ class CapturingGRPOTrainer(GRPOTrainer):
             self.token_capture = TokenCapture(self, tokens_dir, token_sample_groups)
             self.add_callback(TokenShardCallback(self.token_capture))
 
+    def train(self, *args, **kwargs):
+        if self.token_capture is None:
+            return super().train(*args, **kwargs)
+        try:
+            result = super().train(*args, **kwargs)
+        except BaseException:
+            self.token_capture.close(raise_error=False)  # the last shards still land whole; training's error wins
+            raise
+        self.token_capture.close()  # the writer thread's last shard is on disk when train returns
+        return result
+
     def _generate(self, prompts):
         with self.step_timing.part("generation"):
             return super()._generate(prompts)

@@ -6,8 +6,8 @@ Nothing here recomputes a value. The tensors are TRL's own objects, read where T
 - ``old_per_token_logps`` (the policy at generation: TRL's ``per_token_logps.detach()`` when it skipped computing
   them), ``per_token_logps`` and ``entropies`` (the policy at the update), ``coef_1`` (the importance ratio) and
   ``is_low_clipped`` / ``is_high_clipped`` / ``is_region_clipped`` (``is_cispo_clipped`` under cispo) are locals of
-  ``_compute_loss``: they are read from its frame as it returns (a profile hook armed only after the model's forward,
-  so the forward itself runs untraced);
+  ``_compute_loss``: its frame is held from just after the model's forward, and they are read from it once it has
+  returned (nothing traces the loss code);
 - ``ref_per_token_logps`` (beta > 0) and ``sampling_per_token_logps`` (vLLM) come from the batch TRL built in
   ``_generate_and_score_completions``.
 
@@ -88,7 +88,12 @@ def sampled_groups(num_groups: int, setting: int) -> int:
 
 class TokenCapture:
     """Held by the capturing trainer: tags each generation batch, reads TRL's tensors at each update of a sampled
-    row, and writes a shard per optimizer step (rank 0, the other ranks' rows gathered to it)."""
+    row, and writes a shard per optimizer step (rank 0, the other ranks' rows gathered to it).
+
+    The training thread does the least it can: at each update it copies the sampled rows of TRL's tensors to the CPU
+    (one indexed copy per tensor, no per-token Python); at the end of the optimizer step it decodes the token ids it
+    has not seen before and hands the step to a writer thread, which builds the Parquet shard from the tensors and
+    writes it. :meth:`close` (the trainer's ``train`` calls it, on success and on failure) waits for the last shard."""
 
     def __init__(self, trainer, tokens_dir: str | Path, sample_groups: int):
         self.trainer = trainer
@@ -96,9 +101,11 @@ class TokenCapture:
         self.sample_groups = sample_groups
         self.batch_step = 0
         self.sampled_rows = 0  # rows [0, sampled_rows) of the current generation batch are captured
-        self.rows: list[dict] = []  # captured during the current optimizer step
-        self._seen: dict | None = None
+        self.chunks: list[dict] = []  # one per micro-batch update of the current optimizer step
+        self.texts: dict[int, str] = {}  # token id -> the token decoded alone; grows on the training thread only
+        self._frame = None  # TRL's _compute_loss frame of the update being captured
         self._armed = False
+        self._writer: ShardWriter | None = None
 
     # --- generation: tag the batch -------------------------------------------------------------------------------
 
@@ -122,7 +129,10 @@ class TokenCapture:
 
     def arm(self) -> None:
         """Called right after TRL's forward in _compute_loss (its _get_per_token_logps_and_entropies with
-        compute_entropy): read the locals of that _compute_loss frame when it returns."""
+        compute_entropy): hold that _compute_loss frame, whose locals are read once it has returned.
+
+        A frame object still referenced when its function returns keeps the locals it returned with, so nothing
+        traces the loss code (no profile or trace hook): the values are TRL's final ones, read after the fact."""
         if not self._armed:
             return
         self._armed = False
@@ -132,105 +142,170 @@ class TokenCapture:
         frame = sys._getframe(1)
         while frame is not None and frame.f_code is not code:
             frame = frame.f_back
-        if frame is None:
-            return
-        target, previous, seen = frame, sys.getprofile(), {}
-
-        def on_return(f, event, arg):
-            if event == "return" and f is target:
-                seen.update({k: v for k, v in f.f_locals.items() if k in WANTED})
-                sys.setprofile(previous)
-
-        self._seen = seen
-        sys.setprofile(on_return)
+        self._frame = frame
 
     def around_loss(self, compute, inputs: dict):
         """Run TRL's _compute_loss (``compute``); when the micro-batch holds sampled rows, keep their values."""
         if not self.wants(inputs):
             return compute()
-        self._armed, self._seen = True, None
+        self._armed, self._frame = True, None
         try:
             loss = compute()
+            if self._frame is not None:
+                local = self._frame.f_locals  # as _compute_loss returned
+                self._keep(inputs, {k: v for k, v in local.items() if k in WANTED})
         finally:
-            self._armed = False
-        if self._seen:
-            self._keep(inputs, self._seen)
-        self._seen = None
+            self._armed, self._frame = False, None  # let go of the frame (and all its tensors) now
         return loss
 
     def _keep(self, inputs: dict, seen: dict) -> None:
-        import torch
-
+        """The sampled rows of each tensor, copied to the CPU as they are; the writer thread makes them rows."""
         trainer = self.trainer
         rows = inputs[ROW_KEY]
         pick = (rows < self.sampled_rows).nonzero().squeeze(1)  # (k,) positions of sampled rows in the micro-batch
         ids = inputs["completion_ids"]  # (B, T)
-        T = ids.size(1)
         lengths = completion_lengths(ids, inputs["completion_mask"], trainer.eos_token_ids,
-                                     trainer.mask_truncated_completions)[pick].tolist()
-        clipped = {"clipped_low": seen.get("is_low_clipped"), "clipped_high": seen.get("is_high_clipped"),
-                   "clipped": seen.get("is_region_clipped", seen.get("is_cispo_clipped"))}
+                                     trainer.mask_truncated_completions)  # (B,)
         tensors = {name: seen.get(LOCALS[name]) for name in ("logprob", "old_logprob", "entropy", "ratio")}
         tensors["sampling_logprob"] = inputs.get("sampling_per_token_logps")
         tensors["ref_logprob"] = inputs.get("ref_per_token_logps") if trainer.beta != 0.0 else None
-        tensors.update(clipped)
-        tensors["mask"] = seen.get("mask")
-
-        def rows_of(t):  # (k, T) on the CPU; a sequence-level tensor (B, 1) is TRL's one value for every token
-            if t is None:
-                return None
-            t = t.detach()[pick]
-            return (t.expand(-1, T) if t.size(1) == 1 else t).cpu()
-
-        host = {name: rows_of(t) for name, t in tensors.items()}
-        token_ids = ids[pick].cpu()
-        indices = rows[pick].tolist()
-        step = trainer.state.global_step + 1
-        G = trainer.num_generations
-        for j, index in enumerate(indices):
-            n = lengths[j]
-            row = {"step": self.batch_step, "update_step": step, "index": index, "group": index // G,
-                   "completion": index % G, "token_ids": token_ids[j, :n].tolist()}
-            for name, t in host.items():
-                if t is None:
-                    row[name] = None
-                elif t.dtype == torch.bool:
-                    row[name] = t[j, :n].tolist()
-                elif name == "mask":
-                    row[name] = t[j, :n].bool().tolist()
-                else:
-                    row[name] = t[j, :n].float().tolist()
-            self.rows.append(row)
+        tensors.update({"clipped_low": seen.get("is_low_clipped"), "clipped_high": seen.get("is_high_clipped"),
+                        "clipped": seen.get("is_region_clipped", seen.get("is_cispo_clipped")),
+                        "mask": seen.get("mask")})
+        # indexing copies (k, T) or (k, 1) out of TRL's tensor, so nothing TRL does later can change what is kept
+        self.chunks.append({
+            "step": self.batch_step, "update_step": trainer.state.global_step + 1,
+            "index": rows[pick].cpu(), "length": lengths[pick].cpu(), "token_ids": ids[pick].cpu(),
+            "values": {name: None if t is None else t.detach()[pick].cpu() for name, t in tensors.items()},
+        })
 
     # --- the end of an optimizer step: one shard ------------------------------------------------------------------
 
-    def flush(self, step: int) -> Path | None:
-        """Write the rows captured during optimizer step ``step`` to its shard (rank 0); None when there are none."""
+    def flush(self, step: int) -> None:
+        """Hand the values captured during optimizer step ``step`` to the writer thread (rank 0; the other ranks'
+        gathered to it). Raises here, on the training thread, what the writer failed at with an earlier shard."""
         trainer = self.trainer
-        rows, self.rows = self.rows, []
+        chunks, self.chunks = self.chunks, []
         if trainer.accelerator.num_processes > 1:
             from accelerate.utils import gather_object
 
-            rows = gather_object(rows)
-        if not rows or not trainer.accelerator.is_main_process:
-            return None
-        # each token decoded alone, as the page shows it; once per step, off the loss computation
-        ids = [[t] for row in rows for t in row["token_ids"]]
-        texts = iter(trainer.processing_class.batch_decode(ids)) if ids else iter(())
-        for row in rows:
-            row["tokens"] = [next(texts) for _ in row["token_ids"]]
-        return write_shard(self.dir, step, rows)
+            chunks = gather_object(chunks)
+        if not chunks or not trainer.accelerator.is_main_process:
+            return
+        self._decode_new(chunks)
+        if self._writer is None:
+            self._writer = ShardWriter(self.dir, self.texts, self.trainer.num_generations)
+        self._writer.put(step, chunks)
+
+    def _decode_new(self, chunks: list[dict]) -> None:
+        """Each token id not seen before, decoded alone as the page shows it, in one call of the tokenizer. It runs
+        here rather than in the writer: a fast tokenizer used from two threads at once can fail ("Already
+        borrowed") while TRL tokenizes on this one."""
+        import torch
+
+        ids = torch.unique(torch.cat([c["token_ids"].flatten() for c in chunks])).tolist()
+        new = [i for i in ids if i not in self.texts]
+        if new:
+            self.texts.update(zip(new, self.trainer.processing_class.batch_decode([[i] for i in new])))
+
+    def close(self, raise_error: bool = True) -> None:
+        """Wait for the shards handed to the writer to be written; raise what it failed at (unless told not to,
+        when training has already failed and that error is the one to report)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close(raise_error)
+
+
+class ShardWriter:
+    """A thread writing the shards handed to it, in order: tensors to Arrow columns, Parquet, atomic rename."""
+
+    def __init__(self, directory: Path, texts: dict[int, str], num_generations: int):
+        import queue
+        import threading
+
+        self.directory, self.texts, self.G = directory, texts, num_generations
+        self.queue: queue.Queue = queue.Queue(maxsize=4)  # a writer this far behind slows training, not memory
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="token-shard-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, step: int, chunks: list[dict]) -> None:
+        self._raise()
+        self.queue.put((step, chunks))
+
+    def close(self, raise_error: bool = True) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if raise_error:
+            self._raise()
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise RuntimeError("writing a token shard failed") from error
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            if self.error is None:  # after a failure, drain without writing: the training thread raises it
+                try:
+                    write_table(self.directory, item[0], self.table(item[1]))
+                except BaseException as exc:  # noqa: BLE001 - handed to the training thread
+                    self.error = exc
+
+    def table(self, chunks: list[dict]):
+        import pyarrow as pa
+
+        return pa.concat_tables([chunk_table(c, self.texts, self.G) for c in chunks])
+
+
+def chunk_table(chunk: dict, texts: dict[int, str], G: int):
+    """One micro-batch's kept tensors as shard rows: each (k, T) tensor cut to each completion's length."""
+    import numpy as np
+    import pyarrow as pa
+    import torch
+
+    schema = shard_schema()
+    lengths = chunk["length"]  # (k,)
+    k, T = chunk["token_ids"].shape
+    keep = torch.arange(T) < lengths.unsqueeze(1)  # (k, T): the completion's tokens, row after row once flattened
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths.numpy())]), pa.int32())  # (k + 1,)
+
+    def tokens_of(t, dtype):  # (k, T) or (k, 1) -> a list per completion
+        if t is None:
+            return pa.nulls(k, schema.field(dtype).type)
+        if t.size(1) == 1:  # a sequence-level tensor (B, 1): TRL's one value for every token
+            t = t.expand(-1, T)
+        flat = t[keep]
+        flat = flat.bool() if schema.field(dtype).type.value_type == pa.bool_() else flat.float()  # float32, exact
+        return pa.ListArray.from_arrays(offsets, pa.array(flat.numpy()))
+
+    index = chunk["index"].to(torch.int32).numpy()
+    flat_ids = chunk["token_ids"][keep]
+    columns = {
+        "step": pa.array(np.full(k, chunk["step"], np.int32)),
+        "update_step": pa.array(np.full(k, chunk["update_step"], np.int32)),
+        "index": pa.array(index), "group": pa.array(index // G), "completion": pa.array(index % G),
+        "token_ids": pa.ListArray.from_arrays(offsets, pa.array(flat_ids.to(torch.int32).numpy())),
+        "tokens": pa.ListArray.from_arrays(offsets, pa.array([texts[i] for i in flat_ids.tolist()], pa.string())),
+    }
+    columns.update({name: tokens_of(t, name) for name, t in chunk["values"].items()})
+    return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
 def write_shard(directory: Path, step: int, rows: list[dict]) -> Path:
-    """Rows (one per completion and update) into ``<directory>/step-NNNNNN.parquet``, written whole or not at all:
-    a reader never sees half a file."""
+    """Rows (one per completion and update, as dicts) into ``<directory>/step-NNNNNN.parquet``."""
     import pyarrow as pa
+
+    return write_table(directory, step, pa.Table.from_pylist(rows, schema=shard_schema()))
+
+
+def write_table(directory: Path, step: int, table) -> Path:
+    """A shard's table, its rows ordered by (step, index), into ``<directory>/step-NNNNNN.parquet``, written whole
+    or not at all: a reader never sees half a file."""
     import pyarrow.parquet as pq
 
     directory.mkdir(parents=True, exist_ok=True)
-    rows = sorted(rows, key=lambda r: (r["step"], r["index"]))
-    table = pa.Table.from_pylist(rows, schema=shard_schema())
+    table = table.sort_by([("step", "ascending"), ("index", "ascending")])
     path = directory / shard_name(step)
     tmp = directory / f".{path.name}.{os.getpid()}.tmp"
     pq.write_table(table, tmp)

@@ -151,3 +151,38 @@ def test_no_sample_writes_no_shards(tmp_path, tiny_model):
     config = _config(tmp_path, tiny_model, sample_groups=0, max_steps=1, beta=0.0, num_iterations=1)
     run(config)
     assert not (tmp_path / "tokens").exists()
+
+
+def test_a_run_that_fails_leaves_its_last_shard_whole(tmp_path, tiny_model):
+    from transformers import TrainerCallback
+
+    from workers.train import make_trainer
+
+    class FailAfterStep2(TrainerCallback):  # added after the shard callback: step 2's shard is handed over first
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                raise RuntimeError("boom at step 2")
+
+    config = _config(tmp_path, tiny_model, sample_groups=-1, max_steps=4, beta=0.0, num_iterations=1)
+    events = EventWriter(config.event_log)
+    trainer = make_trainer(config, events)
+    trainer.add_callback(FailAfterStep2())
+    with pytest.raises(RuntimeError, match="boom at step 2"):
+        trainer.train()
+    events.close()
+    # train() has waited for the writer thread: step 2's shard is on disk, whole, and nothing half-written is left
+    assert sorted(p.name for p in (tmp_path / "tokens").iterdir()) == [shard_name(1), shard_name(2)]
+    assert sorted(r["index"] for r in _shard(config, 2)) == list(range(8))
+
+
+def test_a_shard_that_cannot_be_written_fails_the_run(tmp_path, tiny_model):
+    from workers.train import make_trainer
+
+    config = _config(tmp_path, tiny_model, sample_groups=1, max_steps=1, beta=0.0, num_iterations=1)
+    (tmp_path / "tokens").write_text("a file where the shards' folder should be")
+    events = EventWriter(config.event_log)
+    trainer = make_trainer(config, events)
+    with pytest.raises(RuntimeError, match="writing a token shard failed") as raised:
+        trainer.train()  # the writer thread's error comes back to the training thread, not lost with the thread
+    events.close()
+    assert isinstance(raised.value.__cause__, (FileExistsError, NotADirectoryError))
