@@ -106,6 +106,7 @@ class TokenCapture:
         self._frame = None  # TRL's _compute_loss frame of the update being captured
         self._armed = False
         self._writer: ShardWriter | None = None
+        import pyarrow.parquet  # noqa: F401 - imported now, before training, rather than inside a step
 
     # --- generation: tag the batch -------------------------------------------------------------------------------
 
@@ -248,14 +249,14 @@ class ShardWriter:
         while (item := self.queue.get()) is not None:
             if self.error is None:  # after a failure, drain without writing: the training thread raises it
                 try:
-                    write_table(self.directory, item[0], self.table(item[1]))
+                    self.write(*item)
                 except BaseException as exc:  # noqa: BLE001 - handed to the training thread
                     self.error = exc
 
-    def table(self, chunks: list[dict]):
+    def write(self, step: int, chunks: list[dict]) -> Path:
         import pyarrow as pa
 
-        return pa.concat_tables([chunk_table(c, self.texts, self.G) for c in chunks])
+        return write_table(self.directory, step, pa.concat_tables([chunk_table(c, self.texts, self.G) for c in chunks]))
 
 
 def chunk_table(chunk: dict, texts: dict[int, str], G: int):
@@ -280,13 +281,15 @@ def chunk_table(chunk: dict, texts: dict[int, str], G: int):
         return pa.ListArray.from_arrays(offsets, pa.array(flat.numpy()))
 
     index = chunk["index"].to(torch.int32).numpy()
-    flat_ids = chunk["token_ids"][keep]
+    flat_ids = chunk["token_ids"][keep]  # (n,) the completions' tokens one after another
+    uniq, inverse = torch.unique(flat_ids, return_inverse=True)
     columns = {
         "step": pa.array(np.full(k, chunk["step"], np.int32)),
         "update_step": pa.array(np.full(k, chunk["update_step"], np.int32)),
         "index": pa.array(index), "group": pa.array(index // G), "completion": pa.array(index % G),
         "token_ids": pa.ListArray.from_arrays(offsets, pa.array(flat_ids.to(torch.int32).numpy())),
-        "tokens": pa.ListArray.from_arrays(offsets, pa.array([texts[i] for i in flat_ids.tolist()], pa.string())),
+        "tokens": pa.ListArray.from_arrays(offsets, pa.array([texts[i] for i in uniq.tolist()], pa.string()).take(
+            pa.array(inverse.numpy()))),  # the texts of the distinct ids, then one take: Python per id, not per token
     }
     columns.update({name: tokens_of(t, name) for name, t in chunk["values"].items()})
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)

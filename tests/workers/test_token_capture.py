@@ -107,7 +107,8 @@ def test_the_stored_token_values_are_trls_tensors(tmp_path, tiny_model):
             assert row["clipped"] == call["is_region_clipped"][j, :n].tolist()
             assert row["mask"] == call["mask"][j, :n].bool().tolist()
             assert row["sampling_logprob"] is None  # no vLLM: TRL has no separate sampling log-probabilities
-            assert len(row["tokens"]) == n
+            # each token decoded alone, as the page shows it
+            assert row["tokens"] == trainer.processing_class.batch_decode([[t] for t in row["token_ids"]])
             clipped_anywhere |= any(row["clipped"])
             moved |= call["step"] == 2 and any(abs(r - 1.0) > 1e-3 for r in row["ratio"])
     assert moved, "the second pass over the batch should see a policy that moved"
