@@ -271,13 +271,13 @@ def chunk_table(chunk: dict, texts: dict[int, str], G: int):
     keep = torch.arange(T) < lengths.unsqueeze(1)  # (k, T): the completion's tokens, row after row once flattened
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths.numpy())]), pa.int32())  # (k + 1,)
 
-    def tokens_of(t, dtype):  # (k, T) or (k, 1) -> a list per completion
+    def tokens_of(t, column):  # (k, T) or (k, 1) -> a list per completion
         if t is None:
-            return pa.nulls(k, schema.field(dtype).type)
+            return pa.nulls(k, schema.field(column).type)
         if t.size(1) == 1:  # a sequence-level tensor (B, 1): TRL's one value for every token
             t = t.expand(-1, T)
         flat = t[keep]
-        flat = flat.bool() if schema.field(dtype).type.value_type == pa.bool_() else flat.float()  # float32, exact
+        flat = flat.bool() if schema.field(column).type.value_type == pa.bool_() else flat.float()  # float32, exact
         return pa.ListArray.from_arrays(offsets, pa.array(flat.numpy()))
 
     index = chunk["index"].to(torch.int32).numpy()
