@@ -193,6 +193,9 @@ class Run(models.Model):
     detector_thresholds = models.JSONField(default=dict, blank=True,
                                            help_text="The reward-hacking detectors' thresholds this run changed "
                                                      "(runs.rollouts.detectors.DEFAULTS holds the rest).")
+    token_sample_groups = models.SmallIntegerField(
+        default=1, help_text="Groups of each generation batch whose per-token values (TRL's log-probabilities, "
+                             "entropy, ratio, clipping) are kept in <run_dir>/tokens; -1: all, 0: none.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

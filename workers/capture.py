@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from runs.protocol.events import EventWriter
+from workers.tokens import TokenCapture, completion_lengths, is_truncated
 
 
 class CapturingGRPOTrainer(GRPOTrainer):
@@ -19,10 +19,27 @@ class CapturingGRPOTrainer(GRPOTrainer):
     advantages are TRL's, never recomputed here.
     """
 
-    def __init__(self, *args, events: EventWriter, **kwargs):
+    def __init__(self, *args, events: EventWriter, tokens_dir: str | None = None, token_sample_groups: int = 0,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self._events = events
         self.step_timing = StepTiming()
+        # token-level values of a sample of each batch's groups, as TRL computed them at the update (workers.tokens)
+        self.token_capture = None
+        if tokens_dir and token_sample_groups:
+            self.token_capture = TokenCapture(self, tokens_dir, token_sample_groups)
+            self.add_callback(TokenShardCallback(self.token_capture))
+
+    def train(self, *args, **kwargs):
+        if self.token_capture is None:
+            return super().train(*args, **kwargs)
+        try:
+            result = super().train(*args, **kwargs)
+        except BaseException:
+            self.token_capture.close(raise_error=False)  # the last shards still land whole; training's error wins
+            raise
+        self.token_capture.close()  # the writer thread's last shard is on disk when train returns
+        return result
 
     def _generate(self, prompts):
         with self.step_timing.part("generation"):
@@ -36,7 +53,21 @@ class CapturingGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
             self._capture(inputs, output)
+            if self.token_capture is not None:
+                self.token_capture.tag(output, step=self.state.global_step + 1)
         return output
+
+    def _compute_loss(self, model, inputs):
+        if self.token_capture is None or not self.model.training:
+            return super()._compute_loss(model, inputs)
+        return self.token_capture.around_loss(lambda: super(CapturingGRPOTrainer, self)._compute_loss(model, inputs),
+                                              inputs)
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self.token_capture is not None and kwargs.get("compute_entropy"):
+            self.token_capture.arm()  # the forward of _compute_loss is done: read its values as it returns
+        return out
 
     def _capture(self, inputs: list[dict], output: dict) -> None:
         from accelerate.utils import gather_object
@@ -45,13 +76,9 @@ class CapturingGRPOTrainer(GRPOTrainer):
         # the row's own columns (answer, ...): what the reward functions saw beside the completion
         columns = gather_object([{k: v for k, v in x.items() if k != "prompt"} for x in inputs])
         ids = output["completion_ids"]  # (B_local, T), right-padded to the longest completion
-        # TRL's own test: a completion is truncated when it holds none of the model's EOS ids (the tokenizer's and the
-        # generation config's: Qwen2.5 and Llama-3 instruct models declare several), as its clipped_ratio counts them
-        truncated = ~torch.isin(ids, torch.tensor(self.eos_token_ids, device=ids.device)).any(dim=1)  # (B_local,)
-        lengths = output["completion_mask"].sum(dim=1)  # (B_local,): up to and with the first EOS, as TRL counts
-        if self.mask_truncated_completions:
-            # TRL zeroes the mask of a truncated completion (no loss on it); it still ran to the longest length
-            lengths = torch.where(truncated, torch.full_like(lengths, ids.size(1)), lengths)
+        truncated = is_truncated(ids, self.eos_token_ids)  # (B_local,)
+        lengths = completion_lengths(ids, output["completion_mask"], self.eos_token_ids,
+                                     self.mask_truncated_completions)  # (B_local,)
         lengths = self.accelerator.gather(lengths).tolist()
         has_eos = self.accelerator.gather(~truncated).tolist()
         self.step_timing.tokens += int(sum(lengths))
@@ -92,6 +119,16 @@ class CapturingGRPOTrainer(GRPOTrainer):
         # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
         self._events.write("rollouts", step=self.state.global_step + 1, num_generations=G,
                            reward_names=list(self.reward_func_names), rows=rows)
+
+
+class TokenShardCallback(TrainerCallback):
+    """At the end of each optimizer step, the token values captured during it go to the step's shard."""
+
+    def __init__(self, capture):
+        self._capture = capture
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._capture.flush(state.global_step)
 
 
 class StepTiming:

@@ -78,6 +78,8 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
                                                 split="eval")
         if evaluate else None,
         eval_source=eval_source(run.dataset_version),
+        tokens_dir=None if run.is_sft else str(run.run_dir / "tokens"),
+        token_sample_groups=run.token_sample_groups,
     )
 
 

@@ -82,7 +82,8 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     if events is None:
         trainer = (trainer_cls or GRPOTrainer)(**kwargs)
     else:
-        trainer = (trainer_cls or CapturingGRPOTrainer)(events=events, **kwargs)
+        trainer = (trainer_cls or CapturingGRPOTrainer)(events=events, tokens_dir=config.tokens_dir,
+                                                        token_sample_groups=config.token_sample_groups, **kwargs)
         trainer.add_callback(MetricsCallback(events, getattr(trainer, "step_timing", None)))
         # periodic evaluation on the eval split, scored by the same reward functions (sandboxes included)
         callback = eval_callback(trainer, config, events, funcs, weights, [r.name for r in config.rewards])

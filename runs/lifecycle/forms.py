@@ -11,7 +11,7 @@ from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
 from runs.models import DatasetVersion
 from runs.protocol import trl_fields
-from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, kind_fields, kind_groups
+from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, TOKEN_FIELDS, kind_fields, kind_groups
 
 # GRPOConfig fields not offered as they are: grpo-web sets them for every run (workers/train.py), takes them from
 # another part of the form (the rewards table's weights), or does not apply them (runs.lifecycle.trl_yaml notes why)
@@ -127,6 +127,9 @@ class RunForm(forms.Form):
         for name, f in EVAL_FIELDS.items():  # optional: blank keeps the default
             self.fields[name] = config_field(name, f)
             self.fields[name].required = False
+        for name, f in TOKEN_FIELDS.items():  # grpo-web's own: the token-level view's sample
+            self.fields[name] = config_field(name, f)
+            self.fields[name].required = False
         source = run or imported
         if source is not None:
             self._prefill(source, clone=run is not None)
@@ -137,6 +140,8 @@ class RunForm(forms.Form):
         self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus,
                              "engine": source.engine, "num_workers": source.num_workers, **source.config,
                              **(source.evaluation or {}), "config_extra": extra})
+        if getattr(source, "token_sample_groups", None) is not None:
+            self.initial["token_sample_groups"] = source.token_sample_groups
         self.initial["name"] = f"{source.name} (clone)" if clone else source.name
         for f in self.trl_schema:
             if f["name"] in extra:
@@ -180,6 +185,9 @@ class RunForm(forms.Form):
     def eval_fields(self):
         return [self[name] for name in EVAL_FIELDS]
 
+    def token_fields(self):
+        return [self[name] for name in TOKEN_FIELDS] if not self.is_sft else []
+
     def clean(self):
         data = super().clean()
         chosen = [rf for rf in self.reward_functions if data.get(f"reward_{rf.pk}")]
@@ -219,6 +227,8 @@ class RunForm(forms.Form):
         data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]
                               for name, f in EVAL_FIELDS.items()}
         data["evaluation"]["eval_solved_by"] = (data["evaluation"]["eval_solved_by"] or "").strip()
+        if data.get("token_sample_groups") is None:
+            data["token_sample_groups"] = TOKEN_FIELDS["token_sample_groups"].default
         if self.is_sft and data["evaluation"]["eval_steps"] and not chosen:
             self.add_error("eval_steps", "Pick the reward functions that score the evaluations, or set eval_steps "
                                          "to 0.")

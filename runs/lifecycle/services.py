@@ -29,14 +29,15 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
                kind: str = Run.Kind.GRPO, check_rewards: bool = True, engine: str = "local",
-               num_workers: int = 1) -> Run:
+               num_workers: int = 1, token_sample_groups: int = 1) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
     ``check_rewards`` False skips the sandbox contract check (a recipe's next stage, started from inside a worker,
     which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
-    that is not up yet will take it).
+    that is not up yet will take it). ``token_sample_groups``: groups per generation batch whose per-token values
+    are kept (workers.tokens; -1 all, 0 none).
 
     ``engine`` "ray": a worker that serves its Ray cluster submits the run there as a Ray job, trained by
     ``num_workers`` Ray Train workers (README "Scale out")."""
@@ -50,7 +51,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused([f"config: {exc}"]) from None
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
-                       **fields)
+                       token_sample_groups=token_sample_groups, **fields)
     errors = spec.validate() + model_problems(model) + engine_problems(engine, num_workers, queue_anyway)
     if kind == Run.Kind.SFT:
         errors += sft_dataset_problems(dataset_version)
@@ -76,7 +77,8 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                                  rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
-                                 engine=engine, num_workers=num_workers, queued_at=timezone.now())
+                                 engine=engine, num_workers=num_workers, token_sample_groups=token_sample_groups,
+                                 queued_at=timezone.now())
         transaction.on_commit(lambda: _enqueue(run))
     return run
 
@@ -203,7 +205,8 @@ def run_retry(*, run: Run) -> Run:
     return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
                       config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
-                      parent=run, kind=run.kind, engine=run.engine, num_workers=run.num_workers)
+                      parent=run, kind=run.kind, engine=run.engine, num_workers=run.num_workers,
+                      token_sample_groups=run.token_sample_groups)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 # transformers' SchedulerType values: the learning-rate schedules GRPOConfig and SFTConfig take
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
@@ -192,6 +191,12 @@ def field_problems(fields: dict, values) -> list[str]:
     return errors
 
 
+# grpo-web's own setting (not a GRPOConfig field): the token-level view's sample (workers.tokens)
+TOKEN_SAMPLE_GROUPS = _f(1, "Groups of each generation batch whose tokens are kept: per token the log-probability "
+                            "at generation and at the update, the reference's, the entropy, the importance ratio and "
+                            "the clipping, as TRL computed them. -1: every group; 0: none.", "tokens", min=-1)
+
+
 @dataclass
 class RewardSpec:
     """One reward function of a run. User code (``source``) runs in the sandbox; ``builtin`` names trusted library
@@ -229,6 +234,8 @@ class TrainConfig:
     eval_source: str = "eval"  # the data source in the eval metrics' names (val-core/<source>/...)
     kind: str = "grpo"  # "grpo": GRPOTrainer with the grpo fields; "sft": SFTTrainer with the sft fields
     sft: SFTFields = field(default_factory=SFTFields)
+    tokens_dir: str | None = None  # where the per-step token shards go (<run_dir>/tokens); None: no token capture
+    token_sample_groups: int = TOKEN_SAMPLE_GROUPS
 
     @property
     def max_steps(self) -> int:
@@ -284,6 +291,10 @@ class TrainConfig:
                     f"steps per generation = {batch}) is not a multiple of num_generations ({g.num_generations})."
                 )
         errors += field_problems(GRPO_FIELDS, g)
+        errors += field_problems({"token_sample_groups": TOKEN_FIELDS["token_sample_groups"]}, self)
         if not self.rewards:
             errors.append("rewards: pick at least one reward function.")
         return errors
+
+
+TOKEN_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name == "token_sample_groups"}

@@ -8,6 +8,7 @@ from django.db.models import Count, Max, Q
 from runs.models import Rollout, Run
 from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
+from runs.rollouts.tokens import token_groups
 
 # TRL's metric names, in the order the run page draws them (each present key gets a chart).
 # what TRL logs under these prefixes gets a chart of its own, under TRL's name: the policy clip ratios, and the
@@ -71,7 +72,8 @@ def batch_step(run: Run, step: int) -> int:
 
 def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_GROUPS_PAGE) -> dict:
     """A page of the groups optimizer step ``step`` trained on (``step_groups``), with how many groups there are and
-    how many of them had zero variance; ``batch_step``: the step they were stored at (``batch_step()``)."""
+    how many of them had zero variance; ``batch_step``: the step they were stored at (``batch_step()``);
+    ``token_groups``: those whose per-token values this step's update kept (runs.rollouts.tokens)."""
     requested, step = step, batch_step(run, step)
     totals = Rollout.objects.filter(run=run, step=step).aggregate(
         last=Max("group"), zero=Count("group", distinct=True, filter=Q(zero_std=True)))
@@ -81,7 +83,9 @@ def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_G
                                  .values_list("reward", flat=True))).std
     return {"groups": step_groups(run, step, first_group=first_group, groups=groups, batch_std=batch),
             "groups_total": 0 if totals["last"] is None else totals["last"] + 1, "zero_std_groups": totals["zero"],
-            "first_group": first_group, "batch_step": step if step != requested else None}
+            "first_group": first_group, "batch_step": step if step != requested else None,
+            # the groups whose per-token values the update at this step kept (the token-level view)
+            "token_groups": token_groups(run, requested)}
 
 
 def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None = None,

@@ -18,6 +18,7 @@ urlpatterns = [
     path("runs/<int:pk>/replays/<int:replay_id>/", views.run_replay, name="run_replay"),
     path("runs/<int:pk>/replays/<int:replay_id>.json", views.run_replay_json, name="run_replay_json"),
     path("runs/<int:pk>/replays/<int:replay_id>.jsonl", views.run_replay_jsonl, name="run_replay_jsonl"),
+    path("runs/<int:pk>/steps/<int:step>/tokens.json", views.run_step_tokens_json, name="run_step_tokens_json"),
     path("runs/<int:pk>/detectors/", views.run_detectors, name="run_detectors"),
     path("runs/<int:pk>/health.json", views.run_health_json, name="run_health_json"),
     path("runs/<int:pk>/zero_variance.json", views.run_zero_variance_json, name="run_zero_variance_json"),

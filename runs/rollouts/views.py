@@ -28,6 +28,7 @@ from runs.rollouts.services import (
     run_detector_thresholds_update,
     run_reflection_phrases_update,
 )
+from runs.rollouts.tokens import step_tokens
 
 
 def _number(value, default: float) -> float:
@@ -258,6 +259,20 @@ def run_health_json(request, pk):
 def run_zero_variance_json(request, pk):
     """Zero-variance groups per step, split into all right and all wrong (the run page's Metrics tab draws it)."""
     return JsonResponse(inspection.zero_variance_split(visible_run(request, pk)))
+
+
+# --- the token-level view ---------------------------------------------------------------------------------------
+
+@require_GET
+def run_step_tokens_json(request, pk, step):
+    """The per-token values TRL computed at optimizer step ``step`` for the completions it kept (``?group=G``: of one
+    group): log-probabilities, entropy, ratio, clipping, and each completion's most clipped and least probable
+    tokens. The run page's group view colours tokens by them."""
+    run = visible_run(request, pk)
+    group = request.GET.get("group", "")
+    if group and not group.isdigit():
+        return JsonResponse({"errors": {"group": ["give a group number"]}}, status=400)
+    return JsonResponse(step_tokens(run, step, int(group) if group else None))
 
 
 # --- reward replay -----------------------------------------------------------------------------------------------

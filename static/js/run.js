@@ -4,6 +4,7 @@
 
 import { el, fmt, getJSON, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
+import { tokenPanel } from "./tokens.js";
 import { transcript } from "./transcript.js";
 
 const root = document.getElementById("run");
@@ -201,8 +202,10 @@ function groupCard(group, data) {
   const table = el("table", { class: "group" },
     el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", { text: h })))),
     el("tbody", {}, ...rows));
+  // the update at this step kept this group's per-token values: the token-level view, loaded when opened
+  const tokens = (data.token_groups || []).includes(group.group) ? [tokenPanel(base, data.step, group.group)] : [];
   return el("div", { class: `group-card${group.zero_std ? " zero-std" : ""}`, id: `group-${group.group}` },
-    header, prompt, formula, table);
+    header, prompt, formula, table, ...tokens);
 }
 
 const GROUPS_PAGE = 32; // the server's page of groups (runs.selectors.STEP_GROUPS_PAGE)
