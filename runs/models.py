@@ -20,8 +20,6 @@ class Dataset(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["ray_slot_base"], condition=models.Q(lease__isnull=False),
-                                               name="run_ray_slots_one_live_run")]
 
     def __str__(self):
         return self.name
@@ -204,6 +202,8 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["ray_slot_base"], condition=models.Q(lease__isnull=False),
+                                               name="run_ray_slots_one_live_run")]
 
     def __str__(self):
         return self.name
