@@ -106,6 +106,7 @@ def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_pat
         "trainer.val_before_train": bool(config.evaluation.eval_steps),
         "trainer.n_gpus_per_node": max(1, gpus),
         "trainer.nnodes": 1,
+        "trainer.use_v1": False,  # RayPPOTrainer (main_ppo_v0), whose rollout dump the capture extends
     }
     if config.resume_from_checkpoint:
         values["trainer.resume_from_path"] = config.resume_from_checkpoint
@@ -165,7 +166,7 @@ MANAGED_VERL = {"data.train_files", "data.val_files", "data.prompt_key", "data.r
                 "trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
                 "trainer.rollout_data_dir", "trainer.n_gpus_per_node", "trainer.nnodes", "trainer.total_epochs",
                 "trainer.test_freq", "trainer.val_before_train", "trainer.resume_mode", "trainer.critic_warmup",
-                "trainer.device"}
+                "trainer.device", "trainer.use_v1"}
 
 
 def flatten(data, prefix: str = "") -> dict:
