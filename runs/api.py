@@ -258,7 +258,8 @@ def run_start(request, body: RunCreateIn):
         run = run_create(owner=request.user, name=imported.name, model=imported.model,
                          dataset_version=imported.dataset_version, rewards=imported.rewards, config=imported.config,
                          config_extra=imported.extra, requested_gpus=imported.requested_gpus,
-                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind)
+                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind,
+                         trainer=imported.trainer)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _run_detail(run, request.user))

@@ -28,7 +28,7 @@ class RunRefused(Exception):
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
-               kind: str = Run.Kind.GRPO, check_rewards: bool = True) -> Run:
+               kind: str = Run.Kind.GRPO, check_rewards: bool = True, trainer: str = Run.Trainer.TRL) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
@@ -46,8 +46,10 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused([f"config: {exc}"]) from None
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
-                       **fields)
+                       trainer=trainer, **fields)
     errors = spec.validate() + model_problems(model)
+    if trainer == Run.Trainer.VERL and requested_gpus < 1:
+        errors.append("trainer: verl generates with vLLM on GPUs; ask for at least one GPU (or train with trl)")
     if kind == Run.Kind.SFT:
         errors += sft_dataset_problems(dataset_version)
     if not queue_anyway:
@@ -70,6 +72,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
                                  rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
+                                 trainer=trainer,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
                                  queued_at=timezone.now())

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 # transformers' SchedulerType values: the learning-rate schedules GRPOConfig and SFTConfig take
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                  "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
@@ -229,6 +228,7 @@ class TrainConfig:
     eval_source: str = "eval"  # the data source in the eval metrics' names (val-core/<source>/...)
     kind: str = "grpo"  # "grpo": GRPOTrainer with the grpo fields; "sft": SFTTrainer with the sft fields
     sft: SFTFields = field(default_factory=SFTFields)
+    trainer: str = "trl"  # "trl": workers.train; "verl": workers.verl_run (GRPO only, on GPUs)
 
     @property
     def max_steps(self) -> int:
@@ -254,6 +254,10 @@ class TrainConfig:
         """Problems that would make TRL refuse the run, each naming the field."""
         if self.kind not in KINDS:
             return [f"kind: must be one of {', '.join(KINDS)}."]
+        if self.trainer not in ("trl", "verl"):
+            return ["trainer: must be one of trl, verl."]
+        if self.trainer == "verl" and self.kind != "grpo":
+            return ["trainer: verl trains GRPO runs only; an SFT run trains with trl."]
         errors = self._validate_sft() if self.kind == "sft" else self._validate_grpo()
         errors += field_problems(EVAL_FIELDS, self.evaluation)
         if self.rewards and self.evaluation.eval_solved_by:
