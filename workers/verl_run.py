@@ -10,6 +10,7 @@ writes (its rollout dumps, its file logger's metrics, its checkpoints) into the 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -159,7 +160,8 @@ def verl_config(config: TrainConfig, config_path: str):
     val = write_parquet(config.eval_dataset_path or config.dataset_path, out / "eval.parquet",
                         data_source=config.eval_source, split="eval")
     keys = overrides(config, train_file=train, val_file=val, reward_path=str(Path(__file__).with_name(
-        "verl_reward.py")), config_path=config_path, gpus=gpus(), max_prompt_length=prompt_tokens(config, train))
+        "verl_reward.py")), config_path=config_path, gpus=gpus(), max_prompt_length=prompt_tokens(config, train),
+        flash_attn=importlib.util.find_spec("flash_attn") is not None)
     with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
         return compose("ppo_trainer", overrides=keys)
 

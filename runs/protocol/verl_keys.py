@@ -29,8 +29,9 @@ def prompts_per_step(g: GRPOFields, gpus: int) -> int:
 
 
 def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_path: str, config_path: str,
-              gpus: int = 1, max_prompt_length: int = 512) -> list[str]:
-    """verl's command-line overrides for this run (GRPO, vLLM rollout on ``gpus`` GPUs of one node)."""
+              gpus: int = 1, max_prompt_length: int = 512, flash_attn: bool = True) -> list[str]:
+    """verl's command-line overrides for this run (GRPO, vLLM rollout on ``gpus`` GPUs of one node). Without
+    ``flash_attn`` (the package is missing) the actor uses PyTorch's SDPA attention on padded batches."""
     g = config.grpo
     per_step = prompts_per_step(g, gpus)
     # TRL generates B x steps_per_generation completions at a time and takes several optimizer steps on them
@@ -110,6 +111,9 @@ def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_pat
     }
     if config.resume_from_checkpoint:
         values["trainer.resume_from_path"] = config.resume_from_checkpoint
+    if not flash_attn:
+        values["actor_rollout_ref.model.use_remove_padding"] = False
+        values["+actor_rollout_ref.model.override_config.attn_implementation"] = "sdpa"
     return [f"{key}={_hydra(value)}" for key, value in values.items()]
 
 

@@ -56,6 +56,16 @@ def test_the_translated_run_composes_onto_verls_config_and_passes_its_validation
     assert cfg.reward.custom_reward_function.reward_kwargs.config_path == "/runs/7/config.json"
 
 
+def test_without_flash_attn_the_actor_uses_sdpa_on_padded_batches():
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose("ppo_trainer", overrides=overrides(
+            train_config(num_generations=2, per_device_train_batch_size=4), train_file="t", val_file="v",
+            reward_path="r.py", config_path="c.json", flash_attn=False))
+    validate(cfg)
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    assert not cfg.actor_rollout_ref.model.use_remove_padding
+
+
 def test_a_run_without_kl_leaves_the_reference_model_out():
     cfg = compose_verl(train_config(beta=0.0, num_generations=2, per_device_train_batch_size=4))
     validate(cfg)
