@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import threading
 import traceback
@@ -195,8 +196,19 @@ def run(config: TrainConfig, config_path: str) -> None:
         events.write("failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])
         events.close()
         raise
+    save_final(out)
     events.write("finished", step=follower.last_step)
     events.close()
+
+
+def save_final(out: Path) -> None:
+    """The last checkpoint's actor (FSDP shards) merged into a Hugging Face folder by verl's model merger:
+    ``output/final``, what "evaluate the final model" loads, as for a TRL run."""
+    steps = sorted(out.glob("checkpoints/global_step_*/actor"), key=lambda p: int(p.parent.name.rsplit("_", 1)[1]))
+    if not steps:
+        return
+    subprocess.run([sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
+                    str(steps[-1]), "--target_dir", str(out / "final")], check=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,7 +100,7 @@ def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_pat
         "trainer.logger": "[console,file]",
         "trainer.rollout_data_dir": f"{config.output_dir}/{VERL_ROLLOUT_DIR}",
         "trainer.default_local_dir": f"{config.output_dir}/checkpoints",
-        "trainer.save_freq": g.save_steps or -1,
+        "trainer.save_freq": g.save_steps or g.max_steps,  # verl also saves the last step: the final model
         "trainer.max_actor_ckpt_to_keep": g.save_total_limit,
         "trainer.resume_mode": "resume_path" if config.resume_from_checkpoint else "disable",
         "trainer.test_freq": config.evaluation.eval_steps or -1,

@@ -125,3 +125,17 @@ def test_a_verl_run_without_a_gpu_is_refused(owner, dataset_version):
         run_create(owner=owner, name="v", model="tiny", dataset_version=dataset_version,
                    rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
                    config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3}, trainer="verl")
+
+
+def test_a_verl_run_resumes_from_verls_checkpoint_folder(owner, dataset_version, monkeypatch):
+    from runs.paths import checkpoint_path
+
+    monkeypatch.setattr("runs.lifecycle.services.capacity_problems", lambda **kw: [])
+    run = run_create(owner=owner, name="v", model="tiny", dataset_version=dataset_version,
+                     rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
+                     config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3},
+                     requested_gpus=1, trainer="verl", queue_anyway=True)
+    run.checkpoint_step = 2
+    assert checkpoint_path(run) is None  # not on disk
+    (run.run_dir / "output" / "checkpoints" / "global_step_2").mkdir(parents=True)
+    assert checkpoint_path(run) == run.run_dir / "output" / "checkpoints" / "global_step_2"

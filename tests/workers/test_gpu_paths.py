@@ -101,6 +101,7 @@ def test_a_verl_run_completes_with_its_rollouts_and_metrics_stored(celery_worker
     assert StepMetric.objects.filter(run=run, metrics__has_key="reward").count() == 4
     rows = Rollout.objects.filter(run=run)
     assert rows.count() == 4 * 8 and not rows.filter(advantage__isnull=True).exists()
+    assert (run.run_dir / "output" / "final" / "config.json").exists()  # verl's merger: what evaluations load
 
 
 @pytest.mark.requires_gpu
