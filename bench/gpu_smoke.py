@@ -186,12 +186,12 @@ def main() -> int:
                 config.vllm_server_port = port
                 print(f"vllm_server_step_s={step_time(program('workers.train', config, work / 'server')):.3f}")
             else:
-                from trl.extras.vllm_client import VLLMClient
+                from trl.generation.vllm_client import VLLMClient
 
                 client = VLLMClient(base_url=f"http://127.0.0.1:{port}", connection_timeout=60)
                 t = time.monotonic()
                 out = client.generate([r["prompt"] for r in rows(64)], n=8, max_tokens=128)
-                ids = out["completion_ids"] if isinstance(out, dict) else out
+                ids = out["completion_ids"]
                 print(f"vllm_server_completions={len(ids)}")
                 print(f"vllm_server_generate_s={time.monotonic() - t:.3f}")
                 if len(ids) != 64 * 8:
