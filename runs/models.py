@@ -136,9 +136,16 @@ class Run(models.Model):
         GRPO = "grpo", "GRPO"
         SFT = "sft", "SFT"
 
+    class Trainer(models.TextChoices):
+        TRL = "trl", "TRL"
+        VERL = "verl", "verl"
+
     FINISHED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    trainer = models.CharField(max_length=8, choices=Trainer.choices, default=Trainer.TRL,
+                               help_text="trl: TRL's trainer in one process (per GPU); verl: verl's GRPO on Ray with "
+                                         "vLLM rollout (GPU workers), the same config translated to its keys.")
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.GRPO,
                             help_text="grpo: TRL's GRPOTrainer; sft: TRL's SFTTrainer (config holds SFTConfig fields, "
                                       "rewards only score its evaluations).")

@@ -37,7 +37,8 @@ def event_log_path(run: Run) -> Path:
 def checkpoint_path(run: Run) -> Path | None:
     if not run.checkpoint_step:
         return None
-    path = run.run_dir / "output" / f"checkpoint-{run.checkpoint_step}"
+    path = run.run_dir / "output" / (f"checkpoints/global_step_{run.checkpoint_step}" if run.trainer == "verl"
+                                     else f"checkpoint-{run.checkpoint_step}")
     return path if path.is_dir() else None
 
 

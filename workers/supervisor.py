@@ -66,6 +66,7 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         event_log=str(event_log_path(run)),
         rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
         kind=run.kind,
+        trainer=run.trainer,
         **fields,
         extra=run.config_extra,
         max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
@@ -180,6 +181,9 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 
 def training_command(run: Run, config_path: Path) -> list[str]:
+    if run.trainer == Run.Trainer.VERL:
+        # verl places its own workers on the run's GPUs (through Ray): one program, whatever their number
+        return [sys.executable, "-m", "workers.verl_run", str(config_path)]
     if run.requested_gpus > 1:
         # several GPUs: one process per GPU through accelerate, as TRL documents
         return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(run.requested_gpus),

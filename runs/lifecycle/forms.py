@@ -82,6 +82,9 @@ class RunForm(forms.Form):
                                      required=False,
                                      help_text="Ray Train workers of a Ray run, trained as one DDP group (each with "
                                                "a GPU when the run asks for GPUs); 1 for a local run.")
+    trainer = forms.ChoiceField(choices=[("trl", "TRL"), ("verl", "verl")], initial="trl", required=False,
+                                help_text="TRL's GRPOTrainer, or verl's GRPO on Ray with vLLM rollout (GPU workers "
+                                          "with verl and vLLM); the same fields, translated to verl's keys.")
     queue_anyway = forms.BooleanField(required=False, label="Queue anyway",
                                       help_text="Queue even though no online worker has these GPUs or vLLM yet.")
     config_extra = JSONObjectField(required=False, initial=dict, widget=forms.HiddenInput,
@@ -138,7 +141,8 @@ class RunForm(forms.Form):
         by_name = {rf.name: rf for rf in reversed(self.reward_functions)}  # the user's own wins a shared name
         extra = getattr(source, "config_extra", None) or getattr(source, "extra", None) or {}
         self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus,
-                             "engine": source.engine, "num_workers": source.num_workers, **source.config,
+                             "engine": source.engine, "num_workers": source.num_workers,
+                             "trainer": getattr(source, "trainer", "trl") or "trl", **source.config,
                              **(source.evaluation or {}), "config_extra": extra})
         if getattr(source, "token_sample_groups", None) is not None:
             self.initial["token_sample_groups"] = source.token_sample_groups
@@ -212,6 +216,9 @@ class RunForm(forms.Form):
                 data["rewards"].append({"name": name, "weight": weight, "builtin": name})
         data["config"] = {name: data.get(name) for name in self.config_fields}
         data["kind"] = self.kind
+        data["trainer"] = data.get("trainer") or "trl"
+        if self.is_sft and data["trainer"] != "trl":
+            self.add_error("trainer", "An SFT run trains with TRL.")
         # the other GRPOConfig fields: what the form shows wins over what came in hidden (an imported config)
         extra = {k: v for k, v in (data.get("config_extra") or {}).items()
                  if f"trl_{k}" not in self.fields and k not in self.config_fields}

@@ -29,7 +29,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
                kind: str = Run.Kind.GRPO, check_rewards: bool = True, engine: str = "local",
-               num_workers: int = 1, token_sample_groups: int = 1) -> Run:
+               num_workers: int = 1, token_sample_groups: int = 1, trainer: str = Run.Trainer.TRL) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
@@ -51,8 +51,10 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused([f"config: {exc}"]) from None
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
-                       token_sample_groups=token_sample_groups, **fields)
+                       token_sample_groups=token_sample_groups, trainer=trainer, **fields)
     errors = spec.validate() + model_problems(model) + engine_problems(engine, num_workers, queue_anyway)
+    if trainer == Run.Trainer.VERL and requested_gpus < 1:
+        errors.append("trainer: verl generates with vLLM on GPUs; ask for at least one GPU (or train with trl)")
     if kind == Run.Kind.SFT:
         errors += sft_dataset_problems(dataset_version)
     if not queue_anyway:
@@ -75,6 +77,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
                                  rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
+                                 trainer=trainer,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
                                  engine=engine, num_workers=num_workers, token_sample_groups=token_sample_groups,
@@ -206,7 +209,7 @@ def run_retry(*, run: Run) -> Run:
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
                       config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
                       parent=run, kind=run.kind, engine=run.engine, num_workers=run.num_workers,
-                      token_sample_groups=run.token_sample_groups)
+                      token_sample_groups=run.token_sample_groups, trainer=run.trainer)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

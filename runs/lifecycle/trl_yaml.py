@@ -24,6 +24,7 @@ from runs.access import visible_versions
 from runs.datasets.importing import DatasetError
 from runs.datasets.mapping import RESERVED, Mapping
 from runs.datasets.services import dataset_version_map
+from runs.lifecycle.foreign_yaml import from_oumi_yaml, from_verl_yaml, kind_of
 from runs.models import DatasetVersion, Run
 from runs.protocol import trl_fields
 from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, GRPOFields, kind_fields
@@ -89,6 +90,7 @@ class ImportedRun:
     engine: str = "local"  # local, or ray: trained on a worker's Ray cluster (README "Scale out")
     num_workers: int = 1  # Ray Train workers of a Ray run
     kind: str = "grpo"  # the ``trainer`` key: grpo or sft
+    trainer: str = "trl"  # ``trainer: verl``: a GRPO run that trains with verl
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -132,10 +134,19 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     if not isinstance(data, dict):
         out.errors.append("the YAML must be a mapping of TRL field names to values")
         return out
+    foreign = kind_of(data)
+    if foreign:
+        data, notes, errors = (from_verl_yaml if foreign == "verl" else from_oumi_yaml)(data)
+        out.notes += notes
+        out.errors += errors
+        if errors:
+            return out
 
     out.kind = str(data.get("trainer") or "grpo")
+    if out.kind in ("trl", "verl"):  # the trainer: a GRPO run, by TRL or by verl
+        out.trainer, out.kind = out.kind, "grpo"
     if out.kind not in KINDS:
-        out.errors.append(f"trainer: must be one of {', '.join(KINDS)}, not {out.kind!r}")
+        out.errors.append(f"trainer: must be one of {', '.join(KINDS)}, trl or verl, not {out.kind!r}")
         out.kind = "grpo"
     fields = kind_fields(out.kind)
     config_names, trl_config = ((trl_fields.SFT_CONFIG_FIELDS, "SFTConfig") if out.kind == "sft" else
@@ -323,7 +334,7 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
 def run_yaml(run: Run) -> str:
     """The run as a TRL GRPOConfig (an SFT run: SFTConfig) YAML plus model, dataset and pinned rewards;
     parse_run_yaml reads it back."""
-    data = {"trainer": run.kind} if run.is_sft else {}
+    data = {"trainer": run.kind} if run.is_sft else {"trainer": "verl"} if run.trainer == Run.Trainer.VERL else {}
     data |= {
         "name": run.name,
         "model_name_or_path": run.model,

@@ -236,6 +236,7 @@ class TrainConfig:
     sft: SFTFields = field(default_factory=SFTFields)
     tokens_dir: str | None = None  # where the per-step token shards go (<run_dir>/tokens); None: no token capture
     token_sample_groups: int = TOKEN_SAMPLE_GROUPS
+    trainer: str = "trl"  # "trl": workers.train; "verl": workers.verl_run (GRPO only, on GPUs)
 
     @property
     def max_steps(self) -> int:
@@ -261,6 +262,10 @@ class TrainConfig:
         """Problems that would make TRL refuse the run, each naming the field."""
         if self.kind not in KINDS:
             return [f"kind: must be one of {', '.join(KINDS)}."]
+        if self.trainer not in ("trl", "verl"):
+            return ["trainer: must be one of trl, verl."]
+        if self.trainer == "verl" and self.kind != "grpo":
+            return ["trainer: verl trains GRPO runs only; an SFT run trains with trl."]
         errors = self._validate_sft() if self.kind == "sft" else self._validate_grpo()
         errors += field_problems(EVAL_FIELDS, self.evaluation)
         if self.rewards and self.evaluation.eval_solved_by:

@@ -38,6 +38,12 @@ def test_a_multi_gpu_run_starts_through_accelerate(tmp_path):
     assert training_command(Run(requested_gpus=1), tmp_path / "c.json")[1:3] == ["-m", "workers.train"]
 
 
+def test_a_verl_run_starts_verls_launcher_whatever_its_gpus(tmp_path):
+    for gpus in (1, 4):
+        command = training_command(Run(requested_gpus=gpus, trainer="verl"), tmp_path / "c.json")
+        assert command[1:] == ["-m", "workers.verl_run", str(tmp_path / "c.json")]
+
+
 def test_vllm_server_mode_points_trl_at_the_workers_server(tmp_path):
     from workers.train import grpo_config
 
@@ -49,7 +55,7 @@ def test_vllm_server_mode_points_trl_at_the_workers_server(tmp_path):
         True, "server", "127.0.0.1", 51234)
 
 
-def _gpu_run(owner, dataset_version, service_env, tmp_path, gpus, **config):
+def _gpu_run(owner, dataset_version, service_env, tmp_path, gpus, trainer="trl", **config):
     name = f"gpu-{socket.gethostname()}"
     queues = ",".join(f"training-gpu{n}" for n in range(1, gpus + 1))
     worker = start_worker(service_env, name, queues, tmp_path / "gpu-worker.log")
@@ -58,7 +64,8 @@ def _gpu_run(owner, dataset_version, service_env, tmp_path, gpus, **config):
         run = run_create(owner=owner, name="gpu", model="tiny", dataset_version=dataset_version,
                          rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
                          config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, **config},
-                         requested_gpus=gpus, queue_anyway=True)  # the worker may not have announced itself yet
+                         requested_gpus=gpus, queue_anyway=True,  # the worker may not have announced itself yet
+                         trainer=trainer)
         wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=900, what="the GPU run")
         return run
     finally:
@@ -80,6 +87,21 @@ def test_a_vllm_colocate_run_completes(celery_worker, owner, dataset_version, se
 def test_a_vllm_server_run_completes(celery_worker, owner, dataset_version, service_env, tmp_path):
     run = _gpu_run(owner, dataset_version, service_env, tmp_path, 2, use_vllm=True, vllm_mode="server")
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
+
+
+@pytest.mark.requires_gpu
+@needs(1, vllm=True)
+@pytest.mark.django_db(transaction=True)
+def test_a_verl_run_completes_with_its_rollouts_and_metrics_stored(celery_worker, owner, dataset_version, service_env,
+                                                                   tmp_path):
+    from runs.models import Rollout, StepMetric
+
+    run = _gpu_run(owner, dataset_version, service_env, tmp_path, 1, trainer="verl", vllm_gpu_memory_utilization=0.3)
+    assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
+    assert StepMetric.objects.filter(run=run, metrics__has_key="reward").count() == 4
+    rows = Rollout.objects.filter(run=run)
+    assert rows.count() == 4 * 8 and not rows.filter(advantage__isnull=True).exists()
+    assert (run.run_dir / "output" / "final" / "config.json").exists()  # verl's merger: what evaluations load
 
 
 @pytest.mark.requires_gpu

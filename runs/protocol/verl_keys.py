@@ -1,0 +1,255 @@
+"""A run's config under verl's Hydra keys (its ``ppo_trainer.yaml`` with ``algorithm.adv_estimator=grpo``), and back.
+
+``overrides`` gives the ``key=value`` list ``python -m verl.trainer.main_ppo`` takes; tests compose them onto verl's
+own default config, so every key exists there. ``from_verl`` reads a verl config (a YAML a user brings) into the
+run's GRPOConfig-named fields, with a note for each key it cannot carry over. No Django here.
+"""
+
+from __future__ import annotations
+
+import json
+
+from runs.protocol.config import GRPOFields, TrainConfig
+
+TRAINERS = ("trl", "verl")
+
+# TRL's loss_type -> verl's actor.loss_agg_mode (how token losses are averaged): the same normalisations
+LOSS_AGG = {"grpo": "seq-mean-token-mean", "dapo": "token-mean", "bnpo": "token-mean",
+            "dr_grpo": "seq-mean-token-sum-norm"}
+# TRL's loss_type values that are a policy loss of their own in verl (actor.policy_loss.loss_mode)
+LOSS_MODE = {"cispo": "cispo", "sapo": "sapo"}
+# verl's two learning-rate schedules (actor.optim.lr_scheduler_type)
+VERL_SCHEDULERS = ("constant", "cosine")
+VERL_ROLLOUT_DIR = "verl_rollouts"  # under the run's output_dir: verl's rollout_data_dir, {step}.jsonl
+
+
+def prompts_per_step(g: GRPOFields, gpus: int) -> int:
+    """Prompts behind one optimizer step: TRL counts completions per device (B x GA), G of them per prompt."""
+    return max(1, g.per_device_train_batch_size * g.gradient_accumulation_steps * max(1, gpus) // g.num_generations)
+
+
+def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_path: str, config_path: str,
+              gpus: int = 1, max_prompt_length: int = 512, flash_attn: bool = True) -> list[str]:
+    """verl's command-line overrides for this run (GRPO, vLLM rollout on ``gpus`` GPUs of one node). Without
+    ``flash_attn`` (the package is missing) the actor uses PyTorch's SDPA attention on padded batches."""
+    g = config.grpo
+    per_step = prompts_per_step(g, gpus)
+    # TRL generates B x steps_per_generation completions at a time and takes several optimizer steps on them
+    per_generation = per_step * (g.steps_per_generation or g.gradient_accumulation_steps) \
+        // g.gradient_accumulation_steps
+    actor = "actor_rollout_ref.actor"
+    rollout = "actor_rollout_ref.rollout"
+    values: dict[str, object] = {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": g.scale_rewards != "none",
+        "algorithm.use_kl_in_reward": False,
+        "data.train_files": train_file,
+        "data.val_files": val_file,
+        "data.prompt_key": "prompt",
+        "data.train_batch_size": per_generation,
+        "data.max_prompt_length": max_prompt_length,
+        "data.max_response_length": g.max_completion_length,
+        "data.filter_overlong_prompts": True,
+        "data.truncation": "left",
+        "data.seed": g.seed,
+        "data.dataloader_num_workers": 0,
+        "actor_rollout_ref.model.path": config.model,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": g.gradient_checkpointing,
+        "actor_rollout_ref.model.lora_rank": g.lora_r if g.use_peft else 0,
+        "actor_rollout_ref.model.lora_alpha": g.lora_alpha,
+        "actor_rollout_ref.model.target_modules": g.lora_target_modules,
+        f"{actor}.ppo_mini_batch_size": per_step,
+        f"{actor}.ppo_micro_batch_size_per_gpu": g.per_device_train_batch_size,
+        f"{actor}.ppo_epochs": g.num_iterations,
+        f"{actor}.clip_ratio_low": g.epsilon,
+        f"{actor}.clip_ratio_high": g.epsilon if g.epsilon_high is None else g.epsilon_high,
+        f"{actor}.loss_agg_mode": LOSS_AGG.get(g.loss_type, "token-mean"),
+        f"{actor}.policy_loss.loss_mode": ("gspo" if g.importance_sampling_level == "sequence"
+                                           else LOSS_MODE.get(g.loss_type, "vanilla")),
+        f"{actor}.use_kl_loss": g.beta > 0,
+        f"{actor}.kl_loss_coef": g.beta,
+        f"{actor}.kl_loss_type": "low_var_kl",  # k3, the estimator TRL's beta uses
+        f"{actor}.entropy_coeff": 0,
+        f"{actor}.grad_clip": g.max_grad_norm,
+        f"{actor}.data_loader_seed": g.seed,
+        f"{actor}.optim.lr": g.learning_rate,
+        f"{actor}.optim.weight_decay": g.weight_decay,
+        f"{actor}.optim.lr_warmup_steps": int(config.extra.get("warmup_steps", 0) or 0)
+        if float(config.extra.get("warmup_steps", 0) or 0) >= 1 else -1,
+        f"{actor}.optim.lr_warmup_steps_ratio": float(config.extra.get("warmup_steps", 0) or 0)
+        if float(config.extra.get("warmup_steps", 0) or 0) < 1 else 0.0,
+        f"{actor}.optim.lr_scheduler_type": g.lr_scheduler_type if g.lr_scheduler_type in VERL_SCHEDULERS
+        else "constant",
+        f"{rollout}.name": "vllm",
+        f"{rollout}.n": g.num_generations,
+        f"{rollout}.temperature": g.temperature,
+        f"{rollout}.top_p": g.top_p,
+        f"{rollout}.top_k": g.top_k or -1,  # verl's "no top-k" is -1, TRL's is 0
+        f"{rollout}.gpu_memory_utilization": g.vllm_gpu_memory_utilization,
+        f"{rollout}.tensor_model_parallel_size": 1,
+        f"{rollout}.log_prob_micro_batch_size_per_gpu": g.per_device_train_batch_size,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": g.per_device_train_batch_size,
+        "reward.num_workers": 1,  # one reward worker: one sandbox per reward function, in slots of its own
+        "reward.custom_reward_function.path": reward_path,
+        "reward.custom_reward_function.name": "compute_score",
+        "+reward.custom_reward_function.reward_kwargs.config_path": config_path,
+        "trainer.total_epochs": 1000,  # total_training_steps decides
+        "trainer.total_training_steps": g.max_steps,
+        "trainer.project_name": "grpo-web",
+        "trainer.experiment_name": "run",
+        "trainer.logger": "[console,file]",
+        "trainer.rollout_data_dir": f"{config.output_dir}/{VERL_ROLLOUT_DIR}",
+        "trainer.default_local_dir": f"{config.output_dir}/checkpoints",
+        "trainer.save_freq": g.save_steps or g.max_steps,  # verl also saves the last step: the final model
+        "trainer.max_actor_ckpt_to_keep": g.save_total_limit,
+        "trainer.resume_mode": "resume_path" if config.resume_from_checkpoint else "disable",
+        "trainer.test_freq": config.evaluation.eval_steps or -1,
+        "trainer.val_before_train": bool(config.evaluation.eval_steps),
+        "trainer.n_gpus_per_node": max(1, gpus),
+        "trainer.nnodes": 1,
+        "trainer.use_v1": False,  # RayPPOTrainer (main_ppo_v0), whose rollout dump the capture extends
+    }
+    if config.resume_from_checkpoint:
+        values["trainer.resume_from_path"] = config.resume_from_checkpoint
+    if not flash_attn:
+        values["actor_rollout_ref.model.use_remove_padding"] = False
+        values["+actor_rollout_ref.model.override_config.attn_implementation"] = "sdpa"
+    return [f"{key}={_hydra(value)}" for key, value in values.items()]
+
+
+def _hydra(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and any(c in value for c in " ,=:'\"") and not value.startswith(("[", "\"")):
+        return json.dumps(value)  # Hydra's quoted string
+    return str(value)
+
+
+# verl key (dotted) -> (our field, converter): what a verl YAML carries into the run form
+FROM_VERL = {
+    "actor_rollout_ref.rollout.n": ("num_generations", int),
+    "data.max_response_length": ("max_completion_length", int),
+    "actor_rollout_ref.rollout.temperature": ("temperature", float),
+    "actor_rollout_ref.rollout.top_p": ("top_p", float),
+    "actor_rollout_ref.rollout.top_k": ("top_k", lambda v: max(0, int(v))),
+    "actor_rollout_ref.rollout.gpu_memory_utilization": ("vllm_gpu_memory_utilization", float),
+    "actor_rollout_ref.actor.kl_loss_coef": ("beta", float),
+    "actor_rollout_ref.actor.clip_ratio_low": ("epsilon", float),
+    "actor_rollout_ref.actor.clip_ratio": ("epsilon", float),
+    "actor_rollout_ref.actor.clip_ratio_high": ("epsilon_high", float),
+    "actor_rollout_ref.actor.ppo_epochs": ("num_iterations", int),
+    "actor_rollout_ref.actor.grad_clip": ("max_grad_norm", float),
+    "actor_rollout_ref.actor.optim.lr": ("learning_rate", float),
+    "actor_rollout_ref.actor.optim.weight_decay": ("weight_decay", float),
+    "actor_rollout_ref.actor.optim.lr_scheduler_type": ("lr_scheduler_type", str),
+    "actor_rollout_ref.model.enable_gradient_checkpointing": ("gradient_checkpointing", bool),
+    "actor_rollout_ref.model.lora_alpha": ("lora_alpha", int),
+    "actor_rollout_ref.model.target_modules": ("lora_target_modules", str),
+    "trainer.total_training_steps": ("max_steps", int),
+    "trainer.save_freq": ("save_steps", lambda v: max(0, int(v))),
+    "trainer.max_actor_ckpt_to_keep": ("save_total_limit", int),
+    "data.seed": ("seed", int),
+}
+# verl keys the run sets itself (paths, loggers, layout), or that say nothing a run can change
+MANAGED_VERL = {"data.train_files", "data.val_files", "data.prompt_key", "data.reward_fn_key",
+                "data.filter_overlong_prompts", "data.truncation", "data.dataloader_num_workers",
+                "data.max_prompt_length", "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.name",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.rollout.mode",
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.actor.use_kl_loss",
+                "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.loss_agg_mode",
+                "actor_rollout_ref.actor.entropy_coeff", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+                "actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.use_remove_padding",
+                "actor_rollout_ref.actor.fsdp_config.param_offload",
+                "actor_rollout_ref.actor.fsdp_config.optimizer_offload", "actor_rollout_ref.ref.fsdp_config.param_offload",
+                "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", "actor_rollout_ref.actor.optim.lr_warmup_steps",
+                "actor_rollout_ref.actor.policy_loss.loss_mode", "algorithm.adv_estimator",
+                "algorithm.norm_adv_by_std_in_grpo", "algorithm.use_kl_in_reward", "data.train_batch_size",
+                "reward.custom_reward_function.path", "reward.custom_reward_function.name",
+                "custom_reward_function.path", "custom_reward_function.name", "trainer.logger",
+                "trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
+                "trainer.rollout_data_dir", "trainer.n_gpus_per_node", "trainer.nnodes", "trainer.total_epochs",
+                "trainer.test_freq", "trainer.val_before_train", "trainer.resume_mode", "trainer.critic_warmup",
+                "trainer.device", "trainer.use_v1"}
+
+
+def flatten(data, prefix: str = "") -> dict:
+    """A nested mapping as dotted keys (verl's override names)."""
+    out = {}
+    for key, value in (data or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out |= flatten(value, f"{name}.")
+        else:
+            out[name] = value
+    return out
+
+
+def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
+    """A verl config (nested, as its YAML) -> (GRPOConfig fields, extra fields, notes, errors)."""
+    flat = flatten(data)
+    fields: dict = {}
+    extra: dict = {}
+    notes: list[str] = []
+    errors: list[str] = []
+    estimator = flat.get("algorithm.adv_estimator", "gae")
+    if estimator != "grpo":
+        errors.append(f"algorithm.adv_estimator: {estimator!r}; grpo-web trains GRPO (set it to grpo)")
+    if flat.get("algorithm.norm_adv_by_std_in_grpo") is False:
+        fields["scale_rewards"] = "none"
+    loss_agg = flat.get("actor_rollout_ref.actor.loss_agg_mode")
+    if loss_agg is not None:
+        matching = [t for t, mode in LOSS_AGG.items() if mode == loss_agg]
+        if matching:
+            fields["loss_type"] = matching[0]
+        else:
+            notes.append(f"actor_rollout_ref.actor.loss_agg_mode: {loss_agg!r} has no TRL loss_type; dapo's "
+                         f"token-mean is used")
+    mode = flat.get("actor_rollout_ref.actor.policy_loss.loss_mode")
+    if mode == "gspo":
+        fields["importance_sampling_level"] = "sequence"
+    elif mode in LOSS_MODE:
+        fields["loss_type"] = LOSS_MODE[mode]
+    elif mode not in (None, "vanilla"):
+        notes.append(f"actor_rollout_ref.actor.policy_loss.loss_mode: {mode!r} is not applied (vanilla is used)")
+    if flat.get("actor_rollout_ref.actor.use_kl_loss") is False:
+        fields["beta"] = 0.0
+    if flat.get("algorithm.use_kl_in_reward"):
+        notes.append("algorithm.use_kl_in_reward: a KL penalty in the reward is not applied; set beta (the KL "
+                     "loss, actor.kl_loss_coef) instead")
+    if (flat.get("actor_rollout_ref.model.lora_rank") or 0) > 0:
+        fields["use_peft"] = True
+        fields["lora_r"] = int(flat["actor_rollout_ref.model.lora_rank"])
+    warmup = flat.get("actor_rollout_ref.actor.optim.lr_warmup_steps")
+    ratio = flat.get("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio")
+    if warmup is not None and int(warmup) > 0:
+        extra["warmup_steps"] = int(warmup)
+    elif ratio:
+        extra["warmup_steps"] = float(ratio)
+    for key, value in flat.items():
+        if key in FROM_VERL:
+            name, convert = FROM_VERL[key]
+            try:
+                fields[name] = convert(value) if value is not None else None
+            except (TypeError, ValueError):
+                errors.append(f"{key}: {value!r} is not a valid value")
+        elif key in MANAGED_VERL or key.startswith(("critic.", "reward_model.", "reward.", "defaults")):
+            continue
+        elif key.startswith("hydra") or key.startswith("_"):
+            continue
+        else:
+            notes.append(f"{key}: not applied (no grpo-web field)")
+    if "actor_rollout_ref.actor.use_kl_loss" in flat and not flat["actor_rollout_ref.actor.use_kl_loss"]:
+        fields["beta"] = 0.0
+    mini = flat.get("actor_rollout_ref.actor.ppo_mini_batch_size")
+    n = fields.get("num_generations") or GRPOFields().num_generations
+    if mini is not None:
+        # an optimizer step takes ppo_mini_batch_size prompts, n completions each: TRL's B x GA on one device
+        fields["per_device_train_batch_size"] = int(mini) * n
+        fields["gradient_accumulation_steps"] = 1
+        batch = int(flat.get("data.train_batch_size") or mini)
+        if batch != int(mini):
+            fields["steps_per_generation"] = max(1, batch // int(mini))
+        notes.append(f"actor.ppo_mini_batch_size: {mini} prompts x {n} completions a step; translated to "
+                     f"per_device_train_batch_size: {int(mini) * n} (one GPU; with more, divide by their number)")
+    return fields, extra, notes, errors
