@@ -17,7 +17,7 @@ from runs.access import visible_versions
 from runs.evaluations.services import evaluation_cancel, evaluation_create
 from runs.lifecycle.services import run_cancel, run_create
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
-from runs.protocol.config import SFT_FIELDS, GRPOFields
+from runs.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields, GRPOFields
 from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
 
 KINDS = ("sft", "grpo", "rejection_sample", "eval")
@@ -99,6 +99,12 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
             errors.append(f"stage {n}: dataset: give a dataset version id, or stage:N")
         if kind == "eval" and _ref(stage.get("model")) is None:
             errors.append(f"stage {n}: an eval stage evaluates the model of an earlier sft or grpo stage (stage:N)")
+        if kind == "eval" and stage.get("settings") is not None:
+            settings = stage["settings"]
+            unknown = sorted(set(settings) - set(EVAL_FIELDS)) if isinstance(settings, dict) else None
+            if unknown is None or unknown:
+                errors.append(f"stage {n}: settings: give evaluation settings by name ({', '.join(EVAL_FIELDS)})"
+                              + (f"; not {', '.join(map(str, unknown))}" if unknown else ""))
     return errors
 
 
@@ -223,7 +229,8 @@ def _launch(recipe: Recipe) -> None:
             source = Run.objects.get(pk=recipe.outputs[_ref(stage["model"]) - 1]["run"])
             version = _input(recipe, stage.get("dataset"), "dataset") or source.dataset_version
             evaluation = evaluation_create(run=source, model="final", dataset_version=version,
-                                           split=stage.get("split", "eval"))
+                                           split=stage.get("split", "eval"),
+                                           settings=EvalFields(**stage["settings"]) if stage.get("settings") else None)
             output["evaluation"], output["evaluated_run"] = evaluation.pk, source.pk
     except Exception as exc:  # RunRefused, JobRefused, EvaluationRefused, RecipeRefused
         errors = getattr(exc, "errors", None) or [str(exc)]
