@@ -422,7 +422,12 @@ def run_eval_program(job, config_path: Path, log_path: Path, *, what: str, cance
                     code = proc.wait(timeout=CONTROL_SECONDS)
                     break
                 except subprocess.TimeoutExpired:
-                    if cancelled():
+                    try:
+                        stop_now = cancelled()
+                    except DB_ERRORS:  # the database is briefly away: the program goes on, ask again next time
+                        close_old_connections()
+                        stop_now = False
+                    if stop_now:
                         stop(proc)
                         raise Cancelled(f"the {what} was cancelled") from None
         except BaseException:
