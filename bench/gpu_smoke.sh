@@ -10,5 +10,5 @@ VENV=${VENV:-.venv-gpu}
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q -e ".[dev,gpu]"
 export GRPO_DATA_DIR=${GRPO_DATA_DIR:-$PWD/var/gpu-smoke}
-"$VENV/bin/python" -m pytest -m requires_gpu -ra tests/workers/test_gpu_paths.py
+"$VENV/bin/python" -m pytest -m requires_gpu -ra tests/workers/test_gpu_paths.py tests/sampling/test_vllm_sampling.py
 echo "gpu_smoke=ok"
