@@ -19,4 +19,6 @@ PY
 export GRPO_DATA_DIR=${GRPO_DATA_DIR:-$PWD/var/gpu-smoke-data}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled
 # the smoke's own output goes to stderr and its log files; stdout carries the name=value lines, the last one last
+# rejection sampling with vLLM (issue 17), before the smoke; its report goes to stderr
+"$VENV/bin/python" -m pytest -q -m requires_gpu -ra tests/sampling/test_vllm_sampling.py >&2 || echo "gpu_smoke: the vLLM sampling test failed (above)" >&2
 timeout "${SMOKE_TIMEOUT:-480}" "$VENV/bin/python" -m bench.gpu_smoke

@@ -48,6 +48,15 @@ def stages(prompts, worked, sft_steps):
     ]
 
 
+def handoff_seconds(stages) -> float:
+    """Seconds between one stage's end and the next stage's creation, summed: what the hand-off costs, apart from
+    the stages' own work (each from its creation, queue wait and process start-up included, to its end)."""
+    return sum((b.created_at - a.finished_at).total_seconds() for a, b in zip(stages, stages[1:]))
+
+
+HANDOFFS: dict[str, list[float]] = {"by_hand": [], "recipe": []}
+
+
 def by_hand(owner, plan) -> float:
     from runs.lifecycle.services import run_create
     from runs.models import DatasetVersion, RejectionJob, Run
@@ -68,8 +77,11 @@ def by_hand(owner, plan) -> float:
     last = run_create(owner=owner, name="by hand 3", model="tiny", kind="sft", rewards=[], config=plan[2]["config"],
                       dataset_version=job.output_version, check_rewards=False)
     wait(lambda: Run.objects.get(pk=last.pk).is_finished)
+    elapsed = time.perf_counter() - started
     assert Run.objects.get(pk=last.pk).status == "completed"
-    return time.perf_counter() - started
+    HANDOFFS["by_hand"].append(handoff_seconds([Run.objects.get(pk=first.pk), RejectionJob.objects.get(pk=job.pk),
+                                                Run.objects.get(pk=last.pk)]))
+    return elapsed
 
 
 def as_recipe(owner, plan) -> float:
@@ -83,6 +95,11 @@ def as_recipe(owner, plan) -> float:
     elapsed = time.perf_counter() - started
     recipe.refresh_from_db()
     assert recipe.status == "completed", recipe.error
+    from runs.models import RejectionJob, Run
+
+    HANDOFFS["recipe"].append(handoff_seconds([Run.objects.get(pk=recipe.outputs[0]["run"]),
+                                               RejectionJob.objects.get(pk=recipe.outputs[1]["job"]),
+                                               Run.objects.get(pk=recipe.outputs[2]["run"])]))
     return elapsed
 
 
@@ -117,9 +134,12 @@ def main(argv=None) -> int:
                 for name, fn, out in (("by_hand", by_hand, hand), ("recipe", as_recipe, recipe))[::1 if n % 2 == 0
                                                                                                     else -1]:
                     out.append(fn(owner, plan))
-                    print(f"round {n + 1} {name}: {out[-1]:.1f} s", flush=True)
+                    print(f"round {n + 1} {name}: {out[-1]:.1f} s (hand-offs {HANDOFFS[name][-1]:.2f} s)",
+                          flush=True)
         finally:
             stop(worker)
+    print(f"by_hand_handoff_s={statistics.median(HANDOFFS['by_hand']):.2f}")
+    print(f"recipe_handoff_s={statistics.median(HANDOFFS['recipe']):.2f}")
     print(f"by_hand_s={statistics.median(hand):.1f}")
     print(f"recipe_s={statistics.median(recipe):.1f}")
     print(f"recipe_overhead_ratio={statistics.median(recipe) / statistics.median(hand):.3f}")

@@ -3,7 +3,7 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -354,6 +354,7 @@ class Evaluation(models.Model):
         RUNNING = "running"
         COMPLETED = "completed"
         FAILED = "failed"
+        CANCELLED = "cancelled"  # a recipe cancelled while it ran (runs.evaluations.services.evaluation_cancel)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluations")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -386,7 +387,7 @@ class Evaluation(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (self.Status.COMPLETED, self.Status.FAILED)
+        return self.status in (self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED)
 
     @property
     def eval_dir(self):
@@ -576,6 +577,7 @@ class RejectionJob(models.Model):
         RUNNING = "running"
         COMPLETED = "completed"
         FAILED = "failed"
+        CANCELLED = "cancelled"  # runs.sampling.services.rejection_job_cancel
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rejection_jobs")
     name = models.CharField(max_length=200)
@@ -609,15 +611,20 @@ class RejectionJob(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (self.Status.COMPLETED, self.Status.FAILED)
+        return self.status in (self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED)
 
     @property
     def job_dir(self):
         return settings.DATA_DIR / "rejection" / str(self.pk)
 
     def mark_failed(self, error: str, log_tail: str = ""):
-        self.status, self.error, self.log_tail, self.finished_at = self.Status.FAILED, error, log_tail, timezone.now()
-        self.save(update_fields=["status", "error", "log_tail", "finished_at"])
+        """Failed, unless it was cancelled meanwhile (a cancelled job's process ends with an error of its own)."""
+        with transaction.atomic():
+            if RejectionJob.objects.select_for_update().filter(pk=self.pk, status=self.Status.CANCELLED).exists():
+                return
+            self.status, self.error, self.log_tail, self.finished_at = \
+                self.Status.FAILED, error, log_tail, timezone.now()
+            self.save(update_fields=["status", "error", "log_tail", "finished_at"])
 
 
 class RejectionSample(models.Model):

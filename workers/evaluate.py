@@ -127,6 +127,22 @@ class Evaluator:
             return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
         return prompt
 
+    def _generate_all(self, model, tokenizer, texts: list[str], *, k: int, seed: int) -> tuple[list, list]:
+        """(k samples per text, in text order; one greedy completion per text) with transformers' ``generate``."""
+        import torch
+
+        was_training = model.training
+        model.eval()
+        devices = [model.device] if model.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=devices):  # the training's random state is left as it was
+                torch.manual_seed(seed)
+                sampled = self._generate(model, tokenizer, [t for t in texts for _ in range(k)], sample=True)
+                greedy = self._generate(model, tokenizer, texts, sample=False)
+        finally:
+            model.train(was_training)
+        return sampled, greedy
+
     def _generate(self, model, tokenizer, texts: list[str], *, sample: bool) -> list[tuple[list[int], bool]]:
         """(completion token ids up to and including EOS, truncated) per text."""
         import torch
@@ -153,22 +169,16 @@ class Evaluator:
         return out
 
     def run(self, model, tokenizer, *, seed: int, trainer_state=None) -> dict:
-        """Generate, score and sum up; returns the event body (``rows`` and ``metrics``)."""
-        import torch
-
+        """Generate, score and sum up; returns the event body (``rows`` and ``metrics``). ``model`` is a transformers
+        model, or a :class:`VLLMGenerator` (the standalone program on a GPU with vLLM)."""
         started = time.perf_counter()
         prompts, k = self.eval_set.prompts, self.settings.eval_num_samples
         texts = [self._encode(tokenizer, p) for p in prompts]
-        was_training = model.training
-        model.eval()
-        devices = [model.device] if model.device.type == "cuda" else []
-        try:
-            with torch.random.fork_rng(devices=devices):  # the training's random state is left as it was
-                torch.manual_seed(seed)
-                sampled = self._generate(model, tokenizer, [t for t in texts for _ in range(k)], sample=True)
-                greedy = self._generate(model, tokenizer, texts, sample=False)
-        finally:
-            model.train(was_training)
+        if isinstance(model, VLLMGenerator):
+            sampled, greedy = model.generate(tokenizer, texts, k=k, temperature=self.settings.eval_temperature,
+                                             top_p=self.top_p, max_tokens=self.max_new_tokens, seed=seed)
+        else:
+            sampled, greedy = self._generate_all(model, tokenizer, texts, k=k, seed=seed)
         generated = time.perf_counter()
         # one flat batch in (prompt, sample) order; the greedy completion is sample k
         order = [(p, s) for p in range(len(prompts)) for s in range(k)] + [(p, k) for p in range(len(prompts))]
@@ -199,6 +209,46 @@ class Evaluator:
         return {"k": k, "solved_by": self.solved_by, "threshold": self.settings.eval_threshold,
                 "prompts": len(prompts), "samples": len(rows), "metrics": metrics(rows, k),
                 "generation_seconds": generated - started, "seconds": done - started, "rows": rows}
+
+
+def vllm_usable(model: str) -> bool:
+    """vLLM can sample ``model`` here: vLLM is installed, a GPU is present, and the model is a full model (a LoRA
+    checkpoint holds an adapter alone, which transformers loads onto its base model and vLLM does not)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None or (Path(model) / "adapter_config.json").is_file():
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class VLLMGenerator:
+    """vLLM's offline engine, asked for what :meth:`Evaluator._generate_all` asks transformers for: per prompt, ``k``
+    samples at the evaluation's temperature and top_p, seeded, and one greedy completion, each at most ``max_tokens``
+    tokens; token ids up to and including EOS, and whether the length cut it."""
+
+    GPU_MEMORY_UTILIZATION = 0.5  # the job's GPU may hold a training run of the same worker's host as well
+
+    def __init__(self, model: str, *, seed: int):
+        from vllm import LLM
+
+        self.llm = LLM(model=model, seed=seed, gpu_memory_utilization=self.GPU_MEMORY_UTILIZATION)
+
+    def generate(self, tokenizer, texts: list[str], *, k: int, temperature: float, top_p: float, max_tokens: int,
+                 seed: int) -> tuple[list, list]:
+        from vllm import SamplingParams
+
+        # the prompts as token ids, tokenized as the transformers path does (no special tokens added)
+        prompts = [{"prompt_token_ids": tokenizer(t, add_special_tokens=False)["input_ids"]} for t in texts]
+        params = [SamplingParams(n=k, temperature=temperature, top_p=top_p, top_k=-1, max_tokens=max_tokens,
+                                 seed=seed),
+                  SamplingParams(n=1, temperature=0.0, max_tokens=max_tokens)]
+        sampled, greedy = (
+            [(list(o.token_ids), o.finish_reason == "length")
+             for request in self.llm.generate(prompts, p, use_tqdm=False) for o in request.outputs]
+            for p in params)
+        return sampled, greedy
 
 
 def _load_eval_callback():
@@ -274,6 +324,8 @@ class EvalJob:
     max_reward_faults: int = 3
     allow_weak_sandbox: bool = False
     sandbox_slot_base: int = 200
+    # "transformers": model.generate; "auto": vLLM where it can run (vllm_usable), else model.generate
+    generator: str = "transformers"
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -298,9 +350,13 @@ def run_job(job: EvalJob) -> None:
         import torch
 
         tokenizer = AutoTokenizer.from_pretrained(job.model)
-        model = AutoModelForCausalLM.from_pretrained(job.model)
-        if torch.cuda.is_available():
-            model = model.to("cuda")
+        generator = "vllm" if job.generator == "auto" and vllm_usable(job.model) else "transformers"
+        if generator == "vllm":
+            model = VLLMGenerator(job.model, seed=job.seed)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(job.model)
+            if torch.cuda.is_available():
+                model = model.to("cuda")
         holder = TrainConfig(model=job.model, dataset_path="", output_dir="", event_log="", rewards=job.rewards,
                              max_reward_faults=job.max_reward_faults, allow_weak_sandbox=job.allow_weak_sandbox,
                              sandbox_slot_base=job.sandbox_slot_base)
@@ -310,7 +366,8 @@ def run_job(job: EvalJob) -> None:
                               top_p=job.top_p)
         events.write("started", label=job.label, prompts=len(evaluator.eval_set.prompts))
         body = evaluator.run(model, tokenizer, seed=job.seed)
-        events.write("eval", kind="standalone", label=job.label, source=job.source, step=None, **body)
+        events.write("eval", kind="standalone", label=job.label, source=job.source, step=None, generator=generator,
+                     **body)
         events.write("finished")
     except BaseException as exc:
         events.write("failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])

@@ -470,16 +470,39 @@ def _claim(evaluation_id: int) -> Evaluation | None:
         return evaluation
 
 
-def run_eval_program(job, config_path: Path, log_path: Path, *, what: str) -> dict:
+class Cancelled(Exception):
+    """The row a program works for was cancelled; its process was stopped."""
+
+
+def run_eval_program(job, config_path: Path, log_path: Path, *, what: str, cancelled=lambda: False) -> dict:
     """Run ``python -m workers.evaluate`` on ``job`` (an EvalJob) in its own process; return its ``"eval"`` event, or
-    raise RuntimeError with the program's own error."""
+    raise RuntimeError with the program's own error. Every CONTROL_SECONDS ``cancelled()`` is asked; True stops the
+    process (and the sandboxes it started: its own session) and raises Cancelled."""
     from runs.protocol.events import read_events
 
     config_path.write_text(job.to_json())
     with open(log_path, "ab") as log_file:
-        code = subprocess.call([sys.executable, "-m", "workers.evaluate", str(config_path)],
-                               cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        proc = subprocess.Popen([sys.executable, "-m", "workers.evaluate", str(config_path)],
+                                cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
+        try:
+            while True:
+                try:
+                    code = proc.wait(timeout=CONTROL_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    try:
+                        stop_now = cancelled()
+                    except DB_ERRORS:  # the database is briefly away: the program goes on, ask again next time
+                        close_old_connections()
+                        stop_now = False
+                    if stop_now:
+                        stop(proc)
+                        raise Cancelled(f"the {what} was cancelled") from None
+        except BaseException:
+            stop(proc)  # a Celery time limit or a worker shutdown: never leave the program running unwatched
+            raise
     events, _ = read_events(job.event_log)
     result = next((e for e in events if e["type"] == "eval"), None)
     if code != 0 or result is None:
@@ -513,17 +536,34 @@ def run_evaluation(evaluation_id: int) -> None:
             max_new_tokens=run.config.get("max_completion_length") or 16, top_p=run.config.get("top_p") or 1.0,
             seed=run.config.get("seed") or 0, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
             allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
-        result = run_eval_program(job, folder / "eval_config.json", log_path, what="evaluation")
+        result = run_eval_program(job, folder / "eval_config.json", log_path, what="evaluation",
+                                  cancelled=lambda: _evaluation_cancelled(evaluation.pk))
         with transaction.atomic():
-            store_eval_event(evaluation, result)
+            if not _evaluation_cancelled(evaluation.pk, lock=True):
+                store_eval_event(evaluation, result)
+    except Cancelled:
+        log.info("evaluation %s was cancelled; its process is stopped", evaluation.pk)
     except Exception as exc:
         log.exception("evaluation %s failed", evaluation.pk)
-        evaluation.status, evaluation.error = Evaluation.Status.FAILED, str(exc)[:2000]
-        evaluation.log_tail, evaluation.finished_at = log_tail(log_path), timezone.now()
-        evaluation.save(update_fields=["status", "error", "log_tail", "finished_at"])
+        with transaction.atomic():
+            if not _evaluation_cancelled(evaluation.pk, lock=True):
+                evaluation.status, evaluation.error = Evaluation.Status.FAILED, str(exc)[:2000]
+                evaluation.log_tail, evaluation.finished_at = log_tail(log_path), timezone.now()
+                evaluation.save(update_fields=["status", "error", "log_tail", "finished_at"])
     run.refresh_from_db()
     push(run, evaluations=[evaluation.pk])
     advance_recipes()
+
+
+def _evaluation_cancelled(pk: int, lock: bool = False) -> bool:
+    rows = Evaluation.objects.select_for_update() if lock else Evaluation.objects
+    return rows.filter(pk=pk, status=Evaluation.Status.CANCELLED).exists()
+
+
+def _job_cancelled(pk: int) -> bool:
+    from runs.models import RejectionJob
+
+    return RejectionJob.objects.filter(pk=pk, status=RejectionJob.Status.CANCELLED).exists()
 
 
 def run_rejection_job(job_id: int) -> None:
@@ -551,9 +591,15 @@ def run_rejection_job(job_id: int) -> None:
                                   eval_threshold=settings_.threshold),
             label=f"rejection sampling {job.pk}", source="rejection", max_new_tokens=settings_.max_new_tokens,
             seed=settings_.seed, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
-            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
-        result = run_eval_program(sampler, folder / "sample_config.json", log_path, what="sampling")
+            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base(),
+            generator="auto")  # vLLM where it can run (workers.evaluate.vllm_usable), else transformers' generate
+        result = run_eval_program(sampler, folder / "sample_config.json", log_path, what="sampling",
+                                  cancelled=lambda: _job_cancelled(job.pk))
+        if _job_cancelled(job.pk):
+            raise Cancelled("the sampling was cancelled")
         rejection_job_store(job=job, event=result)
+    except Cancelled:
+        log.info("rejection-sampling job %s was cancelled; its process is stopped", job.pk)
     except Exception as exc:
         log.exception("rejection-sampling job %s failed", job.pk)
         errors = getattr(exc, "errors", None)

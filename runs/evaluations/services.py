@@ -141,6 +141,17 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
     return evaluation
 
 
+def evaluation_cancel(*, evaluation: Evaluation) -> Evaluation:
+    """A queued or running standalone evaluation: cancelled now; its worker stops the evaluation process within a
+    second (workers.supervisor.run_eval_program)."""
+    with transaction.atomic():
+        evaluation = Evaluation.objects.select_for_update().get(pk=evaluation.pk)
+        if evaluation.status in (Evaluation.Status.QUEUED, Evaluation.Status.RUNNING):
+            evaluation.status, evaluation.finished_at = Evaluation.Status.CANCELLED, timezone.now()
+            evaluation.save(update_fields=["status", "finished_at"])
+    return evaluation
+
+
 def evaluation_redispatch(*, grace_seconds: float = 30) -> list[Evaluation]:
     """Queue again every standalone evaluation the database holds as queued whose message the broker lost (see
     runs.lifecycle.services.run_redispatch); its claim is idempotent too."""

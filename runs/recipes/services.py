@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from runs.access import visible_versions
-from runs.evaluations.services import evaluation_create
+from runs.evaluations.services import evaluation_cancel, evaluation_create
 from runs.lifecycle.services import run_cancel, run_create
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
-from runs.protocol.config import SFT_FIELDS, GRPOFields
-from runs.sampling.services import RejectionSettings, rejection_job_create
+from runs.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields, GRPOFields
+from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
 
 KINDS = ("sft", "grpo", "rejection_sample", "eval")
 MAKES_MODEL = ("sft", "grpo")
@@ -99,6 +99,12 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
             errors.append(f"stage {n}: dataset: give a dataset version id, or stage:N")
         if kind == "eval" and _ref(stage.get("model")) is None:
             errors.append(f"stage {n}: an eval stage evaluates the model of an earlier sft or grpo stage (stage:N)")
+        if kind == "eval" and stage.get("settings") is not None:
+            settings = stage["settings"]
+            unknown = sorted(set(settings) - set(EVAL_FIELDS)) if isinstance(settings, dict) else None
+            if unknown is None or unknown:
+                errors.append(f"stage {n}: settings: give evaluation settings by name ({', '.join(EVAL_FIELDS)})"
+                              + (f"; not {', '.join(map(str, unknown))}" if unknown else ""))
     return errors
 
 
@@ -158,10 +164,17 @@ def recipe_cancel(*, recipe: Recipe) -> Recipe:
         if recipe.status != Recipe.Status.RUNNING:
             return recipe
         output = recipe.outputs[recipe.current]
+        # whatever the stage runs is stopped: a run (its supervisor stops the trainer), a rejection-sampling job or
+        # an evaluation (their worker stops the program)
         if output.get("run"):
             run_cancel(run=Run.objects.get(pk=output["run"]))
+        elif output.get("job"):
+            rejection_job_cancel(job=RejectionJob.objects.get(pk=output["job"]))
+        elif output.get("evaluation"):
+            evaluation_cancel(evaluation=Evaluation.objects.get(pk=output["evaluation"]))
+        recipe.outputs[recipe.current] = {**output, "status": "cancelled"}
         recipe.status, recipe.finished_at = Recipe.Status.CANCELLED, timezone.now()
-        recipe.save(update_fields=["status", "finished_at"])
+        recipe.save(update_fields=["outputs", "status", "finished_at"])
     return recipe
 
 
@@ -216,8 +229,9 @@ def _launch(recipe: Recipe) -> None:
             source = Run.objects.get(pk=recipe.outputs[_ref(stage["model"]) - 1]["run"])
             version = _input(recipe, stage.get("dataset"), "dataset") or source.dataset_version
             evaluation = evaluation_create(run=source, model="final", dataset_version=version,
-                                           split=stage.get("split", "eval"))
-            output["evaluation"] = evaluation.pk
+                                           split=stage.get("split", "eval"),
+                                           settings=EvalFields(**stage["settings"]) if stage.get("settings") else None)
+            output["evaluation"], output["evaluated_run"] = evaluation.pk, source.pk
     except Exception as exc:  # RunRefused, JobRefused, EvaluationRefused, RecipeRefused
         errors = getattr(exc, "errors", None) or [str(exc)]
         recipe.outputs[n] = {"status": "failed", "error": "; ".join(errors)}

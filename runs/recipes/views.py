@@ -1,16 +1,19 @@
 """Recipe pages: the list with its templates, a recipe made from a template or a YAML, the recipe page (the pipeline
-with each stage's status, links and key figures), start, cancel, resume, clone and YAML export."""
+with each stage's status, links and key figures, and its JSON for the live update), start, cancel, resume, clone with
+edits and YAML export."""
 
 from __future__ import annotations
 
 import yaml
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.access import visible_versions
 from runs.models import Recipe
+from runs.recipes.selectors import pipeline, pipeline_json
 from runs.recipes.services import (
     TEMPLATES,
     RecipeRefused,
@@ -40,11 +43,8 @@ def recipe_list(request):
     if request.method == "POST":
         try:
             if request.POST.get("yaml"):
-                data = yaml.safe_load(request.POST["yaml"][:256 * 1024])
-                if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
-                    raise RecipeRefused(["yaml: give a mapping with name and a list of stages"])
-                recipe = recipe_create(owner=request.user, name=str(data.get("name") or "imported recipe")[:200],
-                                       stages=data["stages"])
+                name, stages = _stages_from_yaml(request.POST["yaml"])
+                recipe = recipe_create(owner=request.user, name=name or "imported recipe", stages=stages)
             else:
                 template = request.POST.get("template", "")
                 prompts = _version(versions, request.POST.get("prompts"))
@@ -62,10 +62,43 @@ def recipe_list(request):
 
 
 def recipe_detail(request, pk):
-    from runs.recipes.selectors import pipeline
-
     recipe = owned(request, pk)
     return render(request, "recipes/recipe_detail.html", {"recipe": recipe, "stages": pipeline(recipe)})
+
+
+@require_GET
+def recipe_pipeline_json(request, pk):
+    """The pipeline as the page draws it, for the page's live update (static/js/recipe.js): the figures as data, and
+    the drawing itself rendered here, escaped, so the page swaps it in without building HTML from data."""
+    recipe = owned(request, pk)
+    data = pipeline_json(recipe)
+    data["html"] = render_to_string("recipes/pipeline.html", {"stages": data["stages"]}, request=request)
+    return JsonResponse(data)
+
+
+def _stages_from_yaml(text: str) -> tuple[str, list]:
+    data = yaml.safe_load(text[:256 * 1024])
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
+        raise RecipeRefused(["yaml: give a mapping with name and a list of stages"])
+    return str(data.get("name") or "")[:200], data["stages"]
+
+
+def recipe_clone_view(request, pk):
+    """Clone with edits: the recipe's YAML in an editor, changed and saved as a new recipe (a draft whose parent is
+    this one)."""
+    recipe = owned(request, pk)
+    errors = []
+    name = request.POST.get("name", "").strip()[:200] if request.method == "POST" else f"{recipe.name} (clone)"
+    text = request.POST.get("yaml", "") if request.method == "POST" else \
+        yaml.safe_dump({"stages": recipe.stages}, sort_keys=False, allow_unicode=True)
+    if request.method == "POST":
+        try:
+            _, stages = _stages_from_yaml(text)
+            return redirect(recipe_clone(recipe=recipe, name=name, stages=stages))
+        except (RecipeRefused, yaml.YAMLError, RecursionError) as exc:
+            errors = getattr(exc, "errors", None) or [f"yaml: not valid YAML ({exc})"]
+    return render(request, "recipes/recipe_clone.html", {"recipe": recipe, "name": name, "yaml": text,
+                                                         "errors": errors}, status=400 if errors else 200)
 
 
 @require_POST
@@ -78,8 +111,6 @@ def recipe_action(request, pk, action):
             recipe_cancel(recipe=recipe)
         elif action == "resume":
             recipe_resume(recipe=recipe)
-        elif action == "clone":
-            return redirect(recipe_clone(recipe=recipe))
     except RecipeRefused as exc:
         messages.error(request, "; ".join(exc.errors))
     return redirect(recipe)

@@ -104,6 +104,17 @@ def rejection_job_claim(job_id: int) -> RejectionJob | None:
         return job
 
 
+def rejection_job_cancel(*, job: RejectionJob) -> RejectionJob:
+    """Queued or running: cancelled now. A queued job's message is then refused by the claim; a running job's worker
+    sees the status within a second and stops the sampling process (workers.supervisor.run_eval_program)."""
+    with transaction.atomic():
+        job = RejectionJob.objects.select_for_update().get(pk=job.pk)
+        if job.status in (RejectionJob.Status.QUEUED, RejectionJob.Status.RUNNING):
+            job.status, job.finished_at = RejectionJob.Status.CANCELLED, timezone.now()
+            job.save(update_fields=["status", "finished_at"])
+    return job
+
+
 def prompts_file(job: RejectionJob) -> str:
     return version_training_file(version=job.dataset_version, out=job.job_dir / "prompts.jsonl", split=job.split)
 
@@ -153,7 +164,8 @@ def rejection_job_store(*, job: RejectionJob, event: dict) -> RejectionJob:
              "kept_share": len(kept) / len(rows) if rows else 0.0,
              "prompts_with_a_kept_sample": sum(1 for _, k in per_prompt.values() if k),
              "kept_share_per_prompt": {str(p): k / n for p, (n, k) in sorted(per_prompt.items())},
-             "solved_by": event["solved_by"], "seconds": event.get("seconds")}
+             "solved_by": event["solved_by"], "seconds": event.get("seconds"),
+             "generator": event.get("generator", "transformers")}
     with transaction.atomic():
         RejectionSample.objects.filter(job=job).delete()
         RejectionSample.objects.bulk_create([RejectionSample(
@@ -182,8 +194,11 @@ def rejection_job_store(*, job: RejectionJob, event: dict) -> RejectionJob:
         if mixed else None,
     }
     version.save(update_fields=["provenance"])
-    job.output_version, job.status, job.finished_at = version, RejectionJob.Status.COMPLETED, timezone.now()
-    job.save(update_fields=["output_version", "status", "finished_at"])
+    with transaction.atomic():
+        if RejectionJob.objects.select_for_update().filter(pk=job.pk, status=RejectionJob.Status.CANCELLED).exists():
+            return job  # cancelled while its dataset was saved: the dataset stays, the job stays cancelled
+        job.output_version, job.status, job.finished_at = version, RejectionJob.Status.COMPLETED, timezone.now()
+        job.save(update_fields=["output_version", "status", "finished_at"])
     return job
 
 

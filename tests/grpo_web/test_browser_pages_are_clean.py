@@ -96,6 +96,7 @@ PAGES = {
     "rejection_job_detail": ("/sampling/{rejection_job}/", "main"),
     "recipes": ("/recipes/", "main"),
     "recipe_detail": ("/recipes/{recipe}/", "#recipe-status"),
+    "recipe_clone": ("/recipes/{recipe}/clone/", "#id_yaml"),
     "models": ("/models/", "main"),
 }
 NOT_PAGES = {
@@ -104,7 +105,8 @@ NOT_PAGES = {
                      "run_evaluations_json", "run_telemetry_json", "run_rollouts_json", "run_reflection_json",
                      "run_prompts_json", "run_prompt_json", "run_compare_metrics", "run_compare_prompts",
                      "run_compare_transcripts", "dataset_import_json", "reward_lint", "reward_test_result",
-                     "run_zero_variance_json", "run_replay_json", "rejection_job_status", "run_step_tokens_json"],
+                     "run_zero_variance_json", "run_replay_json", "rejection_job_status", "run_step_tokens_json",
+                     "recipe_pipeline_json"],
                     "JSON for a page's script"),
     **dict.fromkeys(["run_events", "run_compare_events"], "a server-sent event stream"),
     **dict.fromkeys(["run_yaml", "run_rollouts_jsonl", "run_rollouts_parquet", "evaluation_jsonl", "run_replay_jsonl",

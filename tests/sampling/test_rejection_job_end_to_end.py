@@ -7,6 +7,7 @@ from rewards.models import RewardFunction
 from runs.models import RejectionJob, RejectionSample
 from runs.sampling.services import RejectionSettings, rejection_job_create
 from tests.conftest import wait_for
+from workers.registry import detect_gpus, vllm_installed
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -37,3 +38,4 @@ def test_a_job_samples_scores_and_saves_what_it_keeps(celery_worker, owner, data
     version = job.output_version
     assert version.row_count == len(kept) and version.provenance["job"] == job.pk
     assert "completion" in version.columns
+    assert job.stats["generator"] == ("vllm" if vllm_installed() and detect_gpus() else "transformers")
