@@ -14,7 +14,7 @@ from django.utils import timezone
 from grpo_web import queues
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import model_problems
-from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, TrainConfig
+from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 
 class RunRefused(Exception):
@@ -28,7 +28,7 @@ class RunRefused(Exception):
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
-               kind: str = Run.Kind.GRPO, check_rewards: bool = True) -> Run:
+               kind: str = Run.Kind.GRPO, check_rewards: bool = True, tools: list[dict] | None = None) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
@@ -36,9 +36,11 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
     that is not up yet will take it)."""
-    from rewards.selectors import reward_specs
+    from rewards.selectors import reward_specs, tool_problems, tool_specs
 
     specs = reward_specs(rewards)
+    tools = tools or []
+    tool_spec_list = tool_specs(tools)
     evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
     try:
         fields = dict(sft=SFTFields(**config)) if kind == Run.Kind.SFT else dict(grpo=GRPOFields(**config))
@@ -46,8 +48,12 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused([f"config: {exc}"]) from None
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
-                       **fields)
-    errors = spec.validate() + model_problems(model)
+                       tools=[ToolSpec(**t) for t in tool_spec_list], **fields)
+    errors = spec.validate() + model_problems(model) + tool_problems(tool_spec_list)
+    if tools and dataset_version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
+        errors.append(f"tools: TRL calls tools only in chat conversations, and {dataset_version}'s prompts are text; "
+                      f"map the prompt as conversational on the dataset's mapping page, "
+                      f"or pick the arithmetic-tools demo")
     if kind == Run.Kind.SFT:
         errors += sft_dataset_problems(dataset_version)
     if not queue_anyway:
@@ -69,7 +75,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused(problems)
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                                 rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
+                                 rewards=rewards, tools=tools, config=config, config_extra=config_extra or {}, kind=kind,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
                                  queued_at=timezone.now())

@@ -188,7 +188,7 @@ def create_from_form(request, form, parent=None):
                           dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"],
                           config_extra=data.get("config_extra") or {}, requested_gpus=data["requested_gpus"],
                           evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False),
-                          kind=data["kind"])
+                          kind=data["kind"], tools=data.get("tools") or [])
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)

@@ -11,8 +11,9 @@ from runs.rollouts.reflection import matcher
 
 # TRL's metric names, in the order the run page draws them (each present key gets a chart).
 # what TRL logs under these prefixes gets a chart of its own, under TRL's name: the policy clip ratios, and the
-# training/inference mismatch when vLLM generates (sampling/sampling_logp_difference, importance_sampling_ratio)
-TRL_GROUPS = ("clip_ratio/", "sampling/")
+# training/inference mismatch when vLLM generates (sampling/sampling_logp_difference, importance_sampling_ratio), and a
+# run with tools: tools/call_frequency (calls per completion) and tools/failure_frequency (the share of calls that failed)
+TRL_GROUPS = ("clip_ratio/", "sampling/", "tools/")
 CHART_METRICS = ["reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std",
                  "completions/clipped_ratio", "loss", "grad_norm",
                  "mean_token_accuracy", "learning_rate"]  # the last two: what an SFT run's page shows beside its loss
