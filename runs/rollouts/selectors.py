@@ -96,7 +96,7 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
         qs = qs.filter(group__gte=first_group, **({"group__lt": first_group + groups} if groups is not None else {}))
     rollouts = list(qs.order_by("group", "-advantage", "index").values(
         "group", "prompt", "prompt_key", "index", "completion", "rewards", "reward", "advantage", "length",
-        "truncated", "reflections"))
+        "truncated", "reflections", "messages"))
     spans = matcher(tuple(run.reflection_phrases)).spans
     names = run.reward_names
     scale_rewards = (run.config or {}).get("scale_rewards", "group")
@@ -117,7 +117,7 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
         g["completions"].append({
             "index": r["index"], "completion": r["completion"], "rewards": dict(zip(names, r["rewards"])),
             "reward": r["reward"], "advantage": r["advantage"], "length": r["length"], "truncated": r["truncated"],
-            "reflections": r["reflections"], "spans": spans(r["completion"]),
+            "reflections": r["reflections"], "spans": spans(r["completion"]), "messages": r["messages"],
         })
     if batch_std is None and scale_rewards == "batch":
         batch_std = group_stats([r["reward"] for r in rollouts if r["reward"] is not None]).std

@@ -146,6 +146,11 @@ export function processSteps(text, stepScores) {
   return root;
 }
 
+// Whether a completion's messages hold tool calls or tool results (a run with tools).
+export function hasTools(messages) {
+  return Array.isArray(messages) && messages.some((m) => m && (m.tool_calls || m.role === "tool"));
+}
+
 // A multi-turn completion as TRL produced it (tools): each turn in order, an assistant turn's text as a transcript,
 // each tool call with its name and arguments, each tool result (an error too) as the tool returned it. All text.
 export function turns(messages) {
