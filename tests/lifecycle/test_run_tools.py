@@ -72,7 +72,9 @@ def test_the_run_form_attaches_tools_and_the_yaml_keeps_them(owner, owner_client
     assert 'aria-label="use weather"' not in page  # a tool is not offered as a reward function
     from runs.lifecycle.forms import RunForm
 
-    data = {**run_form_data(owner), "name": "with tools", "tool_builtin_calculator": True, f"tool_{tool.pk}": True}
+    accuracy = RewardFunction.objects.get(owner=owner, name="accuracy")
+    data = {**run_form_data(owner), "name": "with tools", f"reward_{accuracy.pk}": True,
+            "tool_builtin_calculator": True, f"tool_{tool.pk}": True}
     form = RunForm(data, owner=owner)
     assert form.is_valid(), form.errors
     assert form.cleaned_data["tools"] == [
