@@ -1,8 +1,18 @@
 from django import forms
 
-from rewards.library import NAMES, OPEN_R1
+from rewards.library import NAMES, OPEN_R1, TOOLS
+from rewards.models import RewardFunction
 
-TEMPLATE_CHOICES = [("", "blank")] + [(n, n) for n in NAMES] + [(n, f"{n} (open-r1)") for n in OPEN_R1]
+TEMPLATE_CHOICES = [("", "blank")] + [(n, n) for n in NAMES] + [(n, f"{n} (open-r1)") for n in OPEN_R1] + \
+    [(n, f"{n} (tool)") for n in TOOLS]
+BLANK_TOOL = '''def my_tool(text: str) -> str:
+    """What the tool does: the model reads this docstring, and each parameter's line, to decide when to call it.
+
+    Args:
+        text: What the model should pass.
+    """
+    return text
+'''
 BLANK = '''def my_reward(completions, prompts=None, completion_ids=None, **kwargs):
     """One score per completion: a float, or None to abstain. Dataset columns arrive as keyword arguments."""
     return [float(len(c) > 0) for c in completions]
@@ -13,6 +23,16 @@ class RewardNewForm(forms.Form):
     name = forms.SlugField(max_length=64, help_text="Letters, digits, - and _. TRL logs it as rewards/<name>/mean.")
     template = forms.ChoiceField(choices=TEMPLATE_CHOICES, required=False,
                                  help_text="Start from a library function, or from a blank one.")
+    kind = forms.ChoiceField(choices=RewardFunction.Kind.choices, initial=RewardFunction.Kind.REWARD, required=False,
+                             help_text="A tool is a function the model calls while it generates (TRL's tools); a "
+                                       "library tool template makes one whatever is picked here.")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("template") in TOOLS:
+            data["kind"] = RewardFunction.Kind.TOOL
+        data["kind"] = data.get("kind") or RewardFunction.Kind.REWARD
+        return data
 
 
 class RewardEditForm(forms.Form):

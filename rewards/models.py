@@ -8,7 +8,14 @@ from grpo_web.sharing import ShareBase, SharedQuerySet
 class RewardFunction(models.Model):
     """A user's reward function. Its code lives in immutable versions; runs pin the version they used."""
 
+    class Kind(models.TextChoices):
+        REWARD = "reward", "reward function"
+        TOOL = "tool", "tool"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reward_functions")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.REWARD,
+                            help_text="A reward function scores completions; a tool is called by the model while it "
+                                      "generates (TRL's tools). Both run in the sandbox.")
     name = models.SlugField(max_length=64, help_text="Logged by TRL as rewards/<name>/mean.")
     description = models.TextField(blank=True)
     template = models.CharField(max_length=64, blank=True, help_text="The library template it started from.")

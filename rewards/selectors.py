@@ -13,3 +13,31 @@ def reward_specs(rewards: list[dict]) -> list[dict]:
         else:
             specs.append(dict(r))
     return specs
+
+
+def tool_specs(tools: list[dict]) -> list[dict]:
+    """A run's tools ({name, builtin} or {name, version_id}) with the code of each pinned version, for the trainer;
+    a library tool's function is its own name."""
+    versions = RewardFunctionVersion.objects.in_bulk([t["version_id"] for t in tools if t.get("version_id")])
+    specs = []
+    for t in tools:
+        if t.get("version_id"):
+            v = versions[t["version_id"]]
+            specs.append({"name": t["name"], "source": v.source, "entrypoint": v.entrypoint, "version_id": v.pk})
+        else:
+            specs.append({"name": t["name"], "builtin": t["builtin"], "entrypoint": t["builtin"]})
+    return specs
+
+
+def tool_problems(specs: list[dict]) -> list[str]:
+    """Why a tool cannot be offered to the model (its signature, read without running it), naming the tool."""
+    from rewards.library import source as library_source
+    from rewards.toolspec import ToolError, tool_signature
+
+    problems = []
+    for s in specs:
+        try:
+            tool_signature(library_source(s["builtin"]) if s.get("builtin") else s["source"], s["entrypoint"])
+        except ToolError as exc:
+            problems.append(f"tools: {s['name']}: {exc}")
+    return problems

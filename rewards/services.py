@@ -9,6 +9,7 @@ from django.db.models import Max
 
 from rewards.library import NAMES, source
 from rewards.models import RewardFunction, RewardFunctionVersion
+from rewards.toolspec import ToolError, tool_signature
 
 MAX_SOURCE_BYTES = 1024 * 1024
 
@@ -22,8 +23,9 @@ def normalize(code: str) -> str:
     return code.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def check_source(code: str, entrypoint: str) -> None:
-    """Cheap checks before saving (the sandbox checks the rest): size, syntax, and that the entrypoint is defined."""
+def check_source(code: str, entrypoint: str, kind: str = RewardFunction.Kind.REWARD) -> None:
+    """Cheap checks before saving (the sandbox checks the rest): size, syntax, and that the entrypoint is defined;
+    a tool's signature too (typed, documented parameters: what the model is shown), read without running it."""
     if len(code.encode()) > MAX_SOURCE_BYTES:
         raise RewardCodeError(f"the code is {len(code.encode())} bytes; the limit is {MAX_SOURCE_BYTES}")
     try:
@@ -35,14 +37,19 @@ def check_source(code: str, entrypoint: str) -> None:
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if entrypoint not in names:
         raise RewardCodeError(f"no top-level function named '{entrypoint}' (found: {', '.join(sorted(names)) or 'none'})")
+    if kind == RewardFunction.Kind.TOOL:
+        try:
+            tool_signature(code, entrypoint)
+        except ToolError as exc:
+            raise RewardCodeError(str(exc)) from None
 
 
 @transaction.atomic
 def reward_create(*, owner, name: str, source_code: str, entrypoint: str, description: str = "",
-                  template: str = "") -> RewardFunction:
+                  template: str = "", kind: str = RewardFunction.Kind.REWARD) -> RewardFunction:
     source_code = normalize(source_code)
-    check_source(source_code, entrypoint)
-    rf = RewardFunction.objects.create(owner=owner, name=name, description=description, template=template)
+    check_source(source_code, entrypoint, kind)
+    rf = RewardFunction.objects.create(owner=owner, name=name, description=description, template=template, kind=kind)
     RewardFunctionVersion.objects.create(function=rf, number=1, source=source_code, entrypoint=entrypoint)
     return rf
 
@@ -52,7 +59,7 @@ def reward_save(*, function: RewardFunction, source_code: str, entrypoint: str,
                 description: str | None = None) -> tuple[RewardFunctionVersion, bool]:
     """Save the code as a new version if it changed; return (latest version, whether one was created)."""
     source_code = normalize(source_code)
-    check_source(source_code, entrypoint)
+    check_source(source_code, entrypoint, function.kind)
     rf = RewardFunction.objects.select_for_update().get(pk=function.pk)
     if description is not None and description != rf.description:
         rf.description = description
@@ -70,6 +77,21 @@ def docstring(code: str, entrypoint: str) -> str:
         if isinstance(node, ast.FunctionDef) and node.name == entrypoint:
             return ast.get_docstring(node) or ""
     return ""
+
+
+def tool_builtins_install(*, owner, names=None) -> list[RewardFunction]:
+    """Give ``owner`` an editable copy of each library tool (the calculator), kind "tool"; names they have are
+    skipped."""
+    from rewards.library import TOOLS
+
+    created = []
+    for name in TOOLS if names is None else names:
+        if not RewardFunction.objects.filter(owner=owner, name=name).exists():
+            code = source(name)
+            created.append(reward_create(owner=owner, name=name, source_code=code, entrypoint=name,
+                                         description=docstring(code, name), template=name,
+                                         kind=RewardFunction.Kind.TOOL))
+    return created
 
 
 def reward_builtins_install(*, owner, names=None) -> list[RewardFunction]:

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from grpo_web import queues
 from grpo_web.sharing import share_context, share_post
-from rewards.forms import BLANK, RewardEditForm, RewardNewForm, RewardTestForm
+from rewards.forms import BLANK, BLANK_TOOL, RewardEditForm, RewardNewForm, RewardTestForm
 from rewards.library import source as library_source
 from rewards.lint import lint
 from rewards.models import RewardFunction
@@ -29,14 +29,16 @@ def _versions_for(user):
 def reward_new(request):
     form = RewardNewForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        name, template = form.cleaned_data["name"], form.cleaned_data["template"]
-        code, entrypoint = (library_source(template), template) if template else (BLANK, "my_reward")
+        name, template, kind = form.cleaned_data["name"], form.cleaned_data["template"], form.cleaned_data["kind"]
+        blank = (BLANK_TOOL, "my_tool") if kind == RewardFunction.Kind.TOOL else (BLANK, "my_reward")
+        code, entrypoint = (library_source(template), template) if template else blank
         if RewardFunction.objects.filter(owner=request.user, name=name).exists():
             form.add_error("name", "You already have a reward function with this name.")
         else:
             # a blank function starts without a description: the blank's docstring describes the contract, not it
             rf = reward_create(owner=request.user, name=name, source_code=code, entrypoint=entrypoint,
-                               description=docstring(code, entrypoint) if template else "", template=template)
+                               description=docstring(code, entrypoint) if template else "", template=template,
+                               kind=kind)
             return redirect(rf)
     return render(request, "rewards/reward_new.html", {"form": form}, status=400 if form.errors else 200)
 

@@ -154,6 +154,9 @@ class Run(models.Model):
     model = models.CharField(max_length=500, help_text="Local path or Hugging Face hub id.")
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="runs")
     rewards = models.JSONField(help_text="[{name, builtin, weight}] as used by the training program.")
+    tools = models.JSONField(default=list, blank=True,
+                             help_text="[{name, builtin} or {name, version_id}]: functions the model may call as it "
+                                       "generates (TRL's tools), run in the sandbox.")
     config = models.JSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra = models.JSONField(default=dict, blank=True,
                                     help_text="Further GRPOConfig fields from an imported TRL config, passed through.")
@@ -319,6 +322,9 @@ class Rollout(models.Model):
                                                                   "the browser's index, so filtering on a phrase "
                                                                   "reads no row it does not keep.")
     columns = models.JSONField(default=dict, help_text="The dataset row's other columns, as the rewards saw them.")
+    messages = models.JSONField(null=True, blank=True,
+                                help_text="A conversational completion as TRL produced it: its turns, the tool calls "
+                                          "(name, arguments) and the tools' results. None for plain text.")
     step_scores = models.JSONField(null=True, blank=True,
                                    help_text="Per-step (process) scores a reward logged through TRL's log_extra: "
                                              "{split: the delimiter, scores: [a number or None per step]}.")

@@ -26,8 +26,10 @@ def model_problems(model: str) -> list[str]:
 
 
 def resolve_model(model: str) -> str:
-    """'tiny' and 'tiny-sft' name the local demo models (random, and cold-started); anything else is a path or id."""
-    return str({"tiny": settings.GRPO_TINY_MODEL_DIR, "tiny-sft": settings.GRPO_TINY_SFT_MODEL_DIR}.get(model, model))
+    """'tiny', 'tiny-sft' and 'tiny-tools' name the local demo models (random, cold-started, and cold-started on
+    calculator calls); anything else is a path or id."""
+    return str({"tiny": settings.GRPO_TINY_MODEL_DIR, "tiny-sft": settings.GRPO_TINY_SFT_MODEL_DIR,
+                "tiny-tools": settings.GRPO_TINY_TOOLS_MODEL_DIR}.get(model, model))
 
 
 def event_log_path(run: Run) -> Path:

@@ -12,10 +12,20 @@ def as_text(value) -> str:
     Model output can hold NUL characters, which PostgreSQL text cannot store: they become U+2400 (a visible NUL).
     """
     if isinstance(value, list):
-        value = "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in value if isinstance(m, dict))
+        value = "\n".join(_message_text(m) for m in value if isinstance(m, dict))
     elif not isinstance(value, str):
         value = json.dumps(value)
     return value.replace("\x00", "\u2400")
+
+
+def _message_text(message: dict) -> str:
+    """One turn as a line: its role and content, and each tool call as ``name(arguments as JSON)``."""
+    text = f"{message.get('role', '')}: {message.get('content', '')}"
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        if isinstance(function, dict):
+            text += f"\n{function.get('name', '')}({json.dumps(function.get('arguments', {}), default=str)})"
+    return text
 
 
 def json_safe(value):

@@ -107,6 +107,19 @@ def coldstart_model(tiny_model):
     return path
 
 
+@pytest.fixture(scope="session")
+def tools_model():
+    """'tiny-tools': the tiny model with a Qwen-style tool chat template, cold-started on calculator calls
+    (workers.coldstart.build_tool_model), so a run with the calculator sees TRL parse and run tool calls. Built once
+    per data folder."""
+    from workers.coldstart import build_tool_model
+
+    path = Path(settings.GRPO_TINY_TOOLS_MODEL_DIR)
+    if not (path / "model.safetensors").exists():
+        build_tool_model(path)
+    return path
+
+
 @pytest.fixture
 def eval_version(dataset_version):
     """The arithmetic rows with a quarter held out for evaluation."""

@@ -26,13 +26,13 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.utils import timezone
 
 from rewards.sandbox.host import MAX_SLOT
-from rewards.selectors import reward_specs
+from rewards.selectors import reward_specs, tool_specs
 from runs.datasets.services import version_training_file
 from runs.evaluations.services import eval_source, store_eval_event
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
 from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
-from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, TrainConfig
+from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import ResourceSampler
 
@@ -65,6 +65,7 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         output_dir=str(run.run_dir / "output"),
         event_log=str(event_log_path(run)),
         rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
+        tools=[ToolSpec(**t) for t in tool_specs(run.tools)],
         kind=run.kind,
         trainer=run.trainer,
         **fields,

@@ -499,14 +499,20 @@ def describe(exc: BaseException, filename: str) -> dict:
     return {"kind": str(kind)[:200], "message": message[:4000], "line": line, "traceback": text[-8000:]}
 
 
-def plain_rewards(result, n: int) -> list:
-    """One msgpack-able value per completion; numpy/torch scalars become floats. The host checks again."""
-    if inspect.iscoroutine(result):  # an async reward function: no event loop here (it needs sockets), drive it
+def driven(result):
+    """An async function's result: no event loop here (it needs sockets), so the coroutine is driven by hand."""
+    if inspect.iscoroutine(result):
         try:
             while True:
                 result.send(None)
         except StopIteration as stop:
             result = stop.value
+    return result
+
+
+def plain_rewards(result, n: int) -> list:
+    """One msgpack-able value per completion; numpy/torch scalars become floats. The host checks again."""
+    result = driven(result)
     if not isinstance(result, (list, tuple)):
         raise UserError("InvalidResult", f"the reward function returned a {type(result).__name__}; expected a list "
                                          "with one number or None per completion")
@@ -591,12 +597,36 @@ class Worker:
         reply.update(id=req["id"], stdout=out.text(), truncated=out.truncated)
         return reply
 
+    def invoke(self, req: dict) -> dict:
+        """A tool call (TRL's ``tools``): the function called with the model's arguments; its result as text, as TRL
+        makes it (``str(result)``), within ``result_chars``."""
+        out = Capture(self.cfg["stdout_limit"])
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = out
+        try:
+            arguments = req["arguments"]
+            result = driven(self.func(**arguments))
+            text = result if type(result) is str else str(result)
+            if type(text) is not str:  # a str subclass from a hostile __str__
+                text = str.__str__(text)
+            limit = self.cfg["result_chars"]
+            if len(text) > limit:
+                raise UserError("ResultTooLarge", f"the tool returned {len(text)} characters; the limit is {limit}")
+            reply = {"ok": True, "result": text}
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
+            reply = {"ok": False, "error": describe(exc, self.filename)}
+        finally:
+            sys.stdout, sys.stderr = saved
+            _disarm_timers()
+        reply["id"] = req["id"]
+        return reply
+
     def serve(self) -> None:
         while True:
             req = self.channel.receive()
             if req is None or req.get("op") == "close":
                 return
-            self.channel.send(self.call(req))
+            self.channel.send(self.invoke(req) if req.get("op") == "tool" else self.call(req))
 
 
 def lock_in(cfg: dict) -> dict:

@@ -8,7 +8,13 @@ import json
 
 from django.contrib.auth import get_user_model
 
-from runs.datasets.demo_data import arithmetic_rows, letter_count_rows, python_task_rows, word_problem_rows
+from runs.datasets.demo_data import (
+    arithmetic_rows,
+    arithmetic_tool_rows,
+    letter_count_rows,
+    python_task_rows,
+    word_problem_rows,
+)
 from runs.datasets.mapping import Mapping
 from runs.datasets.services import dataset_import, dataset_version_map
 from runs.models import Dataset, DatasetVersion
@@ -21,6 +27,8 @@ DEMO_DATASETS = {
                              {"prompt_column": "question", "gsm8k_column": "answer"}),
     # the code_tests reward's data: a tests column of asserts or stdin/stdout pairs, and a reference solution
     "python tasks (demo)": (lambda: python_task_rows(120, seed=0), {}),
+    # chat prompts offering the calculator tool: a run with the calculator and the 'tiny-tools' model calls it
+    "arithmetic with a calculator (demo)": (lambda: arithmetic_tool_rows(200, seed=0), {}),
     "arithmetic (demo)": (lambda: arithmetic_rows(200, seed=0), {}),
 }
 

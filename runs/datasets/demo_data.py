@@ -50,6 +50,13 @@ def arithmetic_rows(n: int = 200, *, seed: int = 0) -> list[dict]:
     return rows
 
 
+def arithmetic_tool_rows(n: int = 200, *, seed: int = 0) -> list[dict]:
+    """The arithmetic set as chat prompts that offer the ``calculator`` tool (TRL calls tools only in conversations):
+    ``{"prompt": [{"role": "user", "content": "What is 3 + 4? Use the calculator."}], "answer": "7"}``."""
+    return [{"prompt": [{"role": "user", "content": f"{row['prompt']} Use the calculator."}], "answer": row["answer"]}
+            for row in arithmetic_rows(n, seed=seed)]
+
+
 NAMES = ["Natalia", "Weng", "Betty", "Julie", "James", "Albert", "Ken", "Alexis", "Tina", "Mark", "Randy", "Joy"]
 ITEMS = ["clips", "apples", "books", "marbles", "stickers", "pencils", "cookies", "cards", "shells", "stamps"]
 

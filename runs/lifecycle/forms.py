@@ -6,7 +6,10 @@ import json
 from django import forms
 
 from rewards.builtins import TRUSTED
+from rewards.library import TOOLS as LIBRARY_TOOLS
+from rewards.library import source as library_source
 from rewards.models import RewardFunction
+from rewards.services import docstring
 from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
 from runs.models import DatasetVersion
@@ -101,9 +104,22 @@ class RunForm(forms.Form):
             latest = self.fields["dataset_version"].queryset.first()
             self.initial["dataset_version"] = latest.pk if latest else None
         # the user's own functions first, then those teams share with them (a shared one may carry the same name)
-        self.reward_functions = sorted(
+        visible = sorted(
             (rf for rf in RewardFunction.objects.visible_to(owner).select_related("owner").prefetch_related("versions")
              if rf.versions.all()), key=lambda rf: (rf.owner_id != owner.pk, rf.name, rf.pk))
+        self.reward_functions = [rf for rf in visible if rf.kind == RewardFunction.Kind.REWARD]
+        # tools (TRL's tools): the user's and shared ones, pinned to a version, and the library's
+        self.tool_functions = [rf for rf in visible if rf.kind == RewardFunction.Kind.TOOL] if self.kind != "sft" else []
+        for rf in self.tool_functions:
+            numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
+            self.fields[f"tool_{rf.pk}"] = forms.BooleanField(
+                required=False, label=rf.name, widget=forms.CheckboxInput(attrs={"aria-label": f"use tool {rf.name}"}))
+            self.fields[f"tool_version_{rf.pk}"] = forms.TypedChoiceField(
+                choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version",
+                widget=forms.Select(attrs={"aria-label": f"tool {rf.name} version"}))
+        for name in (LIBRARY_TOOLS if self.kind != "sft" else []):
+            self.fields[f"tool_builtin_{name}"] = forms.BooleanField(
+                required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use tool {name}"}))
         for rf in self.reward_functions:
             numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
             # the table's cells have no <label>: each input carries its name (aria-label)
@@ -152,6 +168,14 @@ class RunForm(forms.Form):
                 self.initial[f"trl_{f['name']}"] = _trl_initial(f, extra[f["name"]])
         if source.dataset_version is not None:
             self.initial["dataset_version"] = source.dataset_version.pk
+        tools_by_name = {rf.name: rf for rf in reversed(self.tool_functions)}
+        for t in getattr(source, "tools", None) or []:
+            if t.get("builtin") and f"tool_builtin_{t['builtin']}" in self.fields:
+                self.initial[f"tool_builtin_{t['builtin']}"] = True
+            elif t["name"] in tools_by_name:
+                rf = tools_by_name[t["name"]]
+                self.initial.update({f"tool_{rf.pk}": True, f"tool_version_{rf.pk}": t.get("version")
+                                     or self.fields[f"tool_version_{rf.pk}"].initial})
         for r in source.rewards:
             if r.get("builtin") in TRUSTED:
                 self.initial.update({f"builtin_{r['builtin']}": True, f"builtin_{r['builtin']}_weight": r["weight"]})
@@ -164,6 +188,13 @@ class RunForm(forms.Form):
     def builtin_rows(self):
         """(checkbox, weight, name, description) of the trusted built-ins, for the template."""
         return [(self[f"builtin_{name}"], self[f"builtin_{name}_weight"], name, text) for name, text in TRUSTED.items()]
+
+    def tool_rows(self):
+        """(checkbox, version or None, name, reward function or None, description) of the tools, for the template."""
+        rows = [(self[f"tool_{rf.pk}"], self[f"tool_version_{rf.pk}"], rf.name, rf, rf.description)
+                for rf in self.tool_functions]
+        return rows + [(self[f"tool_builtin_{name}"], None, name, None, docstring(library_source(name), name))
+                       for name in LIBRARY_TOOLS if f"tool_builtin_{name}" in self.fields]
 
     def reward_rows(self):
         """(checkbox, weight, version, reward function) for the template."""
@@ -214,6 +245,14 @@ class RunForm(forms.Form):
             weight = data.get(f"builtin_{name}_weight")
             if weight is not None:
                 data["rewards"].append({"name": name, "weight": weight, "builtin": name})
+        data["tools"] = []
+        for rf in self.tool_functions:
+            if data.get(f"tool_{rf.pk}"):
+                version = next((v for v in rf.versions.all() if v.number == data.get(f"tool_version_{rf.pk}")), None)
+                if version is not None:
+                    data["tools"].append({"name": rf.name, "version_id": version.pk, "version": version.number})
+        data["tools"] += [{"name": name, "builtin": name} for name in LIBRARY_TOOLS
+                          if data.get(f"tool_builtin_{name}")]
         data["config"] = {name: data.get(name) for name in self.config_fields}
         data["kind"] = self.kind
         data["trainer"] = data.get("trainer") or "trl"

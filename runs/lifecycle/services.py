@@ -14,7 +14,7 @@ from django.utils import timezone
 from grpo_web import queues
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import model_problems
-from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, TrainConfig
+from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 
 class RunRefused(Exception):
@@ -29,7 +29,8 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
                kind: str = Run.Kind.GRPO, check_rewards: bool = True, engine: str = "local",
-               num_workers: int = 1, token_sample_groups: int = 1, trainer: str = Run.Trainer.TRL) -> Run:
+               num_workers: int = 1, token_sample_groups: int = 1, trainer: str = Run.Trainer.TRL,
+               tools: list[dict] | None = None) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
@@ -41,9 +42,11 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
 
     ``engine`` "ray": a worker that serves its Ray cluster submits the run there as a Ray job, trained by
     ``num_workers`` Ray Train workers (README "Scale out")."""
-    from rewards.selectors import reward_specs
+    from rewards.selectors import reward_specs, tool_problems, tool_specs
 
     specs = reward_specs(rewards)
+    tools = tools or []
+    tool_spec_list = tool_specs(tools)
     evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
     try:
         fields = dict(sft=SFTFields(**config)) if kind == Run.Kind.SFT else dict(grpo=GRPOFields(**config))
@@ -51,10 +54,18 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused([f"config: {exc}"]) from None
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
-                       token_sample_groups=token_sample_groups, trainer=trainer, **fields)
-    errors = spec.validate() + model_problems(model) + engine_problems(engine, num_workers, queue_anyway)
+                       token_sample_groups=token_sample_groups, trainer=trainer,
+                       tools=[ToolSpec(**t) for t in tool_spec_list], **fields)
+    errors = (spec.validate() + model_problems(model) + engine_problems(engine, num_workers, queue_anyway)
+              + tool_problems(tool_spec_list))
     if trainer == Run.Trainer.VERL and requested_gpus < 1:
         errors.append("trainer: verl generates with vLLM on GPUs; ask for at least one GPU (or train with trl)")
+    if tools and trainer == Run.Trainer.VERL:
+        errors.append("tools: a verl run calls no tools here; train with trl to attach tools")
+    if tools and dataset_version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
+        errors.append(f"tools: TRL calls tools only in chat conversations, and {dataset_version}'s prompts are text; "
+                      f"map the prompt as conversational on the dataset's mapping page, "
+                      f"or pick the arithmetic-tools demo")
     if kind == Run.Kind.SFT:
         errors += sft_dataset_problems(dataset_version)
     if not queue_anyway:
@@ -76,8 +87,8 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused(problems)
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                                 rewards=rewards, config=config, config_extra=config_extra or {}, kind=kind,
-                                 trainer=trainer,
+                                 rewards=rewards, tools=tools, config=config, config_extra=config_extra or {},
+                                 kind=kind, trainer=trainer,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
                                  engine=engine, num_workers=num_workers, token_sample_groups=token_sample_groups,
@@ -209,7 +220,7 @@ def run_retry(*, run: Run) -> Run:
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
                       config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
                       parent=run, kind=run.kind, engine=run.engine, num_workers=run.num_workers,
-                      token_sample_groups=run.token_sample_groups, trainer=run.trainer)
+                      token_sample_groups=run.token_sample_groups, trainer=run.trainer, tools=run.tools)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

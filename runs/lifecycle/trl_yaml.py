@@ -35,7 +35,7 @@ MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save
 # TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.
 SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
                "requested_gpus", "name", "reward_weights", "system_prompt", "dataset_prompt_column",
-               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers"}
+               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers", "tools"}
 # Keys grpo-web does not apply, each with what happens instead (a note never claims grpo-web sets what it does not).
 NOT_APPLIED = {
     **dict.fromkeys(("push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token", "hub_revision",
@@ -83,6 +83,7 @@ class ImportedRun:
     model: str = "tiny"
     dataset_version: DatasetVersion | None = None
     rewards: list[dict] = field(default_factory=list)
+    tools: list[dict] = field(default_factory=list)  # TRL's tools: {name, builtin} or {name, version_id, version}
     config: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
@@ -157,6 +158,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     _engine(data, out)
     _dataset(data, owner, out)
     _rewards(data, owner, out)
+    _tools(data, owner, out)
 
     out.config = {name: f.default for name, f in fields.items()}
     for key, value in data.items():
@@ -331,6 +333,32 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
             out.errors.append(f"reward_weights: {weight!r} is not a number")
 
 
+def _tools(data: dict, owner, out: ImportedRun) -> None:
+    """``tools: [calculator, ...]``: the user's tools (their own, or shared with them) at their latest version, or
+    the library's."""
+    from rewards.library import TOOLS
+
+    names = data.get("tools") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        out.errors.append("tools: a list of tool names, such as [calculator]")
+        return
+    if names and out.kind == "sft":
+        out.errors.append("tools: an SFT run has no tools (a GRPO run's model calls them as it generates)")
+        return
+    visible = RewardFunction.objects.visible_to(owner)
+    for name in names:
+        own_first = sorted(visible.filter(name=name, kind=RewardFunction.Kind.TOOL), key=lambda rf: rf.owner_id != owner.pk)
+        version = own_first[0].latest_version if own_first else None
+        if version is not None:
+            out.tools.append({"name": name, "version_id": version.pk, "version": version.number})
+        elif name in TOOLS:
+            out.tools.append({"name": name, "builtin": name})
+        elif visible.filter(name=name).exists():
+            out.errors.append(f"tools: {name!r} is a reward function, not a tool")
+        else:
+            out.errors.append(f"tools: you have no tool {name!r} (the library's: {', '.join(TOOLS)})")
+
+
 def run_yaml(run: Run) -> str:
     """The run as a TRL GRPOConfig (an SFT run: SFTConfig) YAML plus model, dataset and pinned rewards;
     parse_run_yaml reads it back."""
@@ -347,6 +375,8 @@ def run_yaml(run: Run) -> str:
         "engine": run.engine,
         "num_workers": run.num_workers,
     }
+    if run.tools:
+        data["tools"] = [t["name"] for t in run.tools]
     fields = kind_fields(run.kind)
     config = {k: v for k, v in run.config.items() if k in fields and v is not None}
     config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})

@@ -189,7 +189,8 @@ def create_from_form(request, form, parent=None):
                           config_extra=data.get("config_extra") or {}, requested_gpus=data["requested_gpus"],
                           evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False),
                           kind=data["kind"], engine=data["engine"], num_workers=data["num_workers"],
-                          token_sample_groups=data["token_sample_groups"], trainer=data.get("trainer") or "trl")
+                          token_sample_groups=data["token_sample_groups"], trainer=data.get("trainer") or "trl",
+                          tools=data.get("tools") or [])
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)

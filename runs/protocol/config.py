@@ -215,6 +215,23 @@ class RewardSpec:
 
 
 @dataclass
+class ToolSpec:
+    """One tool of a run (TRL's ``tools``): a function the model may call while it generates. Its code runs in the
+    sandbox, the library's (``builtin``, rewards/library) and users' (``source``) alike; the model calls it by the
+    function's name (``entrypoint``)."""
+
+    name: str  # the tool's name in grpo-web (the run form and YAML)
+    entrypoint: str  # the function: the name the model calls
+    source: str | None = None
+    builtin: str | None = None
+    version_id: int | None = None  # the pinned RewardFunctionVersion (kind "tool"), for the record
+
+    def __post_init__(self):
+        if (self.source is None) == (self.builtin is None):
+            raise ValueError(f"tool {self.name!r}: give exactly one of source or builtin")
+
+
+@dataclass
 class TrainConfig:
     model: str  # local path or hub id, loaded with from_pretrained
     dataset_path: str  # JSONL of rows with a ``prompt`` column and the columns rewards read
@@ -237,6 +254,8 @@ class TrainConfig:
     tokens_dir: str | None = None  # where the per-step token shards go (<run_dir>/tokens); None: no token capture
     token_sample_groups: int = TOKEN_SAMPLE_GROUPS
     trainer: str = "trl"  # "trl": workers.train; "verl": workers.verl_run (GRPO only, on GPUs)
+    tools: list[ToolSpec] = field(default_factory=list)  # GRPO only: functions the model may call (TRL's ``tools``)
+    max_tool_faults: int = 3  # a tool whose worker is lost (timeout, crash) this often is disabled for the run
 
     @property
     def max_steps(self) -> int:
@@ -252,6 +271,7 @@ class TrainConfig:
         data["grpo"] = GRPOFields(**data.get("grpo", {}))
         data["evaluation"] = EvalFields(**data.get("evaluation", {}))
         data["sft"] = SFTFields(**data.get("sft", {}))
+        data["tools"] = [ToolSpec(**t) for t in data.get("tools", [])]
         return cls(**data)
 
     @classmethod
@@ -277,6 +297,9 @@ class TrainConfig:
 
     def _validate_sft(self) -> list[str]:
         errors = field_problems(SFT_FIELDS, self.sft)
+        if self.tools:
+            errors.append("tools: an SFT run trains on fixed text; tools are called by a GRPO run's model as it "
+                          "generates.")
         if self.evaluation.eval_steps and not self.rewards:
             # an SFT run's reward functions only score its evaluations
             errors.append("rewards: pick the reward functions that score the evaluations, or set eval_steps to 0.")
@@ -299,6 +322,9 @@ class TrainConfig:
         errors += field_problems({"token_sample_groups": TOKEN_FIELDS["token_sample_groups"]}, self)
         if not self.rewards:
             errors.append("rewards: pick at least one reward function.")
+        names = [t.entrypoint for t in self.tools]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            errors.append(f"tools: two tools are functions named {name!r}; the model could not tell them apart.")
         return errors
 
 

@@ -216,7 +216,7 @@ class RolloutPage:
 
 
 BROWSER_FIELDS = ("id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
-                  "advantage", "length", "truncated", "zero_std", "reflections", "columns", "step_scores")
+                  "advantage", "length", "truncated", "zero_std", "reflections", "columns", "step_scores", "messages")
 
 
 def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPage:

@@ -26,10 +26,10 @@ from runs.text import as_text, json_safe, prompt_key
 
 ROLLOUT_COLUMNS = ("run_id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
                    "reward_bucket", "advantage", "length", "truncated", "zero_std", "reflections", "reflective",
-                   "reflection_mask", "columns", "step_scores", "first_step_score")
+                   "reflection_mask", "columns", "step_scores", "first_step_score", "messages")
 READ_LIMIT = 32 * 1024 * 1024  # bytes of event log per transaction when catching up on a long log
 _JSON_AT = tuple(i for i, c in enumerate(ROLLOUT_COLUMNS) if c in ("rewards", "reflections", "columns",
-                                                                    "step_scores"))
+                                                                    "step_scores", "messages"))
 _JSONB = b"\x01"
 _JSONB_EMPTY_LIST = b"\x01[]"
 
@@ -86,7 +86,8 @@ def rollout_rows(run_id: int, event: dict, phrases: tuple[str, ...]):
                reward, reward_bucket(reward), row["advantage"], row["length"], row["truncated"], zero_std[row["group"]],
                _JSONB + _dumps(tags) if tags else _JSONB_EMPTY_LIST, bool(tags),
                sum(bits[t] for t in tags) if tags else 0, _JSONB + _json_text(row.get("columns") or {}),
-               _JSONB + _dumps(scores) if scores is not None else None, first_score)
+               _JSONB + _dumps(scores) if scores is not None else None, first_score,
+               _JSONB + _json_text(row["completion"]) if isinstance(row["completion"], list) else None)
 
 
 def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
@@ -111,7 +112,7 @@ def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
 # Binary COPY: the server parses no text. The JSON columns already hold jsonb's binary form, which psycopg's bytea
 # dumper sends as it is (in C).
 _COPY_TYPES = ["int8", "int4", "int4", "int4", "text", "text", "text", "bytea", "float8", "int2", "float8", "int4",
-               "bool", "bool", "bytea", "bool", "int8", "bytea", "bytea", "float8"]
+               "bool", "bool", "bytea", "bool", "int8", "bytea", "bytea", "float8", "bytea"]
 
 
 def _copy(raw, target: str, columns: str, rows: Iterable[tuple]) -> int:

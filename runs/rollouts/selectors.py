@@ -12,8 +12,9 @@ from runs.rollouts.tokens import token_groups
 
 # TRL's metric names, in the order the run page draws them (each present key gets a chart).
 # what TRL logs under these prefixes gets a chart of its own, under TRL's name: the policy clip ratios, and the
-# training/inference mismatch when vLLM generates (sampling/sampling_logp_difference, importance_sampling_ratio)
-TRL_GROUPS = ("clip_ratio/", "sampling/")
+# training/inference mismatch when vLLM generates (sampling/sampling_logp_difference, importance_sampling_ratio), and a
+# run with tools: tools/call_frequency (calls per completion) and tools/failure_frequency (the share of calls that failed)
+TRL_GROUPS = ("clip_ratio/", "sampling/", "tools/")
 CHART_METRICS = ["reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std",
                  "completions/clipped_ratio", "loss", "grad_norm",
                  "mean_token_accuracy", "learning_rate"]  # the last two: what an SFT run's page shows beside its loss
@@ -99,7 +100,7 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
         qs = qs.filter(group__gte=first_group, **({"group__lt": first_group + groups} if groups is not None else {}))
     rollouts = list(qs.order_by("group", "-advantage", "index").values(
         "group", "prompt", "prompt_key", "index", "completion", "rewards", "reward", "advantage", "length",
-        "truncated", "reflections"))
+        "truncated", "reflections", "messages"))
     spans = matcher(tuple(run.reflection_phrases)).spans
     names = run.reward_names
     scale_rewards = (run.config or {}).get("scale_rewards", "group")
@@ -120,7 +121,7 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
         g["completions"].append({
             "index": r["index"], "completion": r["completion"], "rewards": dict(zip(names, r["rewards"])),
             "reward": r["reward"], "advantage": r["advantage"], "length": r["length"], "truncated": r["truncated"],
-            "reflections": r["reflections"], "spans": spans(r["completion"]),
+            "reflections": r["reflections"], "spans": spans(r["completion"]), "messages": r["messages"],
         })
     if batch_std is None and scale_rewards == "batch":
         batch_std = group_stats([r["reward"] for r in rollouts if r["reward"] is not None]).std

@@ -4,7 +4,7 @@
 
 import { el, fmt, getJSON } from "./dom.js";
 import { onRunEvents } from "./live.js";
-import { processSteps, transcript } from "./transcript.js";
+import { hasTools, processSteps, transcript, turns } from "./transcript.js";
 
 const root = document.getElementById("browser");
 const runId = root.dataset.run;
@@ -37,7 +37,7 @@ function rowCard(r) {
     article.append(el("details", { class: "process-details", open: "" },
       el("summary", { text: "steps, shaded by their process score" }), processSteps(r.completion, r.step_scores)));
   }
-  article.append(transcript(r.completion, r.spans));
+  article.append(hasTools(r.messages) ? turns(r.messages) : transcript(r.completion, r.spans));
   if (r.code_tests && r.code_tests.length) article.append(codeTests(r.code_tests));
   return article;
 }

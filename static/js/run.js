@@ -5,7 +5,7 @@
 import { el, fmt, getJSON, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 import { tokenPanel } from "./tokens.js";
-import { transcript } from "./transcript.js";
+import { hasTools, transcript, turns } from "./transcript.js";
 
 const root = document.getElementById("run");
 const runId = root.dataset.run;
@@ -195,7 +195,7 @@ function groupCard(group, data) {
       ...(replayId ? [el("td", { class: "num replay", text: c.replay
         ? `${fmt(c.replay.new_advantage)} · ${fmt(c.replay.new_reward)} · rank ${c.replay.old_rank} → ${c.replay.new_rank}`
         : "–" })] : []),
-      el("td", { class: "completion-cell" }, transcript(c.completion, c.spans)));
+      el("td", { class: "completion-cell" }, hasTools(c.messages) ? turns(c.messages) : transcript(c.completion, c.spans)));
   });
   const heads = ["advantage", "", "reward", ...rewardNames, "tokens",
                  ...(replayId ? [`replay #${replayId}: advantage · reward · rank`] : []), "completion"];

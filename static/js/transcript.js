@@ -145,3 +145,35 @@ export function processSteps(text, stepScores) {
   });
   return root;
 }
+
+// Whether a completion's messages hold tool calls or tool results (a run with tools).
+export function hasTools(messages) {
+  return Array.isArray(messages) && messages.some((m) => m && (m.tool_calls || m.role === "tool"));
+}
+
+// A multi-turn completion as TRL produced it (tools): each turn in order, an assistant turn's text as a transcript,
+// each tool call with its name and arguments, each tool result (an error too) as the tool returned it. All text.
+export function turns(messages) {
+  const list = el("ol", { class: "turns" });
+  for (const m of messages) {
+    const role = String(m.role || "");
+    const item = el("li", { class: `turn turn-${role === "tool" ? "tool" : "assistant"}` },
+      el("span", { class: "badge turn-role", text: role === "tool" ? `tool result · ${m.name || ""}` : role }));
+    if (role === "tool") {
+      const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+      const failed = content.startsWith("{'error'") || content.startsWith('{"error"');
+      item.append(el("pre", { class: `tool-result${failed ? " tool-error" : ""}`, text: content }));
+    } else if (m.content) {
+      item.append(transcript(String(m.content)));
+    }
+    for (const call of m.tool_calls || []) {
+      const f = call.function || call;
+      const args = typeof f.arguments === "string" ? f.arguments : JSON.stringify(f.arguments);
+      item.append(el("div", { class: "tool-call" }, el("span", { class: "badge", text: "tool call" }),
+        el("code", { class: "tool-name", text: String(f.name || "") }),
+        el("code", { class: "tool-args", text: args })));
+    }
+    list.append(item);
+  }
+  return list;
+}

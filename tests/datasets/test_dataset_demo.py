@@ -1,5 +1,5 @@
-"""A fresh install has four demo datasets made locally: letter counting, arithmetic, GSM8K-style word problems, and
-small Python tasks with tests."""
+"""A fresh install has five demo datasets made locally: letter counting, arithmetic (and the same as chat prompts
+that offer the calculator tool), GSM8K-style word problems, and small Python tasks with tests."""
 
 import re
 
@@ -17,10 +17,22 @@ def _rows(name):
     return pq.read_table(Dataset.objects.get(name=name).latest_version.path).to_pylist()
 
 
-def test_load_demo_creates_the_four_demo_datasets(capsys):
+def test_load_demo_creates_the_five_demo_datasets(capsys):
     call_command("load_demo")
     assert sorted(Dataset.objects.values_list("name", flat=True)) == [
-        "arithmetic (demo)", "letter counting (demo)", "python tasks (demo)", "word problems (demo)"]
+        "arithmetic (demo)", "arithmetic with a calculator (demo)", "letter counting (demo)", "python tasks (demo)",
+        "word problems (demo)"]
+
+
+def test_the_calculator_set_is_conversational_and_offers_the_tool():
+    demo_load(password="demo")
+    version = Dataset.objects.get(name="arithmetic with a calculator (demo)").latest_version
+    assert version.prompt_format == "conversational"
+    row = _rows("arithmetic with a calculator (demo)")[0]
+    question = row["prompt"][0]["content"]
+    assert question.endswith("? Use the calculator.")
+    a, op, b = re.fullmatch(r"What is (\d+) ([+-]) (\d+)\? Use the calculator\.", question).groups()
+    assert row["answer"] == str(int(a) + int(b) if op == "+" else int(a) - int(b))
 
 
 def test_loading_the_demo_again_changes_nothing():

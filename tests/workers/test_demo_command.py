@@ -34,8 +34,8 @@ def gone(processes: list[psutil.Process]) -> bool:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_to_the_demo_stops_its_workers_and_web_server(service_env, tiny_model, coldstart_model, tmp_path,
-                                                               signum):
+def test_a_signal_to_the_demo_stops_its_workers_and_web_server(service_env, tiny_model, coldstart_model, tools_model,
+                                                               tmp_path, signum):
     demo, children = start_demo(service_env, tmp_path)
     tree = children + [c for p in children for c in p.children(recursive=True)]
     try:
@@ -49,7 +49,7 @@ def test_a_signal_to_the_demo_stops_its_workers_and_web_server(service_env, tiny
                 p.kill()
 
 
-def test_killing_the_demo_stops_its_children_too(service_env, tiny_model, coldstart_model, tmp_path):
+def test_killing_the_demo_stops_its_children_too(service_env, tiny_model, coldstart_model, tools_model, tmp_path):
     demo, children = start_demo(service_env, tmp_path)
     try:
         demo.kill()  # no handler runs: the children learn it from the kernel (PR_SET_PDEATHSIG)

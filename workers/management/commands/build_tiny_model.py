@@ -9,12 +9,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--out", default=str(settings.GRPO_TINY_MODEL_DIR))
         parser.add_argument("--sft-out", default=str(settings.GRPO_TINY_SFT_MODEL_DIR))
+        parser.add_argument("--tools-out", default=str(settings.GRPO_TINY_TOOLS_MODEL_DIR))
         parser.add_argument("--force", action="store_true", help="rebuild even if it exists")
 
-    def handle(self, *args, out, sft_out, force, **options):
+    def handle(self, *args, out, sft_out, tools_out, force, **options):
         from pathlib import Path
 
-        from workers.coldstart import cold_start
+        from workers.coldstart import build_tool_model, cold_start
         from workers.tinymodel import build_tiny_model
 
         if (Path(out) / "config.json").exists() and not force:
@@ -27,3 +28,8 @@ class Command(BaseCommand):
         else:
             cold_start(out, sft_out)
             self.stdout.write(self.style.SUCCESS(f"cold-started tiny model written to {sft_out}"))
+        if (Path(tools_out) / "config.json").exists() and not force:
+            self.stdout.write(f"tool-calling tiny model already at {tools_out}")
+        else:
+            build_tool_model(tools_out)
+            self.stdout.write(self.style.SUCCESS(f"tool-calling tiny model written to {tools_out}"))

@@ -1,0 +1,64 @@
+"""A tool (TRL's ``tools``) in the sandbox: the user's function, called with the arguments the model wrote, in a
+worker locked down exactly as a reward function's is (``docs/sandbox.md``).
+
+    with ToolSandbox(source, "calculator", slot=7, timeout_s=5.0) as tool:
+        tool.invoke({"expression": "3 + 4"})        # "7": str(result), as TRL shows a tool's result to the model
+
+``invoke`` raises SandboxError kinds only, with a message fit to show the model (TRL puts ``str(exception)`` in the
+tool message and counts the call as a failure): the user's exception (``ValueError: ...``, the worker lives on),
+``ResultTooLarge`` (a result past ``result_chars``), ``InvalidInput`` (arguments that cannot be sent),
+``Timeout`` and ``Crash`` (the worker is killed; the next call starts a fresh one).
+"""
+
+from __future__ import annotations
+
+import msgpack
+
+from rewards.sandbox.host import Sandbox, SandboxError
+from rewards.toolspec import MAX_TOOL_RESULT_CHARS
+
+MAX_ARGUMENT_BYTES = 1 << 20
+
+
+class ToolSandbox(Sandbox):
+    """One tool function in its own sandboxed worker. See the module docstring."""
+
+    MODE = "tool"
+
+    def __init__(self, source: str, func_name: str, *, result_chars: int = MAX_TOOL_RESULT_CHARS, **kwargs):
+        super().__init__(source, func_name, **kwargs)
+        self.result_chars = int(result_chars)
+
+    def invoke(self, arguments: dict) -> str:
+        if not isinstance(arguments, dict) or not all(isinstance(k, str) for k in arguments):
+            raise SandboxError("the arguments must be a JSON object", kind="InvalidInput")
+        with self._lock:
+            try:
+                body = msgpack.packb({"op": "tool", "id": self._seq + 1, "arguments": arguments}, use_bin_type=True)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise SandboxError(f"the arguments cannot be sent to the tool: {exc}", kind="InvalidInput") from None
+            if len(body) > MAX_ARGUMENT_BYTES:
+                raise SandboxError(f"the arguments are {len(body)} bytes; the limit is {MAX_ARGUMENT_BYTES}",
+                                   kind="InvalidInput")
+            self._seq += 1
+            outcome = self._request(body, self.timeout_s, self._outcome)
+        if isinstance(outcome, SandboxError):
+            self.failures += 1
+            raise outcome
+        return outcome
+
+    def _outcome(self, reply) -> str | SandboxError:
+        """The result text, or the user's error; ValueError for anything an honest worker does not send."""
+        if type(reply) is not dict or reply.get("id") != self._seq:
+            raise ValueError("not a reply to this call")
+        if reply.get("ok") is True and reply.keys() == {"id", "ok", "result"}:
+            result = reply["result"]
+            if type(result) is not str or len(result) > self.result_chars:
+                raise ValueError("a result of the wrong type or size")
+            return result
+        if reply.get("ok") is False and reply.keys() == {"id", "ok", "error"}:
+            return self._user_error(reply["error"], "")
+        raise ValueError("a malformed reply")
+
+
+__all__ = ["ToolSandbox", "SandboxError"]

@@ -1,0 +1,68 @@
+"""The training program's tools (TRL's ``tools``): for each, a stand-in function with the tool's name, type hints
+and docstring (read from its source, never run here: rewards.toolspec) whose body calls the tool in its own sandboxed
+worker. No Django here.
+
+TRL calls a tool with the arguments the model wrote and shows the model ``str(result)``; a tool that raises is shown
+``{"error": str(exception)}`` and counted in ``tools/failure_frequency``. A sandbox failure (the user's exception, a
+result too large, a timeout, a crash) is raised as such an exception, with the sandbox's message. A tool whose worker
+is lost ``max_tool_faults`` times (timeouts, crashes) is disabled: every later call fails at once, saying so.
+"""
+
+from __future__ import annotations
+
+from runs.protocol.config import TrainConfig
+from runs.protocol.events import EventWriter
+from workers.rewarding import rank_slot
+
+
+class ToolFailed(Exception):
+    """What TRL shows the model as the tool's error: the sandbox's message."""
+
+
+def tool_functions(config: TrainConfig, events: EventWriter | None = None) -> tuple[list, list]:
+    """The run's tools as TRL takes them, and what to close at the end. Slots follow the reward functions'."""
+    from rewards.library import source as library_source
+    from rewards.toolspec import stand_in, tool_signature
+
+    funcs, closers = [], []
+    for index, spec in enumerate(config.tools):
+        code = library_source(spec.builtin) if spec.builtin else spec.source
+        signature = tool_signature(code, spec.entrypoint)
+        tool = SandboxedTool(spec.name, code, spec.entrypoint, events=events, max_faults=config.max_tool_faults,
+                             slot=rank_slot(config.sandbox_slot_base + len(config.rewards), index, len(config.tools)),
+                             allow_weak=config.allow_weak_sandbox)
+        closers.append(tool)
+        funcs.append(stand_in(signature, tool))
+    return funcs, closers
+
+
+class SandboxedTool:
+    """One tool served by one persistent sandboxed worker for the whole run; called with the model's arguments."""
+
+    def __init__(self, name: str, code: str, entrypoint: str, *, slot: int, events: EventWriter | None,
+                 max_faults: int, allow_weak: bool):
+        from rewards.sandbox.tool import ToolSandbox
+
+        self.name, self.events, self.max_faults = name, events, max_faults
+        self.faults, self.disabled = 0, False
+        self.sandbox = ToolSandbox(code, entrypoint, slot=slot, allow_weak=allow_weak)
+        self.sandbox.start()
+        if events and self.sandbox.isolation.get("weak"):
+            events.write("reward_sandbox", name=name, weak=self.sandbox.isolation["weak"])
+
+    def __call__(self, arguments: dict) -> str:
+        from rewards.sandbox import SandboxCrash, SandboxError, SandboxTimeout
+
+        if self.disabled:
+            raise ToolFailed(f"the tool {self.name} is disabled for this run after {self.faults} faults")
+        try:
+            return self.sandbox.invoke(arguments)
+        except (SandboxTimeout, SandboxCrash) as exc:
+            self.faults += 1
+            self.disabled = self.faults >= self.max_faults
+            raise ToolFailed(str(exc)) from None
+        except SandboxError as exc:
+            raise ToolFailed(str(exc)) from None
+
+    def close(self):
+        self.sandbox.close()
