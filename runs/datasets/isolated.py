@@ -125,7 +125,7 @@ def _run_child(job: dict, *, dest: Path, workdir: Path, options: ImportOptions, 
         answer = json.loads(result.read_text())
     except (OSError, ValueError):
         tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        if "MemoryError" in tail[0] or "bad_alloc" in tail[0]:
+        if out_of_memory(tail[0]):
             raise DatasetError([f"{filename} needs more than {limits.memory_bytes // 1024**2} MB of memory to "
                                 f"read, the limit"]) from None
         raise DatasetError([f"{filename} could not be read ({tail[0][:300]})"]) from None
@@ -169,9 +169,19 @@ def main(argv: list[str] | None = None) -> int:
         answer = {"errors": [f"{job['filename']}: values are nested too deeply to read"]}
     except Exception as exc:  # a reader's own error: the file is at fault, say what the reader said
         traceback.print_exc()
-        answer = {"errors": [f"{job['filename']} could not be read ({type(exc).__name__}: {str(exc)[:300]})"]}
+        if out_of_memory(f"{type(exc).__name__}: {exc}"):
+            # e.g. a module the reader loads lazily could not be mapped under the address-space limit
+            answer = {"errors": [f"{job['filename']} needs more memory to read than the limit allows"]}
+        else:
+            answer = {"errors": [f"{job['filename']} could not be read ({type(exc).__name__}: {str(exc)[:300]})"]}
     result_path.write_text(json.dumps(answer))
     return 0
+
+
+def out_of_memory(message: str) -> bool:
+    """Whether a child's error is the memory limit speaking (Python's, C++'s, or the loader's for a shared object)."""
+    return any(sign in message for sign in ("MemoryError", "bad_alloc", "failed to map segment",
+                                            "Cannot allocate memory"))
 
 
 if __name__ == "__main__":
