@@ -29,6 +29,35 @@ def tool_specs(tools: list[dict]) -> list[dict]:
     return specs
 
 
+def environment_spec(environment: dict | None) -> dict | None:
+    """A run's environment ({name, builtin} or {name, version_id}) with its pinned code, for the trainer; a library
+    environment's class is the library's (rewards.library.ENVIRONMENTS)."""
+    from rewards.library import ENVIRONMENTS
+
+    if not environment:
+        return None
+    if environment.get("version_id"):
+        v = RewardFunctionVersion.objects.get(pk=environment["version_id"])
+        return {"name": environment["name"], "source": v.source, "entrypoint": v.entrypoint, "version_id": v.pk}
+    return {"name": environment["name"], "builtin": environment["builtin"],
+            "entrypoint": ENVIRONMENTS[environment["builtin"]]}
+
+
+def environment_problems(spec: dict | None) -> list[str]:
+    """Why an environment class cannot be offered to TRL (its methods, read without running it)."""
+    from rewards.library import source as library_source
+    from rewards.toolspec import ToolError, environment_signature
+
+    if not spec:
+        return []
+    try:
+        environment_signature(library_source(spec["builtin"]) if spec.get("builtin") else spec["source"],
+                              spec["entrypoint"])
+    except ToolError as exc:
+        return [f"environment: {spec['name']}: {exc}"]
+    return []
+
+
 def tool_problems(specs: list[dict]) -> list[str]:
     """Why a tool cannot be offered to the model (its signature, read without running it), naming the tool."""
     from rewards.library import source as library_source

@@ -9,7 +9,7 @@ from django.db.models import Max
 
 from rewards.library import NAMES, source
 from rewards.models import RewardFunction, RewardFunctionVersion
-from rewards.toolspec import ToolError, tool_signature
+from rewards.toolspec import ToolError, environment_signature, tool_signature
 
 MAX_SOURCE_BYTES = 1024 * 1024
 
@@ -34,6 +34,12 @@ def check_source(code: str, entrypoint: str, kind: str = RewardFunction.Kind.REW
         raise RewardCodeError(f"line {exc.lineno}: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError) as exc:  # nested too deeply, or a NUL byte
         raise RewardCodeError(f"the code cannot be parsed ({type(exc).__name__})") from None
+    if kind == RewardFunction.Kind.ENVIRONMENT:  # the entrypoint is a class, read without running it
+        try:
+            environment_signature(code, entrypoint)
+        except ToolError as exc:
+            raise RewardCodeError(str(exc)) from None
+        return
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if entrypoint not in names:
         raise RewardCodeError(f"no top-level function named '{entrypoint}' (found: {', '.join(sorted(names)) or 'none'})")

@@ -262,7 +262,7 @@ def run_start(request, body: RunCreateIn):
                          config_extra=imported.extra, requested_gpus=imported.requested_gpus,
                          evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind,
                          engine=imported.engine, num_workers=imported.num_workers, trainer=imported.trainer,
-                         tools=imported.tools)
+                         tools=imported.tools, environment=imported.environment)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _run_detail(run, request.user))

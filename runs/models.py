@@ -157,6 +157,10 @@ class Run(models.Model):
     tools = models.JSONField(default=list, blank=True,
                              help_text="[{name, builtin} or {name, version_id}]: functions the model may call as it "
                                        "generates (TRL's tools), run in the sandbox.")
+    environment = models.JSONField(default=dict, blank=True,
+                                   help_text="{name, builtin} or {name, version_id}, or {} for none: an environment "
+                                             "class whose methods the model calls (TRL's environment_factory), one "
+                                             "instance per rollout, run in the sandbox.")
     config = models.JSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra = models.JSONField(default=dict, blank=True,
                                     help_text="Further GRPOConfig fields from an imported TRL config, passed through.")

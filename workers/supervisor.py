@@ -26,7 +26,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, close_ol
 from django.utils import timezone
 
 from rewards.sandbox.host import MAX_SLOT
-from rewards.selectors import reward_specs, tool_specs
+from rewards.selectors import environment_spec, reward_specs, tool_specs
 from runs.datasets.services import version_training_file
 from runs.evaluations.services import eval_source, store_eval_event
 from runs.live import publish
@@ -66,6 +66,7 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         event_log=str(event_log_path(run)),
         rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
         tools=[ToolSpec(**t) for t in tool_specs(run.tools)],
+        environment=ToolSpec(**environment_spec(run.environment)) if run.environment else None,
         kind=run.kind,
         trainer=run.trainer,
         **fields,

@@ -66,3 +66,79 @@ class SandboxedTool:
 
     def close(self):
         self.sandbox.close()
+
+
+class EnvironmentFailed(Exception):
+    """An environment's reset or get_reward failed in the sandbox: the run stops with this message."""
+
+
+def environment_factory(config: TrainConfig, events: EventWriter | None = None) -> tuple[type, list]:
+    """The run's environment as TRL's ``environment_factory`` takes it (a class built from the user's, read without
+    running it, whose instances forward to instances of the user's class in one sandboxed worker), and what to
+    close at the end. Its slot follows the tools'."""
+    from rewards.library import source as library_source
+    from rewards.toolspec import environment_signature, stand_in_class
+
+    spec = config.environment
+    code = library_source(spec.builtin) if spec.builtin else spec.source
+    signature = environment_signature(code, spec.entrypoint)
+    backend = SandboxedEnvironment(spec.name, code, signature, events=events, max_faults=config.max_tool_faults,
+                                   slot=rank_slot(config.sandbox_slot_base + len(config.rewards) + len(config.tools),
+                                                  0, 1),
+                                   allow_weak=config.allow_weak_sandbox)
+    return stand_in_class(signature, backend), [backend]
+
+
+class SandboxedEnvironment:
+    """The instances of one environment class, in one persistent sandboxed worker for the whole run. A tool call
+    that fails is shown to the model (ToolFailed, as a tool's); a failing reset or get_reward stops the run with the
+    sandbox's message (EnvironmentFailed): TRL cannot start or score a rollout without them."""
+
+    def __init__(self, name: str, code: str, signature, *, slot: int, events: EventWriter | None, max_faults: int,
+                 allow_weak: bool):
+        from rewards.sandbox.environment import EnvironmentSandbox
+
+        self.name, self.class_name, self.max_faults = name, signature.name, max_faults
+        self.faults, self.disabled, self.instances = 0, False, 0
+        self.sandbox = EnvironmentSandbox(code, signature.name, methods=[m.name for m in signature.methods],
+                                          slot=slot, allow_weak=allow_weak)
+        self.sandbox.start()
+        if events and self.sandbox.isolation.get("weak"):
+            events.write("reward_sandbox", name=name, weak=self.sandbox.isolation["weak"])
+
+    def new(self) -> int:
+        self.instances += 1
+        return self.instances
+
+    def reset(self, instance: int, row: dict):
+        return self._lifecycle("reset", lambda: self.sandbox.reset(instance, row))
+
+    def reward(self, instance: int):
+        return self._lifecycle("get_reward", lambda: self.sandbox.reward(instance))
+
+    def _lifecycle(self, what: str, act):
+        from rewards.sandbox import SandboxError
+
+        try:
+            return act()
+        except SandboxError as exc:
+            raise EnvironmentFailed(f"the environment {self.name} ({self.class_name}.{what}): {exc.kind}: {exc}") \
+                from None
+
+    def call(self, instance: int, method: str, arguments: dict) -> str:
+        from rewards.sandbox import SandboxCrash, SandboxError, SandboxTimeout
+
+        if self.disabled:
+            raise ToolFailed(f"the environment {self.name}'s tools are disabled for this run after {self.faults} "
+                             "faults")
+        try:
+            return self.sandbox.call(instance, method, arguments)
+        except (SandboxTimeout, SandboxCrash) as exc:
+            self.faults += 1
+            self.disabled = self.faults >= self.max_faults
+            raise ToolFailed(str(exc)) from None
+        except SandboxError as exc:
+            raise ToolFailed(str(exc)) from None
+
+    def close(self):
+        self.sandbox.close()

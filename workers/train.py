@@ -18,7 +18,7 @@ from pathlib import Path
 from runs.protocol.config import PEFT_FIELDS, TrainConfig
 from runs.protocol.events import EventWriter, NullEventWriter
 from workers.rewarding import reward_functions
-from workers.tooling import tool_functions
+from workers.tooling import environment_factory, tool_functions
 
 
 def grpo_config(config: TrainConfig):
@@ -80,14 +80,19 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     args.reward_weights = weights
     kwargs = dict(model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
                   peft_config=peft_config(config))
-    if config.tools:
+    if config.tools or config.environment:
         if rows and not isinstance(rows[0].get("prompt"), list):
             raise ValueError("tools: TRL calls tools only in chat conversations; the dataset's prompts are plain "
                              "text. Map the prompt as a conversation (a list of messages), as the arithmetic-tools "
                              "demo does.")
+    if config.tools:
         tools, tool_closers = tool_functions(config, events)
         kwargs["tools"] = tools
         closers = closers + tool_closers
+    if config.environment:
+        factory, env_closers = environment_factory(config, events)
+        kwargs["environment_factory"] = factory
+        closers = closers + env_closers
     if events is None:
         trainer = (trainer_cls or GRPOTrainer)(**kwargs)
     else:

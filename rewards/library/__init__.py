@@ -17,6 +17,8 @@ NAMES = ["accuracy", "think_format", "length_penalty", "letter_count", "language
 OPEN_R1 = ["format", "tag_count", "reasoning_steps", "cosine", "repetition_penalty", "length"]
 # Tools (TRL's ``tools``): functions the model calls while it generates, run in the sandbox like users' copies
 TOOLS = ["calculator"]
+# Environments (TRL's ``environment_factory``): a class per file; its public methods are tools, get_reward a reward
+ENVIRONMENTS = {"calculator_session": "CalculatorSession"}
 
 
 def source(name: str) -> str:

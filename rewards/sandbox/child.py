@@ -621,12 +621,68 @@ class Worker:
         reply["id"] = req["id"]
         return reply
 
+    MAX_INSTANCES = 4096
+
+    def environment(self, req: dict) -> dict:
+        """An environment (TRL's ``environment_factory``): this worker holds instances of the user's class by id.
+        ``reset`` makes the instance where there is none (the first rollout, or after a restart) and returns None or
+        text; ``call`` runs a public method with the model's arguments (its result as text, as for a tool);
+        ``reward`` is get_reward's number (or None); ``drop`` forgets the instance."""
+        out = Capture(self.cfg["stdout_limit"])
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = out
+        instances = self.__dict__.setdefault("instances", {})
+        try:
+            action, key = req["action"], req["instance"]
+            result = None
+            if action == "drop":
+                instances.pop(key, None)
+            elif action == "reset":
+                if key not in instances:
+                    if len(instances) >= self.MAX_INSTANCES:
+                        raise UserError("TooManyInstances", f"more than {self.MAX_INSTANCES} environment instances")
+                    instances[key] = self.func()
+                result = driven(instances[key].reset(**req["arguments"]))
+                if result is not None and type(result) is not str:
+                    raise UserError("InvalidResult", "reset must return None or a str (text appended to the last user "
+                                                     f"message), not {type(result).__name__}")
+            elif key not in instances:
+                raise UserError("LostInstance", "this rollout's environment instance is gone (its sandbox worker was "
+                                                "restarted after a fault); it comes back at the next reset")
+            elif action == "reward":
+                result = driven(instances[key].get_reward())
+                if result is not None:
+                    if type(result) is bool or not isinstance(result, (int, float)):
+                        raise UserError("InvalidReward", f"get_reward must return a float, not {type(result).__name__}")
+                    result = float(result)
+            else:
+                method = req["method"]
+                if method.startswith("_") or method in ("reset", "get_reward") or method not in self.cfg["methods"]:
+                    raise UserError("UnknownMethod", f"the environment has no tool {method!r}")
+                value = driven(getattr(instances[key], method)(**req["arguments"]))
+                result = value if type(value) is str else str(value)
+                if type(result) is not str:  # a str subclass from a hostile __str__
+                    result = str.__str__(result)
+                limit = self.cfg["result_chars"]
+                if len(result) > limit:
+                    raise UserError("ResultTooLarge", f"the tool returned {len(result)} characters; the limit is {limit}")
+            reply = {"ok": True, "result": result}
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
+            reply = {"ok": False, "error": describe(exc, self.filename)}
+        finally:
+            sys.stdout, sys.stderr = saved
+            _disarm_timers()
+        reply["id"] = req["id"]
+        return reply
+
     def serve(self) -> None:
         while True:
             req = self.channel.receive()
             if req is None or req.get("op") == "close":
                 return
-            self.channel.send(self.invoke(req) if req.get("op") == "tool" else self.call(req))
+            op = req.get("op")
+            self.channel.send(self.invoke(req) if op == "tool" else self.environment(req) if op == "environment"
+                              else self.call(req))
 
 
 def lock_in(cfg: dict) -> dict:

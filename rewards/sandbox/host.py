@@ -353,6 +353,7 @@ class Sandbox:
 
     MODE, NPROC = "reward", 1  # what the worker serves, and its RLIMIT_NPROC (rewards/sandbox/code.py differs)
     result_chars = 0  # a tool's result may be this long (rewards/sandbox/tool.py); rewards return numbers
+    methods: tuple[str, ...] = ()  # an environment's tool methods (rewards/sandbox/environment.py)
     parallel = 1  # test processes at a time, for CodeRunner's template
 
     def __init__(self, source: str, func_name: str, *, slot: int = 0, timeout_s: float = 5.0, memory_mb: int = 1024,
@@ -432,7 +433,7 @@ class Sandbox:
                       "cpu_s": max(1, math.ceil(self.cpu_limit_s)), "nofile": NOFILE,
                       "stdout_limit": self.stdout_limit, "max_message": self.max_message,
                       "log_values": MAX_LOG_VALUES, "log_chars": MAX_LOG_CHARS, "mode": self.MODE,
-                      "result_chars": self.result_chars,
+                      "result_chars": self.result_chars, "methods": list(self.methods),
                       "nproc": self.NPROC, "parallel": self.parallel,
                       "allow_weak": self.allow_weak, "private_mounts": self.private_mounts, "ppid": os.getpid()}
             deadline = began + self.startup_timeout_s

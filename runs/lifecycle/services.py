@@ -25,12 +25,23 @@ class RunRefused(Exception):
         self.errors = errors
 
 
+def _env_methods(spec: dict):
+    from rewards.library import source as library_source
+    from rewards.toolspec import ToolError, environment_signature
+
+    try:
+        return environment_signature(library_source(spec["builtin"]) if spec.get("builtin") else spec["source"],
+                                     spec["entrypoint"]).methods
+    except ToolError:
+        return ()  # reported by environment_problems
+
+
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
                config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
                evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
                kind: str = Run.Kind.GRPO, check_rewards: bool = True, engine: str = "local",
                num_workers: int = 1, token_sample_groups: int = 1, trainer: str = Run.Trainer.TRL,
-               tools: list[dict] | None = None) -> Run:
+               tools: list[dict] | None = None, environment: dict | None = None) -> Run:
     """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
 
     ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
@@ -42,11 +53,13 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
 
     ``engine`` "ray": a worker that serves its Ray cluster submits the run there as a Ray job, trained by
     ``num_workers`` Ray Train workers (README "Scale out")."""
-    from rewards.selectors import reward_specs, tool_problems, tool_specs
+    from rewards.selectors import environment_problems, environment_spec, reward_specs, tool_problems, tool_specs
 
     specs = reward_specs(rewards)
     tools = tools or []
     tool_spec_list = tool_specs(tools)
+    environment = environment or {}
+    env_spec = environment_spec(environment)
     evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
     try:
         fields = dict(sft=SFTFields(**config)) if kind == Run.Kind.SFT else dict(grpo=GRPOFields(**config))
@@ -55,13 +68,24 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
                        rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
                        token_sample_groups=token_sample_groups, trainer=trainer,
-                       tools=[ToolSpec(**t) for t in tool_spec_list], **fields)
+                       tools=[ToolSpec(**t) for t in tool_spec_list],
+                       environment=ToolSpec(**env_spec) if env_spec else None, **fields)
     errors = (spec.validate() + model_problems(model) + engine_problems(engine, num_workers, queue_anyway)
-              + tool_problems(tool_spec_list))
+              + tool_problems(tool_spec_list) + environment_problems(env_spec))
     if trainer == Run.Trainer.VERL and requested_gpus < 1:
         errors.append("trainer: verl generates with vLLM on GPUs; ask for at least one GPU (or train with trl)")
     if tools and trainer == Run.Trainer.VERL:
         errors.append("tools: a verl run calls no tools here; train with trl to attach tools")
+    if environment and trainer == Run.Trainer.VERL:
+        errors.append("environment: a verl run has no environments here; train with trl to attach one")
+    if env_spec and tool_spec_list:
+        clash = {t["entrypoint"] for t in tool_spec_list} & {m.name for m in _env_methods(env_spec)}
+        errors += [f"tools: the tool {name!r} and the environment's method {name!r} share a name; the model could "
+                   f"not tell them apart" for name in sorted(clash)]
+    if environment and not tools and dataset_version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
+        errors.append(f"environment: TRL calls an environment's tools only in chat conversations, and "
+                      f"{dataset_version}'s prompts are text; map the prompt as conversational on the dataset's "
+                      f"mapping page, or pick the arithmetic-tools demo")
     if tools and dataset_version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
         errors.append(f"tools: TRL calls tools only in chat conversations, and {dataset_version}'s prompts are text; "
                       f"map the prompt as conversational on the dataset's mapping page, "
@@ -87,7 +111,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
         raise RunRefused(problems)
     with transaction.atomic():
         run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                                 rewards=rewards, tools=tools, config=config, config_extra=config_extra or {},
+                                 rewards=rewards, tools=tools, environment=environment, config=config, config_extra=config_extra or {},
                                  kind=kind, trainer=trainer,
                                  evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
                                  total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
@@ -220,7 +244,8 @@ def run_retry(*, run: Run) -> Run:
                       dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
                       config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
                       parent=run, kind=run.kind, engine=run.engine, num_workers=run.num_workers,
-                      token_sample_groups=run.token_sample_groups, trainer=run.trainer, tools=run.tools)
+                      token_sample_groups=run.token_sample_groups, trainer=run.trainer, tools=run.tools,
+                      environment=run.environment)
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

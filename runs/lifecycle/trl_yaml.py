@@ -35,7 +35,7 @@ MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save
 # TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.
 SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
                "requested_gpus", "name", "reward_weights", "system_prompt", "dataset_prompt_column",
-               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers", "tools"}
+               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers", "tools", "environment"}
 # Keys grpo-web does not apply, each with what happens instead (a note never claims grpo-web sets what it does not).
 NOT_APPLIED = {
     **dict.fromkeys(("push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token", "hub_revision",
@@ -84,6 +84,7 @@ class ImportedRun:
     dataset_version: DatasetVersion | None = None
     rewards: list[dict] = field(default_factory=list)
     tools: list[dict] = field(default_factory=list)  # TRL's tools: {name, builtin} or {name, version_id, version}
+    environment: dict = field(default_factory=dict)  # TRL's environment_factory: as a tool, or {} for none
     config: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
@@ -159,6 +160,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     _dataset(data, owner, out)
     _rewards(data, owner, out)
     _tools(data, owner, out)
+    _environment(data, owner, out)
 
     out.config = {name: f.default for name, f in fields.items()}
     for key, value in data.items():
@@ -359,6 +361,34 @@ def _tools(data: dict, owner, out: ImportedRun) -> None:
             out.errors.append(f"tools: you have no tool {name!r} (the library's: {', '.join(TOOLS)})")
 
 
+def _environment(data: dict, owner, out: ImportedRun) -> None:
+    """``environment: calculator_session``: the user's environment (their own, or shared with them) at its latest
+    version, or the library's. At most one per run."""
+    from rewards.library import ENVIRONMENTS
+
+    name = data.get("environment")
+    if name in (None, ""):
+        return
+    if not isinstance(name, str):
+        out.errors.append("environment: one environment's name, such as calculator_session")
+        return
+    if out.kind == "sft":
+        out.errors.append("environment: an SFT run has no environment (a GRPO run's model calls its tools)")
+        return
+    visible = RewardFunction.objects.visible_to(owner)
+    own_first = sorted(visible.filter(name=name, kind=RewardFunction.Kind.ENVIRONMENT),
+                       key=lambda rf: rf.owner_id != owner.pk)
+    version = own_first[0].latest_version if own_first else None
+    if version is not None:
+        out.environment = {"name": name, "version_id": version.pk, "version": version.number}
+    elif name in ENVIRONMENTS:
+        out.environment = {"name": name, "builtin": name}
+    elif visible.filter(name=name).exists():
+        out.errors.append(f"environment: {name!r} is not an environment (a reward function or a tool)")
+    else:
+        out.errors.append(f"environment: you have no environment {name!r} (the library's: {', '.join(ENVIRONMENTS)})")
+
+
 def run_yaml(run: Run) -> str:
     """The run as a TRL GRPOConfig (an SFT run: SFTConfig) YAML plus model, dataset and pinned rewards;
     parse_run_yaml reads it back."""
@@ -377,6 +407,8 @@ def run_yaml(run: Run) -> str:
     }
     if run.tools:
         data["tools"] = [t["name"] for t in run.tools]
+    if run.environment:
+        data["environment"] = run.environment["name"]
     fields = kind_fields(run.kind)
     config = {k: v for k, v in run.config.items() if k in fields and v is not None}
     config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})

@@ -256,6 +256,8 @@ class TrainConfig:
     trainer: str = "trl"  # "trl": workers.train; "verl": workers.verl_run (GRPO only, on GPUs)
     tools: list[ToolSpec] = field(default_factory=list)  # GRPO only: functions the model may call (TRL's ``tools``)
     max_tool_faults: int = 3  # a tool whose worker is lost (timeout, crash) this often is disabled for the run
+    # GRPO only: TRL's environment_factory, an environment class (entrypoint: the class) run in the sandbox
+    environment: ToolSpec | None = None
 
     @property
     def max_steps(self) -> int:
@@ -272,6 +274,7 @@ class TrainConfig:
         data["evaluation"] = EvalFields(**data.get("evaluation", {}))
         data["sft"] = SFTFields(**data.get("sft", {}))
         data["tools"] = [ToolSpec(**t) for t in data.get("tools", [])]
+        data["environment"] = ToolSpec(**data["environment"]) if data.get("environment") else None
         return cls(**data)
 
     @classmethod
@@ -297,9 +300,9 @@ class TrainConfig:
 
     def _validate_sft(self) -> list[str]:
         errors = field_problems(SFT_FIELDS, self.sft)
-        if self.tools:
-            errors.append("tools: an SFT run trains on fixed text; tools are called by a GRPO run's model as it "
-                          "generates.")
+        if self.tools or self.environment:
+            errors.append(f"{'tools' if self.tools else 'environment'}: an SFT run trains on fixed text; tools are "
+                          "called by a GRPO run's model as it generates.")
         if self.evaluation.eval_steps and not self.rewards:
             # an SFT run's reward functions only score its evaluations
             errors.append("rewards: pick the reward functions that score the evaluations, or set eval_steps to 0.")
