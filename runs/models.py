@@ -243,7 +243,10 @@ class Run(models.Model):
 
     @property
     def reward_names(self) -> list[str]:
-        return [r["name"] for r in self.rewards]
+        """The run's reward columns in TRL's order: its reward functions, then its environment's get_reward
+        (named after the class), where it has one."""
+        return [r["name"] for r in self.rewards] + ([self.environment["reward"]] if (self.environment or {}).get(
+            "reward") else [])
 
     @property
     def vllm_server(self) -> bool:

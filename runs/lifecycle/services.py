@@ -25,15 +25,15 @@ class RunRefused(Exception):
         self.errors = errors
 
 
-def _env_methods(spec: dict):
+def _env_signature(spec: dict):
     from rewards.library import source as library_source
     from rewards.toolspec import ToolError, environment_signature
 
     try:
         return environment_signature(library_source(spec["builtin"]) if spec.get("builtin") else spec["source"],
-                                     spec["entrypoint"]).methods
+                                     spec["entrypoint"])
     except ToolError:
-        return ()  # reported by environment_problems
+        return None  # reported by environment_problems
 
 
 def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
@@ -58,8 +58,12 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     specs = reward_specs(rewards)
     tools = tools or []
     tool_spec_list = tool_specs(tools)
-    environment = environment or {}
+    environment = {k: v for k, v in (environment or {}).items() if k != "reward"}
     env_spec = environment_spec(environment)
+    env_signature = _env_signature(env_spec) if env_spec else None
+    if env_signature is not None and env_signature.has_reward:
+        # TRL's extra reward column (weight 1), named after the class: the run's last reward
+        environment["reward"] = env_signature.name
     evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
     try:
         fields = dict(sft=SFTFields(**config)) if kind == Run.Kind.SFT else dict(grpo=GRPOFields(**config))
@@ -79,7 +83,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     if environment and trainer == Run.Trainer.VERL:
         errors.append("environment: a verl run has no environments here; train with trl to attach one")
     if env_spec and tool_spec_list:
-        clash = {t["entrypoint"] for t in tool_spec_list} & {m.name for m in _env_methods(env_spec)}
+        clash = {t["entrypoint"] for t in tool_spec_list} & {m.name for m in (env_signature.methods if env_signature else ())}
         errors += [f"tools: the tool {name!r} and the environment's method {name!r} share a name; the model could "
                    f"not tell them apart" for name in sorted(clash)]
     if environment and not tools and dataset_version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
