@@ -1,10 +1,35 @@
 from django import forms
 
-from rewards.library import NAMES, OPEN_R1, TOOLS
+from rewards.library import ENVIRONMENTS, NAMES, OPEN_R1, TOOLS
 from rewards.models import RewardFunction
 
 TEMPLATE_CHOICES = [("", "blank")] + [(n, n) for n in NAMES] + [(n, f"{n} (open-r1)") for n in OPEN_R1] + \
-    [(n, f"{n} (tool)") for n in TOOLS]
+    [(n, f"{n} (tool)") for n in TOOLS] + [(n, f"{n} (environment)") for n in ENVIRONMENTS]
+BLANK_ENVIRONMENT = '''class MyEnvironment:
+    """One instance per rollout (TRL's environment_factory). Its public methods are the model's tools (typed,
+    documented parameters, as a tool's); reset(**row) starts a rollout; get_reward() (optional) scores it."""
+
+    def __init__(self):
+        self.notes = []
+
+    def reset(self, **row):
+        """Called with the dataset row's columns before each rollout. Return None, or text appended to the last
+        user message."""
+        self.notes = []
+        return None
+
+    def note(self, text: str) -> str:
+        """Write a note down.
+
+        Args:
+            text: What to note.
+        """
+        self.notes.append(text)
+        return f"{len(self.notes)} notes"
+
+    def get_reward(self) -> float:
+        return float(len(self.notes) > 0)
+'''
 BLANK_TOOL = '''def my_tool(text: str) -> str:
     """What the tool does: the model reads this docstring, and each parameter's line, to decide when to call it.
 
@@ -24,13 +49,17 @@ class RewardNewForm(forms.Form):
     template = forms.ChoiceField(choices=TEMPLATE_CHOICES, required=False,
                                  help_text="Start from a library function, or from a blank one.")
     kind = forms.ChoiceField(choices=RewardFunction.Kind.choices, initial=RewardFunction.Kind.REWARD, required=False,
-                             help_text="A tool is a function the model calls while it generates (TRL's tools); a "
-                                       "library tool template makes one whatever is picked here.")
+                             help_text="A tool is a function the model calls while it generates (TRL's tools); an "
+                                       "environment is a class whose methods are tools, one instance per rollout "
+                                       "(TRL's environment_factory); a library tool or environment template makes "
+                                       "one whatever is picked here.")
 
     def clean(self):
         data = super().clean()
         if data.get("template") in TOOLS:
             data["kind"] = RewardFunction.Kind.TOOL
+        if data.get("template") in ENVIRONMENTS:
+            data["kind"] = RewardFunction.Kind.ENVIRONMENT
         data["kind"] = data.get("kind") or RewardFunction.Kind.REWARD
         return data
 

@@ -80,7 +80,7 @@ def reward_save(*, function: RewardFunction, source_code: str, entrypoint: str,
 
 def docstring(code: str, entrypoint: str) -> str:
     for node in ast.parse(code).body:
-        if isinstance(node, ast.FunctionDef) and node.name == entrypoint:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == entrypoint:
             return ast.get_docstring(node) or ""
     return ""
 

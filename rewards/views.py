@@ -9,7 +9,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from grpo_web import queues
 from grpo_web.sharing import share_context, share_post
-from rewards.forms import BLANK, BLANK_TOOL, RewardEditForm, RewardNewForm, RewardTestForm
+from rewards.forms import BLANK, BLANK_ENVIRONMENT, BLANK_TOOL, RewardEditForm, RewardNewForm, RewardTestForm
+from rewards.library import ENVIRONMENTS
 from rewards.library import source as library_source
 from rewards.lint import lint
 from rewards.models import RewardFunction
@@ -30,8 +31,9 @@ def reward_new(request):
     form = RewardNewForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         name, template, kind = form.cleaned_data["name"], form.cleaned_data["template"], form.cleaned_data["kind"]
-        blank = (BLANK_TOOL, "my_tool") if kind == RewardFunction.Kind.TOOL else (BLANK, "my_reward")
-        code, entrypoint = (library_source(template), template) if template else blank
+        blank = {RewardFunction.Kind.TOOL: (BLANK_TOOL, "my_tool"),
+                 RewardFunction.Kind.ENVIRONMENT: (BLANK_ENVIRONMENT, "MyEnvironment")}.get(kind, (BLANK, "my_reward"))
+        code, entrypoint = (library_source(template), ENVIRONMENTS.get(template, template)) if template else blank
         if RewardFunction.objects.filter(owner=request.user, name=name).exists():
             form.add_error("name", "You already have a reward function with this name.")
         else:

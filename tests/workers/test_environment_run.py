@@ -89,3 +89,26 @@ def test_a_run_refuses_an_unknown_or_broken_environment(owner, dataset_version):
     imported = parse_run_yaml("model_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [accuracy]\n"
                               "environment: nope\n", owner=owner)
     assert any("you have no environment 'nope'" in e for e in imported.errors)
+
+
+def test_the_editor_makes_an_environment_from_the_library_or_blank_and_refuses_a_class_trl_could_not_use(
+        owner, owner_client):
+    from django.urls import reverse
+
+    from rewards.services import RewardCodeError, reward_save
+
+    assert owner_client.post(reverse("reward_new"), {"name": "session", "template": "calculator_session"}).status_code \
+        == 302
+    assert owner_client.post(reverse("reward_new"), {"name": "mine", "kind": "environment"}).status_code == 302
+    session = RewardFunction.objects.get(owner=owner, name="session")
+    mine = RewardFunction.objects.get(owner=owner, name="mine")
+    assert (session.kind, session.latest_version.entrypoint) == ("environment", "CalculatorSession")
+    assert (mine.kind, mine.latest_version.entrypoint) == ("environment", "MyEnvironment")
+    assert "class CalculatorSession" in owner_client.get(reverse("reward_detail", args=[session.pk])).content.decode()
+    broken = mine.latest_version.source.replace("def reset(self, **row):", "def _reset(self, **row):")
+    with pytest.raises(RewardCodeError, match="has no reset method"):
+        reward_save(function=mine, source_code=broken, entrypoint="MyEnvironment")
+    # a run may attach the user's copy by name in YAML
+    imported = parse_run_yaml("model_name_or_path: tiny-tools\ndataset_name: x\nreward_funcs: [accuracy]\n"
+                              "environment: mine\n", owner=owner)
+    assert imported.environment == {"name": "mine", "version_id": mine.latest_version.pk, "version": 1}
