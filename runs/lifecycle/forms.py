@@ -6,6 +6,7 @@ import json
 from django import forms
 
 from rewards.builtins import TRUSTED
+from rewards.library import ENVIRONMENTS as LIBRARY_ENVIRONMENTS
 from rewards.library import TOOLS as LIBRARY_TOOLS
 from rewards.library import source as library_source
 from rewards.models import RewardFunction
@@ -117,6 +118,19 @@ class RunForm(forms.Form):
             self.fields[f"tool_version_{rf.pk}"] = forms.TypedChoiceField(
                 choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version",
                 widget=forms.Select(attrs={"aria-label": f"tool {rf.name} version"}))
+        # an environment (TRL's environment_factory): at most one, the user's or a shared one at its latest version,
+        # or the library's
+        self.environment_functions = [rf for rf in visible if rf.kind == RewardFunction.Kind.ENVIRONMENT] \
+            if self.kind != "sft" else []
+        if self.kind != "sft":
+            self.fields["environment"] = forms.ChoiceField(
+                required=False, label="Environment",
+                choices=[("", "none")] + [(f"fn:{rf.pk}", f"{rf.name} v{rf.latest_version.number}"
+                                           + ("" if rf.owner_id == owner.pk else f" (shared by {rf.owner.username})"))
+                                          for rf in self.environment_functions]
+                + [(f"builtin:{name}", f"{name} (built-in)") for name in LIBRARY_ENVIRONMENTS],
+                help_text="A class whose methods the model calls as tools, one instance per rollout (TRL's "
+                          "environment_factory); its get_reward, if any, is a reward named after the class.")
         for name in (LIBRARY_TOOLS if self.kind != "sft" else []):
             self.fields[f"tool_builtin_{name}"] = forms.BooleanField(
                 required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use tool {name}"}))
@@ -176,6 +190,13 @@ class RunForm(forms.Form):
                 rf = tools_by_name[t["name"]]
                 self.initial.update({f"tool_{rf.pk}": True, f"tool_version_{rf.pk}": t.get("version")
                                      or self.fields[f"tool_version_{rf.pk}"].initial})
+        environment = getattr(source, "environment", None) or {}
+        if environment and "environment" in self.fields:
+            by_env_name = {rf.name: rf for rf in reversed(self.environment_functions)}
+            if environment.get("builtin"):
+                self.initial["environment"] = f"builtin:{environment['builtin']}"
+            elif environment["name"] in by_env_name:
+                self.initial["environment"] = f"fn:{by_env_name[environment['name']].pk}"
         for r in source.rewards:
             if r.get("builtin") in TRUSTED:
                 self.initial.update({f"builtin_{r['builtin']}": True, f"builtin_{r['builtin']}_weight": r["weight"]})
@@ -253,6 +274,14 @@ class RunForm(forms.Form):
                     data["tools"].append({"name": rf.name, "version_id": version.pk, "version": version.number})
         data["tools"] += [{"name": name, "builtin": name} for name in LIBRARY_TOOLS
                           if data.get(f"tool_builtin_{name}")]
+        picked = data.get("environment") or ""
+        data["environment"] = {}
+        if picked.startswith("builtin:"):
+            data["environment"] = {"name": picked[8:], "builtin": picked[8:]}
+        elif picked.startswith("fn:"):
+            rf = next(rf for rf in self.environment_functions if f"fn:{rf.pk}" == picked)
+            version = rf.latest_version
+            data["environment"] = {"name": rf.name, "version_id": version.pk, "version": version.number}
         data["config"] = {name: data.get(name) for name in self.config_fields}
         data["kind"] = self.kind
         data["trainer"] = data.get("trainer") or "trl"

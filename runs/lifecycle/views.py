@@ -190,7 +190,7 @@ def create_from_form(request, form, parent=None):
                           evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False),
                           kind=data["kind"], engine=data["engine"], num_workers=data["num_workers"],
                           token_sample_groups=data["token_sample_groups"], trainer=data.get("trainer") or "trl",
-                          tools=data.get("tools") or [])
+                          tools=data.get("tools") or [], environment=data.get("environment") or {})
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)

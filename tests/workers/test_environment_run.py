@@ -112,3 +112,21 @@ def test_the_editor_makes_an_environment_from_the_library_or_blank_and_refuses_a
     imported = parse_run_yaml("model_name_or_path: tiny-tools\ndataset_name: x\nreward_funcs: [accuracy]\n"
                               "environment: mine\n", owner=owner)
     assert imported.environment == {"name": "mine", "version_id": mine.latest_version.pk, "version": 1}
+
+
+def test_the_run_form_attaches_one_environment_and_a_clone_keeps_it(owner, dataset_version):
+    from runs.lifecycle.forms import RunForm
+    from runs.lifecycle.trl_yaml import ImportedRun
+    from tests.conftest import run_form_data
+
+    accuracy = RewardFunction.objects.get(owner=owner, name="accuracy")
+    data = {**run_form_data(owner), "name": "session", f"reward_{accuracy.pk}": True}
+    form = RunForm(data={**data, "environment": "builtin:calculator_session"}, owner=owner)
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["environment"] == ENVIRONMENT
+    form = RunForm(data=data, owner=owner)
+    assert form.is_valid() and form.cleaned_data["environment"] == {}
+    source = ImportedRun(name="x", dataset_version=dataset_version, rewards=_accuracy(owner),
+                         environment={**ENVIRONMENT, "reward": "CalculatorSession"})
+    assert RunForm(owner=owner, imported=source).initial["environment"] == "builtin:calculator_session"
+    assert "environment" not in RunForm(owner=owner, kind="sft").fields
