@@ -19,7 +19,7 @@ def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> 
         if spec.builtin:
             base = BUILTINS[spec.builtin]
         else:
-            base = SandboxedReward(spec, slot=rank_slot(config.sandbox_slot_base, index, len(config.rewards)),
+            base = SandboxedReward(spec, slot=rank_slot(config.sandbox_slot_base, index, sandboxes_per_rank(config)),
                                    events=events,
                                    max_faults=config.max_reward_faults, allow_weak=config.allow_weak_sandbox)
             closers.append(base)
@@ -28,9 +28,15 @@ def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> 
     return funcs, [spec.weight for spec in config.rewards], closers
 
 
+def sandboxes_per_rank(config: TrainConfig) -> int:
+    """Sandboxes one training process starts: one per reward function, then one per tool, then the environment's."""
+    return len(config.rewards) + len(config.tools) + (1 if config.environment else 0)
+
+
 def rank_slot(base: int, index: int, functions: int) -> int:
-    """The sandbox slot (and uid) of reward function ``index`` in this training process: each rank of a multi-GPU run
-    (accelerate's LOCAL_RANK) gets slots of its own, so no two ranks' sandboxes share a uid or a scratch."""
+    """The sandbox slot (and uid) of sandbox ``index`` (of ``functions`` per process: ``sandboxes_per_rank``) in this
+    training process: each rank of a multi-GPU run (accelerate's LOCAL_RANK) gets a block of its own, so no two
+    ranks' sandboxes share a uid or a scratch."""
     return base + int(os.environ.get("LOCAL_RANK", "0") or 0) * functions + index
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from runs.protocol.config import TrainConfig
 from runs.protocol.events import EventWriter
-from workers.rewarding import rank_slot
+from workers.rewarding import rank_slot, sandboxes_per_rank
 
 
 class ToolFailed(Exception):
@@ -29,7 +29,8 @@ def tool_functions(config: TrainConfig, events: EventWriter | None = None) -> tu
         code = library_source(spec.builtin) if spec.builtin else spec.source
         signature = tool_signature(code, spec.entrypoint)
         tool = SandboxedTool(spec.name, code, spec.entrypoint, events=events, max_faults=config.max_tool_faults,
-                             slot=rank_slot(config.sandbox_slot_base + len(config.rewards), index, len(config.tools)),
+                             slot=rank_slot(config.sandbox_slot_base, len(config.rewards) + index,
+                                            sandboxes_per_rank(config)),
                              allow_weak=config.allow_weak_sandbox)
         closers.append(tool)
         funcs.append(stand_in(signature, tool))
@@ -83,8 +84,8 @@ def environment_factory(config: TrainConfig, events: EventWriter | None = None) 
     code = library_source(spec.builtin) if spec.builtin else spec.source
     signature = environment_signature(code, spec.entrypoint)
     backend = SandboxedEnvironment(spec.name, code, signature, events=events, max_faults=config.max_tool_faults,
-                                   slot=rank_slot(config.sandbox_slot_base + len(config.rewards) + len(config.tools),
-                                                  0, 1),
+                                   slot=rank_slot(config.sandbox_slot_base, len(config.rewards) + len(config.tools),
+                                                  sandboxes_per_rank(config)),
                                    allow_weak=config.allow_weak_sandbox)
     return stand_in_class(signature, backend), [backend]
 

@@ -165,6 +165,30 @@ def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
     assert len(set().union(*slots.values())) == 12  # no two ranks share a slot (a uid, a scratch)
 
 
+def test_rewards_tools_and_the_environment_of_every_rank_get_slots_of_their_own(monkeypatch):
+    from runs.protocol.config import ToolSpec
+    from workers import rewarding, tooling
+
+    seen = []  # (rank, slot) of every sandbox each rank starts
+    monkeypatch.setattr(rewarding, "SandboxedReward", lambda spec, *, slot, **kw: seen.append(slot))
+    monkeypatch.setattr(tooling, "SandboxedTool", lambda *a, slot, **kw: seen.append(slot))
+    monkeypatch.setattr(tooling, "SandboxedEnvironment", lambda *a, slot, **kw: seen.append(slot))
+    monkeypatch.setattr("rewards.toolspec.stand_in", lambda signature, tool: tool)
+    monkeypatch.setattr("rewards.toolspec.stand_in_class", lambda signature, backend: backend)
+    config = TrainConfig(model="m", dataset_path="d", output_dir="o", event_log="e", sandbox_slot_base=100,
+                         rewards=[RewardSpec(f"r{i}", source="def r(completions, **kw):\n    return [0.0]\n",
+                                             entrypoint="r") for i in range(2)],
+                         tools=[ToolSpec("calculator", builtin="calculator", entrypoint="calculator")],
+                         environment=ToolSpec("calculator_session", builtin="calculator_session",
+                                              entrypoint="CalculatorSession"))
+    for rank in range(3):
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        rewarding.reward_functions(config)
+        tooling.tool_functions(config)
+        tooling.environment_factory(config)
+    assert len(seen) == 12 and len(set(seen)) == 12  # 3 ranks x (2 rewards + 1 tool + 1 environment), none shared
+
+
 def test_only_rank_0_writes_the_event_log(monkeypatch, tmp_path):
     from runs.protocol.events import EventWriter, NullEventWriter
     from workers.train import event_writer
