@@ -510,6 +510,17 @@ def driven(result):
     return result
 
 
+def tool_text(value, limit: int) -> str:
+    """What the model is shown of a tool's (or an environment method's) result: ``str(value)``, at most ``limit``
+    characters."""
+    text = value if type(value) is str else str(value)
+    if type(text) is not str:  # a str subclass from a hostile __str__
+        text = str.__str__(text)
+    if len(text) > limit:
+        raise UserError("ResultTooLarge", f"the tool returned {len(text)} characters; the limit is {limit}")
+    return text
+
+
 def plain_rewards(result, n: int) -> list:
     """One msgpack-able value per completion; numpy/torch scalars become floats. The host checks again."""
     result = driven(result)
@@ -605,14 +616,7 @@ class Worker:
         sys.stdout = sys.stderr = out
         try:
             arguments = req["arguments"]
-            result = driven(self.func(**arguments))
-            text = result if type(result) is str else str(result)
-            if type(text) is not str:  # a str subclass from a hostile __str__
-                text = str.__str__(text)
-            limit = self.cfg["result_chars"]
-            if len(text) > limit:
-                raise UserError("ResultTooLarge", f"the tool returned {len(text)} characters; the limit is {limit}")
-            reply = {"ok": True, "result": text}
+            reply = {"ok": True, "result": tool_text(driven(self.func(**arguments)), self.cfg["result_chars"])}
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
             reply = {"ok": False, "error": describe(exc, self.filename)}
         finally:
@@ -659,13 +663,8 @@ class Worker:
                 method = req["method"]
                 if method.startswith("_") or method in ("reset", "get_reward") or method not in self.cfg["methods"]:
                     raise UserError("UnknownMethod", f"the environment has no tool {method!r}")
-                value = driven(getattr(instances[key], method)(**req["arguments"]))
-                result = value if type(value) is str else str(value)
-                if type(result) is not str:  # a str subclass from a hostile __str__
-                    result = str.__str__(result)
-                limit = self.cfg["result_chars"]
-                if len(result) > limit:
-                    raise UserError("ResultTooLarge", f"the tool returned {len(result)} characters; the limit is {limit}")
+                result = tool_text(driven(getattr(instances[key], method)(**req["arguments"])),
+                                   self.cfg["result_chars"])
             reply = {"ok": True, "result": result}
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
             reply = {"ok": False, "error": describe(exc, self.filename)}
