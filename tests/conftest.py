@@ -301,12 +301,13 @@ def run_form_data(owner, run=None) -> dict:
 
 # --- a Ray cluster ----------------------------------------------------------------------------------------------
 
-RAY_GCS_PORT = 6390  # clear of Redis's 6379
+RAY_GCS_PORT = int(os.environ.get("GRPO_TEST_RAY_PORT", "6390"))  # clear of Redis's 6379
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """One local Ray cluster for the session (a head node with 2 CPUs, its dashboard serving the Jobs API), started
+    """One local Ray cluster for the module that uses it (tests/workers/test_ray_engine.py, so one a session; an idle
+    head would otherwise take CPU from every test after it) (a head node with 2 CPUs, its dashboard serving the Jobs API), started
     from this venv so its workers run the same Python; its address (http://...) as RAY_ADDRESS takes it. Stopped,
     with every process it started, at the end of the session."""
     ray = Path(sys.executable).parent / "ray"
@@ -366,7 +367,7 @@ def stop_session(sid: int) -> None:
     psutil.wait_procs(alive, timeout=10)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_worker(service_env, ray_cluster, tiny_model, tmp_path_factory):
     """A real Celery worker that serves the Ray queue (it submits Ray runs to the session's cluster) and the sandbox
     queue (the runs' reward contract checks)."""

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from rewards.models import RewardFunction
+from rewards.services import reward_create
 from runs.lifecycle.services import run_cancel, run_create, run_resume
 from runs.models import Rollout, Run, StepMetric
 from runs.paths import event_log_path
@@ -29,12 +30,22 @@ CONFIG = {"num_generations": 4, "max_completion_length": 8, "per_device_train_ba
           "gradient_checkpointing": False}
 
 
-def submit_ray(owner, dataset_version, max_steps: int, **extra) -> Run:
+# a reward that takes a while: a step lasts at least 1.5 s, so a kill after a checkpoint lands before the last step
+SLOW_DIGITS = """import time
+
+
+def slow_digits(completions, **kwargs):
+    time.sleep(1.5)
+    return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
+"""
+
+
+def submit_ray(owner, dataset_version, max_steps: int, reward: str = "digit_ratio", **extra) -> Run:
     """A 2-worker Ray run: each worker generates 4 completions (one prompt's group) a step, 8 in all."""
-    digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
+    function = RewardFunction.objects.get(owner=owner, name=reward)
     return run_create(owner=owner, name="ray", model="tiny", dataset_version=dataset_version,
-                      rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk,
-                                "version": 1}],
+                      rewards=[{"name": reward, "weight": 1.0, "version_id": function.latest_version.pk,
+                                "version": function.latest_version.number}],
                       config={**CONFIG, "max_steps": max_steps, **extra}, engine="ray", num_workers=2)
 
 
@@ -102,12 +113,13 @@ def _cmdline(p: psutil.Process) -> list[str]:
 
 def test_killing_a_ray_worker_fails_the_run_and_resume_completes_it(ray_worker, ray_cluster, owner,
                                                                      dataset_version):
-    # 6 steps: the kill lands after step 2's checkpoint, well before the last (4 steps let a loaded machine reach
-    # checkpoint 4 first, and a run with every step saved has nothing to resume)
-    run = submit_ray(owner, dataset_version, max_steps=6, save_steps=2)
-    wait_for(lambda: refreshed(run).checkpoint_step >= 2, timeout=300, interval=1, what="a checkpoint on Ray")
+    # the kill lands after step 2's checkpoint and before the last step: 4 more steps of at least 1.5 s each (a fast
+    # machine could otherwise finish the run between the checkpoint and the kill, leaving nothing to resume)
+    reward_create(owner=owner, name="slow_digits", source_code=SLOW_DIGITS, entrypoint="slow_digits")
+    run = submit_ray(owner, dataset_version, max_steps=6, save_steps=2, reward="slow_digits")
+    wait_for(lambda: refreshed(run).checkpoint_step >= 2, timeout=300, interval=0.25, what="a checkpoint on Ray")
     workers = train_workers(ray_cluster)
-    assert len(workers) == 2
+    assert len(workers) == 2 and not refreshed(run).is_finished
     os.kill(workers[-1].pid, signal.SIGKILL)
     wait_for(lambda: refreshed(run).is_finished, timeout=120, interval=1, what="the run to fail")
     assert run.status == Run.Status.FAILED and run.resumable, run.error
