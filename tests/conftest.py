@@ -306,10 +306,10 @@ RAY_GCS_PORT = int(os.environ.get("GRPO_TEST_RAY_PORT", "6390"))  # clear of Red
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """One local Ray cluster for the module that uses it (tests/workers/test_ray_engine.py, so one a session; an idle
-    head would otherwise take CPU from every test after it) (a head node with 2 CPUs, its dashboard serving the Jobs API), started
-    from this venv so its workers run the same Python; its address (http://...) as RAY_ADDRESS takes it. Stopped,
-    with every process it started, at the end of the session."""
+    """One local Ray cluster (a head node with 2 CPUs, its dashboard serving the Jobs API), started from this venv so
+    its workers run the same Python; its address (http://...) as RAY_ADDRESS takes it. Module-scoped: only
+    tests/workers/test_ray_engine.py uses it, so there is still one a session, and it is stopped, with every process it
+    started, when that module ends (an idle head would otherwise take CPU from every test after it)."""
     ray = Path(sys.executable).parent / "ray"
     if not ray.exists():
         pytest.skip("ray is not installed (pip install 'ray[default,train]')")
