@@ -1,4 +1,4 @@
-"""The training program on a Ray cluster: ``python -m workers.ray_train CONFIG.json --num-workers N``.
+"""The training program on a Ray cluster: ``python -m workers.ray_train CONFIG.json --num-workers N [--trainer verl]``.
 
 The entrypoint of a run's Ray job (``workers.rayjobs`` submits it). A plain program like ``workers.train`` (no Django,
 no broker, no database): it checks that the run folder is the same shared storage on every node, then runs the SAME
@@ -21,6 +21,10 @@ ERROR_PREFIX = "grpo-web error: "  # the line the supervisor takes the job's err
 
 class NotShared(RuntimeError):
     pass
+
+
+class NoRoom(RuntimeError):
+    """The cluster has no layout of GPUs the run could train on."""
 
 
 def check_shared(marker: str, token: str) -> None:
@@ -77,6 +81,28 @@ def train(config_path: str, *, num_workers: int, use_gpu: bool, threads: int, st
     trainer.fit()
 
 
+def verl_layout(gpus: int) -> tuple[int, int]:
+    """(GPUs per node, nodes) for a verl run on ``gpus`` GPUs of the connected cluster (runs.protocol.verl_keys)."""
+    import ray
+
+    from runs.protocol.verl_keys import node_layout
+
+    return node_layout(gpus, [int(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n.get("Alive")])
+
+
+def train_verl(config_path: str, gpus: int) -> None:
+    """verl's GRPO, driven from this job on the cluster it is connected to: verl places its own workers (one per
+    GPU) through Ray, so the run's Ray workers are its GPUs."""
+    from runs.protocol.config import TrainConfig
+    from workers.verl_run import run
+
+    try:
+        layout = verl_layout(gpus)
+    except ValueError as exc:
+        raise NoRoom(str(exc)) from None
+    run(TrainConfig.load(config_path), config_path, layout)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Train one grpo-web run with Ray Train (the entrypoint of its Ray "
                                                  "job).")
@@ -87,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--marker", help="a file the app wrote under the data directory; every node must see it")
     parser.add_argument("--token", help="what --marker holds")
     parser.add_argument("--name", default="grpo-web", help="the Ray Train run's name")
+    parser.add_argument("--trainer", choices=("trl", "verl"), default="trl",
+                        help="trl: TRL's GRPOTrainer in --num-workers Ray Train workers; verl: verl's GRPO on "
+                             "--num-workers GPUs")
     args = parser.parse_args(argv)
 
     import ray
@@ -95,11 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.marker:
             check_shared(args.marker, args.token or "")
-        train(args.config, num_workers=args.num_workers, use_gpu=args.use_gpu, threads=args.threads,
-              storage=str(Path(args.config).parent / "ray"), name=args.name)
-    except NotShared as exc:
+        if args.trainer == "verl":
+            train_verl(args.config, args.num_workers)
+        else:
+            train(args.config, num_workers=args.num_workers, use_gpu=args.use_gpu, threads=args.threads,
+                  storage=str(Path(args.config).parent / "ray"), name=args.name)
+    except (NotShared, NoRoom) as exc:
         print(ERROR_PREFIX + str(exc), file=sys.stderr, flush=True)
-        return SHARED_STORAGE_EXIT
+        return SHARED_STORAGE_EXIT if isinstance(exc, NotShared) else 1
     except Exception as exc:  # TrainingFailedError: a rank failed or was lost; its own error is in the log above
         print(ERROR_PREFIX + f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
               file=sys.stderr, flush=True)

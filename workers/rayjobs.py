@@ -68,7 +68,8 @@ class RayJob:
         entrypoint = " ".join([
             sys.executable, "-m", "workers.ray_train", str(config_path), "--num-workers", str(run.num_workers),
             "--marker", str(marker), "--token", token, "--name", self.id,
-            *(["--use-gpu"] if run.requested_gpus > 0 else [])])
+            *(["--use-gpu"] if run.requested_gpus > 0 else []),
+            *(["--trainer", "verl"] if run.trainer == Run.Trainer.VERL else [])])
         try:
             self.client.submit_job(entrypoint=entrypoint, submission_id=self.id,
                                    runtime_env={"env_vars": {k: env[k] for k in JOB_ENV if k in env}},

@@ -151,8 +151,9 @@ def gpus() -> int:
     return max(1, torch.cuda.device_count())
 
 
-def verl_config(config: TrainConfig, config_path: str):
-    """verl's ppo_trainer.yaml with this run's overrides, composed as verl's own main does."""
+def verl_config(config: TrainConfig, config_path: str, layout: tuple[int, int] | None = None):
+    """verl's ppo_trainer.yaml with this run's overrides, composed as verl's own main does. ``layout``: (GPUs per
+    node, nodes) on a Ray cluster (workers.ray_train); else the GPUs this machine shows, on this one node."""
     import verl
     from hydra import compose, initialize_config_dir
 
@@ -160,14 +161,15 @@ def verl_config(config: TrainConfig, config_path: str):
     train = write_parquet(config.dataset_path, out / "train.parquet", data_source=config.eval_source)
     val = write_parquet(config.eval_dataset_path or config.dataset_path, out / "eval.parquet",
                         data_source=config.eval_source, split="eval")
+    per_node, nnodes = layout or (gpus(), 1)
     keys = overrides(config, train_file=train, val_file=val, reward_path=str(Path(__file__).with_name(
-        "verl_reward.py")), config_path=config_path, gpus=gpus(), max_prompt_length=prompt_tokens(config, train),
-        flash_attn=importlib.util.find_spec("flash_attn") is not None)
+        "verl_reward.py")), config_path=config_path, gpus=per_node, nnodes=nnodes,
+        max_prompt_length=prompt_tokens(config, train), flash_attn=importlib.util.find_spec("flash_attn") is not None)
     with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
         return compose("ppo_trainer", overrides=keys)
 
 
-def run(config: TrainConfig, config_path: str) -> None:
+def run(config: TrainConfig, config_path: str, layout: tuple[int, int] | None = None) -> None:
     from verl.trainer.main_ppo import run_ppo
     from verl.utils.config import validate_config
 
@@ -178,7 +180,7 @@ def run(config: TrainConfig, config_path: str) -> None:
     events = EventWriter(config.event_log)
     follower, stop = Follower(config, events), threading.Event()
     try:
-        cfg = verl_config(config, config_path)
+        cfg = verl_config(config, config_path, layout)
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))

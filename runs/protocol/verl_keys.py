@@ -28,12 +28,23 @@ def prompts_per_step(g: GRPOFields, gpus: int) -> int:
     return max(1, g.per_device_train_batch_size * g.gradient_accumulation_steps * max(1, gpus) // g.num_generations)
 
 
+def node_layout(gpus: int, node_gpus: list[int]) -> tuple[int, int]:
+    """(GPUs per node, nodes) for a verl run on ``gpus`` GPUs of a Ray cluster whose live nodes have ``node_gpus``:
+    verl asks every node of its pool for the same number of GPUs, so the most per node that enough nodes have and
+    that divides ``gpus``. Raises ValueError, saying what the cluster has, when no layout fits."""
+    for per_node in range(gpus, 0, -1):
+        if gpus % per_node == 0 and sum(1 for n in node_gpus if n >= per_node) >= gpus // per_node:
+            return per_node, gpus // per_node
+    raise ValueError(f"the Ray cluster cannot place {gpus} GPU(s) for verl: its live nodes have "
+                     f"{', '.join(str(n) for n in node_gpus) or 'no'} GPU(s)")
+
+
 def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_path: str, config_path: str,
-              gpus: int = 1, max_prompt_length: int = 512, flash_attn: bool = True) -> list[str]:
-    """verl's command-line overrides for this run (GRPO, vLLM rollout on ``gpus`` GPUs of one node). Without
-    ``flash_attn`` (the package is missing) the actor uses PyTorch's SDPA attention on padded batches."""
+              gpus: int = 1, nnodes: int = 1, max_prompt_length: int = 512, flash_attn: bool = True) -> list[str]:
+    """verl's command-line overrides for this run (GRPO, vLLM rollout on ``gpus`` GPUs on each of ``nnodes`` nodes).
+    Without ``flash_attn`` (the package is missing) the actor uses PyTorch's SDPA attention on padded batches."""
     g = config.grpo
-    per_step = prompts_per_step(g, gpus)
+    per_step = prompts_per_step(g, max(1, gpus) * max(1, nnodes))
     # TRL generates B x steps_per_generation completions at a time and takes several optimizer steps on them
     per_generation = per_step * (g.steps_per_generation or g.gradient_accumulation_steps) \
         // g.gradient_accumulation_steps
@@ -106,7 +117,7 @@ def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_pat
         "trainer.test_freq": config.evaluation.eval_steps or -1,
         "trainer.val_before_train": bool(config.evaluation.eval_steps),
         "trainer.n_gpus_per_node": max(1, gpus),
-        "trainer.nnodes": 1,
+        "trainer.nnodes": max(1, nnodes),
         "trainer.use_v1": False,  # RayPPOTrainer (main_ppo_v0), whose rollout dump the capture extends
     }
     if config.resume_from_checkpoint:

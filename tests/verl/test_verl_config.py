@@ -11,16 +11,16 @@ from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import omega_conf_to_dataclass, validate_config
 
 from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from runs.protocol.verl_keys import from_verl, overrides
+from runs.protocol.verl_keys import from_verl, node_layout, overrides
 
 CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
 
 
-def compose_verl(config: TrainConfig, gpus: int = 1):
+def compose_verl(config: TrainConfig, gpus: int = 1, nnodes: int = 1):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return compose("ppo_trainer", overrides=overrides(
             config, train_file="/data/train.parquet", val_file="/data/eval.parquet", reward_path="/app/bridge.py",
-            config_path="/runs/7/config.json", gpus=gpus, max_prompt_length=256))
+            config_path="/runs/7/config.json", gpus=gpus, nnodes=nnodes, max_prompt_length=256))
 
 
 def train_config(**grpo) -> TrainConfig:
@@ -83,6 +83,30 @@ def test_two_gpus_double_the_prompts_of_a_step_and_still_validate():
     cfg = compose_verl(train_config(num_generations=4, per_device_train_batch_size=8), gpus=2)
     validate(cfg)
     assert cfg.data.train_batch_size == 4 and cfg.trainer.n_gpus_per_node == 2
+
+
+def test_two_nodes_of_two_gpus_take_the_prompts_of_four_and_still_validate():
+    cfg = compose_verl(train_config(num_generations=4, per_device_train_batch_size=8), gpus=2, nnodes=2)
+    validate(cfg)
+    assert cfg.data.train_batch_size == 8
+    assert (cfg.trainer.n_gpus_per_node, cfg.trainer.nnodes) == (2, 2)
+
+
+@pytest.mark.parametrize("gpus, nodes, layout", [
+    (4, [8], (4, 1)),  # one node holds them all
+    (4, [2, 2], (2, 2)),
+    (4, [2, 1, 2], (2, 2)),  # the 1-GPU node is left out
+    (3, [2, 1, 1], (1, 3)),  # 3 is odd: one per node
+    (2, [0, 2], (2, 1)),  # a CPU-only head
+])
+def test_a_verl_run_on_ray_asks_every_node_of_its_pool_for_the_same_gpus(gpus, nodes, layout):
+    assert node_layout(gpus, nodes) == layout
+
+
+@pytest.mark.parametrize("gpus, nodes", [(2, [0]), (4, [2, 1]), (3, [2, 2]), (1, [])])
+def test_a_cluster_without_room_for_a_verl_run_is_named(gpus, nodes):
+    with pytest.raises(ValueError, match=f"cannot place {gpus} GPU"):
+        node_layout(gpus, nodes)
 
 
 def test_verls_gsm8k_grpo_example_reads_back_into_the_run_form():

@@ -152,3 +152,20 @@ def test_a_ray_job_whose_nodes_cannot_see_the_data_directory_fails_with_a_clear_
     assert f"{ERROR_PREFIX}the data directory is not shared with Ray node(s)" in logs
     assert str(marker) in logs and "GRPO_DATA_DIR" in logs
     assert str(SHARED_STORAGE_EXIT) in (client.get_job_info(job).message or "")
+
+
+def test_a_verl_ray_run_reaches_verl_on_the_cluster_and_fails_clearly_without_gpus(ray_worker, ray_cluster, owner,
+                                                                                     dataset_version):
+    """trainer: verl on engine: ray is submitted as a verl job (not TRL's); this CPU cluster has no GPU for verl to
+    place its workers on, and the run says so."""
+    function = RewardFunction.objects.get(owner=owner, name="digit_ratio")
+    run = run_create(owner=owner, name="verl on ray", model="tiny", dataset_version=dataset_version,
+                     rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": function.latest_version.pk,
+                               "version": function.latest_version.number}],
+                     config={**CONFIG, "max_steps": 2}, engine="ray", num_workers=2, requested_gpus=1,
+                     trainer=Run.Trainer.VERL, queue_anyway=True)
+    wait_for(lambda: refreshed(run).is_finished, timeout=180, interval=1, what="the verl Ray run")
+    assert run.status == Run.Status.FAILED
+    assert "the Ray cluster cannot place 2 GPU(s) for verl: its live nodes have 0 GPU(s)" in run.error
+    assert job_status(ray_cluster, run) == "FAILED"
+    assert not Rollout.objects.filter(run=run).exists()
