@@ -161,3 +161,20 @@ def test_verls_dump_and_advantages_are_stored_as_verl_computed_them(setup, tmp_p
     assert m["reward"] == 0.5 and m["loss"] == -0.1 and m["critic/score/mean"] == 0.5
     assert m["rewards/exact/mean"] == pytest.approx(np.nanmean(out["reward_extra_info"]["rewards/exact"]))
     json.dumps(m)  # JSON-safe (no NaN)
+
+
+def test_verls_reward_loop_scores_each_completion_through_the_bridge(setup):
+    """The reward path verl's trainer takes (its RewardLoopWorker: one compute_score call per completion, run
+    concurrently on an executor), with the run's functions in their sandboxes behind it."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    config, cfg, tokenizer = setup
+    data = batch(tokenizer)
+    worker = RewardLoopWorker(cfg)
+    outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))  # the loop verl's worker runs on
+    scores = [o["reward_score"] for o in outputs]
+    exact = [o["reward_extra_info"]["rewards/exact"] for o in outputs]
+    digits = [o["reward_extra_info"]["rewards/digit_ratio"] for o in outputs]
+    assert exact[:4] == [1.0, 0.0, 1.0, 1.0] and np.isnan(exact[4]) and exact[5] == 0.0
+    assert digits == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    assert scores == pytest.approx([e * 1.0 + d * 0.5 if e == e else d * 0.5 for e, d in zip(exact, digits)])
