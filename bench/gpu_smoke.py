@@ -110,7 +110,7 @@ def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subpro
 
 
 class GpuSampler:
-    """nvidia-smi every second, read by the worker's parser (runs.telemetry.sampler.parse_nvidia_smi)."""
+    """nvidia-smi every second, read by the worker's parser (runs.protocol.resources.parse_nvidia_smi)."""
 
     def __init__(self):
         self.samples: list[list[dict]] = []
@@ -118,7 +118,7 @@ class GpuSampler:
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self):
-        from runs.telemetry.sampler import NVIDIA_SMI_QUERY, parse_nvidia_smi
+        from runs.protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
 
         while not self.stop.wait(1.0):
             out = subprocess.run(["nvidia-smi", *NVIDIA_SMI_QUERY], capture_output=True, text=True).stdout

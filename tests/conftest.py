@@ -372,7 +372,7 @@ def ray_worker(service_env, ray_cluster, tiny_model, tmp_path_factory):
     """A real Celery worker that serves the Ray queue (it submits Ray runs to the session's cluster) and the sandbox
     queue (the runs' reward contract checks)."""
     name = f"ray-{os.getpid()}@{socket.gethostname()}"
-    env = {**service_env, "RAY_ADDRESS": ray_cluster}
+    env = {**service_env, "RAY_ADDRESS": ray_cluster, "GRPO_TELEMETRY_SECONDS": "0.5"}  # samples within a short run
     proc = start_worker(env, name, "training-ray,sandbox", tmp_path_factory.mktemp("ray-worker") / "w.log")
     try:
         yield proc

@@ -5,7 +5,9 @@ no broker, no database): it checks that the run folder is the same shared storag
 training program (``workers.train.run``: TRL's GRPOTrainer, capture, sandboxed rewards, checkpoints, resume) in each of
 N Ray Train workers. Ray Train's TorchTrainer forms the process group (gloo on CPU, NCCL on GPU) and sets RANK,
 WORLD_SIZE, LOCAL_RANK and MASTER_ADDR, which accelerate (under TRL) picks up as DDP; rank 0 alone writes the event
-log, and each rank's sandboxes take slots of their own (``workers.rewarding.rank_slot``).
+log, and each rank's sandboxes take slots of their own (``workers.rewarding.rank_slot``). Each rank also measures its
+own process tree and GPU every ``--telemetry-seconds`` into a rank file in the run folder
+(``runs.protocol.resources.RankTelemetry``), which the worker reads into the run's resource samples.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+from runs.protocol.resources import RankTelemetry, rank_folder
 
 SHARED_STORAGE_EXIT = 3  # the exit code of a job whose nodes do not share the data directory
 ERROR_PREFIX = "grpo-web error: "  # the line the supervisor takes the job's error from
@@ -51,6 +55,25 @@ def check_shared(marker: str, token: str) -> None:
                         f"path (GRPO_DATA_DIR) on every node of the cluster (README \"Scale out\").")
 
 
+def rank_telemetry(loop: dict) -> RankTelemetry | None:
+    """This rank's telemetry thread, started; None when the job was asked for none (``--telemetry-seconds 0``) or
+    it could not start (the run trains on without it)."""
+    import ray
+    from ray.util import get_node_ip_address
+
+    if loop["telemetry_seconds"] <= 0:
+        return None
+    try:
+        # the GPUs Ray gave this rank, as the node names them (CUDA_VISIBLE_DEVICES lists those of all its ranks there)
+        gpus = ",".join(str(g) for g in ray.get_gpu_ids())
+        return RankTelemetry(loop["resources"], int(os.environ["RANK"]), loop["telemetry_seconds"],
+                             node=get_node_ip_address(), gpus=gpus).start()
+    except Exception as exc:
+        print(f"grpo-web: rank {os.environ.get('RANK')}: no resource telemetry: {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
+        return None
+
+
 def train_worker(loop: dict) -> None:
     """One Ray Train worker: the training program, as one rank of a DDP group Ray Train has already formed."""
     import torch
@@ -61,16 +84,23 @@ def train_worker(loop: dict) -> None:
     torch.set_num_threads(loop["threads"])
     print(f"grpo-web: rank {os.environ['RANK']} of world_size={os.environ['WORLD_SIZE']} "
           f"({torch.distributed.get_backend()})", flush=True)
-    run(TrainConfig.load(loop["config"]))
+    telemetry = rank_telemetry(loop)
+    try:
+        run(TrainConfig.load(loop["config"]))
+    finally:
+        if telemetry is not None:
+            telemetry.stop()
 
 
-def train(config_path: str, *, num_workers: int, use_gpu: bool, threads: int, storage: str, name: str) -> None:
+def train(config_path: str, *, num_workers: int, use_gpu: bool, threads: int, storage: str, name: str,
+          telemetry_seconds: float) -> None:
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     trainer = TorchTrainer(
         train_worker,
-        train_loop_config={"config": config_path, "threads": threads},
+        train_loop_config={"config": config_path, "threads": threads, "telemetry_seconds": telemetry_seconds,
+                           "resources": str(rank_folder(Path(config_path).parent, name))},
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu,
                                      resources_per_worker=None if use_gpu else {"CPU": threads}),
@@ -116,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainer", choices=("trl", "verl"), default="trl",
                         help="trl: TRL's GRPOTrainer in --num-workers Ray Train workers; verl: verl's GRPO on "
                              "--num-workers GPUs")
+    parser.add_argument("--telemetry-seconds", type=float, default=2.0,
+                        help="seconds between each rank's resource samples (CPU, RSS, its GPUs); 0: none")
     args = parser.parse_args(argv)
 
     import ray
@@ -128,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             train_verl(args.config, args.num_workers)
         else:
             train(args.config, num_workers=args.num_workers, use_gpu=args.use_gpu, threads=args.threads,
-                  storage=str(Path(args.config).parent / "ray"), name=args.name)
+                  storage=str(Path(args.config).parent / "ray"), name=args.name,
+                  telemetry_seconds=args.telemetry_seconds)
     except (NotShared, NoRoom) as exc:
         print(ERROR_PREFIX + str(exc), file=sys.stderr, flush=True)
         return SHARED_STORAGE_EXIT if isinstance(exc, NotShared) else 1

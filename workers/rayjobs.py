@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from runs.models import Run
+from runs.protocol.resources import rank_folder
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,14 @@ def write_marker(run: Run) -> tuple[Path, str]:
 class RayJob:
     """One attempt's Ray job, with the slice of ``subprocess.Popen`` the supervisor uses."""
 
-    pid = None  # nothing local to sample: the cluster's dashboard shows its nodes
+    pid = None  # nothing local to sample: each rank samples itself into telemetry_dir (runs.telemetry.sampler)
 
-    def __init__(self, address: str, run: Run, config_path: Path, env: dict[str, str], log_path: Path):
+    def __init__(self, address: str, run: Run, config_path: Path, env: dict[str, str], log_path: Path, *,
+                 telemetry_seconds: float):
         self.address, self.run, self.log_path = address, run, log_path
         self.client = client(address)
         self.id = submission_id(run)
+        self.telemetry_dir = rank_folder(config_path.parent, self.id)  # where workers.ray_train's ranks write
         self.returncode: int | None = None
         self.error = ""
         self.logged = 0  # characters of the job's log already copied to train.log
@@ -68,6 +71,7 @@ class RayJob:
         entrypoint = " ".join([
             sys.executable, "-m", "workers.ray_train", str(config_path), "--num-workers", str(run.num_workers),
             "--marker", str(marker), "--token", token, "--name", self.id,
+            "--telemetry-seconds", str(telemetry_seconds),
             *(["--use-gpu"] if run.requested_gpus > 0 else []),
             *(["--trainer", "verl"] if run.trainer == Run.Trainer.VERL else [])])
         try:

@@ -34,7 +34,7 @@ from runs.models import Evaluation, Rollout, Run, StepMetric
 from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
 from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 from runs.rollouts.ingest import Fenced, ingest_log
-from runs.telemetry.sampler import ResourceSampler
+from runs.telemetry.sampler import RaySampler, ResourceSampler
 
 log = logging.getLogger(__name__)
 
@@ -285,14 +285,6 @@ def held(run: Run, lease) -> Run | None:
     return Run.objects.select_for_update().filter(pk=run.pk, lease=lease).first()
 
 
-class _NoSampler:
-    def tick(self):
-        return None
-
-
-NO_SAMPLER = _NoSampler()
-
-
 class Supervisor:
     """Watches one attempt of one run: ingest, heartbeat, cancel, outcome. Every write is fenced by the lease it
     claimed the run under: once the attempt is taken from it (reaped), it writes nothing and stops its trainer."""
@@ -342,7 +334,8 @@ class Supervisor:
         ray_slot_base(run)
         config_path = run.run_dir / f"train_config-{run.attempt}.json"
         config_path.write_text(train_config(run).to_json())
-        return RayJob(settings.GRPO_RAY_ADDRESS, run, config_path, training_env(), self.log_path)
+        return RayJob(settings.GRPO_RAY_ADDRESS, run, config_path, training_env(), self.log_path,
+                      telemetry_seconds=settings.GRPO_TELEMETRY_SECONDS)
 
     def tick(self, proc: subprocess.Popen) -> None:
         """One pass: ingest what is new; sample resources when due; every CONTROL_SECONDS, heartbeat and read the
@@ -360,8 +353,9 @@ class Supervisor:
                 stop(proc)
 
     def watch(self, proc: subprocess.Popen) -> None:
-        # a Ray job's processes are on the cluster's nodes: its dashboard shows them
-        self.sampler = ResourceSampler(self.run, proc.pid, gpus=self.gpus) if proc.pid else NO_SAMPLER
+        # a Ray job's processes are on the cluster's nodes: its ranks measure themselves and write rank files
+        self.sampler = ResourceSampler(self.run, proc.pid, gpus=self.gpus) if proc.pid else \
+            RaySampler(self.run, proc.telemetry_dir)
         while True:
             exited = proc.poll() is not None  # read the exit status first so the last ingest sees every event
             try:

@@ -36,10 +36,11 @@ def telemetry_series(run: Run) -> dict:
     samples = list(_thinned(run.resource_samples.all(), "at").values_list(
         "at", "step", "cpu_percent", "rss_bytes", "gpus"))
     origin = min(run.started_at or samples[0][0], samples[0][0]) if samples else None
-    gpus: dict[int, dict] = {}
+    gpus: dict[str, dict] = {}  # by the GPU's name on the page: its index, and a Ray run's GPUs their node's name too
     for i, (*_, devices) in enumerate(samples):
         for d in devices:
-            gpu = gpus.setdefault(d["index"], {"util": [None] * len(samples), "mem_used_mb": [None] * len(samples),
+            name = f"{d['index']} on {d['node']}" if d.get("node") else str(d["index"])
+            gpu = gpus.setdefault(name, {"util": [None] * len(samples), "mem_used_mb": [None] * len(samples),
                                                "mem_total_mb": None})
             gpu["util"][i] = d["util"]
             gpu["mem_used_mb"][i] = None if d["mem_used"] is None else d["mem_used"] / MB

@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from runs.models import ResourceSample, Run, StepMetric
-from runs.telemetry.sampler import ResourceSampler, parse_nvidia_smi
+from runs.protocol.resources import parse_nvidia_smi
+from runs.telemetry.sampler import ResourceSampler
 from runs.telemetry.selectors import MAX_POINTS
 from tests.conftest import log_in, start_worker, stop_process, wait_for
 

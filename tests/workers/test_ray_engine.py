@@ -20,6 +20,7 @@ from runs.lifecycle.services import run_cancel, run_create, run_resume
 from runs.models import Rollout, Run, StepMetric
 from runs.paths import event_log_path
 from runs.protocol.events import read_events
+from runs.protocol.resources import parse_rank_sample, rank_folder
 from tests.conftest import wait_for
 from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refreshed
 from workers.rayjobs import submission_id
@@ -85,6 +86,18 @@ def test_a_two_worker_ray_run_stores_trls_own_rollouts_and_metrics(ray_worker, r
         assert len({r.prompt for r in rows}) == 2  # one prompt per rank: the two ranks sampled different groups
         logged = StepMetric.objects.get(run=run, step=step).metrics
         assert sum(r.length for r in rows) / len(rows) == pytest.approx(logged["completions/mean_length"])
+
+    # resource telemetry: each rank measured itself into its own file; the worker's samples sum the two ranks
+    folder = rank_folder(run.run_dir, submission_id(run))
+    ranks = [[parse_rank_sample(line) for line in (folder / f"rank-{r}.jsonl").read_text().splitlines()]
+             for r in (0, 1)]
+    assert all(ranks) and all(s is not None and s["node"] and s["gpus"] == [] for lines in ranks for s in lines)
+    samples = list(run.resource_samples.all())
+    assert samples and all(s.gpus == [] and run.started_at <= s.at <= run.finished_at for s in samples)
+    assert any(s.rss_bytes == a["rss_bytes"] + b["rss_bytes"] and
+               s.cpu_percent == pytest.approx(a["cpu_percent"] + b["cpu_percent"])
+               for s in samples for a in ranks[0] for b in ranks[1])
+    assert max(s.rss_bytes for s in samples) > max(s["rss_bytes"] for lines in ranks for s in lines)
 
 
 def test_cancelling_a_ray_run_stops_its_ray_job(ray_worker, ray_cluster, owner, dataset_version):
