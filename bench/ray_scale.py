@@ -1,10 +1,10 @@
 """Completions per second of a 2-worker Ray run against one local process, for the same global batch.
 
-    python -m bench.ray_scale [--steps 8] [--address http://127.0.0.1:8265]
+    python -m bench.ray_scale [--steps 8] [--global-batch 64] [--completion-length 64] [--address http://...:8265]
 
-Both train the tiny model with the same program (workers.train) on the same rows and global batch (32 completions a
-step): locally one process with 2 torch threads; on Ray two Ray Train workers (DDP over gloo), 1 thread each, each
-generating half the batch. Throughput is measured between the first and the last step's events (start-up excluded);
+Both train the tiny model with the same program (workers.train) on the same rows and global batch (64 completions of
+up to 64 tokens a step by default): locally one process with 2 torch threads; on Ray two Ray Train workers (DDP over
+gloo), 1 thread each, each generating half the batch. Throughput is measured between the first and the last step's events (start-up excluded);
 submit-to-first-step latency is measured from the Jobs API submit to the first step's event. Without --address the
 script starts a local Ray head (2 CPUs) and stops it at the end. Last line: ``ray_scale_ratio=<x>``.
 """
@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,33 +24,35 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GLOBAL_BATCH = 32
-
-
-def config(folder: Path, model: Path, data: Path, steps: int, per_device: int) -> Path:
+def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, length: int) -> Path:
     from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     cfg = TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(folder / "out"),
                       event_log=str(folder / "events.jsonl"),
                       rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
                       grpo=GRPOFields(num_generations=8, per_device_train_batch_size=per_device, max_steps=steps,
-                                      max_completion_length=32, seed=3, save_steps=0, gradient_checkpointing=False))
+                                      max_completion_length=length, seed=3, save_steps=0, gradient_checkpointing=False))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "config.json"
     path.write_text(cfg.to_json())
     return path
 
 
-def throughput(event_log: Path) -> tuple[float, float]:
-    """(completions per second between the first and the last step, time of the first step's event)."""
+def throughput(event_log: Path) -> tuple[float, float, float]:
+    """(completions per second between the first and the last step, time of the first step's event, the median
+    seconds between two steps)."""
     from runs.protocol.events import read_events
 
     events, _ = read_events(event_log)
     batches = [e for e in events if e["type"] == "rollouts"]
-    steps = [e["ts"] for e in events if e["type"] == "metrics" and "step" in e]
+    first_seen: dict[int, float] = {}
+    for e in events:
+        if e["type"] == "metrics" and "step" in e:
+            first_seen.setdefault(e["step"], e["ts"])
+    steps = sorted(first_seen.values())
     completions = sum(len(b.get("rows") or b.get("rollouts") or []) for b in batches[1:])
     first, last = steps[0], steps[-1]
-    return completions / (last - first), first
+    return completions / (last - first), first, statistics.median(b - a for a, b in zip(steps, steps[1:]))
 
 
 def free_port() -> int:
@@ -96,6 +99,8 @@ def stop_session(sid: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--global-batch", type=int, default=64, help="completions a step (8 per prompt)")
+    parser.add_argument("--completion-length", type=int, default=64, help="max_completion_length")
     parser.add_argument("--address", help="a running cluster's dashboard (else a local head is started)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -108,19 +113,20 @@ def main() -> None:
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(256)))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
 
-    local = config(work / "local", model, data, args.steps, GLOBAL_BATCH)
+    local = config(work / "local", model, data, args.steps, args.global_batch, args.completion_length)
     subprocess.run([sys.executable, "-c", "import sys, torch; torch.set_num_threads(2); from workers.train import "
                     "main; sys.exit(main([sys.argv[1]]))", str(local)], cwd=ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    local_rate, _ = throughput(local.parent / "events.jsonl")
-    print(f"local: 1 process, 2 threads: {local_rate:.1f} completions/s")
+    local_rate, _, local_step = throughput(local.parent / "events.jsonl")
+    print(f"local: 1 process, 2 threads: {local_rate:.1f} completions/s, median step {local_step:.2f} s")
 
     head, address = (None, args.address) if args.address else start_head()
     try:
         from ray.job_submission import JobSubmissionClient
 
         client = JobSubmissionClient(address)
-        ray_cfg = config(work / "ray", model, data, args.steps, GLOBAL_BATCH // 2)
+        ray_cfg = config(work / "ray", model, data, args.steps, args.global_batch // 2,
+                         args.completion_length)
         submitted = time.time()
         job = client.submit_job(entrypoint=f"{sys.executable} -m workers.ray_train {ray_cfg} --num-workers 2 "
                                            f"--threads 1", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT),
@@ -129,11 +135,11 @@ def main() -> None:
             time.sleep(1)
         if client.get_job_status(job).value != "SUCCEEDED":
             raise SystemExit(client.get_job_logs(job)[-3000:])
-        ray_rate, first_step = throughput(ray_cfg.parent / "events.jsonl")
+        ray_rate, first_step, ray_step = throughput(ray_cfg.parent / "events.jsonl")
     finally:
         if head is not None:
             stop_session(head.pid)
-    print(f"ray: 2 Ray Train workers, 1 thread each: {ray_rate:.1f} completions/s")
+    print(f"ray: 2 Ray Train workers, 1 thread each: {ray_rate:.1f} completions/s, median step {ray_step:.2f} s")
     print(f"submit_to_first_step_s={first_step - submitted:.1f}")
     print(f"ray_scale_ratio={ray_rate / local_rate:.2f}")
 
