@@ -1,10 +1,13 @@
 """Completions per second of a 2-worker Ray run against one local process, for the same global batch.
 
-    python -m bench.ray_scale [--steps 8] [--global-batch 64] [--completion-length 64] [--address http://...:8265]
+    python -m bench.ray_scale [--steps 6] [--global-batch 256] [--completion-length 32] [--hidden 64] [--layers 2]
+                              [--address http://...:8265]
 
-Both train the tiny model with the same program (workers.train) on the same rows and global batch (64 completions of
-up to 64 tokens a step by default): locally one process with 2 torch threads; on Ray two Ray Train workers (DDP over
-gloo), 1 thread each, each generating half the batch. Throughput is measured between the first and the last step's events (start-up excluded);
+Both train the tiny model with the same program (workers.train) on the same rows and global batch (256 completions of
+up to 32 tokens a step by default): locally one process with 2 torch threads; on Ray two Ray Train workers (DDP over
+gloo), 1 thread each, each generating and training on half the batch. Besides the ratio it prints each phase's median
+(TRL's generation, the update) for both, since they scale differently: token-by-token generation is bound by per-step
+overhead that one process cannot spread over 2 cores, while the update's large matmuls already use both threads. Throughput is measured between the first and the last step's events (start-up excluded);
 submit-to-first-step latency is measured from the Jobs API submit to the first step's event. Without --address the
 script starts a local Ray head (2 CPUs) and stops it at the end. Last line: ``ray_scale_ratio=<x>``.
 """
@@ -55,6 +58,15 @@ def throughput(event_log: Path) -> tuple[float, float, float]:
     return completions / (last - first), first, statistics.median(b - a for a, b in zip(steps, steps[1:]))
 
 
+def phases(event_log: Path) -> dict[str, float]:
+    """Median seconds of TRL's generation and of the update, per step after the first (rank 0's on Ray)."""
+    from runs.protocol.events import read_events
+
+    events, _ = read_events(event_log)
+    timed = [e["metrics"] for e in events if e["type"] == "metrics" and "timing/step_s" in e.get("metrics", {})][1:]
+    return {k: statistics.median(m[f"timing/{k}_s"] for m in timed) for k in ("generation", "update")}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -98,9 +110,11 @@ def stop_session(sid: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--global-batch", type=int, default=64, help="completions a step (8 per prompt)")
-    parser.add_argument("--completion-length", type=int, default=64, help="max_completion_length")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--global-batch", type=int, default=256, help="completions a step (8 per prompt)")
+    parser.add_argument("--completion-length", type=int, default=32, help="max_completion_length")
+    parser.add_argument("--hidden", type=int, default=64, help="the random-initialised model's hidden size")
+    parser.add_argument("--layers", type=int, default=2, help="its layers")
     parser.add_argument("--address", help="a running cluster's dashboard (else a local head is started)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -109,7 +123,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="ray-scale-"))
     model, data = work / "model", work / "data.jsonl"
-    build_tiny_model(model)
+    build_tiny_model(model, hidden_size=args.hidden, layers=args.layers)
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(256)))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
 
@@ -140,6 +154,10 @@ def main() -> None:
         if head is not None:
             stop_session(head.pid)
     print(f"ray: 2 Ray Train workers, 1 thread each: {ray_rate:.1f} completions/s, median step {ray_step:.2f} s")
+    local_phases, ray_phases = phases(local.parent / "events.jsonl"), phases(ray_cfg.parent / "events.jsonl")
+    for phase in ("generation", "update"):
+        print(f"{phase}: local {local_phases[phase]:.3f} s, ray rank 0 {ray_phases[phase]:.3f} s "
+              f"(x{local_phases[phase] / ray_phases[phase]:.2f})")
     print(f"submit_to_first_step_s={first_step - submitted:.1f}")
     print(f"ray_scale_ratio={ray_rate / local_rate:.2f}")
 
