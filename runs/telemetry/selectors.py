@@ -41,7 +41,7 @@ def telemetry_series(run: Run) -> dict:
         for d in devices:
             name = f"{d['index']} on {d['node']}" if d.get("node") else str(d["index"])
             gpu = gpus.setdefault(name, {"util": [None] * len(samples), "mem_used_mb": [None] * len(samples),
-                                               "mem_total_mb": None})
+                                         "mem_total_mb": None})
             gpu["util"][i] = d["util"]
             gpu["mem_used_mb"][i] = None if d["mem_used"] is None else d["mem_used"] / MB
             gpu["mem_total_mb"] = None if d["mem_total"] is None else d["mem_total"] / MB
