@@ -2,7 +2,7 @@
 
     python -m bench.capture_overhead [--rounds 6] [--steps 40] [--warmup 2] [--threads 1]   (from the repo root)
 
-The variants are built by ``workers.train.make_trainer`` from one config, so they differ only in what capture adds:
+The variants are built by ``workers.training.train.make_trainer`` from one config, so they differ only in what capture adds:
 ``CapturingGRPOTrainer`` (rollouts written once per generation batch, and the token-level values of the default
 sample of groups, ``token_sample_groups``, a shard per step) and ``MetricsCallback`` (metrics every step); the third,
 "all_tokens", keeps the token-level values of every group. Runs alternate plain / instrumented / all_tokens so slow
@@ -55,7 +55,7 @@ def step_timer():
 
 
 def make_config(model_dir: Path, data_path: Path, work: Path, steps: int, seed: int, variant: str = "instrumented"):
-    from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     sample = {"token_sample_groups": -1} if variant == "all_tokens" else {}  # else the default sample
     return TrainConfig(
@@ -88,9 +88,9 @@ class RunResult:
 def run_once(variant: str, config) -> RunResult:
     from transformers import PrinterCallback
 
-    from runs.protocol.events import EventWriter, read_events
-    from workers.capture import MetricsCallback
-    from workers.train import make_trainer
+    from workers.training.protocol.events import EventWriter, read_events
+    from workers.training.capture import MetricsCallback
+    from workers.training.train import make_trainer
 
     events = EventWriter(config.event_log) if variant != "plain" else None
     trainer = make_trainer(config, events)
@@ -113,7 +113,7 @@ def run_once(variant: str, config) -> RunResult:
                 spent[1] += (time.perf_counter() - t0) if tokens else 0.0
         return wrapper
 
-    import workers.tokens as token_module
+    import workers.training.tokens as token_module
 
     write = token_module.ShardWriter.write
 
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore")
 
-    from runs.datasets.demo_data import arithmetic_rows
-    from workers.tinymodel import build_tiny_model
+    from workers.training.demo_data import arithmetic_rows
+    from workers.training.tinymodel import build_tiny_model
 
     durations = {v: [] for v in VARIANTS}
     per_round = {v: [] for v in VARIANTS}

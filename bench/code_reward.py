@@ -2,7 +2,7 @@
 
     python -m bench.code_reward [--batches 6] [--batch 64]   (from the repo root)
 
-Each batch is ``--batch`` completions of the demo's Python tasks (``runs.datasets.demo_data.python_task_rows``, four
+Each batch is ``--batch`` completions of the demo's Python tasks (``workers.training.demo_data.python_task_rows``, four
 tests per row), half of them the reference solution in a fenced block and half a wrong one, scored by
 ``BUILTINS["code_tests"]`` exactly as the training process calls it: every test in its own confined process, forked
 from the warm template. The template starts once (its start is printed apart) and a warm-up batch runs first.
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from rewards import code_tests as reward
     from rewards.builtins import BUILTINS
-    from runs.datasets.demo_data import python_task_rows
+    from workers.training.demo_data import python_task_rows
 
     rows = python_task_rows(args.batch * (args.batches + 1), seed=0)
     batches = []

@@ -2,7 +2,7 @@
 
     python -m bench.eval_overhead [--rounds 3] [--steps 20] [--eval-steps 5] [--k 4] [--prompts 16]   (repo root)
 
-Both variants are built by ``workers.train.make_trainer`` from one config and differ only in ``eval_steps``. Rounds
+Both variants are built by ``workers.training.train.make_trainer`` from one config and differ only in ``eval_steps``. Rounds
 alternate the two so slow drift of the machine hits both alike. Figures, medians over rounds:
 
 - training time per completion: the run without eval, its wall time over the completions it trained on;
@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as a file (python bench/eval_overhead.py): 
 
 
 def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
-    from runs.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+    from workers.training.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
 
     return TrainConfig(
         model=str(model_dir), dataset_path=str(tmp / "train.jsonl"), output_dir=str(work / "out"),
@@ -48,8 +48,8 @@ def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
 def run_once(config) -> dict:
     from transformers import PrinterCallback
 
-    from runs.protocol.events import EventWriter, read_events
-    from workers.train import make_trainer
+    from workers.training.protocol.events import EventWriter, read_events
+    from workers.training.train import make_trainer
 
     events = EventWriter(config.event_log)
     trainer = make_trainer(config, events)
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore")
 
-    from runs.datasets.demo_data import arithmetic_rows
-    from workers.tinymodel import build_tiny_model
+    from workers.training.demo_data import arithmetic_rows
+    from workers.training.tinymodel import build_tiny_model
 
     results: dict[str, list[dict]] = {"without eval": [], "with eval": []}
     same_training = True

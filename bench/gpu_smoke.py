@@ -1,8 +1,8 @@
 """The GPU paths on one GPU, with nothing downloaded: ``python -m bench.gpu_smoke`` (bench/gpu_smoke.sh installs
 the gpu and verl extras first). About 6 minutes on one H100-class GPU.
 
-A small random-initialised Qwen2-shaped model is saved locally (workers.tinymodel, larger than the CPU tests' one),
-then the training programs run on it as the worker starts them (``python -m workers.train`` / ``workers.verl_run``
+A small random-initialised Qwen2-shaped model is saved locally (workers.training.tinymodel, larger than the CPU tests' one),
+then the training programs run on it as the worker starts them (``python -m workers.training.train`` / ``workers.training.verl_run``
 with a config file), each timed from its own event log:
 
 1. TRL with HF generate, then TRL with vLLM colocate, the same run otherwise: the median step time of each
@@ -10,7 +10,7 @@ with a config file), each timed from its own event log:
 2. vLLM server mode: TRL's vLLM server (``trl.scripts.vllm_serve``) started as the worker starts it; with two GPUs a
    server-mode run trains against it (the server on its own GPU); with one, the server generates for a client (TRL's
    weight sync needs a GPU of its own for NCCL).
-3. A 5-step verl GRPO run (workers.verl_run: Ray, FSDP actor, vLLM rollout), its rollouts and metrics checked.
+3. A 5-step verl GRPO run (workers.training.verl_run: Ray, FSDP actor, vLLM rollout), its rollouts and metrics checked.
 4. GPU telemetry: nvidia-smi sampled throughout and read by the worker's own parser (runs.telemetry), peak memory
    and utilisation per GPU.
 
@@ -36,13 +36,13 @@ VERL_STEPS = 5
 
 
 def rows(n: int = 256) -> list[dict]:
-    from runs.datasets.demo_data import arithmetic_rows
+    from workers.training.demo_data import arithmetic_rows
 
     return [{"prompt": r["prompt"], "answer": str(r["answer"])} for r in arithmetic_rows(n, seed=3)]
 
 
 def train_config(out: Path, model: Path, data: Path, **grpo):
-    from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     fields = dict(num_generations=8, per_device_train_batch_size=32, max_completion_length=128, max_steps=STEPS,
                   learning_rate=1e-5, save_steps=0, gradient_checkpointing=False, temperature=1.0)
@@ -59,7 +59,7 @@ def env(gpus: str) -> dict:
 
 def program(module: str, config, work: Path, gpus: str = "0", timeout: float = 240) -> list[dict]:
     """Run a training program on a config, as the worker does; its events."""
-    from runs.protocol.events import read_events
+    from workers.training.protocol.events import read_events
 
     work.mkdir(parents=True, exist_ok=True)
     path = work / "config.json"
@@ -91,7 +91,7 @@ def free_port() -> int:
 
 
 def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subprocess.Popen, int]:
-    """TRL's vLLM server, the command line the worker uses (workers.supervisor.start_vllm_server)."""
+    """TRL's vLLM server, the command line the worker uses (workers.placement.start_vllm_server)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", str(model), "--port",
                              str(port), "--gpu_memory_utilization", str(memory)], cwd=ROOT, env=env(gpu),
@@ -110,7 +110,7 @@ def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subpro
 
 
 class GpuSampler:
-    """nvidia-smi every second, read by the worker's parser (runs.protocol.resources.parse_nvidia_smi)."""
+    """nvidia-smi every second, read by the worker's parser (workers.training.protocol.resources.parse_nvidia_smi)."""
 
     def __init__(self):
         self.samples: list[list[dict]] = []
@@ -118,7 +118,7 @@ class GpuSampler:
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self):
-        from runs.protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
+        from workers.training.protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
 
         while not self.stop.wait(1.0):
             out = subprocess.run(["nvidia-smi", *NVIDIA_SMI_QUERY], capture_output=True, text=True).stdout
@@ -140,7 +140,7 @@ def main() -> int:
 
     django.setup()  # the telemetry parser lives with its models; nothing here touches a database
     from workers.registry import detect_gpus
-    from workers.tinymodel import build_tiny_model
+    from workers.training.tinymodel import build_tiny_model
 
     gpus = detect_gpus()
     if not gpus:
@@ -168,13 +168,13 @@ def main() -> int:
             print(f"{name}=failed: {exc}", file=sys.stderr, flush=True)
 
     def hf():
-        results["hf"] = step_time(program("workers.train", train_config(work / "hf", model, data), work / "hf"))
+        results["hf"] = step_time(program("workers.training.train", train_config(work / "hf", model, data), work / "hf"))
         print(f"hf_generate_step_s={results['hf']:.3f}", flush=True)
 
     def colocate():
         config = train_config(work / "colocate", model, data, use_vllm=True, vllm_mode="colocate",
                               vllm_gpu_memory_utilization=0.3)
-        results["colocate"] = step_time(program("workers.train", config, work / "colocate"))
+        results["colocate"] = step_time(program("workers.training.train", config, work / "colocate"))
         print(f"vllm_colocate_step_s={results['colocate']:.3f}", flush=True)
 
     def server():
@@ -184,7 +184,7 @@ def main() -> int:
             if two:
                 config = train_config(work / "server", model, data, use_vllm=True, vllm_mode="server")
                 config.vllm_server_port = port
-                print(f"vllm_server_step_s={step_time(program('workers.train', config, work / 'server')):.3f}")
+                print(f"vllm_server_step_s={step_time(program('workers.training.train', config, work / 'server')):.3f}")
             else:
                 from trl.generation.vllm_client import VLLMClient
 
@@ -204,7 +204,7 @@ def main() -> int:
         config = train_config(work / "verl", model, data, num_generations=4, per_device_train_batch_size=16,
                               max_completion_length=64, max_steps=VERL_STEPS, vllm_gpu_memory_utilization=0.3)
         config.trainer = "verl"
-        events = program("workers.verl_run", config, work / "verl", timeout=360)
+        events = program("workers.training.verl_run", config, work / "verl", timeout=360)
         steps = sorted({e["step"] for e in events if e["type"] == "metrics" and "reward" in e["metrics"]})
         batches = [e for e in events if e["type"] == "rollouts"]
         print(f"verl_steps={len(steps)}")

@@ -3,7 +3,7 @@
     python -m bench.ray_scale [--steps 6] [--global-batch 256] [--completion-length 32] [--hidden 64] [--layers 2]
                               [--address http://...:8265]
 
-Both train the tiny model with the same program (workers.train) on the same rows and global batch (256 completions of
+Both train the tiny model with the same program (workers.training.train) on the same rows and global batch (256 completions of
 up to 32 tokens a step by default): locally one process with 2 torch threads; on Ray two Ray Train workers (DDP over
 gloo), 1 thread each, each generating and training on half the batch. Besides the ratio it prints each phase's median
 (TRL's generation, the update) for both, since they scale differently: token-by-token generation is bound by per-step
@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, length: int) -> Path:
-    from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     cfg = TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(folder / "out"),
                       event_log=str(folder / "events.jsonl"),
@@ -44,7 +44,7 @@ def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, l
 def throughput(event_log: Path) -> tuple[float, float, float]:
     """(completions per second between the first and the last step, time of the first step's event, the median
     seconds between two steps)."""
-    from runs.protocol.events import read_events
+    from workers.training.protocol.events import read_events
 
     events, _ = read_events(event_log)
     batches = [e for e in events if e["type"] == "rollouts"]
@@ -60,7 +60,7 @@ def throughput(event_log: Path) -> tuple[float, float, float]:
 
 def phases(event_log: Path) -> dict[str, float]:
     """Median seconds of TRL's generation and of the update, per step after the first (rank 0's on Ray)."""
-    from runs.protocol.events import read_events
+    from workers.training.protocol.events import read_events
 
     events, _ = read_events(event_log)
     timed = [e["metrics"] for e in events if e["type"] == "metrics" and "timing/step_s" in e.get("metrics", {})][1:]
@@ -118,8 +118,8 @@ def main() -> None:
     parser.add_argument("--address", help="a running cluster's dashboard (else a local head is started)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from runs.datasets.demo_data import arithmetic_rows
-    from workers.tinymodel import build_tiny_model
+    from workers.training.demo_data import arithmetic_rows
+    from workers.training.tinymodel import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="ray-scale-"))
     model, data = work / "model", work / "data.jsonl"
@@ -128,7 +128,7 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
 
     local = config(work / "local", model, data, args.steps, args.global_batch, args.completion_length)
-    subprocess.run([sys.executable, "-c", "import sys, torch; torch.set_num_threads(2); from workers.train import "
+    subprocess.run([sys.executable, "-c", "import sys, torch; torch.set_num_threads(2); from workers.training.train import "
                     "main; sys.exit(main([sys.argv[1]]))", str(local)], cwd=ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     local_rate, _, local_step = throughput(local.parent / "events.jsonl")
@@ -142,7 +142,7 @@ def main() -> None:
         ray_cfg = config(work / "ray", model, data, args.steps, args.global_batch // 2,
                          args.completion_length)
         submitted = time.time()
-        job = client.submit_job(entrypoint=f"{sys.executable} -m workers.ray_train {ray_cfg} --num-workers 2 "
+        job = client.submit_job(entrypoint=f"{sys.executable} -m workers.training.ray_train {ray_cfg} --num-workers 2 "
                                            f"--threads 1", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT),
                                                                                       "HF_HUB_OFFLINE": "1"}})
         while client.get_job_status(job).value not in ("SUCCEEDED", "FAILED", "STOPPED"):

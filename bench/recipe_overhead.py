@@ -34,7 +34,7 @@ def wait(predicate, timeout=1800):
 
 
 def stages(prompts, worked, sft_steps):
-    from runs.protocol.config import SFT_FIELDS
+    from workers.training.protocol.config import SFT_FIELDS
 
     sft = {k: f.default for k, f in SFT_FIELDS.items()} | {"max_steps": sft_steps, "per_device_train_batch_size": 16,
                                                             "save_steps": 0}
@@ -112,10 +112,10 @@ def main(argv=None) -> int:
         from django.conf import settings
         from django.contrib.auth import get_user_model
 
-        from runs.datasets.demo_data import arithmetic_rows
+        from workers.training.demo_data import arithmetic_rows
         from runs.datasets.services import dataset_import
-        from workers.coldstart import cold_start_rows
-        from workers.tinymodel import build_tiny_model
+        from workers.training.coldstart import cold_start_rows
+        from workers.training.tinymodel import build_tiny_model
 
         build_tiny_model(settings.GRPO_TINY_MODEL_DIR)
         owner = get_user_model().objects.create_user(username="bench", password="bench")

@@ -1,7 +1,7 @@
 """Synthetic GRPO rollouts for the benchmarks: R1-style transcripts (a <think> section, arithmetic, a boxed answer),
 per-function rewards, TRL's group advantages, and self-reflection phrases that grow more common as steps pass.
 
-Deterministic for a seed. ``rollout_events`` yields event-log events exactly as workers.capture writes them.
+Deterministic for a seed. ``rollout_events`` yields event-log events exactly as workers.training.capture writes them.
 """
 
 from __future__ import annotations

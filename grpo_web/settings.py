@@ -153,7 +153,7 @@ GRPO_IMPORT_ROOTS = [Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(
                      if p.strip()]
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
 GRPO_EXPORT_DIR = Path(envstr("GRPO_EXPORT_DIR", str(DATA_DIR / "exports"))).resolve()  # the Models page's exports
-GRPO_TINY_SFT_MODEL_DIR = DATA_DIR / "models" / "tiny-sft"  # the tiny model after a cold-start SFT (workers.coldstart)
+GRPO_TINY_SFT_MODEL_DIR = DATA_DIR / "models" / "tiny-sft"  # the tiny model after a cold-start SFT (workers.training.coldstart)
 # the tool demo's model: the tiny model with a Qwen-style tool chat template, cold-started on calculator calls
 GRPO_TINY_TOOLS_MODEL_DIR = DATA_DIR / "models" / "tiny-tools"
 # The sandbox refuses to run user code without Landlock and seccomp unless this is set (see docs/sandbox.md).

@@ -27,7 +27,7 @@ class JSONObjectField(forms.JSONField):
 
 
 def config_field(name, f):
-    """A form field for one field of runs.protocol.config (GRPOFields, EvalFields): its TRL default and help."""
+    """A form field for one field of workers.training.protocol.config (GRPOFields, EvalFields): its TRL default and help."""
     default, help_text = f.default, f.metadata["help"]
     optional = default is None
     common = {"initial": default, "help_text": help_text, "required": not optional}

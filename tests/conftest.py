@@ -77,7 +77,7 @@ def outsider_client(client, outsider):
 
 @pytest.fixture
 def dataset_version(owner):
-    from runs.datasets.demo_data import arithmetic_rows
+    from workers.training.demo_data import arithmetic_rows
     from runs.datasets.services import dataset_import
 
     data = "".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)).encode()
@@ -87,7 +87,7 @@ def dataset_version(owner):
 @pytest.fixture(scope="session")
 def tiny_model():
     """The tiny model at the path runs name 'tiny'; built once per data folder."""
-    from workers.tinymodel import build_tiny_model
+    from workers.training.tinymodel import build_tiny_model
 
     path = Path(settings.GRPO_TINY_MODEL_DIR)
     if not (path / "model.safetensors").exists():
@@ -97,9 +97,9 @@ def tiny_model():
 
 @pytest.fixture(scope="session")
 def coldstart_model(tiny_model):
-    """The tiny model after the R1 recipe's short cold-start SFT (workers.coldstart): it answers arithmetic in the
+    """The tiny model after the R1 recipe's short cold-start SFT (workers.training.coldstart): it answers arithmetic in the
     \\boxed{} format, right now and then, so accuracy, pass@k and maj@k have signal. Built once per data folder."""
-    from workers.coldstart import cold_start
+    from workers.training.coldstart import cold_start
 
     path = Path(settings.GRPO_TINY_SFT_MODEL_DIR)
     if not (path / "model.safetensors").exists():
@@ -110,9 +110,9 @@ def coldstart_model(tiny_model):
 @pytest.fixture(scope="session")
 def tools_model():
     """'tiny-tools': the tiny model with a Qwen-style tool chat template, cold-started on calculator calls
-    (workers.coldstart.build_tool_model), so a run with the calculator sees TRL parse and run tool calls. Built once
+    (workers.training.coldstart.build_tool_model), so a run with the calculator sees TRL parse and run tool calls. Built once
     per data folder."""
-    from workers.coldstart import build_tool_model
+    from workers.training.coldstart import build_tool_model
 
     path = Path(settings.GRPO_TINY_TOOLS_MODEL_DIR)
     if not (path / "model.safetensors").exists():

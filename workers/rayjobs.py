@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from runs.models import Run
-from runs.protocol.resources import rank_folder
+from workers.training.protocol.resources import rank_folder
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def client(address: str):
 
 
 def write_marker(run: Run) -> tuple[Path, str]:
-    """A file in the run folder whose token every node of the cluster must read back (workers.ray_train)."""
+    """A file in the run folder whose token every node of the cluster must read back (workers.training.ray_train)."""
     marker, token = run.run_dir / f"shared-check-{run.attempt}", secrets.token_hex(16)
     marker.write_text(token)
     return marker, token
@@ -56,12 +56,12 @@ class RayJob:
         self.address, self.run, self.log_path = address, run, log_path
         self.client = client(address)
         self.id = submission_id(run)
-        self.telemetry_dir = rank_folder(config_path.parent, self.id)  # where workers.ray_train's ranks write
+        self.telemetry_dir = rank_folder(config_path.parent, self.id)  # where workers.training.ray_train's ranks write
         self.returncode: int | None = None
         self.error = ""
         self.logged = 0  # characters of the job's log already copied to train.log
         self.next_status = self.next_log = 0.0
-        self.last_error = ""  # the last error line (workers.ray_train's ERROR_PREFIX) seen in the log
+        self.last_error = ""  # the last error line (workers.training.ray_train's ERROR_PREFIX) seen in the log
         self.submitted_at = time.time()
         self.stop_earlier_attempts()
         if self.info() is not None:
@@ -69,7 +69,7 @@ class RayJob:
             return
         marker, token = write_marker(run)
         entrypoint = " ".join([
-            sys.executable, "-m", "workers.ray_train", str(config_path), "--num-workers", str(run.num_workers),
+            sys.executable, "-m", "workers.training.ray_train", str(config_path), "--num-workers", str(run.num_workers),
             "--marker", str(marker), "--token", token, "--name", self.id,
             "--telemetry-seconds", str(telemetry_seconds),
             *(["--use-gpu"] if run.requested_gpus > 0 else []),
@@ -115,8 +115,8 @@ class RayJob:
 
     def copy_logs(self) -> None:
         """Append what the job printed since the last call to the run's train.log (its Log tab), and remember the
-        job's own error line (workers.ray_train prints it)."""
-        from workers.ray_train import ERROR_PREFIX
+        job's own error line (workers.training.ray_train prints it)."""
+        from workers.training.ray_train import ERROR_PREFIX
 
         self.next_log = time.monotonic() + LOG_SECONDS
         try:

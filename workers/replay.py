@@ -5,7 +5,7 @@ worker per function for the whole replay. The arithmetic and the storing are ``r
 from __future__ import annotations
 
 from rewards.selectors import reward_specs
-from runs.protocol.config import RewardSpec
+from workers.training.protocol.config import RewardSpec
 
 
 class ReplayScorer:
@@ -13,7 +13,7 @@ class ReplayScorer:
 
     def __init__(self, rewards: list[dict], *, slot_base: int, allow_weak: bool, max_faults: int = 3):
         from rewards.builtins import BUILTINS
-        from workers.rewarding import SandboxedReward
+        from workers.training.rewarding import SandboxedReward
 
         self.funcs, self.closers = [], []
         for slot, spec in enumerate(RewardSpec(**r) for r in reward_specs(rewards)):

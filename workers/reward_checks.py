@@ -84,8 +84,8 @@ SAMPLE_COMPLETIONS = ["<think>Let me work it out. Wait, let me check.</think> Th
 def trl_config_problems(train_config: dict) -> list[str]:
     """The checks TRL's GRPOConfig makes when it is built (the cross-field ones included), made here, on a worker
     that has TRL, before the run is queued; TRL's own messages name the fields."""
-    from runs.protocol.config import TrainConfig
-    from workers.train import grpo_config
+    from workers.training.protocol.config import TrainConfig
+    from workers.training.train import grpo_config
 
     config = TrainConfig.from_dict({**train_config, "output_dir": "/nonexistent/grpo-web-config-check"})
     if config.kind != "grpo":

@@ -8,39 +8,35 @@ holds is ingested when they are back, when the run is resumed, or when a reaper 
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import logging
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError, close_old_connections, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
-from rewards.sandbox.host import MAX_SLOT
 from rewards.selectors import environment_spec, reward_specs, tool_specs
 from runs.datasets.services import version_training_file
-from runs.evaluations.services import eval_source, store_eval_event
+from runs.evaluations.services import eval_settings, eval_source
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
 from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
-from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
+from runs.recipes.services import recipes_advance
 from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import RaySampler, ResourceSampler
+from workers.placement import gpu_plan, ray_slot_base, slot_base, start_vllm_server, visible_gpus
+from workers.processes import die_with_parent, stop, training_env
+from workers.rayjobs import RayJob
+from workers.training.protocol.config import SFT_COLUMNS, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 log = logging.getLogger(__name__)
 
-# What the training process may see of our environment: nothing secret (no DATABASE_URL, SECRET_KEY, REDIS_URL).
-PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-              "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 POLL_SECONDS = 0.25
 CONTROL_SECONDS = 1.0  # how often the cancel flag is read and the heartbeat written
 FOLDER_LOCK_WAIT = 60.0  # seconds a new attempt waits for an old trainer to let go of the run folder
@@ -48,8 +44,6 @@ DB_ERRORS = (OperationalError, InterfaceError)
 
 
 def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
-    from runs.evaluations.services import eval_settings, eval_source
-
     checkpoint = checkpoint_path(run)
     evaluation = eval_settings(run)
     evaluate = evaluation.eval_steps > 0 and run.dataset_version.eval_rows > 0
@@ -73,7 +67,7 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         extra=run.config_extra,
         max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
         allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
-        sandbox_slot_base=run.ray_slot_base if run.engine == "ray" else _slot_base(),
+        sandbox_slot_base=run.ray_slot_base if run.engine == "ray" else slot_base(),
         resume_from_checkpoint=str(checkpoint) if checkpoint else None,
         vllm_server_port=vllm_server_port,
         evaluation=evaluation,
@@ -84,57 +78,6 @@ def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
         tokens_dir=None if run.is_sft else str(run.run_dir / "tokens"),
         token_sample_groups=run.token_sample_groups,
     )
-
-
-SLOTS_PER_PROCESS = 128
-
-
-def _slot_base() -> int:
-    """Sandbox slots of this worker process's runs: 100 + 128 per Celery pool process, clear of the sandbox queue's;
-    a run's ranks and reward functions share the 128 (workers.rewarding.rank_slot)."""
-    from billiard.process import current_process
-
-    return 100 + SLOTS_PER_PROCESS * (getattr(current_process(), "index", 0) or 0)
-
-
-# Ray runs' sandbox slots: from 2200 (clear of the reward tests' 1.., the Celery pool processes' runs at 100 + 128 x
-# index and the replays' at 2000 + 16 x index) to the sandbox's last slot, in ranges of 128: 14 live Ray runs at once
-RAY_SLOT_FIRST = 2200
-RAY_SLOT_RANGES = range(RAY_SLOT_FIRST, MAX_SLOT + 2 - SLOTS_PER_PROCESS, SLOTS_PER_PROCESS)
-
-
-class NoSlots(RuntimeError):
-    pass
-
-
-def ray_slot_base(run: Run) -> int:
-    """The first sandbox slot (uid 61000 + slot) of a Ray run's attempt. Its sandboxes start on the cluster's nodes,
-    beside other Ray runs' submitted by any worker, so the range is allocated in the database: the lowest range no
-    other live attempt holds, kept unique among live attempts (lease set) by a constraint, so two supervisors that
-    pick the same range at once cannot both keep it. Raises NoSlots when every range is held."""
-    held = set(Run.objects.filter(lease__isnull=False, ray_slot_base__isnull=False).exclude(pk=run.pk)
-               .values_list("ray_slot_base", flat=True))
-    for base in RAY_SLOT_RANGES:
-        if base in held:
-            continue
-        try:
-            with transaction.atomic():
-                kept = Run.objects.filter(pk=run.pk, lease=run.lease).update(ray_slot_base=base)
-        except IntegrityError:  # another attempt took it since the read above
-            continue
-        if not kept:
-            raise Fenced(f"run {run.pk}: the attempt was taken from this supervisor")
-        run.ray_slot_base = base
-        return base
-    raise NoSlots(f"every sandbox slot range for Ray runs is held: {len(RAY_SLOT_RANGES)} Ray runs are running; "
-                  f"resume this one when one ends")
-
-
-def training_env() -> dict[str, str]:
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    env["PYTHONPATH"] = str(settings.BASE_DIR)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def claim(run_id: int, worker_name: str) -> Run | None:
@@ -175,91 +118,15 @@ def ingest_and_push(run: Run, lease=None) -> list[dict]:
     return events
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """In a child, before exec: ``sig`` when its parent dies (a parent killed with -9 included). The training
-    process gets SIGKILL when its supervisor dies; the demo's servers get SIGTERM when the demo does."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, sig)  # PR_SET_PDEATHSIG
-
-
 def training_command(run: Run, config_path: Path) -> list[str]:
     if run.trainer == Run.Trainer.VERL:
         # verl places its own workers on the run's GPUs (through Ray): one program, whatever their number
-        return [sys.executable, "-m", "workers.verl_run", str(config_path)]
+        return [sys.executable, "-m", "workers.training.verl_run", str(config_path)]
     if run.requested_gpus > 1:
         # several GPUs: one process per GPU through accelerate, as TRL documents
         return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(run.requested_gpus),
-                "-m", "workers.train", str(config_path)]
-    return [sys.executable, "-m", "workers.train", str(config_path)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this worker may use: CUDA_VISIBLE_DEVICES when set, else every GPU nvidia-smi lists."""
-    if "CUDA_VISIBLE_DEVICES" in os.environ:
-        return [g for g in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
-    from workers.registry import detect_gpus
-
-    return [str(g["index"]) for g in detect_gpus()]
-
-
-def gpu_plan(run: Run, visible: list[str]) -> tuple[list[str], str | None]:
-    """(the training processes' GPUs, the vLLM server's GPU or None): the first ``requested_gpus`` visible GPUs
-    train; in server mode the next one serves, so the server never shares a GPU with training rank 0."""
-    if run.requested_gpus <= 0 or not visible:
-        return [], None  # a CPU worker that took a GPU run's queue (a test, a routing by hand) trains on its CPU
-    if len(visible) < run.gpus_needed:
-        raise RuntimeError(f"this worker sees {len(visible)} GPU(s) ({','.join(visible) or 'none'}) but the run "
-                           f"needs {run.gpus_needed}" + (" (one of them for the vLLM server)" if run.vllm_server
-                                                         else ""))
-    train = visible[:run.requested_gpus]
-    return train, visible[run.requested_gpus] if run.vllm_server else None
-
-
-def start_vllm_server(run: Run, log_file, device: str | None) -> tuple[subprocess.Popen, int]:
-    """vllm_mode="server": TRL's vLLM server on ``device``, a GPU training does not see (gpu_plan)."""
-    port = _free_port()
-    env = training_env()
-    if device is not None:
-        env["CUDA_VISIBLE_DEVICES"] = device
-    proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model),
-                             "--port", str(port)], cwd=settings.BASE_DIR, env=env, stdout=log_file,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    deadline = time.monotonic() + settings.GRPO_VLLM_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the vLLM server exited with code {proc.returncode}")
-        try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health/", timeout=2).status == 200:
-                return proc, port
-        except OSError:
-            time.sleep(2)
-    proc.kill()
-    raise RuntimeError(f"the vLLM server did not answer within {settings.GRPO_VLLM_START_TIMEOUT} s")
-
-
-def stop(proc: subprocess.Popen, grace: float = 3.0) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds. A Ray run's job: stop_job."""
-    if proc.poll() is not None:
-        return
-    if proc.pid is None:  # a workers.rayjobs.RayJob
-        proc.stop()
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+                "-m", "workers.training.train", str(config_path)]
+    return [sys.executable, "-m", "workers.training.train", str(config_path)]
 
 
 def lock_folder(folder: Path, wait: float) -> int:
@@ -324,8 +191,6 @@ class Supervisor:
 
     def start_ray(self):
         """Submit the attempt to the worker's Ray cluster (workers.rayjobs); the cluster places its GPUs."""
-        from workers.rayjobs import RayJob
-
         run, self.vllm = self.run, None
         if not settings.GRPO_RAY_ADDRESS:
             raise RuntimeError("this worker has no Ray cluster (RAY_ADDRESS is not set)")
@@ -447,158 +312,9 @@ def supervise(run_id: int, worker_name: str = "") -> None:
 def advance_recipes() -> None:
     """A run, job or evaluation has ended: a recipe waiting on it starts its next stage now (the heartbeat would
     within a beat)."""
-    from runs.recipes.services import recipes_advance
-
     try:
         recipes_advance()
     except Exception:  # never let a recipe's trouble fail the work that just ended; the next beat tries again
         log.exception("advancing recipes failed")
 
 
-def _claim(evaluation_id: int) -> Evaluation | None:
-    with transaction.atomic():
-        evaluation = (Evaluation.objects.select_for_update().select_related("run", "dataset_version__dataset")
-                      .filter(pk=evaluation_id).first())
-        if evaluation is None or evaluation.status != Evaluation.Status.QUEUED:
-            return None
-        evaluation.status = Evaluation.Status.RUNNING
-        evaluation.save(update_fields=["status"])
-        return evaluation
-
-
-class Cancelled(Exception):
-    """The row a program works for was cancelled; its process was stopped."""
-
-
-def run_eval_program(job, config_path: Path, log_path: Path, *, what: str, cancelled=lambda: False) -> dict:
-    """Run ``python -m workers.evaluate`` on ``job`` (an EvalJob) in its own process; return its ``"eval"`` event, or
-    raise RuntimeError with the program's own error. Every CONTROL_SECONDS ``cancelled()`` is asked; True stops the
-    process (and the sandboxes it started: its own session) and raises Cancelled."""
-    from runs.protocol.events import read_events
-
-    config_path.write_text(job.to_json())
-    with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "workers.evaluate", str(config_path)],
-                                cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent)
-        try:
-            while True:
-                try:
-                    code = proc.wait(timeout=CONTROL_SECONDS)
-                    break
-                except subprocess.TimeoutExpired:
-                    try:
-                        stop_now = cancelled()
-                    except DB_ERRORS:  # the database is briefly away: the program goes on, ask again next time
-                        close_old_connections()
-                        stop_now = False
-                    if stop_now:
-                        stop(proc)
-                        raise Cancelled(f"the {what} was cancelled") from None
-        except BaseException:
-            stop(proc)  # a Celery time limit or a worker shutdown: never leave the program running unwatched
-            raise
-    events, _ = read_events(job.event_log)
-    result = next((e for e in events if e["type"] == "eval"), None)
-    if code != 0 or result is None:
-        failure = next((e for e in events if e["type"] == "failed"), {})
-        raise RuntimeError(failure.get("error") or f"the {what} process exited with code {code}")
-    return result
-
-
-def run_evaluation(evaluation_id: int) -> None:
-    """The worker's side of a standalone evaluation: write the eval prompts, run ``python -m workers.evaluate`` in
-    its own process, store its ``"eval"`` event."""
-    from workers.evaluate import EvalJob  # the evaluation program's job file; no torch at import
-
-    evaluation = _claim(evaluation_id)
-    if evaluation is None:
-        return
-    run = evaluation.run
-    folder = evaluation.eval_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    log_path, event_log = folder / "eval.log", folder / "events.jsonl"
-    event_log.unlink(missing_ok=True)
-    push(run, evaluations=[evaluation.pk])
-    try:
-        job = EvalJob(
-            model=evaluation.model,
-            dataset_path=version_training_file(version=evaluation.dataset_version, out=folder / "prompts.jsonl",
-                                               split=evaluation.split),
-            event_log=str(event_log), rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
-            evaluation=EvalFields(**evaluation.settings), label=evaluation.label,
-            source=eval_source(evaluation.dataset_version),
-            max_new_tokens=run.config.get("max_completion_length") or 16, top_p=run.config.get("top_p") or 1.0,
-            seed=run.config.get("seed") or 0, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
-            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base())
-        result = run_eval_program(job, folder / "eval_config.json", log_path, what="evaluation",
-                                  cancelled=lambda: _evaluation_cancelled(evaluation.pk))
-        with transaction.atomic():
-            if not _evaluation_cancelled(evaluation.pk, lock=True):
-                store_eval_event(evaluation, result)
-    except Cancelled:
-        log.info("evaluation %s was cancelled; its process is stopped", evaluation.pk)
-    except Exception as exc:
-        log.exception("evaluation %s failed", evaluation.pk)
-        with transaction.atomic():
-            if not _evaluation_cancelled(evaluation.pk, lock=True):
-                evaluation.status, evaluation.error = Evaluation.Status.FAILED, str(exc)[:2000]
-                evaluation.log_tail, evaluation.finished_at = log_tail(log_path), timezone.now()
-                evaluation.save(update_fields=["status", "error", "log_tail", "finished_at"])
-    run.refresh_from_db()
-    push(run, evaluations=[evaluation.pk])
-    advance_recipes()
-
-
-def _evaluation_cancelled(pk: int, lock: bool = False) -> bool:
-    rows = Evaluation.objects.select_for_update() if lock else Evaluation.objects
-    return rows.filter(pk=pk, status=Evaluation.Status.CANCELLED).exists()
-
-
-def _job_cancelled(pk: int) -> bool:
-    from runs.models import RejectionJob
-
-    return RejectionJob.objects.filter(pk=pk, status=RejectionJob.Status.CANCELLED).exists()
-
-
-def run_rejection_job(job_id: int) -> None:
-    """The worker's side of a rejection-sampling job (runs.sampling): the sampling program is the evaluation program
-    (``python -m workers.evaluate``: k samples per prompt, scored by the job's rewards in the sandbox); the kept
-    samples become a dataset (runs.sampling.services.rejection_job_store)."""
-    from runs.models import RejectionJob
-    from runs.sampling.services import RejectionSettings, prompts_file, rejection_job_claim, rejection_job_store
-    from workers.evaluate import EvalJob
-
-    job = rejection_job_claim(job_id)
-    if job is None:
-        return
-    folder = job.job_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    log_path, event_log = folder / "sample.log", folder / "events.jsonl"
-    event_log.unlink(missing_ok=True)
-    settings_ = RejectionSettings(**job.settings)
-    try:
-        sampler = EvalJob(
-            model=resolve_model(job.model), dataset_path=prompts_file(job), event_log=str(event_log),
-            rewards=[RewardSpec(**r) for r in reward_specs(job.rewards)],
-            evaluation=EvalFields(eval_num_samples=settings_.k, eval_max_prompts=settings_.max_prompts,
-                                  eval_temperature=settings_.temperature, eval_solved_by=settings_.solved_by,
-                                  eval_threshold=settings_.threshold),
-            label=f"rejection sampling {job.pk}", source="rejection", max_new_tokens=settings_.max_new_tokens,
-            seed=settings_.seed, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
-            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=_slot_base(),
-            generator="auto")  # vLLM where it can run (workers.evaluate.vllm_usable), else transformers' generate
-        result = run_eval_program(sampler, folder / "sample_config.json", log_path, what="sampling",
-                                  cancelled=lambda: _job_cancelled(job.pk))
-        if _job_cancelled(job.pk):
-            raise Cancelled("the sampling was cancelled")
-        rejection_job_store(job=job, event=result)
-    except Cancelled:
-        log.info("rejection-sampling job %s was cancelled; its process is stopped", job.pk)
-    except Exception as exc:
-        log.exception("rejection-sampling job %s failed", job.pk)
-        errors = getattr(exc, "errors", None)
-        RejectionJob.objects.get(pk=job.pk).mark_failed("; ".join(errors) if errors else str(exc)[:2000],
-                                                        log_tail(log_path))
-    advance_recipes()

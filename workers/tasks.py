@@ -21,7 +21,7 @@ def train_run(self, run_id: int) -> None:
              time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
 def evaluate(evaluation_id: int) -> None:
     """A standalone evaluation (runs.evaluations): on the training queues, where the GPUs are."""
-    from workers.supervisor import run_evaluation
+    from workers.jobs import run_evaluation
 
     run_evaluation(evaluation_id)
 
@@ -71,6 +71,6 @@ def reward_replay(replay_id: int) -> None:
              time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
 def rejection_sample(job_id: int) -> None:
     """A rejection-sampling job (runs.sampling): on the training queues, where the GPUs are."""
-    from workers.supervisor import run_rejection_job
+    from workers.jobs import run_rejection_job
 
     run_rejection_job(job_id)

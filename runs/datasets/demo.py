@@ -8,7 +8,7 @@ import json
 
 from django.contrib.auth import get_user_model
 
-from runs.datasets.demo_data import (
+from workers.training.demo_data import (
     arithmetic_rows,
     arithmetic_tool_rows,
     letter_count_rows,

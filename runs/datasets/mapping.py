@@ -238,9 +238,9 @@ def preview_rows(path, mapping: Mapping, n: int = 5) -> list[dict]:
 
 def write_training_jsonl(path, mapping: Mapping, out: Path, split: str = "train",
                          extra_columns: tuple[str, ...] = ()) -> Path:
-    """A split as JSON lines, one ``{"prompt": ..., <reward columns>...}`` a row: what workers.train reads.
+    """A split as JSON lines, one ``{"prompt": ..., <reward columns>...}`` a row: what workers.training.train reads.
 
-    ``split``: "train" (the rows not held out), "eval" (the held-out rows, for workers.evaluate) or "all".
+    ``split``: "train" (the rows not held out), "eval" (the held-out rows, for workers.training.evaluate) or "all".
     ``extra_columns``: further columns written as they are (an SFT run's ``completion`` or ``messages``)."""
     extra_columns = tuple(c for c in extra_columns if c not in mapping.needed_columns())
     out = Path(out)

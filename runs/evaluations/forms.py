@@ -9,7 +9,7 @@ from django import forms
 from runs.evaluations.services import EVAL_SPLITS, eval_settings, model_choices
 from runs.forms import config_field
 from runs.models import DatasetVersion
-from runs.protocol.config import EVAL_FIELDS
+from workers.training.protocol.config import EVAL_FIELDS
 
 
 class EvaluationForm(forms.Form):

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from runs.forms import YES_NO
 from runs.models import Evaluation, Run
-from runs.protocol.scoring import majority
+from workers.training.protocol.scoring import majority
 
 DELTA_METRICS = ("mean@k", "pass@k", "maj@k", "greedy", "reward_mean@k")
 COMPARED_METRICS = ("mean@k", "pass@k", "maj@k", "greedy")
@@ -97,7 +97,7 @@ class EvalFilterForm(forms.Form):
 
 @dataclass
 class Outcome:
-    """How one prompt fared, counted as workers.evaluate.metrics counts it."""
+    """How one prompt fared, counted as workers.training.evaluate.metrics counts it."""
 
     greedy: bool  # the greedy completion is correct
     solved: bool  # some sample is (pass@k)

@@ -1,5 +1,5 @@
-"""Writes of the evaluations capability: store what the evaluation program (workers.evaluate) reports, and validate
-and queue standalone evaluation jobs (a worker runs them: workers.supervisor.run_evaluation)."""
+"""Writes of the evaluations capability: store what the evaluation program (workers.training.evaluate) reports, and validate
+and queue standalone evaluation jobs (a worker runs them: workers.jobs.run_evaluation)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from grpo_web import queues
 from runs.models import DatasetVersion, EvalSample, Evaluation, Run
-from runs.protocol.config import EvalFields
+from workers.training.protocol.config import EvalFields
 from runs.text import as_text, json_safe, prompt_key
 
 EVAL_SPLITS = {"eval": "the eval split", "all": "every row"}
@@ -122,7 +122,7 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
         errors.append("rewards: this run names no reward function to score an evaluation; clone it with the "
                       "rewards that should")
     try:
-        from runs.protocol.scoring import criterion
+        from workers.training.protocol.scoring import criterion
 
         criterion(settings.eval_solved_by, run.reward_names)
     except ValueError as exc:
@@ -143,7 +143,7 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
 
 def evaluation_cancel(*, evaluation: Evaluation) -> Evaluation:
     """A queued or running standalone evaluation: cancelled now; its worker stops the evaluation process within a
-    second (workers.supervisor.run_eval_program)."""
+    second (workers.jobs.run_eval_program)."""
     with transaction.atomic():
         evaluation = Evaluation.objects.select_for_update().get(pk=evaluation.pk)
         if evaluation.status in (Evaluation.Status.QUEUED, Evaluation.Status.RUNNING):

@@ -12,7 +12,7 @@ import json
 
 from rewards.models import RewardFunctionVersion
 from runs.models import Run
-from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS
+from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS
 
 MISSING = None  # the value of a reward a run does not use, or of an extra config field it does not set
 

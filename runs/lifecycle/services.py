@@ -14,7 +14,7 @@ from django.utils import timezone
 from grpo_web import queues
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import model_problems
-from runs.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
+from workers.training.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 
 class RunRefused(Exception):
@@ -49,7 +49,7 @@ def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion,
     which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
     that is not up yet will take it). ``token_sample_groups``: groups per generation batch whose per-token values
-    are kept (workers.tokens; -1 all, 0 none).
+    are kept (workers.training.tokens; -1 all, 0 none).
 
     ``engine`` "ray": a worker that serves its Ray cluster submits the run there as a Ray job, trained by
     ``num_workers`` Ray Train workers (README "Scale out")."""

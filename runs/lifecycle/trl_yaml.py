@@ -26,10 +26,10 @@ from runs.datasets.mapping import RESERVED, Mapping
 from runs.datasets.services import dataset_version_map
 from runs.lifecycle.foreign_yaml import from_oumi_yaml, from_verl_yaml, kind_of
 from runs.models import DatasetVersion, Run
-from runs.protocol import trl_fields
-from runs.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, GRPOFields, kind_fields
+from workers.training.protocol import trl_fields
+from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, GRPOFields, kind_fields
 
-# Set by grpo-web for every run (workers/train.py), so an imported value would be overridden anyway.
+# Set by grpo-web for every run (workers/training/train.py), so an imported value would be overridden anyway.
 MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
            "use_cpu", "dataloader_num_workers", "run_name", "logging_dir", "overwrite_output_dir"}
 # TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.

@@ -19,7 +19,7 @@ import orjson
 from django.db import connection, transaction
 
 from runs.models import Rollout, Run, StepMetric, reward_bucket
-from runs.protocol.events import parse_event, read_lines
+from workers.training.protocol.events import parse_event, read_lines
 from runs.rollouts.groups import group_stats
 from runs.rollouts.reflection import matcher, reflection_mask
 from runs.text import as_text, json_safe, prompt_key

@@ -19,7 +19,7 @@ from runs.datasets.importing import DatasetError
 from runs.datasets.services import dataset_import, datasets_dir, version_training_file
 from runs.models import DatasetVersion, RejectionJob, RejectionSample
 from runs.paths import model_problems
-from runs.protocol.scoring import criterion
+from workers.training.protocol.scoring import criterion
 from runs.text import as_text
 
 SPLITS = ("train", "eval", "all")
@@ -106,7 +106,7 @@ def rejection_job_claim(job_id: int) -> RejectionJob | None:
 
 def rejection_job_cancel(*, job: RejectionJob) -> RejectionJob:
     """Queued or running: cancelled now. A queued job's message is then refused by the claim; a running job's worker
-    sees the status within a second and stops the sampling process (workers.supervisor.run_eval_program)."""
+    sees the status within a second and stops the sampling process (workers.jobs.run_eval_program)."""
     with transaction.atomic():
         job = RejectionJob.objects.select_for_update().get(pk=job.pk)
         if job.status in (RejectionJob.Status.QUEUED, RejectionJob.Status.RUNNING):
@@ -148,7 +148,7 @@ def select_samples(rows: list[dict], *, max_per_prompt: int) -> list[dict]:
 
 
 def rejection_job_store(*, job: RejectionJob, event: dict) -> RejectionJob:
-    """The scored samples of ``event`` (an ``eval`` event of workers.evaluate) onto the job, and the kept ones (with
+    """The scored samples of ``event`` (an ``eval`` event of workers.training.evaluate) onto the job, and the kept ones (with
     the mixed-in rows) as a new dataset of the job's owner, with the job's provenance. DatasetError when nothing was
     kept and nothing mixed in."""
     settings = RejectionSettings(**job.settings)

@@ -168,7 +168,7 @@ def test_reward_functions_list_only_what_the_user_may_see(owner_api, outsider_ap
 
 
 def test_an_sft_run_starts_from_sftconfig_yaml(owner_api, owner, tiny_model, monkeypatch):
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     monkeypatch.setattr("runs.lifecycle.services._enqueue", lambda run: None)
     rows = b"".join(json.dumps(r).encode() + b"\n" for r in cold_start_rows(8))

@@ -39,18 +39,27 @@ def tree(tmp_path) -> Path:
     return tmp_path
 
 
+LAYERS = "Layers: wiring, the workers' Django side"
+TRAINING = "The training program (workers.training) has no Django"
+
 BREAKS = {
-    "runs imports workers": ("runs/models.py", "from workers import tasks", "Layers: wiring, then workers"),
+    "runs imports workers": ("runs/models.py", "from workers import tasks", LAYERS),
     "rewards imports workers": ("rewards/services.py", "import workers.supervisor",
-                                "Layers: wiring, then workers"),
+                                LAYERS),
+    "the training program reads a reward's row": ("workers/training/train.py", "import rewards.selectors", TRAINING),
+    "the training program reads the settings": ("workers/training/protocol/config.py", "from grpo_web import env",
+                                                TRAINING),
+    "rewards imports the training program": ("rewards/toolspec.py", "import workers.training.protocol.config",
+                                             LAYERS),
+    "torch in the workers' Django side": ("workers/supervisor.py", "import torch", "torch, transformers, trl"),
     "a cycle between capabilities": ("runs/rollouts/ingest.py", "from runs.lifecycle import services",
                                      "No import cycles"),
-    "Django in the training program": ("workers/capture.py", "from django.conf import settings",
-                                       "The training program (and what it imports) has no Django"),
+    "Django in the training program": ("workers/training/capture.py", "from django.conf import settings",
+                                       TRAINING),
     "torch in the web side": ("runs/rollouts/groups.py", "import torch", "torch, transformers, trl"),
     "Django in the command-line client": ("grpo_web/client.py", "import django",
                                           "The command-line client is the standard library only"),
-    "rewards reads the runs API": ("rewards/api.py", "import runs.api", "Layers: wiring, then workers"),
+    "rewards reads the runs API": ("rewards/api.py", "import runs.api", LAYERS),
     "a private name from another module": ("runs/compare/views.py", "from runs.rollouts.views import _number",
                                            "No module imports another module's private"),
 }
@@ -66,3 +75,16 @@ def test_a_broken_rule_fails_its_contract(tree, case):
     assert "Contracts: 5 kept, 1 broken." in result.stdout
     broken = result.stdout.split("Broken contracts", 1)[1]
     assert contract in " ".join(broken.split())
+
+
+def test_the_layers_name_every_module_of_the_workers_django_side():
+    """The workers' Django side is a layer of its own, listed module by module (the training program, inside workers/,
+    is a lower layer): a module added to workers/ and not to the list would be checked by no layer."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in config if c["id"] == "layers")["layers"]
+    listed = {m.strip() for layer in layers for m in layer.replace("|", ":").split(":")}
+    present = {f"workers.{p.stem}" for p in (ROOT / "workers").iterdir()
+               if p.name != "training" and p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert present and present <= listed, sorted(present - listed)

@@ -8,7 +8,7 @@ from django.urls import reverse
 from rewards.models import RewardFunction, RewardFunctionVersion
 from runs.lifecycle.config_diff import config_diff, config_table
 from runs.models import DatasetVersion, Run
-from runs.protocol.config import GRPO_FIELDS
+from workers.training.protocol.config import GRPO_FIELDS
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from runs.evaluations.services import store_eval_event
 from runs.models import Evaluation, StepMetric
 from runs.rollouts.selectors import metric_series
 from tests.rollouts.inspect_data import make_run
-from workers.evaluate import extract_answer, metrics
+from workers.training.evaluate import extract_answer, metrics
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,7 @@ BASE_METRICS = {"mean@k": 0.25, "pass@k": 0.5, "maj@k": 0.25, "greedy": 0.25, "r
 
 
 def eval_event(prompts) -> dict:
-    """An "eval" event as workers.evaluate writes it, its figures from the program's own ``metrics``."""
+    """An "eval" event as workers.training.evaluate writes it, its figures from the program's own ``metrics``."""
     rows = []
     for p, (prompt, completions) in enumerate(prompts):
         k = len(completions) - 1

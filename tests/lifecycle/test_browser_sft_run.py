@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def test_an_sft_run_from_the_form_draws_its_curves(web_server, celery_worker, owner, page, tmp_path):
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     upload = tmp_path / "worked.jsonl"
     upload.write_text("".join(json.dumps(r) + "\n" for r in cold_start_rows(32)))

@@ -7,7 +7,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from runs.datasets.demo_data import python_task_rows
+from workers.training.demo_data import python_task_rows
 from runs.datasets.services import dataset_import
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from runs.datasets.demo_data import arithmetic_rows
+from workers.training.demo_data import arithmetic_rows
 from runs.datasets.services import dataset_import
 from runs.lifecycle.services import run_create
 from runs.lifecycle.trl_yaml import parse_run_yaml

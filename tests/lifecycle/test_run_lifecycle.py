@@ -41,7 +41,7 @@ def training_pid(run) -> int | None:
                     cmd = fh.read()
             except OSError:
                 continue
-            if needle in cmd and b"workers.train" in cmd and str(run.run_dir).encode() in cmd:
+            if needle in cmd and b"workers.training.train" in cmd and str(run.run_dir).encode() in cmd:
                 return int(pid)
     return None
 

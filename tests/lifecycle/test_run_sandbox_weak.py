@@ -11,10 +11,10 @@ from rewards import sandbox
 from rewards.models import RewardFunction
 from rewards.sandbox import host as sandbox_host
 from runs.models import Run
-from runs.protocol.config import RewardSpec
-from runs.protocol.events import EventWriter
+from workers.training.protocol.config import RewardSpec
+from workers.training.protocol.events import EventWriter
 from runs.rollouts.ingest import ingest_log
-from workers.rewarding import SandboxedReward
+from workers.training.rewarding import SandboxedReward
 
 pytestmark = pytest.mark.django_db
 

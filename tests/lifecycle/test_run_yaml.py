@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
-from runs.protocol.trl_fields import GRPO_CONFIG_FIELDS, GRPO_SCHEMA
+from workers.training.protocol.trl_fields import GRPO_CONFIG_FIELDS, GRPO_SCHEMA
 
 pytestmark = pytest.mark.django_db
 
@@ -34,13 +34,13 @@ def test_the_field_list_matches_the_installed_trl():
     from trl import GRPOConfig
 
     assert GRPO_CONFIG_FIELDS == {f.name for f in dataclasses.fields(GRPOConfig)}
-    from workers.trl_schema import grpo_schema
+    from workers.training.trl_schema import grpo_schema
 
-    # the stored schema is the installed TRL's: after a TRL upgrade, `python -m workers.trl_schema --write`
+    # the stored schema is the installed TRL's: after a TRL upgrade, `python -m workers.training.trl_schema --write`
     assert GRPO_SCHEMA == grpo_schema()
     from transformers.trainer_utils import SchedulerType
 
-    from runs.protocol.config import LR_SCHEDULERS
+    from workers.training.protocol.config import LR_SCHEDULERS
 
     assert set(LR_SCHEDULERS) == {s.value for s in SchedulerType}  # the schedules the GRPO and SFT forms offer
 
@@ -96,7 +96,7 @@ def test_the_run_form_names_the_field_of_a_bad_batch(owner_client, dataset_versi
     rf = RewardFunction.objects.get(owner=owner, name="digit_ratio")
     form = {"name": "x", "model": "tiny", "dataset_version": dataset_version.pk, "requested_gpus": 0,
             f"reward_{rf.pk}": "on", f"weight_{rf.pk}": 1.0, f"version_{rf.pk}": 1}
-    from runs.protocol.config import GRPO_FIELDS
+    from workers.training.protocol.config import GRPO_FIELDS
 
     for name, f in GRPO_FIELDS.items():
         if f.default is not None and not isinstance(f.default, bool):

@@ -11,7 +11,7 @@ import pytest
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_cancel, run_create, run_resume
 from runs.models import Evaluation, Rollout, Run, StepMetric
-from runs.protocol.config import SFT_FIELDS
+from workers.training.protocol.config import SFT_FIELDS
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 def sft_version(owner):
     from runs.datasets.mapping import Mapping
     from runs.datasets.services import dataset_import, dataset_version_map
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     rows = [{**r, "answer": r["completion"].rsplit("{", 1)[1].rstrip("}")} for r in cold_start_rows(48)]
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()

@@ -10,8 +10,8 @@ from django.urls import reverse
 from runs.lifecycle.services import RunRefused, run_create
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
-from runs.protocol.config import SFT_FIELDS, SFTFields
-from runs.protocol.trl_fields import SFT_CONFIG_FIELDS
+from workers.training.protocol.config import SFT_FIELDS, SFTFields
+from workers.training.protocol.trl_fields import SFT_CONFIG_FIELDS
 from tests.conftest import run_form_data
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def sft_version(owner):
     from runs.datasets.services import dataset_import
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(32)).encode()
     return dataset_import(owner=owner, name="worked answers", stream=io.BytesIO(data), source_name="sft.jsonl")

@@ -25,7 +25,7 @@ def _recipe(recipe):
 
 def test_the_r1_template_runs_end_to_end_and_resumes_after_a_failed_stage(celery_worker, owner, dataset_version):
     from runs.datasets.services import dataset_import
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(64)).encode()
     worked = dataset_import(owner=owner, name="worked answers", stream=io.BytesIO(data), source_name="w.jsonl")

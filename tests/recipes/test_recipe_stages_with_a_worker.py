@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Evaluation, RejectionJob, RejectionSample, Run
-from runs.protocol.config import SFT_FIELDS
+from workers.training.protocol.config import SFT_FIELDS
 from runs.recipes.selectors import pipeline
 from runs.recipes.services import recipe_cancel, recipe_create, recipe_start
 from tests.conftest import wait_for
@@ -25,7 +25,7 @@ def _recipe(recipe):
 @pytest.fixture
 def worked(owner):
     from runs.datasets.services import dataset_import
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(32)).encode()
     return dataset_import(owner=owner, name="worked answers", stream=io.BytesIO(data), source_name="w.jsonl")

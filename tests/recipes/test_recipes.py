@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def sft_version(owner):
     from runs.datasets.services import dataset_import
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(16)).encode()
     return dataset_import(owner=owner, name="worked", stream=io.BytesIO(data), source_name="w.jsonl")

@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from runs.lifecycle.services import run_create
-from runs.protocol.config import SFT_FIELDS
+from workers.training.protocol.config import SFT_FIELDS
 from tests.conftest import log_in, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -17,7 +17,7 @@ def test_a_made_model_is_listed_and_downloads(web_server, celery_worker, owner, 
     import json
 
     from runs.datasets.services import dataset_import
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(16)).encode()
     version = dataset_import(owner=owner, name="worked", stream=io.BytesIO(data), source_name="w.jsonl")

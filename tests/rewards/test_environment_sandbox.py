@@ -13,7 +13,7 @@ from rewards.library import ENVIRONMENTS, source
 from rewards.sandbox import sandbox_support
 from rewards.sandbox.environment import EnvironmentSandbox
 from rewards.toolspec import ToolError, environment_signature
-from runs.protocol.config import RewardSpec, ToolSpec, TrainConfig
+from workers.training.protocol.config import RewardSpec, ToolSpec, TrainConfig
 
 SUPPORT = sandbox_support()
 needs_sandbox = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")
@@ -142,7 +142,7 @@ def test_a_failing_environment_is_a_clear_error_in_time(env, act, kind, message)
 def test_the_training_programs_stand_in_class_forwards_to_the_sandbox():
     from transformers.utils import get_json_schema
 
-    from workers.tooling import EnvironmentFailed, ToolFailed, environment_factory
+    from workers.training.tooling import EnvironmentFailed, ToolFailed, environment_factory
 
     config = TrainConfig(model="", dataset_path="", output_dir="", event_log="",
                          rewards=[RewardSpec("r", builtin="accuracy")], sandbox_slot_base=3920,

@@ -1112,8 +1112,8 @@ def test_columns_named_self_and__base_reach_the_function(isolated):
 
 
 def test_a_runs_reward_functions_pass_columns_named_self_and__base_through(isolated):
-    from runs.protocol.config import RewardSpec, TrainConfig
-    from workers.rewarding import reward_functions
+    from workers.training.protocol.config import RewardSpec, TrainConfig
+    from workers.training.rewarding import reward_functions
 
     config = TrainConfig(model="m", dataset_path="d", output_dir="o", event_log="e", rewards=[
         RewardSpec(name="both", source="def f(completions, self, _base, **kw):\n"

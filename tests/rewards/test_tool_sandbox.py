@@ -13,7 +13,7 @@ import pytest
 from rewards.sandbox import sandbox_support
 from rewards.sandbox.tool import ToolSandbox
 from rewards.toolspec import MAX_TOOL_RESULT_CHARS
-from runs.protocol.config import RewardSpec, ToolSpec, TrainConfig
+from workers.training.protocol.config import RewardSpec, ToolSpec, TrainConfig
 
 SUPPORT = sandbox_support()
 pytestmark = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")
@@ -85,7 +85,7 @@ def test_arguments_the_function_does_not_take_are_an_error_not_a_crash(tool):
 
 
 def test_the_training_programs_tool_raises_the_sandbox_message_and_is_disabled_after_its_faults(tmp_path):
-    from workers.tooling import ToolFailed, tool_functions
+    from workers.training.tooling import ToolFailed, tool_functions
 
     config = TrainConfig(model="", dataset_path="", output_dir="", event_log="",
                          rewards=[RewardSpec("r", builtin="accuracy")], max_tool_faults=2,

@@ -27,7 +27,7 @@ def make_run(owner, dataset_version, name="inspected", *, rewards=REWARDS, confi
 
 def group_rows(prompt: str, completions: list[tuple[str, list[float | None]]], *, start: int, group: int,
                scale_rewards: str = "group", lengths=None, truncated=None) -> list[dict]:
-    """Rows of one group as workers.capture writes them: weighted total, TRL's advantage for ``scale_rewards``
+    """Rows of one group as workers.training.capture writes them: weighted total, TRL's advantage for ``scale_rewards``
     (batch scaling is applied by ``rollouts_event``)."""
     totals = [None if all(s is None for s in scores) else sum(s for s in scores if s is not None)
               for _, scores in completions]
@@ -76,9 +76,9 @@ def ingest(run: Run, *events: dict) -> dict:
 
 def eval_event(step: int | None, prompts: list[tuple[str, list[tuple[str, float]]]], *, threshold: float = 1.0,
                kind: str = "periodic") -> dict:
-    """An "eval" event as workers.evaluate writes it: per prompt, its completions as (text, accuracy); the last one is
+    """An "eval" event as workers.training.evaluate writes it: per prompt, its completions as (text, accuracy); the last one is
     the greedy completion. Correctness, the extracted answer and the figures are the program's own functions."""
-    from workers.evaluate import extract_answer, metrics
+    from workers.training.evaluate import extract_answer, metrics
 
     rows = []
     for p, (prompt, completions) in enumerate(prompts):

@@ -2,7 +2,7 @@
 browser's URL filters (and those links find them), takes its threshold from the run, and stays quiet on the demo
 run (its event log as the demo's training program wrote it, ingested).
 
-``data/demo_run_events.jsonl.gz`` is the event log of ``workers.train.run`` with the demo's defaults (GRPOFields(): 30
+``data/demo_run_events.jsonl.gz`` is the event log of ``workers.training.train.run`` with the demo's defaults (GRPOFields(): 30
 steps, G=8, seed 42) on the tiny model and ``arithmetic_rows(64)``, rewards digit_ratio (1.0) and think_format (0.5),
 as in ``tests/workers/test_training_program.py``; regenerate it the same way if the program's output changes."""
 

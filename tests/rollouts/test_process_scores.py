@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 
 from rewards.library import function
-from runs.datasets.demo_data import arithmetic_rows
-from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from runs.protocol.events import read_events
+from workers.training.demo_data import arithmetic_rows
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.events import read_events
 from runs.rollouts.ingest import ingest_events
 from tests.rollouts.inspect_data import make_run, rollouts_event
 
@@ -39,7 +39,7 @@ def test_the_training_program_captures_what_the_reward_logged(tmp_path, tiny_mod
                          event_log=str(tmp_path / "events.jsonl"),
                          rewards=[RewardSpec("equation_steps", 1.0, builtin="equation_steps")],
                          grpo=GRPOFields(max_steps=1, num_generations=4, per_device_train_batch_size=8))
-    from workers.train import run
+    from workers.training.train import run
 
     run(config)
     rows = [r for e in read_events(config.event_log)[0] if e["type"] == "rollouts" for r in e["rows"]]

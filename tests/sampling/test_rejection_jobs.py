@@ -72,7 +72,7 @@ def test_the_kept_samples_become_a_dataset_with_their_provenance(job):
 
 def test_rows_of_another_dataset_are_mixed_in(job, owner):
     from runs.datasets.services import dataset_import
-    from workers.coldstart import cold_start_rows
+    from workers.training.coldstart import cold_start_rows
 
     data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(10)).encode()
     other = dataset_import(owner=owner, name="general", stream=io.BytesIO(data), source_name="g.jsonl")

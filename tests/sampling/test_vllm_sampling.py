@@ -1,10 +1,10 @@
-"""Rejection sampling through vLLM (workers.evaluate.VLLMGenerator), where vLLM is installed and a GPU is present: k
+"""Rejection sampling through vLLM (workers.training.evaluate.VLLMGenerator), where vLLM is installed and a GPU is present: k
 seeded samples and one greedy completion per prompt, at most max_tokens each, as the transformers path gives them.
 Skipped elsewhere (bench/gpu_smoke.sh runs the GPU tests on a GPU machine)."""
 
 import pytest
 
-from runs.protocol.config import EvalFields
+from workers.training.protocol.config import EvalFields
 from tests.workers.test_gpu_paths import needs
 
 pytestmark = [pytest.mark.requires_gpu, needs(1, vllm=True)]
@@ -17,7 +17,7 @@ def _length(completions, **kwargs):
 def test_vllm_samples_k_seeded_completions_and_a_greedy_one_per_prompt(tiny_model):
     from transformers import AutoTokenizer
 
-    from workers.evaluate import EvalSet, Evaluator, VLLMGenerator, vllm_usable
+    from workers.training.evaluate import EvalSet, Evaluator, VLLMGenerator, vllm_usable
 
     assert vllm_usable(str(tiny_model))
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)

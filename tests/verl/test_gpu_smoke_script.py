@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 from bench.gpu_smoke import GpuSampler, step_time, train_config
-from runs.protocol.resources import parse_nvidia_smi
+from workers.training.protocol.resources import parse_nvidia_smi
 
 ROOT = Path(__file__).resolve().parents[2]
 

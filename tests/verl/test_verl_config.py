@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from runs.protocol.verl_keys import from_verl, node_layout, overrides
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.verl_keys import from_verl, node_layout, overrides
 
 CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
 

@@ -12,11 +12,11 @@ from verl.utils.config import validate_config
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tracking import FileLogger
 
-from runs.datasets.demo_data import arithmetic_rows
-from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from runs.protocol.events import EventWriter, read_events
-from workers.verl_data import ADVANTAGE_KEY, GROUP_KEY, LENGTH_KEY, TRUNCATED_KEY
-from workers.verl_run import Follower, verl_config
+from workers.training.demo_data import arithmetic_rows
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.events import EventWriter, read_events
+from workers.training.verl_data import ADVANTAGE_KEY, GROUP_KEY, LENGTH_KEY, TRUNCATED_KEY
+from workers.training.verl_run import Follower, verl_config
 
 
 @pytest.fixture

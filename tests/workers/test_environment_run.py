@@ -14,7 +14,7 @@ import pytest
 
 from rewards.library.calculator_session import CalculatorSession
 from rewards.models import RewardFunction
-from runs.datasets.demo_data import arithmetic_tool_rows
+from workers.training.demo_data import arithmetic_tool_rows
 from runs.datasets.services import dataset_import
 from runs.lifecycle.services import RunRefused, run_create
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml

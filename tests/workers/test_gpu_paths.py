@@ -14,7 +14,7 @@ from django.utils import timezone
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_create
 from runs.models import Run
-from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 from tests.conftest import start_worker, wait_for
 from workers.registry import detect_gpus, vllm_installed
 from workers.supervisor import training_command
@@ -34,18 +34,18 @@ def test_a_multi_gpu_run_starts_through_accelerate(tmp_path):
     run = Run(requested_gpus=4)
     command = training_command(run, tmp_path / "c.json")
     assert command[1:6] == ["-m", "accelerate.commands.launch", "--num_processes", "4", "-m"]
-    assert command[-2:] == ["workers.train", str(tmp_path / "c.json")]
-    assert training_command(Run(requested_gpus=1), tmp_path / "c.json")[1:3] == ["-m", "workers.train"]
+    assert command[-2:] == ["workers.training.train", str(tmp_path / "c.json")]
+    assert training_command(Run(requested_gpus=1), tmp_path / "c.json")[1:3] == ["-m", "workers.training.train"]
 
 
 def test_a_verl_run_starts_verls_launcher_whatever_its_gpus(tmp_path):
     for gpus in (1, 4):
         command = training_command(Run(requested_gpus=gpus, trainer="verl"), tmp_path / "c.json")
-        assert command[1:] == ["-m", "workers.verl_run", str(tmp_path / "c.json")]
+        assert command[1:] == ["-m", "workers.training.verl_run", str(tmp_path / "c.json")]
 
 
 def test_vllm_server_mode_points_trl_at_the_workers_server(tmp_path):
-    from workers.train import grpo_config
+    from workers.training.train import grpo_config
 
     config = TrainConfig(model="m", dataset_path="d", output_dir=str(tmp_path), event_log="e",
                          rewards=[RewardSpec("r", builtin="digit_ratio")],
@@ -127,7 +127,7 @@ def _run(gpus: int, **config) -> Run:
 
 
 def test_the_vllm_server_gets_a_gpu_of_its_own_apart_from_training():
-    from workers.supervisor import gpu_plan
+    from workers.placement import gpu_plan
 
     assert gpu_plan(_run(2, vllm_mode="server"), ["0", "1", "2", "3"]) == (["0", "1"], "2")
     assert gpu_plan(_run(2, vllm_mode="server"), ["4", "5", "6"]) == (["4", "5"], "6")  # CUDA_VISIBLE_DEVICES order
@@ -156,7 +156,7 @@ def test_routing_counts_the_servers_gpu(owner, dataset_version, db):
 
 
 def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
-    from workers.rewarding import rank_slot
+    from workers.training.rewarding import rank_slot
 
     slots = {}
     for rank in range(4):
@@ -166,8 +166,8 @@ def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
 
 
 def test_rewards_tools_and_the_environment_of_every_rank_get_slots_of_their_own(monkeypatch):
-    from runs.protocol.config import ToolSpec
-    from workers import rewarding, tooling
+    from workers.training.protocol.config import ToolSpec
+    from workers.training import rewarding, tooling
 
     seen = []  # (rank, slot) of every sandbox each rank starts
     monkeypatch.setattr(rewarding, "SandboxedReward", lambda spec, *, slot, **kw: seen.append(slot))
@@ -190,8 +190,8 @@ def test_rewards_tools_and_the_environment_of_every_rank_get_slots_of_their_own(
 
 
 def test_only_rank_0_writes_the_event_log(monkeypatch, tmp_path):
-    from runs.protocol.events import EventWriter, NullEventWriter
-    from workers.train import event_writer
+    from workers.training.protocol.events import EventWriter, NullEventWriter
+    from workers.training.train import event_writer
 
     config = TrainConfig(model="m", dataset_path="d", output_dir=str(tmp_path), event_log=str(tmp_path / "e.jsonl"),
                          rewards=[RewardSpec("r", builtin="digit_ratio")])

@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from runs.datasets.demo_data import arithmetic_rows
-from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from runs.protocol.events import read_events
-from workers.train import run
+from workers.training.demo_data import arithmetic_rows
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.events import read_events
+from workers.training.train import run
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 

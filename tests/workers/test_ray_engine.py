@@ -19,8 +19,8 @@ from rewards.services import reward_create
 from runs.lifecycle.services import run_cancel, run_create, run_resume
 from runs.models import Rollout, Run, StepMetric
 from runs.paths import event_log_path
-from runs.protocol.events import read_events
-from runs.protocol.resources import parse_rank_sample, rank_folder
+from workers.training.protocol.events import read_events
+from workers.training.protocol.resources import parse_rank_sample, rank_folder
 from tests.conftest import wait_for
 from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refreshed
 from workers.rayjobs import submission_id
@@ -150,12 +150,12 @@ def test_killing_a_ray_worker_fails_the_run_and_resume_completes_it(ray_worker, 
 def test_a_ray_job_whose_nodes_cannot_see_the_data_directory_fails_with_a_clear_error(ray_cluster, tmp_path):
     from ray.job_submission import JobSubmissionClient
 
-    from workers.ray_train import ERROR_PREFIX, SHARED_STORAGE_EXIT
+    from workers.training.ray_train import ERROR_PREFIX, SHARED_STORAGE_EXIT
 
     client = JobSubmissionClient(ray_cluster)
     marker = tmp_path / "shared-check-1"
     marker.write_text("what this worker wrote")
-    job = client.submit_job(entrypoint=f"{sys.executable} -m workers.ray_train {tmp_path / 'config.json'} "
+    job = client.submit_job(entrypoint=f"{sys.executable} -m workers.training.ray_train {tmp_path / 'config.json'} "
                                        f"--marker {marker} --token what-the-cluster-should-read",
                             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parents[2])}})
     wait_for(lambda: client.get_job_status(job).value in ("SUCCEEDED", "FAILED", "STOPPED"), timeout=120,

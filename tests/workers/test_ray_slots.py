@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 
 from rewards.sandbox.host import MAX_SLOT
 from runs.models import Run
-from workers.supervisor import RAY_SLOT_RANGES, SLOTS_PER_PROCESS, NoSlots, ray_slot_base
+from workers.placement import RAY_SLOT_RANGES, SLOTS_PER_PROCESS, NoSlots, ray_slot_base
 
 pytestmark = pytest.mark.django_db
 

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from runs.protocol.config import SFTFields, TrainConfig
-from runs.protocol.events import read_events
-from workers.coldstart import cold_start_rows
-from workers.sft import sft_rows
-from workers.train import run
+from workers.training.protocol.config import SFTFields, TrainConfig
+from workers.training.protocol.events import read_events
+from workers.training.coldstart import cold_start_rows
+from workers.training.sft import sft_rows
+from workers.training.train import run
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 

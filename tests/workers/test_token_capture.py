@@ -13,10 +13,10 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from runs.datasets.demo_data import arithmetic_rows
-from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from runs.protocol.events import EventWriter, read_events
-from workers.tokens import ROW_KEY, shard_name
+from workers.training.demo_data import arithmetic_rows
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.events import EventWriter, read_events
+from workers.training.tokens import ROW_KEY, shard_name
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -60,7 +60,7 @@ def _watch_trl(trainer):
 
 
 def _train_watched(config):
-    from workers.train import make_trainer
+    from workers.training.train import make_trainer
 
     events = EventWriter(config.event_log)
     trainer = make_trainer(config, events)
@@ -125,7 +125,7 @@ def test_the_stored_token_values_are_trls_tensors(tmp_path, tiny_model):
 
 
 def test_the_default_sample_keeps_one_group_per_batch_joined_to_its_rollouts(tmp_path, tiny_model):
-    from workers.train import run
+    from workers.training.train import run
 
     config = _config(tmp_path, tiny_model, sample_groups=TrainConfig.token_sample_groups, beta=0.0,
                      num_iterations=1)
@@ -147,7 +147,7 @@ def test_the_default_sample_keeps_one_group_per_batch_joined_to_its_rollouts(tmp
 
 
 def test_no_sample_writes_no_shards(tmp_path, tiny_model):
-    from workers.train import run
+    from workers.training.train import run
 
     config = _config(tmp_path, tiny_model, sample_groups=0, max_steps=1, beta=0.0, num_iterations=1)
     run(config)
@@ -157,7 +157,7 @@ def test_no_sample_writes_no_shards(tmp_path, tiny_model):
 def test_a_run_that_fails_leaves_its_last_shard_whole(tmp_path, tiny_model):
     from transformers import TrainerCallback
 
-    from workers.train import make_trainer
+    from workers.training.train import make_trainer
 
     class FailAfterStep2(TrainerCallback):  # added after the shard callback: step 2's shard is handed over first
         def on_step_end(self, args, state, control, **kwargs):
@@ -177,7 +177,7 @@ def test_a_run_that_fails_leaves_its_last_shard_whole(tmp_path, tiny_model):
 
 
 def test_a_shard_that_cannot_be_written_fails_the_run(tmp_path, tiny_model):
-    from workers.train import make_trainer
+    from workers.training.train import make_trainer
 
     config = _config(tmp_path, tiny_model, sample_groups=1, max_steps=1, beta=0.0, num_iterations=1)
     (tmp_path / "tokens").write_text("a file where the shards' folder should be")

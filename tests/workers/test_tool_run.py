@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from rewards.library import function
 from rewards.models import RewardFunction
-from runs.datasets.demo_data import arithmetic_tool_rows
+from workers.training.demo_data import arithmetic_tool_rows
 from runs.datasets.services import dataset_import
 from runs.lifecycle.services import RunRefused, run_create
 from runs.models import Rollout, Run, StepMetric

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from runs.datasets.demo_data import arithmetic_rows
-from runs.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from runs.protocol.events import read_events
-from workers.train import run
+from workers.training.demo_data import arithmetic_rows
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.events import read_events
+from workers.training.train import run
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -77,7 +77,7 @@ def test_a_missing_model_ends_with_a_failed_event(tmp_path):
 
 
 def test_code_tests_scores_in_training_and_each_rollout_keeps_its_test_outcomes(tmp_path, tiny_model):
-    from runs.datasets.demo_data import python_task_rows
+    from workers.training.demo_data import python_task_rows
 
     config = _config(tmp_path, tiny_model, max_steps=1, num_generations=4, per_device_train_batch_size=8)
     Path(config.dataset_path).write_text("".join(json.dumps(r) + "\n" for r in python_task_rows(16)))

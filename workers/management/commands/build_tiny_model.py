@@ -15,8 +15,8 @@ class Command(BaseCommand):
     def handle(self, *args, out, sft_out, tools_out, force, **options):
         from pathlib import Path
 
-        from workers.coldstart import build_tool_model, cold_start
-        from workers.tinymodel import build_tiny_model
+        from workers.training.coldstart import build_tool_model, cold_start
+        from workers.training.tinymodel import build_tiny_model
 
         if (Path(out) / "config.json").exists() and not force:
             self.stdout.write(f"tiny model already at {out}")

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand
 
 from grpo_web.embedded import ensure_configured_redis
 from grpo_web.env import envstr
-from workers.supervisor import die_with_parent
+from workers.processes import die_with_parent
 
 
 def _stop(signum, frame):

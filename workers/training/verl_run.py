@@ -1,9 +1,9 @@
-"""The verl training program: ``python -m workers.verl_run CONFIG.json``.
+"""The verl training program: ``python -m workers.training.verl_run CONFIG.json``.
 
-The same contract as ``workers.train`` (a config file in, the event log out; no Django, no broker, no database), so
+The same contract as ``workers.training.train`` (a config file in, the event log out; no Django, no broker, no database), so
 the supervisor starts it, or submits it as a Ray job, the same way. It writes the dataset version in verl's parquet
-layout, translates the config to verl's Hydra keys (runs.protocol.verl_keys), runs verl's GRPO (its RayPPOTrainer,
-vLLM rollout) with the run's reward functions bridged through the sandbox (workers.verl_reward), and turns what verl
+layout, translates the config to verl's Hydra keys (workers.training.protocol.verl_keys), runs verl's GRPO (its RayPPOTrainer,
+vLLM rollout) with the run's reward functions bridged through the sandbox (workers.training.verl_reward), and turns what verl
 writes (its rollout dumps, its file logger's metrics, its checkpoints) into the events TRL runs write.
 """
 
@@ -19,10 +19,10 @@ import threading
 import traceback
 from pathlib import Path
 
-from runs.protocol.config import TrainConfig
-from runs.protocol.events import EventWriter
-from runs.protocol.verl_keys import VERL_ROLLOUT_DIR, overrides
-from workers.verl_data import (
+from workers.training.protocol.config import TrainConfig
+from workers.training.protocol.events import EventWriter
+from workers.training.protocol.verl_keys import VERL_ROLLOUT_DIR, overrides
+from workers.training.verl_data import (
     ADVANTAGE_KEY,
     COLUMNS_KEY,
     GROUP_KEY,
@@ -153,7 +153,7 @@ def gpus() -> int:
 
 def verl_config(config: TrainConfig, config_path: str, layout: tuple[int, int] | None = None):
     """verl's ppo_trainer.yaml with this run's overrides, composed as verl's own main does. ``layout``: (GPUs per
-    node, nodes) on a Ray cluster (workers.ray_train); else the GPUs this machine shows, on this one node."""
+    node, nodes) on a Ray cluster (workers.training.ray_train); else the GPUs this machine shows, on this one node."""
     import verl
     from hydra import compose, initialize_config_dir
 

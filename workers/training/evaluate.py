@@ -2,7 +2,7 @@
 reward functions; mean@k, pass@k, maj@k and greedy accuracy.
 
 No Django here. Used two ways: inside training (:class:`EvalCallback`, every ``eval_steps`` steps, on the policy as it
-is) and standalone, ``python -m workers.evaluate CONFIG.json``, on any model folder (a base model, a checkpoint, a
+is) and standalone, ``python -m workers.training.evaluate CONFIG.json``, on any model folder (a base model, a checkpoint, a
 run's final model). Both append one ``"eval"`` event per evaluation to an event log, with every completion.
 
 A completion is *correct* when the criterion's reward (``eval_solved_by``: a reward function's name, or the weighted
@@ -23,9 +23,9 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runs.protocol.config import EvalFields, RewardSpec
-from runs.protocol.events import EventWriter
-from runs.protocol.scoring import TOTAL, criterion, majority
+from workers.training.protocol.config import EvalFields, RewardSpec
+from workers.training.protocol.events import EventWriter
+from workers.training.protocol.scoring import TOTAL, criterion, majority
 
 
 def extract_answer(text: str) -> str | None:
@@ -309,7 +309,7 @@ def eval_callback(trainer, config, events: EventWriter, reward_funcs, weights, r
 
 @dataclass
 class EvalJob:
-    """``python -m workers.evaluate CONFIG.json``: one model on one eval set."""
+    """``python -m workers.training.evaluate CONFIG.json``: one model on one eval set."""
 
     model: str
     dataset_path: str
@@ -341,8 +341,8 @@ class EvalJob:
 def run_job(job: EvalJob) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from runs.protocol.config import TrainConfig
-    from workers.rewarding import reward_functions
+    from workers.training.protocol.config import TrainConfig
+    from workers.training.rewarding import reward_functions
 
     events = EventWriter(job.event_log)
     closers = []

@@ -1,5 +1,5 @@
 """TRL's GRPOConfig, every field, as data the web process can read without importing TRL (and torch):
-``grpo_config.json`` beside this file, written from the installed TRL by ``python -m workers.trl_schema --write``
+``grpo_config.json`` beside this file, written from the installed TRL by ``python -m workers.training.trl_schema --write``
 (tests/lifecycle/test_grpo_schema.py compares the two). Each field: name, kind (bool, int, float, str, json),
 default, help, choices, and the group TRL's docs document it under ("TrainingArguments" for inherited ones)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-INHERITED = "TrainingArguments"  # the group of the fields GRPOConfig inherits (workers.trl_schema)
+INHERITED = "TrainingArguments"  # the group of the fields GRPOConfig inherits (workers.training.trl_schema)
 GRPO_SCHEMA: list[dict] = json.loads((Path(__file__).with_name("grpo_config.json")).read_text())
 
 

@@ -1,6 +1,6 @@
 """SFT runs inside the training program: TRL's SFTTrainer on a dataset version's rows, with the same event log as a
 GRPO run (TRL's logged metrics every step, checkpoints, periodic evaluations), so the run page, resume, cancel and
-compare treat both kinds alike. ``workers.train`` builds this trainer when the config's kind is "sft".
+compare treat both kinds alike. ``workers.training.train`` builds this trainer when the config's kind is "sft".
 
 No Django here.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runs.protocol.config import TrainConfig
-from runs.protocol.events import EventWriter
+from workers.training.protocol.config import TrainConfig
+from workers.training.protocol.events import EventWriter
 
 
 def sft_rows(rows: list[dict]) -> list[dict]:
@@ -36,7 +36,7 @@ def sft_rows(rows: list[dict]) -> list[dict]:
 def sft_config(config: TrainConfig):
     from trl import SFTConfig
 
-    from workers.trainargs import trainer_args
+    from workers.training.trainargs import trainer_args
 
     return trainer_args(SFTConfig, config.sft, output_dir=config.output_dir, extra=config.extra)
 
@@ -48,9 +48,9 @@ def make_sft_trainer(config: TrainConfig, events: EventWriter | None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
 
-    from workers.capture import MetricsCallback
-    from workers.evaluate import eval_callback
-    from workers.rewarding import reward_functions
+    from workers.training.capture import MetricsCallback
+    from workers.training.evaluate import eval_callback
+    from workers.training.rewarding import reward_functions
 
     rows = [json.loads(line) for line in Path(config.dataset_path).read_text().splitlines() if line.strip()]
     tokenizer = AutoTokenizer.from_pretrained(config.model)

@@ -1,7 +1,7 @@
 """The run's reward functions as verl's ``compute_score(data_source, solution_str, ground_truth, extra_info)``.
 
 verl loads this file by path (``reward.custom_reward_function.path``) and passes the run's config file as a keyword
-(``reward_kwargs.config_path``). Each reward function runs as it does under TRL (workers.rewarding: built-ins in
+(``reward_kwargs.config_path``). Each reward function runs as it does under TRL (workers.training.rewarding: built-ins in
 process, user code only in its sandbox, faults counted and reported to the event log), called with the row's prompt
 and columns as TRL would pass them. The result is verl's dict form: ``score`` (the weighted total, what verl's GRPO
 normalises) and ``rewards/<name>`` per function (NaN where the function abstained), which verl carries into its
@@ -24,8 +24,8 @@ class Scorer:
     sandbox dies with the thread that started it, and verl calls compute_score from a pool of threads)."""
 
     def __init__(self, config_path: str):
-        from runs.protocol.config import TrainConfig
-        from runs.protocol.events import EventWriter
+        from workers.training.protocol.config import TrainConfig
+        from workers.training.protocol.events import EventWriter
 
         self.config = TrainConfig.load(config_path)
         self.names = [r.name for r in self.config.rewards]
@@ -34,7 +34,7 @@ class Scorer:
         self.funcs, self.weights, self.closers = self.thread.submit(self._start).result()
 
     def _start(self):
-        from workers.rewarding import reward_functions
+        from workers.training.rewarding import reward_functions
 
         return reward_functions(self.config, self.events)
 

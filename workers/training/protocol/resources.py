@@ -2,7 +2,7 @@
 utilisation and memory (nvidia-smi).
 
 The worker's sampler (``runs.telemetry.sampler``) measures a local training process with it. A Ray run's ranks are on
-the cluster's nodes, out of the worker's reach, so each rank measures itself (``workers.ray_train``) and appends one
+the cluster's nodes, out of the worker's reach, so each rank measures itself (``workers.training.ray_train``) and appends one
 JSON line a sample to a file of its own, ``<run folder>/resources/<Ray job>/rank-<r>.jsonl`` (the run folder is on
 storage every node shares; one folder per attempt's job, so a resumed run never reads an earlier attempt's lines);
 the worker's RaySampler reads the files back (``parse_rank_sample``) into the same ResourceSample rows.

@@ -1,5 +1,5 @@
 """When an evaluated completion counts as correct, and the majority vote over answers: shared by the evaluation
-program (workers.evaluate) and the pages that show its results. No Django here."""
+program (workers.training.evaluate) and the pages that show its results. No Django here."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ is lost ``max_tool_faults`` times (timeouts, crashes) is disabled: every later c
 
 from __future__ import annotations
 
-from runs.protocol.config import TrainConfig
-from runs.protocol.events import EventWriter
-from workers.rewarding import rank_slot, sandboxes_per_rank
+from workers.training.protocol.config import TrainConfig
+from workers.training.protocol.events import EventWriter
+from workers.training.rewarding import rank_slot, sandboxes_per_rank
 
 
 class ToolFailed(Exception):

@@ -7,8 +7,8 @@ import time
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from runs.protocol.events import EventWriter
-from workers.tokens import TokenCapture, completion_lengths, is_truncated
+from workers.training.protocol.events import EventWriter
+from workers.training.tokens import TokenCapture, completion_lengths, is_truncated
 
 
 class CapturingGRPOTrainer(GRPOTrainer):
@@ -24,7 +24,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self._events = events
         self.step_timing = StepTiming()
-        # token-level values of a sample of each batch's groups, as TRL computed them at the update (workers.tokens)
+        # token-level values of a sample of each batch's groups, as TRL computed them at the update (workers.training.tokens)
         self.token_capture = None
         if tokens_dir and token_sample_groups:
             self.token_capture = TokenCapture(self, tokens_dir, token_sample_groups)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import time
 
-from runs.protocol.config import TrainConfig
-from runs.protocol.events import EventWriter
+from workers.training.protocol.config import TrainConfig
+from workers.training.protocol.events import EventWriter
 
 
 def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> tuple[list, list[float], list]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from runs.protocol.config import GRPOFields, TrainConfig
+from workers.training.protocol.config import GRPOFields, TrainConfig
 
 TRAINERS = ("trl", "verl")
 

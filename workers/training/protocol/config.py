@@ -105,7 +105,7 @@ GRPO_FIELDS = {f.name: f for f in dataclasses.fields(GRPOFields)}
 
 @dataclass
 class EvalFields:
-    """Held-out evaluation during a run (workers.evaluate), on the dataset version's eval split. Not GRPOConfig
+    """Held-out evaluation during a run (workers.training.evaluate), on the dataset version's eval split. Not GRPOConfig
     fields: TRL's own evaluation samples num_generations per prompt and knows no pass@k, so grpo-web runs its own."""
 
     eval_steps: int = _f(0, "Evaluate on the eval split every N steps (and before the first and after the last); "
@@ -130,7 +130,7 @@ SFT_GROUPS = ["data", "loss", "training", "logging"]
 @dataclass
 class SFTFields:
     """The SFTConfig fields an SFT run sets, under TRL's own names. Defaults suit the tiny demo model on a CPU (its
-    cold start, workers.coldstart); ``None`` means "TRL's default" for optional fields."""
+    cold start, workers.training.coldstart); ``None`` means "TRL's default" for optional fields."""
 
     # data
     max_length: int | None = _f(128, "Tokenize to at most this many tokens (prompt and completion); longer rows are "
@@ -191,7 +191,7 @@ def field_problems(fields: dict, values) -> list[str]:
     return errors
 
 
-# grpo-web's own setting (not a GRPOConfig field): the token-level view's sample (workers.tokens)
+# grpo-web's own setting (not a GRPOConfig field): the token-level view's sample (workers.training.tokens)
 TOKEN_SAMPLE_GROUPS = _f(1, "Groups of each generation batch whose tokens are kept: per token the log-probability "
                             "at generation and at the update, the reference's, the entropy, the importance ratio and "
                             "the clipping, as TRL computed them. -1: every group; 0: none.", "tokens", min=-1)
@@ -253,7 +253,7 @@ class TrainConfig:
     sft: SFTFields = field(default_factory=SFTFields)
     tokens_dir: str | None = None  # where the per-step token shards go (<run_dir>/tokens); None: no token capture
     token_sample_groups: int = TOKEN_SAMPLE_GROUPS
-    trainer: str = "trl"  # "trl": workers.train; "verl": workers.verl_run (GRPO only, on GPUs)
+    trainer: str = "trl"  # "trl": workers.training.train; "verl": workers.training.verl_run (GRPO only, on GPUs)
     tools: list[ToolSpec] = field(default_factory=list)  # GRPO only: functions the model may call (TRL's ``tools``)
     max_tool_faults: int = 3  # a tool whose worker is lost (timeout, crash) this often is disabled for the run
     # GRPO only: TRL's environment_factory, an environment class (entrypoint: the class) run in the sandbox

@@ -55,7 +55,7 @@ def _tool_corpus() -> list[str]:
 
     from rewards.library import source
     from rewards.toolspec import stand_in, tool_signature
-    from runs.datasets.demo_data import arithmetic_tool_rows
+    from workers.training.demo_data import arithmetic_tool_rows
 
     schema = get_json_schema(stand_in(tool_signature(source("calculator"), "calculator"), None))
     template = Template(tool_chat_template())
@@ -72,7 +72,7 @@ def _tool_corpus() -> list[str]:
 
 def _corpus() -> list[str]:
     """Text the tokenizer learns its merges from: the shapes of the demo data and of R1-style answers."""
-    from runs.datasets.demo_data import arithmetic_rows, word_problem_rows
+    from workers.training.demo_data import arithmetic_rows, word_problem_rows
 
     lines = [f"{r['question']} {r['answer']}" for r in word_problem_rows(300, seed=1)]
     for row in arithmetic_rows(500, seed=1):
@@ -147,7 +147,7 @@ def build_tiny_model(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size
     return out
 
 
-if __name__ == "__main__":  # python -m workers.tinymodel OUT_DIR
+if __name__ == "__main__":  # python -m workers.training.tinymodel OUT_DIR
     import sys
 
     print(build_tiny_model(sys.argv[1]))

@@ -1,9 +1,9 @@
-"""The training program: ``python -m workers.train CONFIG.json``.
+"""The training program: ``python -m workers.training.train CONFIG.json``.
 
 A plain process (no Django, no broker, no database). It trains with TRL's GRPOTrainer and appends what it sees to the
 event log: TRL's logged metrics every step and, once per generation batch, every prompt, completion, per-function
 reward and advantage exactly as TRL computed them. A config of kind "sft" trains with TRL's SFTTrainer instead
-(``workers.sft``): the same event log, without rollouts.
+(``workers.training.sft``): the same event log, without rollouts.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ import sys
 import traceback
 from pathlib import Path
 
-from runs.protocol.config import PEFT_FIELDS, TrainConfig
-from runs.protocol.events import EventWriter, NullEventWriter
-from workers.rewarding import reward_functions
-from workers.tooling import environment_factory, tool_functions
+from workers.training.protocol.config import PEFT_FIELDS, TrainConfig
+from workers.training.protocol.events import EventWriter, NullEventWriter
+from workers.training.rewarding import reward_functions
+from workers.training.tooling import environment_factory, tool_functions
 
 
 def grpo_config(config: TrainConfig):
     from trl import GRPOConfig
 
-    from workers.trainargs import trainer_args
+    from workers.training.trainargs import trainer_args
 
     server = {}
     if config.grpo.use_vllm and config.grpo.vllm_mode == "server" and config.vllm_server_port:
@@ -66,8 +66,8 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from workers.capture import CapturingGRPOTrainer, MetricsCallback
-    from workers.evaluate import eval_callback
+    from workers.training.capture import CapturingGRPOTrainer, MetricsCallback
+    from workers.training.evaluate import eval_callback
 
     args = grpo_config(config)
     for key, value in overrides.items():
@@ -121,7 +121,7 @@ def run(config: TrainConfig) -> None:
     (Path(config.output_dir) / "train_config.json").write_text(config.to_json())
     try:
         if config.kind == "sft":
-            from workers.sft import make_sft_trainer
+            from workers.training.sft import make_sft_trainer
 
             trainer = make_sft_trainer(config, events)
         else:

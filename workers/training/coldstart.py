@@ -13,7 +13,7 @@ from pathlib import Path
 
 def cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
     """Prompt-completion pairs in TRL's format: the demo's arithmetic prompts, answered with a short trace."""
-    from runs.datasets.demo_data import arithmetic_rows
+    from workers.training.demo_data import arithmetic_rows
 
     rows = []
     for row in arithmetic_rows(n, seed=seed):
@@ -33,7 +33,7 @@ def tool_cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
 
     from rewards.library import source
     from rewards.toolspec import stand_in, tool_signature
-    from runs.datasets.demo_data import arithmetic_tool_rows
+    from workers.training.demo_data import arithmetic_tool_rows
 
     # the schema TRL shows the model in a run (transformers' get_json_schema of the tool's signature), as JSON text:
     # SFTTrainer reads a ``tools`` column of JSON text
@@ -88,7 +88,7 @@ def build_tool_model(out_dir: str | Path, *, steps: int = TOOL_STEPS, seed: int 
     first step. Offline, a minute or two on a CPU."""
     import tempfile
 
-    from workers.tinymodel import build_tiny_model
+    from workers.training.tinymodel import build_tiny_model
 
     with tempfile.TemporaryDirectory() as base:
         build_tiny_model(base, tools=True, seed=seed)

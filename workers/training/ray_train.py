@@ -1,13 +1,13 @@
-"""The training program on a Ray cluster: ``python -m workers.ray_train CONFIG.json --num-workers N [--trainer verl]``.
+"""The training program on a Ray cluster: ``python -m workers.training.ray_train CONFIG.json --num-workers N [--trainer verl]``.
 
-The entrypoint of a run's Ray job (``workers.rayjobs`` submits it). A plain program like ``workers.train`` (no Django,
+The entrypoint of a run's Ray job (``workers.rayjobs`` submits it). A plain program like ``workers.training.train`` (no Django,
 no broker, no database): it checks that the run folder is the same shared storage on every node, then runs the SAME
-training program (``workers.train.run``: TRL's GRPOTrainer, capture, sandboxed rewards, checkpoints, resume) in each of
+training program (``workers.training.train.run``: TRL's GRPOTrainer, capture, sandboxed rewards, checkpoints, resume) in each of
 N Ray Train workers. Ray Train's TorchTrainer forms the process group (gloo on CPU, NCCL on GPU) and sets RANK,
 WORLD_SIZE, LOCAL_RANK and MASTER_ADDR, which accelerate (under TRL) picks up as DDP; rank 0 alone writes the event
-log, and each rank's sandboxes take slots of their own (``workers.rewarding.rank_slot``). Each rank also measures its
+log, and each rank's sandboxes take slots of their own (``workers.training.rewarding.rank_slot``). Each rank also measures its
 own process tree and GPU every ``--telemetry-seconds`` into a rank file in the run folder
-(``runs.protocol.resources.RankTelemetry``), which the worker reads into the run's resource samples.
+(``workers.training.protocol.resources.RankTelemetry``), which the worker reads into the run's resource samples.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from runs.protocol.resources import RankTelemetry, rank_folder
+from workers.training.protocol.resources import RankTelemetry, rank_folder
 
 SHARED_STORAGE_EXIT = 3  # the exit code of a job whose nodes do not share the data directory
 ERROR_PREFIX = "grpo-web error: "  # the line the supervisor takes the job's error from
@@ -78,8 +78,8 @@ def train_worker(loop: dict) -> None:
     """One Ray Train worker: the training program, as one rank of a DDP group Ray Train has already formed."""
     import torch
 
-    from runs.protocol.config import TrainConfig
-    from workers.train import run
+    from workers.training.protocol.config import TrainConfig
+    from workers.training.train import run
 
     torch.set_num_threads(loop["threads"])
     print(f"grpo-web: rank {os.environ['RANK']} of world_size={os.environ['WORLD_SIZE']} "
@@ -112,10 +112,10 @@ def train(config_path: str, *, num_workers: int, use_gpu: bool, threads: int, st
 
 
 def verl_layout(gpus: int) -> tuple[int, int]:
-    """(GPUs per node, nodes) for a verl run on ``gpus`` GPUs of the connected cluster (runs.protocol.verl_keys)."""
+    """(GPUs per node, nodes) for a verl run on ``gpus`` GPUs of the connected cluster (workers.training.protocol.verl_keys)."""
     import ray
 
-    from runs.protocol.verl_keys import node_layout
+    from workers.training.protocol.verl_keys import node_layout
 
     return node_layout(gpus, [int(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n.get("Alive")])
 
@@ -123,8 +123,8 @@ def verl_layout(gpus: int) -> tuple[int, int]:
 def train_verl(config_path: str, gpus: int) -> None:
     """verl's GRPO, driven from this job on the cluster it is connected to: verl places its own workers (one per
     GPU) through Ray, so the run's Ray workers are its GPUs."""
-    from runs.protocol.config import TrainConfig
-    from workers.verl_run import run
+    from workers.training.protocol.config import TrainConfig
+    from workers.training.verl_run import run
 
     try:
         layout = verl_layout(gpus)

@@ -1,9 +1,9 @@
 """TRL's GRPOConfig as data: every field's name, type, default, help, choices and the group TRL's docs put it in.
 
 The web process never imports TRL (or torch), so the run form and the YAML import read this from
-``runs/protocol/grpo_config.json``, which this program writes from the installed TRL:
+``workers/training/protocol/grpo_config.json``, which this program writes from the installed TRL:
 
-    python -m workers.trl_schema --write
+    python -m workers.training.trl_schema --write
 
 tests/lifecycle/test_grpo_schema.py checks the stored file against the installed TRL, so an upgrade that adds, drops
 or changes a field fails until the file is written again (and the new field is on the form without other work).
@@ -20,9 +20,9 @@ import types
 import typing
 from pathlib import Path
 
-from runs.protocol.trl_fields import INHERITED  # the group of the fields inherited from TrainingArguments
+from workers.training.protocol.trl_fields import INHERITED  # the group of the fields inherited from TrainingArguments
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "runs" / "protocol" / "grpo_config.json"
+SCHEMA_PATH = Path(__file__).resolve().parent / "protocol" / "grpo_config.json"
 
 _SECTION = re.compile(r"^\s*> Parameters that control (.+?)\s*$")
 _PARAM = re.compile(r"^\s+(\w+) \(")

@@ -1,0 +1,68 @@
+"""The processes a worker starts (the training and evaluation programs, TRL's vLLM server, the demo's servers): the
+environment they may see, dying with their parent, stopping a process group, and waiting until a server answers."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+from django.conf import settings
+
+# What the training process may see of our environment: nothing secret (no DATABASE_URL, SECRET_KEY, REDIS_URL).
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+              "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def training_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    env["PYTHONPATH"] = str(settings.BASE_DIR)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In a child, before exec: ``sig`` when its parent dies (a parent killed with -9 included). The training
+    process gets SIGKILL when its supervisor dies; the demo's servers get SIGTERM when the demo does."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, sig)  # PR_SET_PDEATHSIG
+
+
+def stop(proc: subprocess.Popen, grace: float = 3.0) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds. A Ray run's job: stop_job."""
+    if proc.poll() is not None:
+        return
+    if proc.pid is None:  # a workers.rayjobs.RayJob
+        proc.stop()
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def wait_until_answers(proc: subprocess.Popen, url: str, timeout: float, *, what: str, every: float = 1.0) -> None:
+    """Return once ``url`` answers 200, while ``proc`` (the server behind it) lives; RuntimeError, with the server
+    killed, when it exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(every)
+    proc.kill()
+    raise RuntimeError(f"{what} did not answer within {timeout:g} s")
