@@ -27,8 +27,9 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
+
+from workers.processes import wait_until_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = int(os.environ.get("SMOKE_STEPS", "6"))
@@ -96,17 +97,11 @@ def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subpro
     proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", str(model), "--port",
                              str(port), "--gpu_memory_utilization", str(memory)], cwd=ROOT, env=env(gpu),
                             stdout=open(log, "wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the vLLM server exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health/", timeout=2).status == 200:
-                return proc, port
-        except OSError:
-            time.sleep(2)
-    proc.kill()
-    raise RuntimeError("the vLLM server did not come up in 180 s")
+    try:
+        wait_until_answers(proc, f"http://127.0.0.1:{port}/health/", 180, what="the vLLM server", every=2)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}: {log.read_text(errors='replace')[-2000:]}") from None
+    return proc, port
 
 
 class GpuSampler:

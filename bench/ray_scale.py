@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from workers.processes import wait_until_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, length: int) -> Path:
@@ -82,13 +83,11 @@ def start_head() -> tuple[subprocess.Popen, str]:
          "--disable-usage-stats"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     address = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if urllib.request.urlopen(address + "/api/version", timeout=1).status == 200:
-                return proc, address
-        except OSError:
-            time.sleep(1)
-    raise SystemExit("the Ray head did not start")
+    try:
+        wait_until_answers(proc, address + "/api/version", 120, what="the Ray head (ray start)")
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
+    return proc, address
 
 
 def stop_session(sid: int) -> None:

@@ -26,14 +26,22 @@ REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it load
 TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK, DATASET_IMPORT, REWARD_REPLAY,
          REJECTION_SAMPLE)
 
+# The queues, named once: settings route by them, `manage.py run_worker` and docker-compose's workers serve them.
+DEFAULT_QUEUE = "default"  # short jobs of the web side: imports, re-tagging
+SANDBOX_QUEUE = "sandbox"  # users' code on demand: the editor's Test, contract checks, replays
+TRAINING_QUEUE = "training"  # CPU runs; "training-gpuN" for runs of N GPUs (training_queue)
+RAY_QUEUE = "training-ray"  # runs for a Ray cluster, served by the workers that have one
+ROUTES = {TRAIN_RUN: {"queue": TRAINING_QUEUE}, REWARD_TEST: {"queue": SANDBOX_QUEUE},
+          REWARD_CONTRACT_CHECK: {"queue": SANDBOX_QUEUE}, REWARD_REPLAY: {"queue": SANDBOX_QUEUE}}
+
 
 def training_queue(gpus: int, engine: str = "local") -> str:
     """Runs are routed by the GPUs they need: "training" for CPU runs, "training-gpuN" for N GPUs. A worker with N
     GPUs serves training-gpu1 .. training-gpuN (see `manage.py run_worker`), one run at a time. A Ray run goes to
     "training-ray", served by the workers that have a Ray cluster (RAY_ADDRESS): the cluster places its GPUs."""
     if engine == "ray":
-        return "training-ray"
-    return "training" if gpus <= 0 else f"training-gpu{gpus}"
+        return RAY_QUEUE
+    return TRAINING_QUEUE if gpus <= 0 else f"{TRAINING_QUEUE}-gpu{gpus}"
 
 
 def enqueue(name: str, *, args: list | None = None, kwargs: dict | None = None, queue: str | None = None

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from grpo_web import queues
 from grpo_web.env import envbool, envfloat, envhttp, envint, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -107,10 +108,8 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_IGNORE_RESULT = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"workers.tasks.train_run": {"queue": "training"}, "workers.tasks.reward_test": {"queue": "sandbox"},
-                      "workers.tasks.reward_contract_check": {"queue": "sandbox"},
-                      "workers.tasks.reward_replay": {"queue": "sandbox"}}
+CELERY_TASK_DEFAULT_QUEUE = queues.DEFAULT_QUEUE
+CELERY_TASK_ROUTES = queues.ROUTES
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("GRPO_VISIBILITY_TIMEOUT", str(12 * 3600))}
 CELERY_TASK_ALWAYS_EAGER = False  # never run work inline: a missing broker is an error

@@ -13,8 +13,6 @@ from runs.models import Run
 
 def model_problems(model: str) -> list[str]:
     """A local model folder must hold a config.json; a hub id must at least look like one (org/name)."""
-    from runs.paths import resolve_model
-
     path = Path(resolve_model(model))
     if path.is_absolute() or model.startswith((".", "~")) or path.exists():
         if not (path / "config.json").is_file():

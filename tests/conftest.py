@@ -16,12 +16,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+
+from workers.processes import wait_until_answers
 
 STRICT = os.environ.get("CI", "").lower() == "true"
 # Playwright's sync API runs an event loop in the test thread; the ORM calls around it are still synchronous.
@@ -236,16 +237,11 @@ def running_web_server(env: dict, log: Path):
             cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
 
-    def up():
-        if proc.poll() is not None:
-            raise AssertionError(f"uvicorn exited:\n{log.read_text()[-3000:]}")
-        try:
-            return urllib.request.urlopen(url + "/login/", timeout=1).status == 200
-        except OSError:
-            return False
-
     try:
-        wait_for(up, timeout=60, what="the web server")
+        try:
+            wait_until_answers(proc, url + "/login/", 60, what="uvicorn", every=0.2)
+        except RuntimeError as exc:
+            raise AssertionError(f"{exc}:\n{log.read_text()[-3000:]}") from None
         yield url
     finally:
         stop_process(proc)
@@ -327,16 +323,11 @@ def ray_cluster(tmp_path_factory):
             cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     address = f"http://127.0.0.1:{dashboard}"
 
-    def jobs_api_up():
-        if proc.poll() is not None:
-            raise AssertionError(f"ray start exited:\n{log.read_text()[-3000:]}")
-        try:
-            return urllib.request.urlopen(address + "/api/version", timeout=1).status == 200
-        except OSError:
-            return False
-
     try:
-        wait_for(jobs_api_up, timeout=120, interval=1, what="the Ray head's Jobs API")
+        try:
+            wait_until_answers(proc, address + "/api/version", 120, what="the Ray head's Jobs API (ray start)")
+        except RuntimeError as exc:
+            raise AssertionError(f"{exc}:\n{log.read_text()[-3000:]}") from None
         yield address
     finally:
         stop_session(proc.pid)

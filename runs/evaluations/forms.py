@@ -13,7 +13,7 @@ from workers.training.protocol.config import EVAL_FIELDS
 
 
 class EvaluationForm(forms.Form):
-    """A standalone evaluation of one of ``run``'s models (runs.evaluations.evaluation_create). The settings start at
+    """A standalone evaluation of one of ``run``'s models (runs.evaluations.services.evaluation_create). The settings start at
     the run's own evaluation settings, so a standalone result compares with the periodic ones."""
 
     SETTINGS = {"eval_num_samples": "k", "eval_max_prompts": "max prompts", "eval_temperature": "temperature",

@@ -87,7 +87,7 @@ class ImportedRun:
     environment: dict = field(default_factory=dict)  # TRL's environment_factory: as a tool, or {} for none
     config: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
-    evaluation: dict = field(default_factory=dict)  # workers.config.EvalFields
+    evaluation: dict = field(default_factory=dict)  # workers.training.protocol.config.EvalFields
     requested_gpus: int = 0
     engine: str = "local"  # local, or ray: trained on a worker's Ray cluster (README "Scale out")
     num_workers: int = 1  # Ray Train workers of a Ray run

@@ -20,7 +20,7 @@ from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.forms import RunForm
 from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace
-from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_reap_stale, run_resume, run_retry
+from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.live import sse_response
 from runs.models import Dataset, Run
@@ -130,10 +130,7 @@ async def run_events(request, pk):
 
 @require_GET
 def run_progress_json(request, pk):
-    run = visible_run(request, pk)
-    if run.status == Run.Status.RUNNING:
-        run_reap_stale()  # a run looked at whose worker died is settled now, not at the next heartbeat
-        run.refresh_from_db()
+    run = visible_run(request, pk)  # a read: a run whose worker died is settled by a live worker's beat (its reaper)
     pace = run_pace(run)
     tail = log_tail(run.run_dir / "train.log", 30)
     return JsonResponse({

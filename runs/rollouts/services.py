@@ -24,7 +24,7 @@ RETAG_INLINE_ROWS = 20_000  # a run with more rollouts is re-tagged by a task on
 
 
 def run_reflection_phrases_update(*, run: Run, phrases: list[str]) -> bool:
-    """Save a run's edited phrase list (``runs.reflection.clean_phrases`` first) and re-tag its stored rollouts:
+    """Save a run's edited phrase list (``runs.rollouts.reflection.clean_phrases`` first) and re-tag its stored rollouts:
     here for a small run, by a task for a large one. Returns True when the re-tagging was queued."""
     from runs.models import Rollout
 

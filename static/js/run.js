@@ -208,7 +208,7 @@ function groupCard(group, data) {
     header, prompt, formula, table, ...tokens);
 }
 
-const GROUPS_PAGE = 32; // the server's page of groups (runs.selectors.STEP_GROUPS_PAGE)
+const GROUPS_PAGE = 32; // the server's page of groups (runs.rollouts.selectors.STEP_GROUPS_PAGE)
 
 async function showStep(step, { scroll = false, from = null } = {}) {
   shownStep = Number(step);

@@ -1,4 +1,4 @@
-"""Runs whose rollouts and metrics come in through the real ingest path (runs.ingest.ingest_events), for the
+"""Runs whose rollouts and metrics come in through the real ingest path (runs.rollouts.ingest.ingest_events), for the
 inspection tests: every derived column (prompt key, zero variance, reflection tags) is the ingest's own.
 
 The advantages here are made up by the textbook definition (statistics.stdev, independent of runs.rollouts.groups):

@@ -7,7 +7,7 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from grpo_web.queues import training_queue
+from grpo_web.queues import DEFAULT_QUEUE, SANDBOX_QUEUE, training_queue
 from workers.registry import detect_gpus
 
 
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         if settings.GRPO_RAY_ADDRESS:
             queues.append(training_queue(0, "ray"))  # runs for the Ray cluster: this worker submits and watches them
         if sandbox:
-            queues += ["sandbox", "default"]
+            queues += [SANDBOX_QUEUE, DEFAULT_QUEUE]
         self.stdout.write(f"{gpus} GPU(s); queues: {', '.join(queues)}")
         os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", ",".join(queues),
                                   "--concurrency", "1", "--prefetch-multiplier", "1", "-n", name, "-l", "INFO"])
