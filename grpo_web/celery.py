@@ -15,7 +15,7 @@ _stop_heartbeat = threading.Event()
 
 @worker_init.connect
 def _start_embedded_redis(**kwargs):
-    from grpo_web.embedded import ensure_configured_redis
+    from grpo_web.embedded import ensure_configured_redis  # signal handlers: Django is set up only by now
 
     ensure_configured_redis()
 
@@ -23,7 +23,7 @@ def _start_embedded_redis(**kwargs):
 @worker_ready.connect
 def _announce(sender, **kwargs):
     """Register this worker (host, GPUs, vLLM, queues) and start its heartbeat, which also runs the reaper."""
-    from workers.registry import announce, start_heartbeat
+    from workers.registry import announce, start_heartbeat  # needs the app registry, ready only by now
 
     queues = sorted(q.name for q in sender.app.amqp.queues.consume_from.values()) if sender else []
     announce(sender.hostname, queues)

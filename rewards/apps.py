@@ -5,7 +5,7 @@ from django.db.models.signals import post_save
 
 def _install_builtins(sender, instance, created, **kwargs):
     if created:
-        from rewards.services import reward_builtins_install
+        from rewards.services import reward_builtins_install  # an AppConfig module loads before the models
 
         reward_builtins_install(owner=instance)
 

@@ -24,6 +24,9 @@ import json
 import re
 import threading
 
+from rewards.sandbox import SandboxError
+from rewards.sandbox.code import CodeRunner
+
 TIME_S = 2.0
 MEMORY_MB = 256
 SLOT = 3999  # the code-test template's sandbox slot (uid 61000 + slot), apart from the runs' reward slots
@@ -72,8 +75,6 @@ def runner():
     global _runner
     with _lock:
         if _runner is None:
-            from rewards.sandbox.code import CodeRunner
-
             _runner = CodeRunner(slot=SLOT, time_s=TIME_S, memory_mb=MEMORY_MB)
             atexit.register(_runner.close)
         return _runner
@@ -81,8 +82,6 @@ def runner():
 
 def code_tests(completions, tests, log_extra=None, **kwargs):
     """The share of the row's tests each completion's code passes; 0.0 without code, None without tests."""
-    from rewards.sandbox import SandboxError
-
     rows = [(extract_code(c), parse_tests(t)) for c, t in zip(completions, tests, strict=True)]
     jobs = [(code, cases) for code, cases in rows if code is not None and cases]
     try:

@@ -1,4 +1,7 @@
+from rewards.library import ENVIRONMENTS
+from rewards.library import source as library_source
 from rewards.models import RewardFunctionVersion
+from rewards.toolspec import ToolError, environment_signature, tool_signature
 
 
 def reward_specs(rewards: list[dict]) -> list[dict]:
@@ -32,8 +35,6 @@ def tool_specs(tools: list[dict]) -> list[dict]:
 def environment_spec(environment: dict | None) -> dict | None:
     """A run's environment ({name, builtin} or {name, version_id}) with its pinned code, for the trainer; a library
     environment's class is the library's (rewards.library.ENVIRONMENTS)."""
-    from rewards.library import ENVIRONMENTS
-
     if not environment:
         return None
     if environment.get("version_id"):
@@ -45,9 +46,6 @@ def environment_spec(environment: dict | None) -> dict | None:
 
 def environment_problems(spec: dict | None) -> list[str]:
     """Why an environment class cannot be offered to TRL (its methods, read without running it)."""
-    from rewards.library import source as library_source
-    from rewards.toolspec import ToolError, environment_signature
-
     if not spec:
         return []
     try:
@@ -60,9 +58,6 @@ def environment_problems(spec: dict | None) -> list[str]:
 
 def tool_problems(specs: list[dict]) -> list[str]:
     """Why a tool cannot be offered to the model (its signature, read without running it), naming the tool."""
-    from rewards.library import source as library_source
-    from rewards.toolspec import ToolError, tool_signature
-
     problems = []
     for s in specs:
         try:

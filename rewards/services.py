@@ -7,7 +7,7 @@ import ast
 from django.db import transaction
 from django.db.models import Max
 
-from rewards.library import NAMES, source
+from rewards.library import NAMES, TOOLS, source
 from rewards.models import RewardFunction, RewardFunctionVersion
 from rewards.toolspec import ToolError, environment_signature, tool_signature
 
@@ -88,8 +88,6 @@ def docstring(code: str, entrypoint: str) -> str:
 def tool_builtins_install(*, owner, names=None) -> list[RewardFunction]:
     """Give ``owner`` an editable copy of each library tool (the calculator), kind "tool"; names they have are
     skipped."""
-    from rewards.library import TOOLS
-
     created = []
     for name in TOOLS if names is None else names:
         if not RewardFunction.objects.filter(owner=owner, name=name).exists():

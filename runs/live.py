@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import redis
+import redis.asyncio as aioredis
 from django.conf import settings
+from django.http import StreamingHttpResponse
 
 from grpo_web.embedded import ensure_configured_redis
 
@@ -18,8 +21,6 @@ def channel(run_id: int) -> str:
 def redis_client():
     global _client
     if _client is None:
-        import redis
-
         ensure_configured_redis()
         _client = redis.Redis.from_url(settings.REDIS_URL)
     return _client
@@ -33,13 +34,9 @@ def sse_response(run_ids: list[int]):
     """Server-sent events carrying the runs' pushes on one connection: "open" once subscribed (pages refetch then, so
     nothing published before is lost), then one message per push, its payload with ``run`` set to the run's id, and
     a comment every 15 s of quiet to keep the connection open."""
-    from django.http import StreamingHttpResponse
-
     runs_by_channel = {channel(pk).encode(): pk for pk in run_ids}
 
     async def stream():
-        import redis.asyncio as aioredis
-
         client = aioredis.Redis.from_url(settings.REDIS_URL)
         pubsub = client.pubsub()
         await pubsub.subscribe(*runs_by_channel)

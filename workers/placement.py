@@ -18,7 +18,6 @@ from runs.rollouts.ingest import Fenced
 from workers.processes import die_with_parent, training_env, wait_until_answers
 from workers.registry import detect_gpus
 
-
 SLOTS_PER_PROCESS = 128
 
 

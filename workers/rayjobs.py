@@ -14,6 +14,7 @@ from pathlib import Path
 
 from runs.models import Run
 from workers.training.protocol.resources import rank_folder
+from workers.training.ray_train import ERROR_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +117,6 @@ class RayJob:
     def copy_logs(self) -> None:
         """Append what the job printed since the last call to the run's train.log (its Log tab), and remember the
         job's own error line (workers.training.ray_train prints it)."""
-        from workers.training.ray_train import ERROR_PREFIX
-
         self.next_log = time.monotonic() + LOG_SECONDS
         try:
             text = self.client.get_job_logs(self.id)

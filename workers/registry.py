@@ -16,6 +16,14 @@ import threading
 from django.db import close_old_connections
 from django.utils import timezone
 
+from grpo_web.embedded import ensure_configured_redis
+from grpo_web.queues import claim_turn
+from runs.evaluations.services import evaluation_redispatch
+from runs.lifecycle.services import run_reap_stale, run_redispatch
+from runs.models import Worker
+from runs.recipes.services import recipes_advance
+from runs.sampling.services import rejection_job_redispatch
+
 log = logging.getLogger(__name__)
 BEAT_SECONDS = int(os.environ.get("GRPO_WORKER_BEAT", "15"))
 
@@ -41,8 +49,6 @@ def vllm_installed() -> bool:
 
 
 def announce(name: str, queues: list[str]) -> None:
-    from runs.models import Worker
-
     now = timezone.now()
     Worker.objects.update_or_create(name=name, defaults={
         "hostname": socket.gethostname(), "queues": queues, "gpus": detect_gpus(), "vllm": vllm_installed(),
@@ -54,12 +60,7 @@ def announce(name: str, queues: list[str]) -> None:
 def dispatch_lost_work() -> None:
     """Runs, evaluations and rejection-sampling jobs queued in the database whose message the broker no longer has:
     sent again (once per beat period across all workers)."""
-    from grpo_web import queues
-    from runs.evaluations.services import evaluation_redispatch
-    from runs.lifecycle.services import run_redispatch
-    from runs.sampling.services import rejection_job_redispatch
-
-    if not queues.claim_turn("dispatch", max(1, BEAT_SECONDS - 1)):
+    if not claim_turn("dispatch", max(1, BEAT_SECONDS - 1)):
         return
     for run in run_redispatch():
         log.warning("run %s was queued but the broker had lost it: sent again", run.pk)
@@ -70,17 +71,12 @@ def dispatch_lost_work() -> None:
 
 
 def beat(name: str, queues: list[str]) -> None:
-    from grpo_web.embedded import ensure_configured_redis
-    from runs.lifecycle.services import run_reap_stale
-    from runs.models import Worker
-
     ensure_configured_redis()  # the embedded Redis, if it died, is started again (with its append-only file)
     if not Worker.objects.filter(name=name).update(last_seen=timezone.now()):
         announce(name, queues)  # the row went away (an admin cleaned up): say who we are again
     for run in run_reap_stale():
         log.warning("reaped run %s: %s", run.pk, run.error)
     dispatch_lost_work()
-    from runs.recipes.services import recipes_advance
 
     recipes_advance()  # a stage that ended while no supervisor was there to say so
 

@@ -4,17 +4,21 @@ worker per function for the whole replay. The arithmetic and the storing are ``r
 
 from __future__ import annotations
 
+from billiard.process import current_process
+from django.conf import settings
+
+from rewards.builtins import BUILTINS
 from rewards.selectors import reward_specs
+from runs.models import Replay
+from runs.rollouts.services import replay_execute
 from workers.training.protocol.config import RewardSpec
+from workers.training.rewarding import SandboxedReward
 
 
 class ReplayScorer:
     """Callable ``(rows, rewards) -> per-row lists of per-function rewards``; close() ends its sandboxes."""
 
     def __init__(self, rewards: list[dict], *, slot_base: int, allow_weak: bool, max_faults: int = 3):
-        from rewards.builtins import BUILTINS
-        from workers.training.rewarding import SandboxedReward
-
         self.funcs, self.closers = [], []
         for slot, spec in enumerate(RewardSpec(**r) for r in reward_specs(rewards)):
             if spec.builtin:
@@ -45,16 +49,10 @@ def _plain(value) -> float | None:
 def slot_base() -> int:
     """Sandbox slots of this pool process's replays: 2000 + 16 per Celery pool process, clear of the reward tests'
     (1 + index) and the training runs' (100 + 16 × index)."""
-    from billiard.process import current_process
-
     return 2000 + 16 * (getattr(current_process(), "index", 0) or 0)
 
 
 def replay_run(replay_id: int) -> None:
-    from django.conf import settings
-
-    from runs.models import Replay
-    from runs.rollouts.services import replay_execute
     replay = Replay.objects.get(pk=replay_id)
     try:
         scorer = ReplayScorer(replay.rewards, slot_base=slot_base(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK,

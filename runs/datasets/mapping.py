@@ -9,12 +9,16 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+import jinja2
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from runs.datasets.importing import MAX_ERRORS, DatasetError, column_kind, prompt_ok, prompt_problem
 
@@ -299,12 +303,6 @@ def render_chat(template: ChatTemplate, messages: list[dict]) -> str:
     """Apply the template with add_generation_prompt=True, as TRL does for conversational prompts.
 
     A sandboxed, immutable Jinja environment with the globals transformers gives templates."""
-    from datetime import datetime
-
-    import jinja2
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 

@@ -14,9 +14,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.db.models import Count
 
-from runs.datasets.importing import DatasetError
+from runs.datasets.importing import DatasetError, column_kind
 from runs.datasets.mapping import ChatTemplate, Mapping, find_chat_template, preview_rows, render_chat
 from runs.models import DatasetVersion
+from runs.paths import resolve_model
 
 ROWS_PER_PAGE = 50
 
@@ -54,8 +55,6 @@ def dataset_rows(version: DatasetVersion, *, q: str = "", page: int = 1, per_pag
 
 
 def _text_columns(schema: pa.Schema) -> list[str]:
-    from runs.datasets.importing import column_kind
-
     return [f.name for f in schema if column_kind(f.type) in ("text", "messages")]
 
 
@@ -140,15 +139,13 @@ def dataset_preview(version: DatasetVersion, mapping: Mapping, *, model: str = "
 
 
 def _chat_template(model: str) -> ChatTemplate | None:
-    from runs.paths import resolve_model
-
     resolved = Path(resolve_model(model))
     if resolved.is_dir():
         return find_chat_template(resolved)
     if model.startswith((".", "/", "~")) or model.count("/") > 1:
         return None
     try:  # a hub id: only what this machine already has, the web process never downloads
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # only for hub ids; it is slow to import
 
         for name in ("chat_template.jinja", "tokenizer_config.json"):
             cached = try_to_load_from_cache(model, name)

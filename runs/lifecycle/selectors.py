@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Case, F, FloatField, OuterRef, Q, Subquery, Value, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from grpo_web.sharing import teams_of
-from runs.models import Run
+from runs.models import Evaluation, Run, StepMetric
 
 RECENT_STEPS = 20  # the pace is measured over the last steps logged
 
@@ -83,12 +85,6 @@ def dashboard_runs(owner, *, q: str = "", status: str = "", dataset: str = "", m
     """The runs ``owner`` may see (theirs and those their teams share), searched (name, model, dataset), filtered
     (``scope``: mine or shared; ``team``: shared with that team of theirs) and sorted, with the latest reward, the
     latest mean@k and a sparkline of the reward. Unknown filter or sort values are ignored, never an error."""
-    from django.db.models import Case, F, FloatField, OuterRef, Subquery, Value, When
-    from django.db.models.fields.json import KeyTextTransform
-    from django.db.models.functions import Cast
-
-    from runs.models import Evaluation, StepMetric
-
     mine = Run.objects.visible_to(owner)
     runs = mine.select_related("dataset_version__dataset", "owner")
     if scope == "mine":

@@ -149,6 +149,7 @@ def text_search(q: str):
     """Full-text search: PostgreSQL's (stemmed English words, web-search syntax: "a phrase", -word, or); on SQLite
     the same syntax over plain substrings."""
     if connection.vendor == "postgresql":
+        # PostgreSQL only: django.contrib.postgres needs psycopg, which a SQLite install may not have
         from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorExact
 
         return SearchVectorExact(SearchVector("completion", config="english"),

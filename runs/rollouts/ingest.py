@@ -18,11 +18,12 @@ from datetime import datetime, timezone
 import orjson
 from django.db import connection, transaction
 
+from runs.evaluations.services import store_periodic
 from runs.models import Rollout, Run, StepMetric, reward_bucket
-from workers.training.protocol.events import parse_event, read_lines
 from runs.rollouts.groups import group_stats
 from runs.rollouts.reflection import matcher, reflection_mask
 from runs.text import as_text, json_safe, prompt_key
+from workers.training.protocol.events import parse_event, read_lines
 
 ROLLOUT_COLUMNS = ("run_id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
                    "reward_bucket", "advantage", "length", "truncated", "zero_std", "reflections", "reflective",
@@ -116,7 +117,7 @@ _COPY_TYPES = ["int8", "int4", "int4", "int4", "text", "text", "text", "bytea", 
 
 
 def _copy(raw, target: str, columns: str, rows: Iterable[tuple]) -> int:
-    from psycopg.copy import QueuedLibpqWriter
+    from psycopg.copy import QueuedLibpqWriter  # PostgreSQL only: SQLite installs have no psycopg to load
 
     n = 0
     # a writer thread sends while this one formats the next rows, and the server inserts meanwhile
@@ -131,7 +132,7 @@ def _copy(raw, target: str, columns: str, rows: Iterable[tuple]) -> int:
 def _copy_rollouts(table: str, columns: str, rows: Callable[[], Iterable[tuple]]) -> int:
     """COPY straight into the table; when a key is already there (the log is read again after a restart), COPY into
     a temporary table instead and insert only the new keys."""
-    from psycopg.errors import UniqueViolation
+    from psycopg.errors import UniqueViolation  # PostgreSQL only, as above
 
     with connection.cursor() as cursor:
         raw = cursor.cursor  # psycopg's own cursor, for COPY
@@ -194,8 +195,6 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
                 run.checkpoint_step = event["step"]
                 run.save(update_fields=["checkpoint_step"])
             elif event["type"] == "eval":
-                from runs.evaluations.services import store_periodic
-
                 store_periodic(run, event)
                 evaluated.append(event["step"])
             elif event["type"] == "metrics":

@@ -15,6 +15,7 @@ from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 
 from runs.models import Evaluation, Rollout, Run
+from runs.rollouts.criteria import criterion_for
 from runs.rollouts.detectors import run_detectors
 from runs.rollouts.reflection import matcher
 from runs.rollouts.selectors import metric_series
@@ -109,8 +110,6 @@ def reflection_tracker(run: Run) -> dict:
 # --- prompts -----------------------------------------------------------------------------------------------------
 
 def _criterion(run: Run, solved_by: str, threshold: float):
-    from runs.rollouts.criteria import criterion_for
-
     return criterion_for([run], solved_by, threshold)  # CriterionError (a ValueError) names a bad choice
 
 

@@ -7,11 +7,17 @@ import tempfile
 from pathlib import Path
 
 from django.db import transaction
+from django.db.models import Count, F
+from django.utils import timezone
 
 from grpo_web import queues
 from runs.datasets.importing import DatasetError
 from runs.datasets.services import dataset_import, datasets_dir
-from runs.models import DatasetVersion, Run
+from runs.models import DatasetVersion, Replay, ReplayRow, Rollout, Run
+from runs.rollouts.exports import write_sft_jsonl
+from runs.rollouts.filters import filtered
+from runs.rollouts.reflection import matcher, reflection_mask
+from runs.rollouts.replay import replay_step
 
 
 def run_detector_thresholds_update(*, run: Run, thresholds: dict) -> None:
@@ -26,8 +32,6 @@ RETAG_INLINE_ROWS = 20_000  # a run with more rollouts is re-tagged by a task on
 def run_reflection_phrases_update(*, run: Run, phrases: list[str]) -> bool:
     """Save a run's edited phrase list (``runs.rollouts.reflection.clean_phrases`` first) and re-tag its stored rollouts:
     here for a small run, by a task for a large one. Returns True when the re-tagging was queued."""
-    from runs.models import Rollout
-
     run.reflection_phrases = phrases
     run.save(update_fields=["reflection_phrases"])
     if Rollout.objects.filter(run=run)[:RETAG_INLINE_ROWS + 1].count() <= RETAG_INLINE_ROWS:
@@ -40,9 +44,6 @@ def run_reflection_phrases_update(*, run: Run, phrases: list[str]) -> bool:
 def rollout_reflections_retag(*, run_id: int, chunk: int = 5000) -> int:
     """Match the run's current phrase list against its stored completions; update the rows whose tags changed.
     Returns how many changed."""
-    from runs.models import Rollout
-    from runs.rollouts.reflection import matcher, reflection_mask
-
     run = Run.objects.get(pk=run_id)
     phrases = tuple(run.reflection_phrases)
     find = matcher(phrases).find
@@ -68,8 +69,6 @@ def dataset_from_rollouts(*, run: Run, data: dict, threshold: float, name: str =
     """Rejection sampling: the run's completions (with the browser's filters) whose total reward is at least
     ``threshold``, as a new dataset of the run's owner in TRL's prompt-completion SFT format (columns ``prompt`` and
     ``completion``; the prompt as the run stored it, as text). DatasetError when no completion qualifies."""
-    from runs.rollouts.exports import write_sft_jsonl
-
     with tempfile.TemporaryDirectory(dir=datasets_dir(), prefix=".sft-") as workdir:
         path = Path(workdir) / "sft.jsonl"
         if not write_sft_jsonl(run, data, threshold, path):
@@ -88,11 +87,6 @@ def replay_create(*, run: Run, owner, rewards: list[dict], filters: dict):
     """Queue a replay of the steps holding a rollout that passes the browser's ``filters`` (every completion of each
     step: TRL normalizes over groups, and over the whole batch under scale_rewards=batch), re-scored by ``rewards``
     (the run's list with other weights or versions). ValueError when nothing matches or it is too large."""
-    from django.db.models import Count
-
-    from runs.models import Replay, Rollout
-    from runs.rollouts.filters import filtered
-
     steps = sorted(set(filtered(run, filters).order_by().values_list("step", flat=True).distinct()))
     if not steps:
         raise ValueError("no stored rollout passes these filters")
@@ -113,12 +107,6 @@ def replay_execute(*, replay_id: int, score) -> None:
     """Run a queued replay: each step's stored rows re-scored by ``score(rows, specs) -> per-row lists of per-function
     rewards`` (the worker's, which runs user code in the sandbox), turned into TRL's rewards and advantages
     (runs.rollouts.replay), stored with the progress after each step; the summary at the end."""
-    from django.db.models import F
-    from django.utils import timezone
-
-    from runs.models import Replay, ReplayRow, Rollout
-    from runs.rollouts.replay import replay_step
-
     replay = Replay.objects.select_related("run").get(pk=replay_id)
     run = replay.run
     config = {**(run.config_extra or {}), **(run.config or {})}

@@ -8,13 +8,17 @@ import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.db.models import F
+from django.db.models.functions import Abs
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from rewards.models import RewardFunctionVersion
 from runs.access import async_chunks, visible_run, writable_run
 from runs.datasets.importing import DatasetError
+from runs.models import Replay
 from runs.rollouts import inspection
 from runs.rollouts.detectors import ThresholdsForm
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
@@ -57,8 +61,6 @@ def run_rollouts(request, pk):
 
 def _replay_choices(run) -> list[dict]:
     """The replay form's rows: each reward of the run with its weight and, for a user's function, its versions."""
-    from rewards.models import RewardFunctionVersion
-
     pinned = RewardFunctionVersion.objects.in_bulk([r["version_id"] for r in run.rewards if r.get("version_id")])
     choices = []
     for i, r in enumerate(run.rewards):
@@ -283,8 +285,6 @@ REPLAY_ROWS_SHOWN = 500
 def _replay_rewards(request, run) -> list[dict]:
     """The run's reward list with the weights and versions posted (weight-<i>, version-<i>); a version must be one
     of the same function's, visible to the user. ValueError on a bad value."""
-    from rewards.models import RewardFunctionVersion
-
     rewards = []
     for i, r in enumerate(run.rewards):
         weight = _number(request.POST.get(f"weight-{i}", r.get("weight", 1.0)), None)
@@ -320,8 +320,6 @@ def run_replay_new(request, pk):
 
 
 def _visible_replay(request, pk, replay_id):
-    from runs.models import Replay
-
     run = visible_run(request, pk)
     replay = Replay.objects.filter(run=run, pk=replay_id).first()
     if replay is None:
@@ -339,9 +337,6 @@ def run_replay(request, pk, replay_id):
 @require_GET
 def run_replay_json(request, pk, replay_id):
     """Progress, the per-step summary, and the rows whose advantage moved most (all of them up to 500)."""
-    from django.db.models import F
-    from django.db.models.functions import Abs
-
     run, replay = _visible_replay(request, pk, replay_id)
     rows = list(replay.rows.annotate(moved=Abs(F("new_advantage") - F("old_advantage"))).order_by("-moved", "step",
                                                                                                      "index")

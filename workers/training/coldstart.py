@@ -8,13 +8,17 @@ No Django here; offline (the data is generated locally).
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
+
+from rewards.library import source
+from rewards.toolspec import stand_in, tool_signature
+from workers.training.demo_data import arithmetic_rows, arithmetic_tool_rows
+from workers.training.tinymodel import build_tiny_model
 
 
 def cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
     """Prompt-completion pairs in TRL's format: the demo's arithmetic prompts, answered with a short trace."""
-    from workers.training.demo_data import arithmetic_rows
-
     rows = []
     for row in arithmetic_rows(n, seed=seed):
         expression = row["prompt"].removeprefix("What is ").rstrip("?")
@@ -27,13 +31,7 @@ def tool_cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
     """Conversations that call the ``calculator`` tool and box its result, in TRL's conversational prompt-completion
     format with the tool schemas in a ``tools`` column: the cold start of the tool demo's model (tiny-tools-sft),
     so that a GRPO run with the calculator sees tool calls from its first step."""
-    import json
-
     from transformers.utils import get_json_schema
-
-    from rewards.library import source
-    from rewards.toolspec import stand_in, tool_signature
-    from workers.training.demo_data import arithmetic_tool_rows
 
     # the schema TRL shows the model in a run (transformers' get_json_schema of the tool's signature), as JSON text:
     # SFTTrainer reads a ``tools`` column of JSON text
@@ -86,10 +84,6 @@ def build_tool_model(out_dir: str | Path, *, steps: int = TOOL_STEPS, seed: int 
     """The tool demo's model ('tiny-tools'): the tiny model with its Qwen-style tool chat template
     (``build_tiny_model(tools=True)``), cold-started on calculator calls so that it calls the tool from a GRPO run's
     first step. Offline, a minute or two on a CPU."""
-    import tempfile
-
-    from workers.training.tinymodel import build_tiny_model
-
     with tempfile.TemporaryDirectory() as base:
         build_tiny_model(base, tools=True, seed=seed)
         return cold_start(base, out_dir, steps=steps, seed=seed, tools=True, batch_size=16, learning_rate=1e-2)

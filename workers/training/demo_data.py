@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import string
@@ -158,8 +159,6 @@ def python_task_rows(n: int = 120, *, seed: int = 0, tests_per_row: int = 4) -> 
     """Small Python tasks with tests, for the ``code_tests`` reward: ``{"prompt": ..., "tests": "<JSON list>",
     "task": "add", "solution": "<reference code>"}``. ``tests`` is JSON text of assert statements or of
     ``{"input", "output"}`` pairs (one kind per row), so the column has one type in every row."""
-    import json
-
     rng = random.Random(seed)
     rows = []
     for i in range(n):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import re
 import sys
@@ -23,15 +24,16 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.training.protocol.config import EvalFields, RewardSpec
+from workers.training.protocol.config import EvalFields, RewardSpec, TrainConfig
 from workers.training.protocol.events import EventWriter
 from workers.training.protocol.scoring import TOTAL, criterion, majority
+from workers.training.rewarding import reward_functions
 
 
 def extract_answer(text: str) -> str | None:
     """The answer a completion commits to, normalised for voting: the last ``\\boxed{...}``, else what follows the
     last ``####``, else the last number; None when there is none."""
-    from rewards.library.accuracy import last_boxed
+    from rewards.library.accuracy import last_boxed  # math_verify loads sympy: not for the job file's readers
 
     answer = last_boxed(text)
     if answer is None and "####" in text:
@@ -214,8 +216,6 @@ class Evaluator:
 def vllm_usable(model: str) -> bool:
     """vLLM can sample ``model`` here: vLLM is installed, a GPU is present, and the model is a full model (a LoRA
     checkpoint holds an adapter alone, which transformers loads onto its base model and vLLM does not)."""
-    import importlib.util
-
     if importlib.util.find_spec("vllm") is None or (Path(model) / "adapter_config.json").is_file():
         return False
     import torch
@@ -340,9 +340,6 @@ class EvalJob:
 
 def run_job(job: EvalJob) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from workers.training.protocol.config import TrainConfig
-    from workers.training.rewarding import reward_functions
 
     events = EventWriter(job.event_log)
     closers = []

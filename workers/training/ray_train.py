@@ -17,7 +17,9 @@ import os
 import sys
 from pathlib import Path
 
+from workers.training.protocol.config import TrainConfig
 from workers.training.protocol.resources import RankTelemetry, rank_folder
+from workers.training.protocol.verl_keys import node_layout
 
 SHARED_STORAGE_EXIT = 3  # the exit code of a job whose nodes do not share the data directory
 ERROR_PREFIX = "grpo-web error: "  # the line the supervisor takes the job's error from
@@ -78,7 +80,6 @@ def train_worker(loop: dict) -> None:
     """One Ray Train worker: the training program, as one rank of a DDP group Ray Train has already formed."""
     import torch
 
-    from workers.training.protocol.config import TrainConfig
     from workers.training.train import run
 
     torch.set_num_threads(loop["threads"])
@@ -115,15 +116,12 @@ def verl_layout(gpus: int) -> tuple[int, int]:
     """(GPUs per node, nodes) for a verl run on ``gpus`` GPUs of the connected cluster (workers.training.protocol.verl_keys)."""
     import ray
 
-    from workers.training.protocol.verl_keys import node_layout
-
     return node_layout(gpus, [int(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n.get("Alive")])
 
 
 def train_verl(config_path: str, gpus: int) -> None:
     """verl's GRPO, driven from this job on the cluster it is connected to: verl places its own workers (one per
     GPU) through Ray, so the run's Ray workers are its GPUs."""
-    from workers.training.protocol.config import TrainConfig
     from workers.training.verl_run import run
 
     try:

@@ -8,7 +8,14 @@ No Django here: the web side calls :func:`build_tiny_model` from a management co
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+from jinja2 import Template
+
+from rewards.library import source
+from rewards.toolspec import stand_in, tool_signature
+from workers.training.demo_data import arithmetic_rows, arithmetic_tool_rows, word_problem_rows
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -50,12 +57,7 @@ def tool_chat_template() -> str:
 def _tool_corpus() -> list[str]:
     """Text in the tool template's shape (its system line, tool calls and responses), so the tokenizer spends few
     tokens on the markup every tool conversation carries."""
-    from jinja2 import Template
     from transformers.utils import get_json_schema
-
-    from rewards.library import source
-    from rewards.toolspec import stand_in, tool_signature
-    from workers.training.demo_data import arithmetic_tool_rows
 
     schema = get_json_schema(stand_in(tool_signature(source("calculator"), "calculator"), None))
     template = Template(tool_chat_template())
@@ -72,8 +74,6 @@ def _tool_corpus() -> list[str]:
 
 def _corpus() -> list[str]:
     """Text the tokenizer learns its merges from: the shapes of the demo data and of R1-style answers."""
-    from workers.training.demo_data import arithmetic_rows, word_problem_rows
-
     lines = [f"{r['question']} {r['answer']}" for r in word_problem_rows(300, seed=1)]
     for row in arithmetic_rows(500, seed=1):
         lines.append(row["prompt"])
@@ -148,6 +148,5 @@ def build_tiny_model(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size
 
 
 if __name__ == "__main__":  # python -m workers.training.tinymodel OUT_DIR
-    import sys
 
     print(build_tiny_model(sys.argv[1]))

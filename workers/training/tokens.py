@@ -18,7 +18,9 @@ Rows are found again after TRL shuffles and splits the generation batch by a ten
 from __future__ import annotations
 
 import os
+import queue
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -221,9 +223,6 @@ class ShardWriter:
     """A thread writing the shards handed to it, in order: tensors to Arrow columns, Parquet, atomic rename."""
 
     def __init__(self, directory: Path, texts: dict[int, str], num_generations: int):
-        import queue
-        import threading
-
         self.directory, self.texts, self.G = directory, texts, num_generations
         self.queue: queue.Queue = queue.Queue(maxsize=4)  # a writer this far behind slows training, not memory
         self.error: BaseException | None = None

@@ -15,6 +15,10 @@ import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from workers.training.protocol.config import TrainConfig
+from workers.training.protocol.events import EventWriter
+from workers.training.rewarding import reward_functions
+
 _lock = threading.Lock()
 _scorers: dict[str, "Scorer"] = {}
 
@@ -24,9 +28,6 @@ class Scorer:
     sandbox dies with the thread that started it, and verl calls compute_score from a pool of threads)."""
 
     def __init__(self, config_path: str):
-        from workers.training.protocol.config import TrainConfig
-        from workers.training.protocol.events import EventWriter
-
         self.config = TrainConfig.load(config_path)
         self.names = [r.name for r in self.config.rewards]
         self.events = EventWriter(self.config.event_log) if self.config.capture else None
@@ -34,8 +35,6 @@ class Scorer:
         self.funcs, self.weights, self.closers = self.thread.submit(self._start).result()
 
     def _start(self):
-        from workers.training.rewarding import reward_functions
-
         return reward_functions(self.config, self.events)
 
     def score(self, completion: str, extra_info: dict) -> dict:

@@ -1,5 +1,10 @@
+from pathlib import Path
+
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+from workers.training.coldstart import build_tool_model, cold_start
+from workers.training.tinymodel import build_tiny_model
 
 
 class Command(BaseCommand):
@@ -13,11 +18,6 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="rebuild even if it exists")
 
     def handle(self, *args, out, sft_out, tools_out, force, **options):
-        from pathlib import Path
-
-        from workers.training.coldstart import build_tool_model, cold_start
-        from workers.training.tinymodel import build_tiny_model
-
         if (Path(out) / "config.json").exists() and not force:
             self.stdout.write(f"tiny model already at {out}")
         else:
