@@ -23,7 +23,7 @@ import pytest
 from rewards.sandbox import Sandbox, SandboxCrash, SandboxError, SandboxTimeout, SandboxUnavailable, sandbox_support
 from rewards.sandbox import host as sandbox_host
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SETTINGS = REPO / "grpo_web" / "settings.py"
 SUPPORT = sandbox_support()
 pytestmark = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")
