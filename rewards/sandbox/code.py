@@ -64,7 +64,7 @@ class CodeRunner(Sandbox):
                                   "jobs": [{"code": code, "tests": cases} for code, cases in jobs]},
                                  use_bin_type=True)
             limit_s = self.timeout_s + tests * (self.time_s + 1.0)  # the template kills each test at time_s
-            return self._request(body, limit_s, lambda reply: self._results(reply, [len(t) for _, t in jobs]))
+            return self._request(body, limit_s, lambda reply: self._results(reply, [len(t) for _, t in jobs]))[0]
 
     def _results(self, reply, shape: list[int]) -> list[list[TestResult]]:
         """The template's reply, exactly as an honest template sends it; ValueError otherwise."""

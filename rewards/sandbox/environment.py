@@ -16,10 +16,11 @@ a fresh worker, where a lost instance is ``LostInstance`` until its next reset m
 
 from __future__ import annotations
 
-import msgpack
-
 from rewards.sandbox.host import SandboxError
-from rewards.sandbox.tool import MAX_ARGUMENT_BYTES, ToolSandbox
+from rewards.sandbox.tool import ToolSandbox
+
+# what each action's result may be
+RESULT_TYPES = {"call": (str,), "reset": (str, type(None)), "reward": (float, type(None)), "drop": (type(None),)}
 
 
 class EnvironmentSandbox(ToolSandbox):
@@ -46,41 +47,11 @@ class EnvironmentSandbox(ToolSandbox):
         self._act("drop", instance)
 
     def _act(self, action: str, instance: int, **fields):
-        arguments = fields.get("arguments")
-        if arguments is not None and (not isinstance(arguments, dict)
-                                      or not all(isinstance(k, str) for k in arguments)):
-            raise SandboxError("the arguments must be a JSON object", kind="InvalidInput")
-        with self._lock:
-            try:
-                body = msgpack.packb({"op": "environment", "id": self._seq + 1, "action": action,
-                                      "instance": int(instance), **fields}, use_bin_type=True)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise SandboxError(f"the arguments cannot be sent to the environment: {exc}",
-                                   kind="InvalidInput") from None
-            if len(body) > MAX_ARGUMENT_BYTES:
-                raise SandboxError(f"the arguments are {len(body)} bytes; the limit is {MAX_ARGUMENT_BYTES}",
-                                   kind="InvalidInput")
-            self._seq += 1
-            outcome = self._request(body, self.timeout_s, lambda reply: self._env_outcome(reply, action))
-        if isinstance(outcome, SandboxError):
-            self.failures += 1
-            raise outcome
-        return outcome
-
-    def _env_outcome(self, reply, action: str):
-        """The action's result, or the user's error; ValueError for anything an honest worker does not send."""
-        if type(reply) is not dict or reply.get("id") != self._seq:
-            raise ValueError("not a reply to this call")
-        if reply.get("ok") is True and reply.keys() == {"id", "ok", "result"}:
-            result = reply["result"]
-            expected = {"call": (str,), "reset": (str, type(None)), "reward": (float, type(None)),
-                        "drop": (type(None),)}[action]
-            if type(result) not in expected or (type(result) is str and len(result) > self.result_chars):
-                raise ValueError("a result of the wrong type or size")
-            return result
-        if reply.get("ok") is False and reply.keys() == {"id", "ok", "error"}:
-            return self._user_error(reply["error"], "")
-        raise ValueError("a malformed reply")
+        if fields.get("arguments") is not None:
+            self._check_arguments(fields["arguments"])
+        return self._ask(lambda seq: {"op": "environment", "id": seq, "action": action, "instance": int(instance),
+                                      **fields},
+                         lambda reply: self._outcome(reply, RESULT_TYPES[action]))
 
 
 __all__ = ["EnvironmentSandbox", "SandboxError"]

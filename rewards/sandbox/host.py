@@ -6,6 +6,9 @@ worker's CPU time (read from /proc, not from its replies), freezing it between c
 cap, a bound on how many objects a reply may decode into, the caps on printed text and log records, and a strict
 check of the shape of every reply. Whatever bytes arrive, ``start()`` and ``call()`` raise only SandboxError kinds,
 and every reply that an honest worker could not have sent costs the worker and counts as a fault.
+
+The Sandbox class is here; the checks of what a worker sends are in ``replies.py``, its scratch directory's cleanup
+in ``scratch.py``, the errors in ``errors.py`` (all importable from here, as before).
 """
 
 from __future__ import annotations
@@ -23,80 +26,41 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgpack
 
 from rewards.sandbox import child as _child
+from rewards.sandbox.errors import (
+    SandboxCrash,
+    SandboxError,
+    SandboxTimeout,
+    SandboxUnavailable,
+    WorkerLost,
+    malformed,
+)
+from rewards.sandbox.replies import (
+    HOST_KINDS,
+    MAX_LOG_CHARS,
+    MAX_LOG_VALUES,
+    CallResult,
+    call_reply,
+    decode,
+    isolation_report,
+    load_error,
+)
+from rewards.sandbox.scratch import reap, usage, wipe
 
 CHILD_SCRIPT = str(Path(_child.__file__).resolve())
 HEADER = struct.Struct(">I")
 UID_BASE = 61000  # slot N runs as uid/gid UID_BASE + N when the host may switch uids
 MAX_SLOT = 3999
 MAX_SOURCE_BYTES = 1 << 20
-MAX_REPLY_ITEMS = 2_000_000  # lists + dict pairs one reply may decode into: a 64 MiB reply must not become 4 GB
-MAX_LOG_VALUES = 100_000  # log_extra values plus log_metric records one call may return
-MAX_LOG_CHARS = 8 << 20  # characters of log_extra strings and of column / metric names one call may return
-MAX_ERROR_MESSAGE, MAX_ERROR_TRACEBACK, MAX_KIND = 4000, 8000, 200
-# Kinds only this side raises: one arriving from the worker is the user's own exception class of that name.
-HOST_KINDS = frozenset({"SandboxError", "SandboxUnavailable", "Timeout", "Crash", "ProtocolError", "ScratchQuota",
-                        "InvalidInput", "SourceTooLarge"})
-CALL_REPLY_KEYS = frozenset({"id", "ok", "stdout", "truncated", "rewards", "extra", "metrics", "error"})
-ISOLATION_TYPES = {"uid": (int,), "landlock": (str, type(None)), "landlock_abi": (int,), "seccomp": (bool,),
-                   "private_mounts": (bool,), "private_mounts_error": (str,), "weak": (list,)}
-NO_PRIVATE_ROOT = "no private mount root: the worker sees the host's file system (through Landlock)"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STATE_FIELDS = ("global_step", "max_steps", "epoch", "num_train_epochs")
 F_SETPIPE_SZ = 1031
 PIPE_SIZE = 1 << 20
 NOFILE = 64
-
-
-class SandboxError(Exception):
-    """A call or start failed. ``kind`` is the user's exception type (``ZeroDivisionError``, ``SyntaxError``) or one of
-    ours (``InvalidResult``, ``InvalidInput``, ``MissingFunction``, ``SourceTooLarge``, ``ProtocolError``,
-    ``ResultTooLarge``, ``ScratchQuota``, ``Timeout``, ``Crash``, ``SandboxUnavailable``); ``line`` is the line in the
-    user's source, or None; ``stdout`` what the function printed before it failed; ``duration_s`` how long a failed
-    call took."""
-
-    def __init__(self, message: str, *, kind: str = "SandboxError", line: int | None = None, stdout: str = "",
-                 traceback: str = ""):
-        self.kind, self.message, self.line, self.stdout, self.traceback = kind, message, line, stdout, traceback
-        self.duration_s: float | None = None  # set for failed calls: how long the call took
-        where = f" at line {line}" if line is not None else ""
-        super().__init__(f"{kind}{where}: {message}")
-
-
-class SandboxTimeout(SandboxError):
-    """The call ran past ``timeout_s``; the worker was killed (a fresh one starts on the next call)."""
-
-
-class SandboxCrash(SandboxError):
-    """The worker died during the call (segfault, os._exit, a signal, a limit, a bad reply)."""
-
-
-class SandboxUnavailable(SandboxError):
-    """This kernel or process cannot isolate user code as required, and weak mode was not allowed."""
-
-
-@dataclass
-class CallResult:
-    rewards: list[float | None]
-    stdout: str
-    stdout_truncated: bool
-    duration_s: float
-    logged_extra: dict[str, list] = field(default_factory=dict)
-    logged_metrics: dict[str, list[float]] = field(default_factory=dict)
-
-    def replay(self, log_extra=None, log_metric=None) -> None:
-        """Send what the function logged to TRL's ``log_extra(column, values)`` / ``log_metric(name, value)``."""
-        for column, values in self.logged_extra.items():
-            if log_extra is not None:
-                log_extra(column, values)
-        for name, values in self.logged_metrics.items():
-            for value in values if log_metric is not None else ():
-                log_metric(name, value)
 
 
 def _env_bool(name: str) -> bool:
@@ -137,18 +101,6 @@ def sandbox_support() -> dict:
                        "cannot keep it from signalling this process (Linux >= 6.12 needed)")
     return {"arch": arch, "landlock_abi": abi, "seccomp": seccomp, "can_setuid": can_setuid, "missing": missing,
             "ok": not missing}
-
-
-class _Lost(Exception):
-    """The worker can no longer be trusted or reached; ``cls`` is the public error to raise."""
-
-    def __init__(self, cls, kind: str, message: str):
-        super().__init__(message)
-        self.cls, self.kind, self.message = cls, kind, message
-
-
-def _malformed(message: str = "the worker sent a malformed reply") -> _Lost:
-    return _Lost(SandboxCrash, "ProtocolError", message)
 
 
 class _Worker:
@@ -204,128 +156,6 @@ class _Worker:
             except OSError:
                 pass
         self.wfd = self.rfd = self.stat_fd = -1
-
-
-def _reap(workers: list, scratch: str | None) -> None:
-    while workers:
-        workers.pop().kill()
-    if scratch:
-        _wipe(scratch, remove=True)
-
-
-def _wipe(path: str, remove: bool = False) -> bool:
-    """Empty (or remove) a scratch directory, whatever user code left in it: any depth, links, modes 000. Iterative
-    and relative to open directory descriptors, so it never follows a link, never leaves the directory's file
-    system and holds two descriptors at most; it never raises. True when everything went."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        try:
-            fd = os.open(path, flags)
-        except PermissionError:  # ``path`` itself is ours, in a root only we may write to: not a planted link
-            os.chmod(path, 0o700)
-            fd = os.open(path, flags)
-    except OSError:
-        return not os.path.lexists(path)
-    top = os.fstat(fd)
-    names: list[str] = []  # the way down from ``path``
-    ids = [(top.st_dev, top.st_ino)]  # (dev, inode) of each directory on the way, to check each step up
-    stuck: set[tuple[int, int]] = set()  # directories that could not be emptied: skipped, not retried forever
-    clean = True
-    try:
-        while True:
-            descended = False
-            try:
-                os.chmod(fd, 0o700)  # a mode-000 directory of our own: we must list and unlink in it
-            except OSError:
-                pass
-            try:
-                with os.scandir(fd) as it:
-                    entries = [entry.name for entry in it]
-            except OSError:
-                entries, clean = [], False
-            for name in entries:
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                    if not stat.S_ISDIR(st.st_mode):
-                        os.unlink(name, dir_fd=fd)
-                        continue
-                    if (st.st_dev, st.st_ino) in stuck:
-                        continue
-                    try:
-                        os.rmdir(name, dir_fd=fd)
-                        continue
-                    except OSError:
-                        pass
-                    if st.st_dev != top.st_dev:  # a mount point: not ours to empty
-                        stuck.add((st.st_dev, st.st_ino))
-                        clean = False
-                        continue
-                    try:
-                        child = os.open(name, flags, dir_fd=fd)
-                    except PermissionError:
-                        os.chmod(name, 0o700, dir_fd=fd)  # checked to be a directory, not a link, just above
-                        child = os.open(name, flags, dir_fd=fd)
-                    cst = os.fstat(child)
-                    if (cst.st_dev, cst.st_ino) != (st.st_dev, st.st_ino):  # swapped under us
-                        os.close(child)
-                        stuck.add((st.st_dev, st.st_ino))
-                        clean = False
-                        continue
-                    os.close(fd)
-                    fd = child
-                    names.append(name)
-                    ids.append((cst.st_dev, cst.st_ino))
-                    descended = True
-                    break
-                except OSError:
-                    clean = False
-            if descended:
-                continue
-            if not names:
-                break
-            # This directory is as empty as it gets: go up one level and remove it.
-            parent = os.open("..", flags, dir_fd=fd)
-            pst = os.fstat(parent)
-            os.close(fd)
-            fd = parent
-            name, done = names.pop(), ids.pop()
-            if (pst.st_dev, pst.st_ino) != ids[-1]:
-                return False  # moved while we walked: stop rather than touch anything else
-            try:
-                os.rmdir(name, dir_fd=fd)
-            except OSError:
-                stuck.add(done)
-                clean = False
-    except OSError:
-        return False
-    finally:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    if remove:
-        try:
-            os.rmdir(path)
-        except OSError:
-            return False
-    return clean
-
-
-def _usage(path: str, max_entries: int) -> tuple[int, int]:
-    """Bytes and entries under ``path``, counting stops past ``max_entries``; a folder it cannot read (or a path
-    too long to name) counts as too many entries. Iterative; links are counted, never followed."""
-    total, count, stack = 0, 0, [path]
-    try:
-        while stack and count <= max_entries:
-            with os.scandir(stack.pop()) as it:
-                for entry in it:
-                    count += 1
-                    total += entry.stat(follow_symlinks=False).st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-    except OSError:
-        count = max_entries + 1
-    return total, count
 
 
 def _exit_text(rc: int) -> str:
@@ -421,9 +251,9 @@ class Sandbox:
                     kind="SandboxUnavailable")
             if self.scratch is None:
                 self.scratch = tempfile.mkdtemp(prefix=f"slot{self.slot}-", dir=self._scratch_root())
-                self._finalizer = weakref.finalize(self, _reap, self._workers, self.scratch)
+                self._finalizer = weakref.finalize(self, reap, self._workers, self.scratch)
             else:
-                _wipe(self.scratch)
+                wipe(self.scratch)
             uid = UID_BASE + self.slot if support["can_setuid"] else None
             began = time.perf_counter()
             worker = self._spawn()
@@ -441,17 +271,16 @@ class Sandbox:
                 try:
                     self._send(worker, msgpack.packb(config, use_bin_type=True), deadline)
                     # First what the worker applied: it sends that before any user code has run in it.
-                    isolation = self._isolation(self._receive(worker, deadline), worker)
+                    isolation = isolation_report(self._receive(worker, deadline), allow_weak=self.allow_weak,
+                                                 observe=lambda: self._observe(worker.proc.pid))
                     # Then whether the source loaded: user code has run by now, only kinds and texts are taken.
-                    error = self._loaded(self._receive(worker, deadline))
-                except (_Lost, SandboxError):
+                    error = load_error(self._receive(worker, deadline), stdout_limit=self.stdout_limit)
+                except (WorkerLost, SandboxError):
                     raise
                 except Exception as exc:  # whatever arrived: a ProtocolError, never another exception
-                    raise _malformed(f"the worker sent an unreadable start message ({type(exc).__name__})") from None
-            except _Lost as lost:
-                self.faults += 1
-                self._discard()
-                raise lost.cls(f"the worker did not start: {lost.message}", kind=lost.kind) from None
+                    raise malformed(f"the worker sent an unreadable start message ({type(exc).__name__})") from None
+            except WorkerLost as lost:
+                raise self._lose(lost, "the worker did not start: ") from None
             except SandboxError:
                 self._discard()
                 raise
@@ -462,39 +291,6 @@ class Sandbox:
             worker.awake_s = time.perf_counter() - began
             self.isolation = isolation
             self.start_time_s = time.perf_counter() - began
-
-    def _isolation(self, message, worker: _Worker) -> dict:
-        """The worker's report of its isolation, checked against what the kernel shows of it; refuses a worker
-        without a private mount root unless weak mode is allowed."""
-        if type(message) is not dict:
-            raise _malformed()
-        if message.get("unavailable") is True and message.keys() == {"ok", "unavailable", "error"}:
-            _, text, _, tb = self._error_fields(message["error"])  # sent before any user code ran: its own words
-            advice = " Set GRPO_SANDBOX_ALLOW_WEAK=1 (or allow_weak=True) to run it with weaker isolation." \
-                if "PermissionError" in text and not self.allow_weak else ""
-            raise SandboxUnavailable(f"refusing to run reward code: {text}.{advice}", kind="SandboxUnavailable",
-                                     traceback=tb)
-        report = message.get("isolation")
-        if message.keys() != {"locked", "isolation"} or message["locked"] is not True or type(report) is not dict \
-                or report.keys() - ISOLATION_TYPES.keys() or not ISOLATION_TYPES.keys() - {"private_mounts_error"} \
-                <= report.keys() or any(type(report[key]) not in ISOLATION_TYPES[key] for key in report) \
-                or len(report["weak"]) > 20 or any(type(w) is not str or len(w) > 1000 for w in report["weak"]) \
-                or len(report.get("private_mounts_error", "")) > 1000 or len(report["landlock"] or "") > 100:
-            raise _malformed("the worker sent a malformed isolation report")
-        for key, seen in self._observe(worker.proc.pid).items():
-            if seen is not None and report[key] != seen:
-                raise _malformed(f"the worker reported {key}={report[key]!r}; the kernel shows {seen!r}")
-        weak = list(report["weak"])
-        if not report["private_mounts"]:
-            if not self.allow_weak:
-                raise SandboxUnavailable(
-                    f"refusing to run reward code: no private mount root could be made "
-                    f"({report.get('private_mounts_error') or 'private mounts are off'}). Allow user namespaces or "
-                    "give the worker CAP_SYS_ADMIN (docs/sandbox.md), or set GRPO_SANDBOX_ALLOW_WEAK=1 to run it "
-                    "with the host's file system in view.", kind="SandboxUnavailable")
-            if not any(w.startswith("no private mount root") for w in weak):
-                weak.append(NO_PRIVATE_ROOT)
-        return {**report, "weak": weak}
 
     @staticmethod
     def _observe(pid: int) -> dict:
@@ -516,19 +312,6 @@ class Sandbox:
         except OSError:
             pass
         return seen
-
-    def _loaded(self, message) -> SandboxError | None:
-        """None when the source loaded; else its error (SyntaxError, an import error, MissingFunction...)."""
-        if type(message) is not dict:
-            raise _malformed()
-        stdout = message.get("stdout", "")
-        if type(stdout) is not str or len(stdout) > self.stdout_limit:
-            raise _malformed("the worker sent a malformed start message")
-        if message.get("ok") is True and message.keys() <= {"ok", "stdout"}:
-            return None
-        if message.get("ok") is False and message.keys() <= {"ok", "stdout", "error"}:
-            return self._user_error(message.get("error"), stdout)
-        raise _malformed("the worker sent a malformed start message")
 
     def close(self) -> None:
         """Kill the worker and remove its scratch directory. The object can be started again."""
@@ -552,6 +335,17 @@ class Sandbox:
     def _discard(self) -> None:
         while self._workers:
             self._workers.pop().kill()
+
+    def _fault(self) -> None:
+        """The worker is lost (dead, timed out, or no longer trusted): count it, and kill it; the next request starts
+        a fresh one."""
+        self.faults += 1
+        self._discard()
+
+    def _lose(self, lost: WorkerLost, prefix: str = "") -> SandboxError:
+        """The fault ``lost`` tells of, counted; the public error to raise for it."""
+        self._fault()
+        return lost.cls(prefix + lost.message, kind=lost.kind)
 
     def _spawn(self) -> _Worker:
         req_r, req_w = os.pipe2(os.O_CLOEXEC)
@@ -594,21 +388,48 @@ class Sandbox:
                 "trainer_state": self._state(trainer_state), "columns": columns}}
             body = self._pack(request)
             self._seq += 1
+            result, duration = self._request(
+                body, self.timeout_s, check_scratch=True,
+                parse=lambda reply: call_reply(reply, len(completions), seq=self._seq, stdout_limit=self.stdout_limit))
+            result.duration_s = duration
+            result.replay(log_extra, log_metric)
+            return result
+
+    def _ready(self) -> _Worker:
+        """The worker for the next request: a fresh one where the last died or sent bytes nobody asked for (a
+        fault), or none was running."""
+        if self._workers and not self._idle(self._workers[0]):
+            self._fault()
+        self.start()
+        return self._workers[0]
+
+    @staticmethod
+    def _idle(worker: _Worker) -> bool:
+        """Alive, and nothing arrived since its last reply (no EOF either)."""
+        return worker.proc.poll() is None and not worker.buf and not worker.readable.poll(0)
+
+    def _request(self, body: bytes, limit_s: float, parse, *, check_scratch: bool = False):
+        """Send ``body`` (its id already counted in ``_seq``) and return ``parse(reply)`` and the seconds the
+        exchange took, within ``limit_s``. Every request counts in ``calls``; one that fails, in ``failures``; one
+        that costs the worker, in ``faults`` too. Whatever goes wrong is raised as a SandboxError kind, with its
+        ``duration_s``: the exchange's failure, an error ``parse`` raises or returns (the user's: the worker lives
+        on), or a ProtocolError for a reply ``parse`` rejects with any other exception (it costs the worker).
+        ``check_scratch``: enforce the scratch quota after the request (reward calls); else only recycle."""
+        with self._lock:
             worker = self._ready()
             began = time.perf_counter()
             try:
                 try:
-                    reply = self._round_trip(worker, body, began, began + self.timeout_s)
-                    result = self._reply(reply, len(completions))
-                except (_Lost, SandboxError):
+                    result = parse(self._round_trip(worker, body, began, began + limit_s))
+                except (WorkerLost, SandboxError):
                     raise
+                except ValueError as exc:  # a parser's words for what it rejected
+                    raise malformed(f"the worker sent a malformed reply ({exc})"[:500]) from None
                 except Exception as exc:  # whatever arrived: a ProtocolError, never another exception
-                    raise _malformed(f"the worker sent an unreadable reply ({type(exc).__name__})") from None
-            except _Lost as lost:
+                    raise malformed(f"the worker sent an unreadable reply ({type(exc).__name__})") from None
+            except WorkerLost as lost:
                 self.failures += 1
-                self.faults += 1
-                self._discard()
-                error = lost.cls(lost.message, kind=lost.kind)
+                error = self._lose(lost)
                 error.duration_s = time.perf_counter() - began
                 raise error from None
             except SandboxError as error:
@@ -618,52 +439,15 @@ class Sandbox:
             finally:
                 self.calls += 1
             duration = time.perf_counter() - began
-            self._after_call(worker)
+            if check_scratch:
+                self._after_call(worker)
+            else:
+                self._recycle(worker)
             if isinstance(result, SandboxError):
                 self.failures += 1
                 result.duration_s = duration
                 raise result
-            result.duration_s = duration
-            result.replay(log_extra, log_metric)
-            return result
-
-    def _ready(self) -> _Worker:
-        """The worker for the next request: a fresh one where the last died or sent bytes nobody asked for (a
-        fault), or none was running."""
-        if self._workers and not self._idle(self._workers[0]):
-            self.faults += 1
-            self._discard()
-        self.start()
-        return self._workers[0]
-
-    @staticmethod
-    def _idle(worker: _Worker) -> bool:
-        """Alive, and nothing arrived since its last reply (no EOF either)."""
-        return worker.proc.poll() is None and not worker.buf and not worker.readable.poll(0)
-
-    def _request(self, body: bytes, limit_s: float, parse):
-        """Send ``body`` (its id already counted in ``_seq``) and return ``parse(reply)``, within ``limit_s``.
-        Whatever goes wrong, in the exchange or in ``parse``, is a SandboxError kind; a reply ``parse`` rejects
-        (any exception) is a ProtocolError that costs the worker, as a fault."""
-        with self._lock:
-            worker = self._ready()
-            began = time.perf_counter()
-            try:
-                try:
-                    result = parse(self._round_trip(worker, body, began, began + limit_s))
-                except _Lost:
-                    raise
-                except Exception as exc:
-                    raise _malformed(f"the worker sent a malformed reply ({exc})"[:500]) from None
-            except _Lost as lost:
-                self.failures += 1
-                self.faults += 1
-                self._discard()
-                raise lost.cls(lost.message, kind=lost.kind) from None
-            finally:
-                self.calls += 1
-            self._recycle(worker)
-            return result
+            return result, duration
 
     def _round_trip(self, worker: _Worker, body: bytes, began: float, deadline: float):
         """Thaw the worker, send ``body``, decode its reply, freeze it again."""
@@ -691,12 +475,11 @@ class Sandbox:
             return
         if not self.isolation.get("private_mounts") and self.scratch:
             limit = self.scratch_mb << 20
-            used, entries = _usage(self.scratch, 4096)
+            used, entries = usage(self.scratch, 4096)
             if used > limit or entries > 4096:
                 self.failures += 1
-                self.faults += 1
-                self._discard()
-                _wipe(self.scratch)
+                self._fault()
+                wipe(self.scratch)
                 raise SandboxError(f"the function left {used} bytes in {entries} entries in its scratch directory; "
                                    f"the limit is {limit} bytes and 4096 entries. The directory was emptied.",
                                    kind="ScratchQuota")
@@ -729,105 +512,6 @@ class Sandbox:
                                kind="InvalidInput")
         return body
 
-    def _reply(self, reply, n: int) -> CallResult | SandboxError:
-        """A call's reply as a result, or the user's error; _Lost for anything an honest worker does not send."""
-        if type(reply) is not dict or not reply.keys() <= CALL_REPLY_KEYS:
-            raise _malformed()
-        if type(reply.get("id")) is not int or reply["id"] != self._seq:
-            raise _malformed("the worker answered out of turn")
-        stdout, truncated = reply.get("stdout"), reply.get("truncated")
-        if type(stdout) is not str or type(truncated) is not bool:
-            raise _malformed()
-        if len(stdout) > self.stdout_limit:
-            raise _malformed(f"the worker sent {len(stdout)} characters of output; the limit is {self.stdout_limit}")
-        if reply.get("ok") is True and "error" not in reply:
-            rewards = self._rewards(reply.get("rewards"), n, stdout)
-            return CallResult(rewards, stdout, truncated, 0.0,
-                              *self._logs(reply.get("extra", []), reply.get("metrics", [])))
-        if reply.get("ok") is False and not reply.keys() & {"rewards", "extra", "metrics"}:
-            return self._user_error(reply.get("error"), stdout)
-        raise _malformed()
-
-    @staticmethod
-    def _rewards(values, n: int, stdout: str) -> list[float | None]:
-        """Exactly ``n`` finite numbers or None; bools count as 0.0/1.0 (TRL's tensor conversion does the same).
-        The worker converts and checks the function's result first, so only NaN and inf get here honestly."""
-        if type(values) is not list or len(values) != n:
-            raise _malformed("the worker sent rewards of the wrong type or length")
-        out: list[float | None] = []
-        for i, v in enumerate(values):
-            t = type(v)
-            if v is None:
-                out.append(None)
-            elif t is float or t is int or t is bool:
-                f = float(v)  # msgpack ints fit in 64 bits
-                if not math.isfinite(f):
-                    raise SandboxError(f"rewards[{i}] is {f}; rewards must be finite numbers or None",
-                                       kind="InvalidResult", stdout=stdout)
-                out.append(f)
-            else:
-                raise _malformed(f"the worker sent a {t.__name__} as rewards[{i}]")
-        return out
-
-    @staticmethod
-    def _logs(extra, metrics) -> tuple[dict, dict]:
-        """What log_extra / log_metric recorded, within MAX_LOG_VALUES values and MAX_LOG_CHARS characters."""
-        if type(extra) is not list or type(metrics) is not list:
-            raise _malformed("the worker sent malformed log records")
-        values = chars = 0
-        out_extra: dict[str, list] = {}
-        out_metrics: dict[str, list[float]] = {}
-        for record in extra:
-            if type(record) is not list or len(record) != 2 or type(record[0]) is not str \
-                    or type(record[1]) is not list:
-                raise _malformed("the worker sent malformed log records")
-            column, items = record
-            values += len(items)
-            chars += len(column)
-            if values > MAX_LOG_VALUES:
-                raise _malformed(f"the worker sent more than {MAX_LOG_VALUES} logged values")
-            for v in items:
-                t = type(v)
-                if t is str:
-                    chars += len(v)
-                elif not (v is None or t is bool or t is int or t is float):
-                    raise _malformed("the worker sent malformed log records")
-            if chars > MAX_LOG_CHARS:
-                raise _malformed(f"the worker sent more than {MAX_LOG_CHARS} characters of log records")
-            out_extra.setdefault(column, []).extend(items)
-        for record in metrics:
-            if type(record) is not list or len(record) != 2 or type(record[0]) is not str \
-                    or type(record[1]) not in (int, float):
-                raise _malformed("the worker sent malformed metric records")
-            name, value = record
-            values += 1
-            chars += len(name)
-            if values > MAX_LOG_VALUES or chars > MAX_LOG_CHARS:
-                raise _malformed(f"the worker sent more than {MAX_LOG_VALUES} log records or {MAX_LOG_CHARS} "
-                                 "characters of them")
-            out_metrics.setdefault(name, []).append(float(value))
-        return out_extra, out_metrics
-
-    @staticmethod
-    def _error_fields(err) -> tuple[str, str, int | None, str]:
-        """kind, message, line, traceback of an error the worker described; nothing else is taken."""
-        if type(err) is not dict or not err.keys() <= {"kind", "message", "line", "traceback"}:
-            raise _malformed("the worker sent a malformed error")
-        kind, message, line, tb = err.get("kind"), err.get("message", ""), err.get("line"), err.get("traceback", "")
-        if type(kind) is not str or not 0 < len(kind) <= MAX_KIND or type(message) is not str \
-                or len(message) > MAX_ERROR_MESSAGE or type(tb) is not str or len(tb) > MAX_ERROR_TRACEBACK \
-                or not (line is None or type(line) is int):
-            raise _malformed("the worker sent a malformed error")
-        return kind, message, line, tb
-
-    @classmethod
-    def _user_error(cls, err, stdout: str) -> SandboxError:
-        """The user's error as the worker described it: a kind, a message, a line, a traceback, nothing more."""
-        kind, message, line, tb = cls._error_fields(err)
-        if kind in HOST_KINDS:  # the user's own exception class, not this side speaking
-            kind, message = "UserException", f"the function raised an exception named {kind}: {message}"
-        return SandboxError(message, kind=kind, line=line, stdout=stdout, traceback=tb)
-
     # --- the pipe protocol ------------------------------------------------------------------------------------
 
     def _send(self, worker: _Worker, body: bytes, deadline: float) -> None:
@@ -850,24 +534,11 @@ class Sandbox:
         self._fill(worker, HEADER.size, deadline)
         (n,) = HEADER.unpack_from(worker.buf)
         if n > self.max_message:
-            raise _malformed(f"the worker announced a reply of {n} bytes; the limit is {self.max_message} bytes")
+            raise malformed(f"the worker announced a reply of {n} bytes; the limit is {self.max_message} bytes")
         self._fill(worker, HEADER.size + n, deadline)
         body = bytes(worker.buf[HEADER.size:HEADER.size + n])
         del worker.buf[:HEADER.size + n]
-        budget = [MAX_REPLY_ITEMS]
-
-        def count(items):
-            budget[0] -= len(items)
-            if budget[0] < 0:
-                raise ValueError("too many items")
-            return items
-
-        try:  # the C decoder nests at most 1024 deep (StackError) and recurses nowhere in this process
-            return msgpack.unpackb(body, raw=False, strict_map_key=False, list_hook=count,
-                                   object_pairs_hook=lambda pairs: dict(count(pairs)), max_ext_len=0,
-                                   max_array_len=MAX_REPLY_ITEMS, max_map_len=MAX_REPLY_ITEMS)
-        except Exception as exc:
-            raise _malformed(f"the worker sent an unreadable reply ({type(exc).__name__})") from None
+        return decode(body)
 
     def _fill(self, worker: _Worker, need: int, deadline: float) -> None:
         while len(worker.buf) < need:
@@ -882,16 +553,20 @@ class Sandbox:
     def _wait_ms(deadline: float) -> int:
         return max(0, math.ceil((deadline - time.perf_counter()) * 1000))
 
-    def _timeout(self) -> _Lost:
-        return _Lost(SandboxTimeout, "Timeout",
+    def _timeout(self) -> WorkerLost:
+        return WorkerLost(SandboxTimeout, "Timeout",
                      f"{self.func_name} did not finish within its time limit; its worker was killed and a fresh one "
                      "starts on the next call")
 
-    def _died(self, worker: _Worker) -> _Lost:
+    def _died(self, worker: _Worker) -> WorkerLost:
         try:
             rc = worker.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             worker.kill()
             rc = worker.proc.returncode
-        return _Lost(SandboxCrash, "Crash", f"the worker running {self.func_name} {_exit_text(rc)}; a fresh one "
+        return WorkerLost(SandboxCrash, "Crash", f"the worker running {self.func_name} {_exit_text(rc)}; a fresh one "
                                             "starts on the next call")
+
+
+__all__ = ["HOST_KINDS", "CallResult", "Sandbox", "SandboxCrash", "SandboxError", "SandboxTimeout",
+           "SandboxUnavailable", "sandbox_support"]

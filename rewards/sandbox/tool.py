@@ -15,6 +15,7 @@ from __future__ import annotations
 import msgpack
 
 from rewards.sandbox.host import Sandbox, SandboxError
+from rewards.sandbox.replies import user_error
 from rewards.toolspec import MAX_TOOL_RESULT_CHARS
 
 MAX_ARGUMENT_BYTES = 1 << 20
@@ -30,34 +31,41 @@ class ToolSandbox(Sandbox):
         self.result_chars = int(result_chars)
 
     def invoke(self, arguments: dict) -> str:
+        self._check_arguments(arguments)
+        return self._ask(lambda seq: {"op": "tool", "id": seq, "arguments": arguments}, self._outcome)
+
+    @staticmethod
+    def _check_arguments(arguments) -> None:
         if not isinstance(arguments, dict) or not all(isinstance(k, str) for k in arguments):
             raise SandboxError("the arguments must be a JSON object", kind="InvalidInput")
+
+    def _ask(self, message, parse):
+        """Send ``message(id)`` as the next request and return ``parse(reply)``; SandboxError kinds only (the books
+        are kept by Sandbox._request)."""
         with self._lock:
             try:
-                body = msgpack.packb({"op": "tool", "id": self._seq + 1, "arguments": arguments}, use_bin_type=True)
+                body = msgpack.packb(message(self._seq + 1), use_bin_type=True)
             except (TypeError, ValueError, OverflowError) as exc:
-                raise SandboxError(f"the arguments cannot be sent to the tool: {exc}", kind="InvalidInput") from None
+                raise SandboxError(f"the arguments cannot be sent to the {self.MODE}: {exc}",
+                                   kind="InvalidInput") from None
             if len(body) > MAX_ARGUMENT_BYTES:
                 raise SandboxError(f"the arguments are {len(body)} bytes; the limit is {MAX_ARGUMENT_BYTES}",
                                    kind="InvalidInput")
             self._seq += 1
-            outcome = self._request(body, self.timeout_s, self._outcome)
-        if isinstance(outcome, SandboxError):
-            self.failures += 1
-            raise outcome
-        return outcome
+            return self._request(body, self.timeout_s, parse)[0]
 
-    def _outcome(self, reply) -> str | SandboxError:
-        """The result text, or the user's error; ValueError for anything an honest worker does not send."""
+    def _outcome(self, reply, types: tuple[type, ...] = (str,)):
+        """The result (one of ``types``; text within ``result_chars``), or the user's error; ValueError for anything
+        an honest worker does not send."""
         if type(reply) is not dict or reply.get("id") != self._seq:
             raise ValueError("not a reply to this call")
         if reply.get("ok") is True and reply.keys() == {"id", "ok", "result"}:
             result = reply["result"]
-            if type(result) is not str or len(result) > self.result_chars:
+            if type(result) not in types or (type(result) is str and len(result) > self.result_chars):
                 raise ValueError("a result of the wrong type or size")
             return result
         if reply.get("ok") is False and reply.keys() == {"id", "ok", "error"}:
-            return self._user_error(reply["error"], "")
+            return user_error(reply["error"], "")
         raise ValueError("a malformed reply")
 
 

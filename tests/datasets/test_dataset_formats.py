@@ -108,10 +108,10 @@ def test_text_that_looks_like_a_date_stays_text(owner):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """pyarrow infers a JSON file's types from its first block: small blocks make a late change cross one."""
-    import runs.datasets.importing
+    from runs.datasets.importing import jsonl, scan
 
-    monkeypatch.setattr(runs.datasets.importing, "BLOCK_BYTES", 1024)
-    monkeypatch.setattr(runs.datasets.importing, "SLOW_CHUNK_ROWS", 100)
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 1024)
+    monkeypatch.setattr(scan, "SLOW_CHUNK_ROWS", 100)
 
 
 def test_a_column_that_starts_empty_or_appears_late_is_kept(owner, small_blocks):

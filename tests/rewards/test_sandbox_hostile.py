@@ -22,8 +22,9 @@ import pytest
 
 from rewards.sandbox import Sandbox, SandboxCrash, SandboxError, SandboxTimeout, SandboxUnavailable, sandbox_support
 from rewards.sandbox import host as sandbox_host
+from rewards.sandbox.scratch import wipe
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SETTINGS = REPO / "grpo_web" / "settings.py"
 SUPPORT = sandbox_support()
 pytestmark = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")
@@ -1064,7 +1065,7 @@ def test_a_1500_deep_directory_nest_is_cleaned_at_restart_and_close(isolated):
 
 WIPE_TREE = r'''
 import os, sys
-from rewards.sandbox import host
+from rewards.sandbox import scratch as cleanup
 scratch, outside = sys.argv[1], sys.argv[2]
 os.makedirs(os.path.join(outside, "keep"))
 open(os.path.join(outside, "keep", "file"), "w").close()
@@ -1083,8 +1084,8 @@ for _ in range(1500):                                                # deeper th
     os.close(fd)
     fd = new
 os.close(fd)
-emptied = host._wipe(scratch)
-removed = host._wipe(scratch, remove=True)
+emptied = cleanup.wipe(scratch)
+removed = cleanup.wipe(scratch, remove=True)
 print(emptied, removed, os.path.exists(scratch), sorted(os.listdir(os.path.join(outside, "keep"))))
 '''
 
@@ -1102,8 +1103,8 @@ def test_scratch_cleanup_is_iterative_follows_no_link_and_opens_mode_000_folders
 
 
 def test_scratch_cleanup_never_raises_on_a_path_that_is_gone():
-    assert sandbox_host._wipe("/nonexistent/grpo-sandbox-scratch") is True
-    assert sandbox_host._wipe("/nonexistent/grpo-sandbox-scratch", remove=True) is True
+    assert wipe("/nonexistent/grpo-sandbox-scratch") is True
+    assert wipe("/nonexistent/grpo-sandbox-scratch", remove=True) is True
 
 
 def test_columns_named_self_and__base_reach_the_function(isolated):

@@ -1,0 +1,66 @@
+"""Hugging Face datasets: loaded from a saved folder, a data folder or the hub, and handed on as Arrow batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+
+from runs.datasets.importing.options import DatasetError
+
+
+def hub_offline() -> bool:
+    import os
+
+    from huggingface_hub import constants
+
+    value = os.environ.get("HF_HUB_OFFLINE", "").upper()
+    return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)
+
+
+def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "", split: str = "",
+            cache_dir: Path):
+    """A ``datasets.Dataset`` from a folder saved with ``save_to_disk``, a data folder, or the hub (online only)."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    try:
+        if local_path is not None:
+            saved = (local_path / "dataset_info.json").exists() or (local_path / "dataset_dict.json").exists() \
+                or (local_path / "state.json").exists()
+            loaded = datasets.load_from_disk(str(local_path)) if saved else \
+                datasets.load_dataset(str(local_path), cache_dir=str(cache_dir))
+            where = local_path.name
+        else:
+            if hub_offline():
+                raise DatasetError([f"cannot reach the Hugging Face hub for '{hub_id}': this server runs offline "
+                                    f"(HF_HUB_OFFLINE=1); import a local copy by path instead"])
+            loaded = datasets.load_dataset(hub_id, config or None, split=split or None, cache_dir=str(cache_dir))
+            where = hub_id
+    except DatasetError:
+        raise
+    except Exception as exc:  # datasets raises many kinds; all mean "this source cannot be loaded"
+        kinds = " ".join(cls.__name__ for cls in type(exc).__mro__)
+        if hub_id and any(word in kinds for word in ("Connection", "Timeout", "OfflineModeIsEnabled")):
+            raise DatasetError([f"cannot reach the Hugging Face hub for '{hub_id}' ({type(exc).__name__}): is this "
+                                f"server offline? Import a local copy by path instead"]) from None
+        raise DatasetError([f"cannot load '{hub_id or local_path.name}': {type(exc).__name__}: {exc}"]) from None
+    if isinstance(loaded, (datasets.DatasetDict, dict)):
+        names = list(loaded)
+        chosen = split or ("train" if "train" in names else (names[0] if len(names) == 1 else ""))
+        if chosen not in names:
+            raise DatasetError([f"'{where}' has splits {', '.join(names)}; choose one"])
+        loaded = loaded[chosen]
+    return loaded
+
+
+def hf_batches(ds) -> tuple[Iterator[pa.RecordBatch], pa.Schema]:
+    table = ds.with_format("arrow")
+    schema = table[:0].schema
+
+    def batches():
+        for chunk in table.iter(batch_size=65536):
+            yield from chunk.to_batches()
+
+    return batches(), schema

@@ -1,0 +1,105 @@
+"""JSON lines: pyarrow's reader where the file allows it, else line by line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.json as pj
+
+from runs.datasets.importing.checks import FastPathStopped, RowChecker, checked, is_list, type_depth
+from runs.datasets.importing.options import BLOCK_BYTES, ImportOptions
+from runs.datasets.importing.scan import Record, scan_and_write
+from runs.datasets.importing.sink import ParquetSink
+
+
+def _no_duplicates(pairs):
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise DuplicateKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+class DuplicateKey(Exception):
+    pass
+
+
+DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+
+
+def _parse_object(text: str, max_depth: int) -> dict | str:
+    try:
+        row = DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg} at column {exc.colno})"
+    except RecursionError:
+        return f"values are nested more than {max_depth} levels deep, the limit"
+    except DuplicateKey as exc:
+        return f"column '{exc.args[0]}' appears twice"
+    if not isinstance(row, dict):
+        return f"expected a JSON object, got {type(row).__name__}"
+    return row
+
+
+def _jsonl_records(path: Path, options: ImportOptions, max_lines: int = 0) -> Iterator[Record]:
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if max_lines and lineno > max_lines:
+                return
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield f"line {lineno}", f"not UTF-8 text (byte {exc.start})"
+                continue
+            yield f"line {lineno}", _parse_object(text, options.max_depth)
+
+
+def _head_has_problems(path: Path, options: ImportOptions, lines: int = 100) -> bool:
+    """Whether the first lines already break a rule: then the row by row road is taken at once (pyarrow's reader is
+    never handed a file it could choke on: thousands of columns, values nested thousands deep)."""
+    checker = RowChecker(options, track_kinds=False)
+    for where, row in _jsonl_records(path, options, max_lines=lines):
+        if isinstance(row, str):
+            return True
+        checker.check(where, row)
+        if checker.errors:
+            return True
+    return False
+
+
+def _without_timestamps(t: pa.DataType) -> pa.DataType:
+    """pyarrow reads "2020-01-01" as a timestamp; a dataset means the text."""
+    if pa.types.is_temporal(t):
+        return pa.string()
+    if is_list(t):
+        return pa.list_(_without_timestamps(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _without_timestamps(f.type)) for f in t])
+    return t
+
+
+def read_jsonl(path: Path, sink: ParquetSink, options: ImportOptions) -> None:
+    if options.precise or _head_has_problems(path, options):
+        scan_and_write(lambda: _jsonl_records(path, options), sink, options)
+        return
+    try:
+        read = pj.ReadOptions(block_size=BLOCK_BYTES)
+        reader = pj.open_json(path, read_options=read)
+        if any(type_depth(f.type) > options.max_depth for f in reader.schema):
+            raise FastPathStopped  # the row checks name the line
+        schema = pa.schema([pa.field(f.name, _without_timestamps(f.type)) for f in reader.schema])
+        if schema != reader.schema:
+            reader = pj.open_json(path, read_options=read, parse_options=pj.ParseOptions(explicit_schema=schema))
+        for batch in reader:
+            sink.write(checked(batch, options))
+        return
+    except (FastPathStopped, pa.ArrowException, UnicodeDecodeError):
+        pass
+    sink.reset()
+    scan_and_write(lambda: _jsonl_records(path, options), sink, options)
