@@ -11,9 +11,10 @@ from rewards import sandbox
 from rewards.models import RewardFunction
 from rewards.sandbox import host as sandbox_host
 from runs.models import Run
+from runs.rollouts.ingest import ingest_log
+from workers.training import rewarding
 from workers.training.protocol.config import RewardSpec
 from workers.training.protocol.events import EventWriter
-from runs.rollouts.ingest import ingest_log
 from workers.training.rewarding import SandboxedReward
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +53,7 @@ def score_once(log, allow_weak: bool, n: int = 2) -> list:
 def test_a_reward_in_weak_mode_is_recorded_and_shown_on_its_run(run, owner_client, tmp_path, monkeypatch):
     real = sandbox_host.sandbox_support
     monkeypatch.setattr(sandbox_host, "sandbox_support", lambda: {**real(), "can_setuid": False})
-    monkeypatch.setattr(sandbox, "Sandbox", NoPrivateRoot)
+    monkeypatch.setattr(rewarding, "Sandbox", NoPrivateRoot)  # the class the training program starts
     log = tmp_path / "events.jsonl"
     assert score_once(log, allow_weak=True) == [1.0, 1.0]
     written = [json.loads(line) for line in log.read_text().splitlines()]

@@ -6,14 +6,15 @@ from __future__ import annotations
 import os
 import time
 
+from rewards.builtins import BUILTINS
+from rewards.sandbox import Sandbox, SandboxError
+from rewards.sandbox.faults import FaultBudget
 from workers.training.protocol.config import TrainConfig
 from workers.training.protocol.events import EventWriter
 
 
 def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> tuple[list, list[float], list]:
     """The run's reward functions, named so TRL logs them as ``rewards/<name>/mean``; plus what to close at the end."""
-    from rewards.builtins import BUILTINS
-
     funcs, closers = [], []
     for index, spec in enumerate(config.rewards):
         if spec.builtin:
@@ -65,10 +66,8 @@ class SandboxedReward:
     """
 
     def __init__(self, spec, *, slot: int, events: EventWriter | None, max_faults: int, allow_weak: bool):
-        from rewards.sandbox import Sandbox
-
-        self.spec, self.events, self.max_faults = spec, events, max_faults
-        self.faults, self.disabled = 0, False
+        self.spec, self.events = spec, events
+        self.budget = FaultBudget(max_faults)
         self.sandbox = Sandbox(spec.source, spec.entrypoint, slot=slot, allow_weak=allow_weak)
         self.sandbox.start()
         if events and self.sandbox.isolation.get("weak"):  # weak mode: the run page says what was missing
@@ -76,9 +75,7 @@ class SandboxedReward:
 
     def __call__(self, /, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
                  log_metric=None, environments=None, **columns):
-        from rewards.sandbox import SandboxError
-
-        if self.disabled:
+        if self.budget.disabled:
             return [None] * len(completions)
         try:
             # TRL's log_extra / log_metric are replayed with what the user's code logged, after a successful call
@@ -86,11 +83,10 @@ class SandboxedReward:
                                      trainer_state=trainer_state, log_extra=log_extra, log_metric=log_metric,
                                      **columns).rewards
         except SandboxError as exc:
-            self.faults += 1
-            self.disabled = self.faults >= self.max_faults
+            self.budget.spend()
             if self.events:
                 self.events.write("reward_fault", name=self.spec.name, error=str(exc),
-                                  faults=self.faults, disabled=self.disabled,
+                                  faults=self.budget.faults, disabled=self.budget.disabled,
                                   step=trainer_state.global_step + 1 if trainer_state else None)
             return [None] * len(completions)
 

@@ -10,6 +10,12 @@ is lost ``max_tool_faults`` times (timeouts, crashes) is disabled: every later c
 
 from __future__ import annotations
 
+from rewards.library import source as library_source
+from rewards.sandbox import SandboxCrash, SandboxError, SandboxTimeout
+from rewards.sandbox.environment import EnvironmentSandbox
+from rewards.sandbox.faults import FaultBudget
+from rewards.sandbox.tool import ToolSandbox
+from rewards.toolspec import environment_signature, stand_in, stand_in_class, tool_signature
 from workers.training.protocol.config import TrainConfig
 from workers.training.protocol.events import EventWriter
 from workers.training.rewarding import rank_slot, sandboxes_per_rank
@@ -21,9 +27,6 @@ class ToolFailed(Exception):
 
 def tool_functions(config: TrainConfig, events: EventWriter | None = None) -> tuple[list, list]:
     """The run's tools as TRL takes them, and what to close at the end. Slots follow the reward functions'."""
-    from rewards.library import source as library_source
-    from rewards.toolspec import stand_in, tool_signature
-
     funcs, closers = [], []
     for index, spec in enumerate(config.tools):
         code = library_source(spec.builtin) if spec.builtin else spec.source
@@ -42,25 +45,20 @@ class SandboxedTool:
 
     def __init__(self, name: str, code: str, entrypoint: str, *, slot: int, events: EventWriter | None,
                  max_faults: int, allow_weak: bool):
-        from rewards.sandbox.tool import ToolSandbox
-
-        self.name, self.events, self.max_faults = name, events, max_faults
-        self.faults, self.disabled = 0, False
+        self.name, self.events = name, events
+        self.budget = FaultBudget(max_faults)
         self.sandbox = ToolSandbox(code, entrypoint, slot=slot, allow_weak=allow_weak)
         self.sandbox.start()
         if events and self.sandbox.isolation.get("weak"):
             events.write("reward_sandbox", name=name, weak=self.sandbox.isolation["weak"])
 
     def __call__(self, arguments: dict) -> str:
-        from rewards.sandbox import SandboxCrash, SandboxError, SandboxTimeout
-
-        if self.disabled:
-            raise ToolFailed(f"the tool {self.name} is disabled for this run after {self.faults} faults")
+        if self.budget.disabled:
+            raise ToolFailed(f"the tool {self.name} is disabled for this run after {self.budget.faults} faults")
         try:
             return self.sandbox.invoke(arguments)
         except (SandboxTimeout, SandboxCrash) as exc:
-            self.faults += 1
-            self.disabled = self.faults >= self.max_faults
+            self.budget.spend()
             raise ToolFailed(str(exc)) from None
         except SandboxError as exc:
             raise ToolFailed(str(exc)) from None
@@ -77,9 +75,6 @@ def environment_factory(config: TrainConfig, events: EventWriter | None = None) 
     """The run's environment as TRL's ``environment_factory`` takes it (a class built from the user's, read without
     running it, whose instances forward to instances of the user's class in one sandboxed worker), and what to
     close at the end. Its slot follows the tools'."""
-    from rewards.library import source as library_source
-    from rewards.toolspec import environment_signature, stand_in_class
-
     spec = config.environment
     code = library_source(spec.builtin) if spec.builtin else spec.source
     signature = environment_signature(code, spec.entrypoint)
@@ -97,10 +92,8 @@ class SandboxedEnvironment:
 
     def __init__(self, name: str, code: str, signature, *, slot: int, events: EventWriter | None, max_faults: int,
                  allow_weak: bool):
-        from rewards.sandbox.environment import EnvironmentSandbox
-
-        self.name, self.class_name, self.max_faults = name, signature.name, max_faults
-        self.faults, self.disabled, self.instances = 0, False, 0
+        self.name, self.class_name, self.instances = name, signature.name, 0
+        self.budget = FaultBudget(max_faults)
         self.sandbox = EnvironmentSandbox(code, signature.name, methods=[m.name for m in signature.methods],
                                           slot=slot, allow_weak=allow_weak)
         self.sandbox.start()
@@ -118,8 +111,6 @@ class SandboxedEnvironment:
         return self._lifecycle("get_reward", lambda: self.sandbox.reward(instance))
 
     def _lifecycle(self, what: str, act):
-        from rewards.sandbox import SandboxError
-
         try:
             return act()
         except SandboxError as exc:
@@ -127,16 +118,13 @@ class SandboxedEnvironment:
                 from None
 
     def call(self, instance: int, method: str, arguments: dict) -> str:
-        from rewards.sandbox import SandboxCrash, SandboxError, SandboxTimeout
-
-        if self.disabled:
-            raise ToolFailed(f"the environment {self.name}'s tools are disabled for this run after {self.faults} "
-                             "faults")
+        if self.budget.disabled:
+            raise ToolFailed(f"the environment {self.name}'s tools are disabled for this run after "
+                             f"{self.budget.faults} faults")
         try:
             return self.sandbox.call(instance, method, arguments)
         except (SandboxTimeout, SandboxCrash) as exc:
-            self.faults += 1
-            self.disabled = self.faults >= self.max_faults
+            self.budget.spend()
             raise ToolFailed(str(exc)) from None
         except SandboxError as exc:
             raise ToolFailed(str(exc)) from None
