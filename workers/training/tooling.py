@@ -40,6 +40,20 @@ def tool_functions(config: TrainConfig, events: EventWriter | None = None) -> tu
     return funcs, closers
 
 
+def guarded_call(budget: FaultBudget, disabled: str, call):
+    """``call()``, a tool call in a sandbox, as TRL shows its outcome: its result, or ToolFailed with the sandbox's
+    message. A lost worker (timeout, crash) spends the budget; once it is spent every call fails at once."""
+    if budget.disabled:
+        raise ToolFailed(f"{disabled} for this run after {budget.faults} faults")
+    try:
+        return call()
+    except (SandboxTimeout, SandboxCrash) as exc:
+        budget.spend()
+        raise ToolFailed(str(exc)) from None
+    except SandboxError as exc:
+        raise ToolFailed(str(exc)) from None
+
+
 class SandboxedTool:
     """One tool served by one persistent sandboxed worker for the whole run; called with the model's arguments."""
 
@@ -53,15 +67,8 @@ class SandboxedTool:
             events.write("reward_sandbox", name=name, weak=self.sandbox.isolation["weak"])
 
     def __call__(self, arguments: dict) -> str:
-        if self.budget.disabled:
-            raise ToolFailed(f"the tool {self.name} is disabled for this run after {self.budget.faults} faults")
-        try:
-            return self.sandbox.invoke(arguments)
-        except (SandboxTimeout, SandboxCrash) as exc:
-            self.budget.spend()
-            raise ToolFailed(str(exc)) from None
-        except SandboxError as exc:
-            raise ToolFailed(str(exc)) from None
+        return guarded_call(self.budget, f"the tool {self.name} is disabled",
+                            lambda: self.sandbox.invoke(arguments))
 
     def close(self):
         self.sandbox.close()
@@ -118,16 +125,8 @@ class SandboxedEnvironment:
                 from None
 
     def call(self, instance: int, method: str, arguments: dict) -> str:
-        if self.budget.disabled:
-            raise ToolFailed(f"the environment {self.name}'s tools are disabled for this run after "
-                             f"{self.budget.faults} faults")
-        try:
-            return self.sandbox.call(instance, method, arguments)
-        except (SandboxTimeout, SandboxCrash) as exc:
-            self.budget.spend()
-            raise ToolFailed(str(exc)) from None
-        except SandboxError as exc:
-            raise ToolFailed(str(exc)) from None
+        return guarded_call(self.budget, f"the environment {self.name}'s tools are disabled",
+                            lambda: self.sandbox.call(instance, method, arguments))
 
     def close(self):
         self.sandbox.close()
