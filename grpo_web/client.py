@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -23,6 +24,22 @@ import urllib.parse
 import urllib.request
 
 FINISHED = ("completed", "failed", "cancelled")
+# What a terminal acts on rather than shows: C0 and C1 controls (escape sequences retitle, clear or move the
+# terminal), DEL, and the bidirectional overrides that reorder what follows them. Names and errors come from other
+# users and from model output, so they are printed with these escaped.
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text, *, lines: bool = False) -> str:
+    """``text`` fit for a terminal: each control or bidi character shown as its escape (``\\x1b``, ``\\u202e``);
+    with ``lines``, newlines and tabs are kept."""
+    def escape(match: re.Match) -> str:
+        char = match.group()
+        if lines and char in "\n\t":
+            return char
+        return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+    return UNSAFE.sub(escape, str(text))
 
 
 class ApiError(Exception):
@@ -88,12 +105,12 @@ def watch(client: Client, run_id: int, *, interval: float = 2.0, out=sys.stdout)
                 series = client.json("GET", f"/runs/{run_id}/metrics").get("series", {}).get("reward") or []
                 if series and series[-1] is not None:
                     reward = f"  reward {series[-1]:.4f}"
-            print(f"run {run_id} {run['status']:<9} step {run['step']}/{run['total_steps']}{reward}", file=out,
+            print(f"run {run_id} {safe(run['status']):<9} step {run['step']}/{run['total_steps']}{reward}", file=out,
                   flush=True)
             seen = state
         if run["status"] in FINISHED:
             if run.get("error"):
-                print(run["error"], file=out)
+                print(safe(run["error"], lines=True), file=out)
             return run
         time.sleep(interval)
 
@@ -156,14 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "runs":
             for run in client.json("GET", "/runs", params={"status": args.status, "q": args.q}):
                 reward = "" if run["latest_reward"] is None else f"{run['latest_reward']:.4f}"
-                print(f"{run['id']:>6}  {run['status']:<9} {run['step']:>5}/{run['total_steps']:<5} {reward:>8}  "
-                      f"{run['name']}")
+                print(f"{run['id']:>6}  {safe(run['status']):<9} {run['step']:>5}/{run['total_steps']:<5} {reward:>8}  "
+                      f"{safe(run['name'])}")
     except ApiError as exc:
         for error in exc.errors:
-            print(f"grpo-web: {error}", file=sys.stderr)
+            print(f"grpo-web: {safe(error, lines=True)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"grpo-web: {exc}", file=sys.stderr)
+        print(f"grpo-web: {safe(exc)}", file=sys.stderr)
         return 2
     return 0
 

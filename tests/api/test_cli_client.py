@@ -69,3 +69,16 @@ def test_refusals_print_the_servers_messages_and_exit_2(web_server, owner, datas
     filt = cli(web_server, token, "export", "1", "--filter", "nonsense")
     assert filt.returncode == 2 and "key=value" in filt.stderr
     assert not Run.objects.exists()
+
+
+def test_names_print_with_terminal_controls_escaped(web_server, owner, dataset_version):
+    """A run named with escape sequences (retitle, clear the screen) and a bidi override prints them as escapes: a
+    teammate's run name never acts on the terminal of whoever lists runs."""
+    _, token = token_create(owner=owner, name="cli", scope="read")
+    hostile = "ok\x1b]0;pwned\x07\x1b[2J\u202egnp.exe"
+    Run.objects.create(owner=owner, name=hostile, model="tiny", dataset_version=dataset_version, rewards=[],
+                       config={"max_steps": 3}, total_steps=3)
+    listed = cli(web_server, token, "runs")
+    assert listed.returncode == 0, listed.stderr
+    assert "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202egnp.exe" in listed.stdout
+    assert not any(c in listed.stdout for c in "\x1b\x07\u202e")
