@@ -17,6 +17,7 @@ a fresh worker, where a lost instance is ``LostInstance`` until its next reset m
 from __future__ import annotations
 
 from rewards.sandbox.host import SandboxError
+from rewards.sandbox.replies import reward_problem
 from rewards.sandbox.tool import ToolSandbox
 
 # what each action's result may be
@@ -41,7 +42,12 @@ class EnvironmentSandbox(ToolSandbox):
         return self._act("call", instance, method=method, arguments=arguments)
 
     def reward(self, instance: int) -> float | None:
-        return self._act("reward", instance)
+        """get_reward's number, checked here as a reward function's are (the worker's own check is not trusted)."""
+        value = self._act("reward", instance)
+        problem = None if value is None else reward_problem(value)
+        if problem:
+            raise SandboxError(f"get_reward returned {value}; {problem}", kind="InvalidReward")
+        return value
 
     def drop(self, instance: int) -> None:
         self._act("drop", instance)

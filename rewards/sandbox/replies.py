@@ -134,6 +134,18 @@ def call_reply(reply, n: int, *, seq: int, stdout_limit: int) -> CallResult | Sa
     raise malformed()
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # TRL gathers rewards into a float32 tensor: past this a value becomes inf
+
+
+def reward_problem(value: float) -> str | None:
+    """Why ``value`` cannot be a reward (a reward function's, or an environment's get_reward), or None."""
+    if not math.isfinite(value):
+        return "rewards must be finite numbers or None"
+    if abs(value) > FLOAT32_MAX:
+        return "rewards must fit in float32 (TRL's reward tensor), at most 3.4e38 in size"
+    return None
+
+
 def checked_rewards(values, n: int, stdout: str) -> list[float | None]:
     """Exactly ``n`` finite numbers or None; bools count as 0.0/1.0 (TRL's tensor conversion does the same).
     The worker converts and checks the function's result first, so only NaN and inf get here honestly."""
@@ -146,9 +158,9 @@ def checked_rewards(values, n: int, stdout: str) -> list[float | None]:
             out.append(None)
         elif t is float or t is int or t is bool:
             f = float(v)  # msgpack ints fit in 64 bits
-            if not math.isfinite(f):
-                raise SandboxError(f"rewards[{i}] is {f}; rewards must be finite numbers or None",
-                                   kind="InvalidResult", stdout=stdout)
+            problem = reward_problem(f)
+            if problem:
+                raise SandboxError(f"rewards[{i}] is {f}; {problem}", kind="InvalidResult", stdout=stdout)
             out.append(f)
         else:
             raise malformed(f"the worker sent a {t.__name__} as rewards[{i}]")
