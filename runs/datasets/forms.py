@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from django import forms
 
+from runs.datasets.importing.hf import hub_id_problem
 from runs.datasets.mapping import Mapping, template_fields
 from runs.datasets.services import import_choices
 from runs.models import DatasetVersion
@@ -53,8 +52,9 @@ class DatasetHubForm(_DatasetSourceForm):
         data = super().clean()
         if bool(data.get("local_path")) == bool(data.get("hub_id")):
             raise forms.ValidationError("Give either a local path or a hub id.")
-        if data.get("hub_id") and not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", data["hub_id"]):
-            self.add_error("hub_id", "A hub id looks like 'name' or 'owner/name'.")
+        problem = hub_id_problem(data["hub_id"]) if data.get("hub_id") else None
+        if problem:
+            self.add_error("hub_id", problem[0].upper() + problem[1:] + ".")
         return data
 
 

@@ -35,6 +35,7 @@ from runs.datasets.importing import (
 )
 
 # What the child may see of the parent's environment: nothing secret (no DATABASE_URL, SECRET_KEY, REDIS_URL).
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: the child imports this package from it
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME",
               "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_DATASETS_CACHE", "HF_ENDPOINT", "HTTPS_PROXY", "HTTP_PROXY",
               "NO_PROXY")
@@ -70,6 +71,11 @@ def import_hf_isolated(*, local_path: Path | None, hub_id: str, config: str, spl
     """A Hugging Face dataset (a local folder, or the hub when online) loaded and checked in a child process."""
     job = {"kind": "hf", "local_path": str(local_path) if local_path else "", "hub_id": hub_id, "config": config,
            "split": split, "filename": local_path.name if local_path else hub_id}
+    if not local_path:
+        # a hub id is loaded where no folder can answer to it: datasets.load_dataset looks for a local folder of the
+        # id's name first, and relative to the server's folder "var" would be every user's data
+        cwd = workdir / "hub"
+        cwd.mkdir(exist_ok=True)
     outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd,
                          on_progress=on_progress)
     return _result(outcome, job["filename"], limits)
@@ -97,6 +103,7 @@ def _run_child(job: dict, *, dest: Path, workdir: Path, options: ImportOptions, 
     job_path.write_text(json.dumps({**job, "dest": str(dest), "workdir": str(workdir),
                                     "options": dataclasses.asdict(options), "result": str(result)}))
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    env["PYTHONPATH"] = str(ROOT)  # the child's own folder may be an empty one (a hub import)
     with tempfile.TemporaryFile(dir=workdir) as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "runs.datasets.isolated", str(job_path)], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,

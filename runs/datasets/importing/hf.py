@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
 
 from runs.datasets.importing.options import DatasetError
+
+
+# The hub's repository ids: a name, or an owner and a name, each starting with a letter or digit; no "..", so that no
+# id can be read as a path (datasets.load_dataset tries a local folder of the id's name before the hub).
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+def hub_id_problem(hub_id: str) -> str | None:
+    """Why ``hub_id`` is not a hub dataset id, or None."""
+    if len(hub_id) > 200 or not HUB_ID.fullmatch(hub_id) or ".." in hub_id:
+        return "a hub id looks like 'name' or 'owner/name' (letters, digits, '.', '-', '_'); local data comes " \
+               "through the import folders (Local path)"
+    return None
 
 
 def hub_offline() -> bool:
@@ -33,6 +47,9 @@ def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "
                 datasets.load_dataset(str(local_path), cache_dir=str(cache_dir))
             where = local_path.name
         else:
+            problem = hub_id_problem(hub_id)
+            if problem or Path(hub_id).exists():  # the loader runs in an empty folder: nothing local has this name
+                raise DatasetError([f"hub id: {problem or 'not a hub id'}"])
             if hub_offline():
                 raise DatasetError([f"cannot reach the Hugging Face hub for '{hub_id}': this server runs offline "
                                     f"(HF_HUB_OFFLINE=1); import a local copy by path instead"])
