@@ -1,0 +1,1 @@
+from runs.models.lifecycle import *  # noqa: F401,F403
