@@ -40,7 +40,7 @@ def tree(tmp_path) -> Path:
 
 
 BREAKS = {
-    "runs imports workers": ("runs/models.py", "from workers import tasks", "Layers: wiring, then workers"),
+    "runs imports workers": ("runs/models/lifecycle.py", "from workers import tasks", "Layers: wiring, then workers"),
     "rewards imports workers": ("rewards/services.py", "import workers.supervisor",
                                 "Layers: wiring, then workers"),
     "a cycle between capabilities": ("runs/rollouts/ingest.py", "from runs.lifecycle import services",
