@@ -50,7 +50,7 @@ BREAKS = {
     "torch in the web side": ("runs/rollouts/groups.py", "import torch", "torch, transformers, trl"),
     "Django in the command-line client": ("grpo_web/client.py", "import django",
                                           "The command-line client is the standard library only"),
-    "rewards reads the runs API": ("rewards/api.py", "import runs.api", "Layers: wiring, then workers"),
+    "rewards reads the runs API": ("rewards/api.py", "import runs.lifecycle.api", "Layers: wiring, then workers"),
     "a private name from another module": ("runs/compare/views.py", "from runs.rollouts.views import _number",
                                            "No module imports another module's private"),
 }
