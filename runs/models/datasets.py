@@ -7,6 +7,7 @@ from django.db import models
 from django.urls import reverse
 
 from grpo_web.sharing import SharedQuerySet
+from runs.models.jobs import NOT_CANCELLABLE, Job, JobStatus
 
 
 class Dataset(models.Model):
@@ -84,15 +85,9 @@ class DatasetVersion(models.Model):
         return reverse("dataset_version", args=[self.dataset_id, self.number])
 
 
-class DatasetImport(models.Model):
+class DatasetImport(Job):
     """A Hugging Face import, run in the background by a worker: queued, running (with its progress), then a new
     version or the errors that refused it."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dataset_imports")
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.CASCADE, related_name="imports",
@@ -100,13 +95,11 @@ class DatasetImport(models.Model):
     name = models.CharField(max_length=200, blank=True)
     source = models.JSONField(default=dict, help_text="local_path (absolute, under an import root) or hub_id, "
                                                       "config, split; prompt_column, gsm8k_column.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    status = models.CharField(max_length=16, choices=NOT_CANCELLABLE, default=JobStatus.QUEUED)
     progress = models.CharField(max_length=200, blank=True)
     rows_done = models.BigIntegerField(default=0)
     errors = models.JSONField(default=list)
     version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -116,7 +109,3 @@ class DatasetImport(models.Model):
 
     def get_absolute_url(self):
         return reverse("dataset_import_detail", args=[self.pk])
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in (self.Status.COMPLETED, self.Status.FAILED)

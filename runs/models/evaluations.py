@@ -3,10 +3,11 @@
 from django.db import models
 
 from runs.models.datasets import DatasetVersion
+from runs.models.jobs import Job
 from runs.models.lifecycle import Run
 
 
-class Evaluation(models.Model):
+class Evaluation(Job):
     """One evaluation of one model on a dataset version's eval prompts: k samples and one greedy completion per prompt,
     scored by the run's reward functions (workers.evaluate). Periodic ones come from the training run itself (one
     per evaluated step); standalone ones are jobs a user starts on the run page (the base model, a checkpoint, the
@@ -15,13 +16,6 @@ class Evaluation(models.Model):
     class Kind(models.TextChoices):
         PERIODIC = "periodic"
         STANDALONE = "standalone"
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
-        CANCELLED = "cancelled"  # a recipe cancelled while it ran (runs.evaluations.services.evaluation_cancel)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluations")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -32,7 +26,6 @@ class Evaluation(models.Model):
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="evaluations")
     split = models.CharField(max_length=8, default="eval", help_text="'eval': the eval split; 'all': every row.")
     settings = models.JSONField(default=dict, help_text="workers.config.EvalFields as used.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     k = models.PositiveSmallIntegerField(default=0)
     solved_by = models.CharField(max_length=200, blank=True, help_text="The reward that decided correctness.")
     threshold = models.FloatField(default=1.0)
@@ -41,8 +34,6 @@ class Evaluation(models.Model):
     seconds = models.FloatField(null=True, blank=True, help_text="Generation and scoring time.")
     error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["kind", "step", "created_at"]
@@ -51,10 +42,6 @@ class Evaluation(models.Model):
 
     def __str__(self):
         return f"{self.run.name}: {self.label}"
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in (self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED)
 
     @property
     def eval_dir(self):

@@ -9,17 +9,11 @@ from django.utils import timezone
 
 from grpo_web.sharing import SharedQuerySet
 from runs.models.datasets import DatasetVersion
+from runs.models.jobs import Job, JobStatus
 from runs.phrases import default_reflection_phrases
 
 
-class Run(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
+class Run(Job):
     class Kind(models.TextChoices):
         GRPO = "grpo", "GRPO"
         SFT = "sft", "SFT"
@@ -27,8 +21,6 @@ class Run(models.Model):
     class Trainer(models.TextChoices):
         TRL = "trl", "TRL"
         VERL = "verl", "verl"
-
-    FINISHED = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     trainer = models.CharField(max_length=8, choices=Trainer.choices, default=Trainer.TRL,
@@ -52,7 +44,8 @@ class Run(models.Model):
     config = models.JSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra = models.JSONField(default=dict, blank=True,
                                     help_text="Further GRPOConfig fields from an imported TRL config, passed through.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # Job's status, indexed: the dashboard, the reaper and the dispatcher select runs by it
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
@@ -96,9 +89,7 @@ class Run(models.Model):
     token_sample_groups = models.SmallIntegerField(
         default=1, help_text="Groups of each generation batch whose per-token values (TRL's log-probabilities, "
                              "entropy, ratio, clipping) are kept in <run_dir>/tokens; -1: all, 0: none.")
-    created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = SharedQuerySet.as_manager()
 
@@ -112,10 +103,6 @@ class Run(models.Model):
 
     def get_absolute_url(self):
         return reverse("run_detail", args=[self.pk])
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in self.FINISHED
 
     @property
     def progress(self) -> float:

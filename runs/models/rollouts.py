@@ -7,6 +7,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.models.jobs import NOT_CANCELLABLE, Job, JobStatus
 from runs.models.lifecycle import Run
 
 
@@ -80,29 +81,21 @@ class Rollout(models.Model):
         ]
 
 
-class Replay(models.Model):
+class Replay(Job):
     """A reward replay: a run's stored completions of some steps re-scored by other reward versions or weights, with
     the rewards and advantages TRL's formula gives them (runs.rollouts.replay); run by a task on the sandbox queue."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="replays")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="replays")
     rewards = models.JSONField(help_text="[{name, weight, version_id | builtin}] in the run's order, as replayed.")
     filters = models.JSONField(default=dict, blank=True, help_text="The rollout browser's filters that chose the steps.")
     steps = models.JSONField(default=list, help_text="The steps replayed (every completion of each).")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    status = models.CharField(max_length=16, choices=NOT_CANCELLABLE, default=JobStatus.QUEUED)
     done = models.PositiveIntegerField(default=0, help_text="Completions re-scored so far.")
     total = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True,
                                help_text="Per step: zero-variance shares before/after, groups whose best changed.")
     error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -6,20 +6,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models.datasets import DatasetVersion
+from runs.models.jobs import Job
 
 
-class RejectionJob(models.Model):
+class RejectionJob(Job):
     """Rejection sampling (R1's stage 3): k completions per prompt of a dataset version from any model, scored by
     reward functions in the sandbox; those at or above a threshold (at most m per prompt, deduplicated), with rows of
     another dataset mixed in if asked, become a new SFT dataset version that records where it came from. Visible to
     its owner only."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
-        CANCELLED = "cancelled"  # runs.sampling.services.rejection_job_cancel
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rejection_jobs")
     name = models.CharField(max_length=200)
@@ -32,15 +26,12 @@ class RejectionJob(models.Model):
                                           "max_per_prompt, mix_rows, seed.")
     mix_version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
                                     help_text="Rows mixed into the output (prompt-completion), if any.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
     stats = models.JSONField(default=dict, blank=True, help_text="prompts, samples, kept, duplicates, mixed_in, "
                                                                  "kept_share, kept_share_per_prompt.")
     output_version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL,
                                        related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -50,10 +41,6 @@ class RejectionJob(models.Model):
 
     def get_absolute_url(self):
         return reverse("rejection_job_detail", args=[self.pk])
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in (self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED)
 
     @property
     def job_dir(self):
