@@ -8,6 +8,9 @@ import json
 
 from django.contrib.auth import get_user_model
 
+from runs.datasets.mapping import Mapping
+from runs.datasets.services import dataset_import, dataset_version_map
+from runs.models import Dataset, DatasetVersion
 from workers.training.demo_data import (
     arithmetic_rows,
     arithmetic_tool_rows,
@@ -15,9 +18,6 @@ from workers.training.demo_data import (
     python_task_rows,
     word_problem_rows,
 )
-from runs.datasets.mapping import Mapping
-from runs.datasets.services import dataset_import, dataset_version_map
-from runs.models import Dataset, DatasetVersion
 
 # name -> (rows, import options). Arithmetic comes last: the newest version is the run form's default.
 DEMO_DATASETS = {

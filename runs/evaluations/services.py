@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict
-from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from grpo_web import queues
+from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, EvalSample, Evaluation, Run
-from workers.training.protocol.config import EvalFields
 from runs.text import as_text, json_safe, prompt_key
+from workers.training.protocol.config import EvalFields
 
 EVAL_SPLITS = {"eval": "the eval split", "all": "every row"}
 
@@ -144,20 +144,14 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
 def evaluation_cancel(*, evaluation: Evaluation) -> Evaluation:
     """A queued or running standalone evaluation: cancelled now; its worker stops the evaluation process within a
     second (workers.jobs.run_eval_program)."""
-    with transaction.atomic():
-        evaluation = Evaluation.objects.select_for_update().get(pk=evaluation.pk)
-        if evaluation.status in (Evaluation.Status.QUEUED, Evaluation.Status.RUNNING):
-            evaluation.status, evaluation.finished_at = Evaluation.Status.CANCELLED, timezone.now()
-            evaluation.save(update_fields=["status", "finished_at"])
-    return evaluation
+    return job_cancel(job=evaluation)
 
 
 def evaluation_redispatch(*, grace_seconds: float = 30) -> list[Evaluation]:
     """Queue again every standalone evaluation the database holds as queued whose message the broker lost (see
     runs.lifecycle.services.run_redispatch); its claim is idempotent too."""
-    queued = Evaluation.objects.filter(status=Evaluation.Status.QUEUED, kind=Evaluation.Kind.STANDALONE,
-                                       created_at__lt=timezone.now() - timedelta(seconds=grace_seconds))
-    return queues.resend_lost(queues.EVALUATE, list(queued.select_related("run")), _enqueue)
+    standalone = Evaluation.objects.filter(kind=Evaluation.Kind.STANDALONE).select_related("run")
+    return jobs_redispatch(standalone, task=queues.EVALUATE, enqueue=_enqueue, grace_seconds=grace_seconds)
 
 
 def _enqueue(evaluation: Evaluation) -> None:

@@ -8,13 +8,22 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from grpo_web import queues
+from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import model_problems
-from workers.training.protocol.config import SFT_COLUMNS, EvalFields, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
+from workers.training.protocol.config import (
+    SFT_COLUMNS,
+    EvalFields,
+    GRPOFields,
+    RewardSpec,
+    SFTFields,
+    ToolSpec,
+    TrainConfig,
+)
 
 
 class RunRefused(Exception):
@@ -203,23 +212,21 @@ def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:
     """The database is the source of truth for queued work: queue again every run it holds as queued (for longer
     than ``grace_seconds``) whose message the broker no longer has (a Redis restarted without its data, a message
     lost). The claim is idempotent, so a message sent twice never trains a run twice. Returns the runs sent again."""
-    since = timezone.now() - timedelta(seconds=grace_seconds)
-    queued = Run.objects.filter(status=Run.Status.QUEUED).filter(
-        Q(queued_at__lt=since) | Q(queued_at__isnull=True, created_at__lt=since))
-    return queues.resend_lost(queues.TRAIN_RUN, list(queued), _enqueue)
+    # a resumed run waits from when it was queued again
+    return jobs_redispatch(Run.objects.all(), task=queues.TRAIN_RUN, enqueue=_enqueue, grace_seconds=grace_seconds,
+                           queued_since=Coalesce("queued_at", "created_at"))
 
 
 def run_cancel(*, run: Run) -> Run:
     """Queued: cancelled at once. Running: flagged; the supervisor stops the training process within seconds and
     keeps everything already ingested."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run.pk)
-        if run.status == Run.Status.QUEUED:
-            run.mark_cancelled()
-        elif run.status == Run.Status.RUNNING and run.cancel_requested_at is None:
-            run.cancel_requested_at = timezone.now()
-            run.save(update_fields=["cancel_requested_at"])
-    return run
+    return job_cancel(job=run, stop_running=_request_cancel)
+
+
+def _request_cancel(run: Run) -> None:
+    if run.cancel_requested_at is None:
+        run.cancel_requested_at = timezone.now()
+        run.save(update_fields=["cancel_requested_at"])
 
 
 def run_resume(*, run: Run) -> Run:

@@ -17,8 +17,8 @@ from runs.access import visible_versions
 from runs.evaluations.services import evaluation_cancel, evaluation_create
 from runs.lifecycle.services import run_cancel, run_create
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
-from workers.training.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields, GRPOFields
 from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
+from workers.training.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields, GRPOFields
 
 KINDS = ("sft", "grpo", "rejection_sample", "eval")
 MAKES_MODEL = ("sft", "grpo")

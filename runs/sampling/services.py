@@ -7,20 +7,19 @@ import json
 import re
 import tempfile
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from grpo_web import queues
 from runs.datasets.importing import DatasetError
 from runs.datasets.services import dataset_import, datasets_dir, version_training_file
+from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, RejectionJob, RejectionSample
 from runs.paths import model_problems
-from workers.training.protocol.scoring import criterion
 from runs.text import as_text
+from workers.training.protocol.scoring import criterion
 
 SPLITS = ("train", "eval", "all")
 
@@ -89,9 +88,8 @@ def _enqueue(job: RejectionJob) -> None:
 
 def rejection_job_redispatch(*, grace_seconds: float = 30) -> list[RejectionJob]:
     """Queued jobs whose message the broker lost: sent again (the claim is idempotent)."""
-    since = timezone.now() - timedelta(seconds=grace_seconds)
-    queued = RejectionJob.objects.filter(Q(status=RejectionJob.Status.QUEUED), created_at__lt=since)
-    return queues.resend_lost(queues.REJECTION_SAMPLE, list(queued), _enqueue)
+    return jobs_redispatch(RejectionJob.objects.all(), task=queues.REJECTION_SAMPLE, enqueue=_enqueue,
+                           grace_seconds=grace_seconds)
 
 
 def rejection_job_claim(job_id: int) -> RejectionJob | None:
@@ -107,12 +105,7 @@ def rejection_job_claim(job_id: int) -> RejectionJob | None:
 def rejection_job_cancel(*, job: RejectionJob) -> RejectionJob:
     """Queued or running: cancelled now. A queued job's message is then refused by the claim; a running job's worker
     sees the status within a second and stops the sampling process (workers.jobs.run_eval_program)."""
-    with transaction.atomic():
-        job = RejectionJob.objects.select_for_update().get(pk=job.pk)
-        if job.status in (RejectionJob.Status.QUEUED, RejectionJob.Status.RUNNING):
-            job.status, job.finished_at = RejectionJob.Status.CANCELLED, timezone.now()
-            job.save(update_fields=["status", "finished_at"])
-    return job
+    return job_cancel(job=job)
 
 
 def prompts_file(job: RejectionJob) -> str:

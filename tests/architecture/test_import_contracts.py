@@ -43,7 +43,7 @@ LAYERS = "Layers: wiring, the workers' Django side"
 TRAINING = "The training program (workers.training) has no Django"
 
 BREAKS = {
-    "runs imports workers": ("runs/models.py", "from workers import tasks", LAYERS),
+    "runs imports workers": ("runs/models/lifecycle.py", "from workers import tasks", LAYERS),
     "rewards imports workers": ("rewards/services.py", "import workers.supervisor",
                                 LAYERS),
     "the training program reads a reward's row": ("workers/training/train.py", "import rewards.selectors", TRAINING),
@@ -59,7 +59,7 @@ BREAKS = {
     "torch in the web side": ("runs/rollouts/groups.py", "import torch", "torch, transformers, trl"),
     "Django in the command-line client": ("grpo_web/client.py", "import django",
                                           "The command-line client is the standard library only"),
-    "rewards reads the runs API": ("rewards/api.py", "import runs.api", LAYERS),
+    "rewards reads the runs API": ("rewards/api.py", "import runs.lifecycle.api", LAYERS),
     "a private name from another module": ("runs/compare/views.py", "from runs.rollouts.views import _number",
                                            "No module imports another module's private"),
 }

@@ -10,7 +10,6 @@ import pyarrow as pa
 
 from runs.datasets.importing.options import DatasetError
 
-
 # The hub's repository ids: a name, or an owner and a name, each starting with a letter or digit; no "..", so that no
 # id can be read as a path (datasets.load_dataset tries a local folder of the id's name before the hub).
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")

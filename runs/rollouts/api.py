@@ -1,0 +1,100 @@
+"""The JSON API over what a run logged: metrics, a step's groups, rollouts with the browser's filters and their
+export (grpo_web/api.py mounts this router at /api/)."""
+
+from __future__ import annotations
+
+from django.http import StreamingHttpResponse
+from ninja import Query, Router, Schema
+from ninja.errors import HttpError
+from pydantic import Field
+
+from runs.access import async_chunks, visible_run
+from runs.models import Run
+from runs.rollouts import selectors as rollout_selectors
+from runs.rollouts.exports import jsonl_chunks, parquet_chunks
+from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
+
+router = Router()
+
+
+@router.get("/runs/{int:run_id}/metrics", response=dict, tags=["metrics"],
+            summary="TRL's logged metrics per step; smooth: TensorBoard's smoothing weight")
+def run_metrics(request, run_id: int, smooth: float = Query(0.0, ge=0, lt=1)):
+    return rollout_selectors.metric_series(visible_run(request, run_id), smooth=smooth)
+
+
+@router.get("/runs/{int:run_id}/steps/{int:step}", response=dict, tags=["rollouts"],
+            summary="A page of one step's groups: completions, per-function rewards, advantages")
+def run_step(request, run_id: int, step: int, first_group: int = Query(0, ge=0, alias="from"),
+             groups: int = Query(rollout_selectors.STEP_GROUPS_PAGE, ge=1, le=256)):
+    run = visible_run(request, run_id)
+    return {"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
+            "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
+            **rollout_selectors.step_view(run, step, first_group=first_group, groups=groups)}
+
+
+class RolloutFilters(Schema):
+    """The rollout browser's filters, under the same names as its URL."""
+
+    step_min: int | None = Field(None, ge=0)
+    step_max: int | None = Field(None, ge=0)
+    reward_min: float | None = None
+    reward_max: float | None = None
+    adv_min: float | None = Field(None, description="advantage ≥")
+    adv_max: float | None = Field(None, description="advantage ≤")
+    len_min: int | None = Field(None, ge=0, description="completion tokens ≥")
+    len_max: int | None = Field(None, ge=0, description="completion tokens ≤")
+    first_step_below: float | None = Field(None, description="the first scored reasoning step's process score <")
+    truncated: str | None = Field(None, description="yes or no")
+    zero_std: str | None = Field(None, description="yes or no: in a zero-variance group")
+    reflective: str | None = Field(None, description="yes or no: has a self-reflection phrase")
+    reflection: str | None = Field(None, description="one of the run's reflection phrases")
+    phrase: str | None = Field(None, description="completion contains (exact text)")
+    q: str | None = Field(None, description="full-text search of prompt and completion")
+    prompt: str | None = Field(None, description="a prompt key")
+    ids: str | None = Field(None, description="rollout ids, comma-separated (a detector's examples)")
+    sort: str | None = Field(None, description="the browser's sort keys")
+    after: str | None = Field(None, description="the cursor of the next page (next_cursor)")
+
+
+class RolloutsOut(Schema):
+    reward_names: list[str]
+    rows: list[dict]
+    next_cursor: str | None = Field(description="Pass as after= for the next page; null on the last page.")
+
+
+def _filters(request, run: Run):
+    # the browser's own form validates, so the API and the page can never disagree on what a filter means
+    form = RolloutFilterForm(request.GET, run=run)
+    if not form.is_valid():
+        raise HttpError(400, "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()))
+    return form.cleaned_data
+
+
+@router.get("/runs/{int:run_id}/rollouts", response=RolloutsOut, tags=["rollouts"],
+            summary="Stored rollouts with the rollout browser's filters, a page at a time")
+def run_rollouts(request, run_id: int, filters: Query[RolloutFilters]):
+    run = visible_run(request, run_id)
+    try:
+        page = rollout_page(run, _filters(request, run))
+    except SearchTooSlow as exc:
+        raise HttpError(422, str(exc)) from None
+    names = run.reward_names
+    rows = [{**r, "rewards": dict(zip(names, r["rewards"]))} for r in page.rows]
+    return {"reward_names": names, "rows": rows, "next_cursor": page.next_cursor or None}
+
+
+@router.get("/runs/{int:run_id}/rollouts/export", tags=["rollouts"], openapi_extra={"responses": {200: {
+    "description": "The rows, streamed", "content": {"application/x-ndjson": {"schema": {"type": "string"}},
+                                                     "application/vnd.apache.parquet": {"schema": {
+                                                         "type": "string", "format": "binary"}}}}}},
+            summary="Every rollout the filters select, as JSON lines (format=jsonl) or Parquet (format=parquet)")
+def run_rollouts_export(request, run_id: int, filters: Query[RolloutFilters],
+                        format: str = Query("jsonl", pattern="^(jsonl|parquet)$")):
+    run = visible_run(request, run_id)
+    data = _filters(request, run)
+    chunks, content_type = ((jsonl_chunks, "application/x-ndjson") if format == "jsonl" else
+                            (parquet_chunks, "application/vnd.apache.parquet"))
+    response = StreamingHttpResponse(async_chunks(chunks(run, data)), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.{format}"'
+    return response
