@@ -1,5 +1,5 @@
 """Form pieces the capabilities share: a form field built from a config dataclass field, a JSON object field that
-survives hostile input, yes/no choices."""
+survives hostile input, rows picked by key, yes/no choices."""
 
 from __future__ import annotations
 
@@ -24,6 +24,21 @@ class JSONObjectField(forms.JSONField):
             return super().bound_data(data, initial)
         except RecursionError:  # shown back as the text it was
             return InvalidJSONInput(data)
+
+
+class PkMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """Model rows picked by primary key, where a value that cannot be a key (text, or a number no 64-bit column
+    holds: SQLite cannot even bind it) is the field's own "not a valid value" error, not a database error."""
+
+    def _check_values(self, value):
+        for pk in value:
+            try:
+                if not -(1 << 63) <= int(str(pk).strip()) < (1 << 63):
+                    raise ValueError
+            except ValueError:
+                raise forms.ValidationError(self.error_messages["invalid_pk_value"], code="invalid_pk_value",
+                                            params={"pk": pk}) from None
+        return super()._check_values(value)
 
 
 def config_field(name, f):

@@ -7,6 +7,7 @@ from django import forms
 
 from rewards.models import RewardFunction
 from runs.access import visible_versions
+from runs.forms import PkMultipleChoiceField
 from runs.models import DatasetVersion
 from runs.sampling.services import SPLITS, RejectionSettings
 
@@ -31,7 +32,7 @@ class RejectionJobForm(forms.Form):
                                       "a hub id.")
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), label="Prompts")
     split = forms.ChoiceField(choices=[(s, s) for s in SPLITS], initial="all")
-    rewards = forms.ModelMultipleChoiceField(queryset=RewardFunction.objects.none(),
+    rewards = PkMultipleChoiceField(queryset=RewardFunction.objects.none(),
                                              widget=forms.CheckboxSelectMultiple)
     mix_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), required=False,
                                          label="Mix in rows of")

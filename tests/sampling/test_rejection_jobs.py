@@ -114,6 +114,18 @@ def test_the_form_queues_a_job(owner_client, owner, dataset_version, tiny_model,
     assert owner_client.get(job.get_absolute_url()).status_code == 200
 
 
+@pytest.mark.parametrize("pick", ["99999999999999999999999999", "-99999999999999999999999999", "1e3", "x"])
+def test_a_reward_picked_by_a_key_no_row_can_have_is_a_form_error(owner_client, dataset_version, pick):
+    """On SQLite a key past 64 bits could not even be bound: it was a 500 (issue 30, item 9)."""
+    data = {"name": "traces", "model": "tiny", "dataset_version": dataset_version.pk, "split": "all",
+            "rewards": [pick], "k": 4, "threshold": 1.0, "max_per_prompt": 1, "temperature": 1.0,
+            "max_new_tokens": 24, "max_prompts": 8, "mix_rows": 0, "seed": 0}
+    response = owner_client.post(reverse("rejection_job_new"), data)
+    assert response.status_code == 400
+    assert "is not a valid value" in response.content.decode()
+    assert not RejectionJob.objects.exists()
+
+
 def test_an_outsider_gets_404_for_a_job(job, outsider_client):
     rejection_job_store(job=job, event=EVENT)
     for name in ("rejection_job_detail", "rejection_job_status"):
