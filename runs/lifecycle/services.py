@@ -44,7 +44,8 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
     errors = spec_problems(spec, queue_anyway=queue_anyway)
     if errors:
         raise RunRefused(errors)
-    run = spec.as_run(owner=owner)
+    evaluation = EvalFields(**spec.evaluation)  # stored whole when it evaluates, else not at all
+    run = spec.as_run(owner=owner, evaluation=asdict(evaluation) if evaluation.eval_steps else {})
     # the config the worker will train with, checked by TRL on a sandbox worker (no GPU, no files yet)
     train = run_train_config(run, slot_base=0, write_files=False)
     run.total_steps = train.max_steps
@@ -60,9 +61,9 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
 
 
 def spec_normalized(spec: RunSpec) -> RunSpec:
-    """The spec as its run stores it: no empty evaluation settings (every one when eval_steps is set, else none), and
-    the environment's reward column (TRL's extra reward, weight 1, named after the class: the run's last reward)
-    worked out from its code, never taken from the caller."""
+    """The spec as it is checked: blank evaluation settings left to their defaults, and the environment's reward
+    column (TRL's extra reward, weight 1, named after the class: the run's last reward) worked out from its code,
+    never taken from the caller."""
     from rewards.selectors import environment_spec
 
     environment = {k: v for k, v in (spec.environment or {}).items() if k != "reward"}
@@ -70,9 +71,9 @@ def spec_normalized(spec: RunSpec) -> RunSpec:
     signature = _env_signature(env_spec) if env_spec else None
     if signature is not None and signature.has_reward:
         environment["reward"] = signature.name
-    evaluation = EvalFields(**{k: v for k, v in (spec.evaluation or {}).items() if v is not None})
+    evaluation = {k: v for k, v in (spec.evaluation or {}).items() if v is not None}
     return replace(spec, tools=list(spec.tools or []), environment=environment, config_extra=spec.config_extra or {},
-                   evaluation=asdict(evaluation) if evaluation.eval_steps else {})
+                   evaluation=evaluation)
 
 
 def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:

@@ -87,5 +87,5 @@ class RunSpec:
                              owner=owner)
 
     def as_run(self, **fields) -> Run:
-        """An unsaved Run of this spec (plus ``fields``), for what reads a run before there is one."""
-        return Run(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, **fields)
+        """An unsaved Run of this spec (``fields`` set or overridden), for what reads a run before there is one."""
+        return Run(**{**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, **fields})
