@@ -88,8 +88,8 @@ class RunResult:
 def run_once(variant: str, config) -> RunResult:
     from transformers import PrinterCallback
 
-    from workers.training.protocol.events import EventWriter, read_events
     from workers.training.capture import MetricsCallback
+    from workers.training.protocol.events import EventWriter, read_events
     from workers.training.train import make_trainer
 
     events = EventWriter(config.event_log) if variant != "plain" else None

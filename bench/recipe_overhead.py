@@ -59,13 +59,15 @@ HANDOFFS: dict[str, list[float]] = {"by_hand": [], "recipe": []}
 
 def by_hand(owner, plan) -> float:
     from runs.lifecycle.services import run_create
+    from runs.lifecycle.spec import RunSpec
     from runs.models import DatasetVersion, RejectionJob, Run
     from runs.recipes.services import pinned_rewards
     from runs.sampling.services import RejectionSettings, rejection_job_create
 
     started = time.perf_counter()
-    first = run_create(owner=owner, name="by hand 1", model="tiny", kind="sft", rewards=[], config=plan[0]["config"],
-                       dataset_version=DatasetVersion.objects.get(pk=plan[0]["dataset"]), check_rewards=False)
+    first = run_create(owner=owner, spec=RunSpec(
+        name="by hand 1", model="tiny", kind="sft", rewards=[], config=plan[0]["config"],
+        dataset_version=DatasetVersion.objects.get(pk=plan[0]["dataset"])), check_rewards=False)
     wait(lambda: Run.objects.get(pk=first.pk).is_finished)
     job = rejection_job_create(owner=owner, name="by hand 2", model=str(first.run_dir / "output" / "final"),
                                dataset_version=DatasetVersion.objects.get(pk=plan[1]["dataset"]),
@@ -74,8 +76,9 @@ def by_hand(owner, plan) -> float:
                                mix_version=DatasetVersion.objects.get(pk=plan[1]["mix"]))
     wait(lambda: RejectionJob.objects.get(pk=job.pk).is_finished)
     job.refresh_from_db()
-    last = run_create(owner=owner, name="by hand 3", model="tiny", kind="sft", rewards=[], config=plan[2]["config"],
-                      dataset_version=job.output_version, check_rewards=False)
+    last = run_create(owner=owner, spec=RunSpec(
+        name="by hand 3", model="tiny", kind="sft", rewards=[], config=plan[2]["config"],
+        dataset_version=job.output_version), check_rewards=False)
     wait(lambda: Run.objects.get(pk=last.pk).is_finished)
     elapsed = time.perf_counter() - started
     assert Run.objects.get(pk=last.pk).status == "completed"
@@ -112,9 +115,9 @@ def main(argv=None) -> int:
         from django.conf import settings
         from django.contrib.auth import get_user_model
 
-        from workers.training.demo_data import arithmetic_rows
         from runs.datasets.services import dataset_import
         from workers.training.coldstart import cold_start_rows
+        from workers.training.demo_data import arithmetic_rows
         from workers.training.tinymodel import build_tiny_model
 
         build_tiny_model(settings.GRPO_TINY_MODEL_DIR)

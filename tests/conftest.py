@@ -78,8 +78,8 @@ def outsider_client(client, outsider):
 
 @pytest.fixture
 def dataset_version(owner):
-    from workers.training.demo_data import arithmetic_rows
     from runs.datasets.services import dataset_import
+    from workers.training.demo_data import arithmetic_rows
 
     data = "".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)).encode()
     return dataset_import(owner=owner, name="arithmetic", stream=io.BytesIO(data), source_name="arith.jsonl")

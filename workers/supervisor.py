@@ -21,19 +21,16 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
-from rewards.selectors import environment_spec, reward_specs, tool_specs
-from runs.datasets.services import version_training_file
-from runs.evaluations.services import eval_settings, eval_source
+from runs.lifecycle.training_config import run_train_config
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
-from runs.paths import checkpoint_path, event_log_path, log_tail, resolve_model
+from runs.paths import event_log_path, log_tail
 from runs.recipes.services import recipes_advance
 from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import RaySampler, ResourceSampler
 from workers.placement import gpu_plan, ray_slot_base, slot_base, start_vllm_server, visible_gpus
 from workers.processes import die_with_parent, stop, training_env
 from workers.rayjobs import RayJob
-from workers.training.protocol.config import SFT_COLUMNS, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,43 +38,6 @@ POLL_SECONDS = 0.25
 CONTROL_SECONDS = 1.0  # how often the cancel flag is read and the heartbeat written
 FOLDER_LOCK_WAIT = 60.0  # seconds a new attempt waits for an old trainer to let go of the run folder
 DB_ERRORS = (OperationalError, InterfaceError)
-
-
-def train_config(run: Run, vllm_server_port: int | None = None) -> TrainConfig:
-    checkpoint = checkpoint_path(run)
-    evaluation = eval_settings(run)
-    evaluate = evaluation.eval_steps > 0 and run.dataset_version.eval_rows > 0
-    if run.is_sft:
-        # an SFT run's evaluations sample with GRPO's generation defaults, seeded like the run
-        fields = dict(sft=SFTFields(**run.config), grpo=GRPOFields(seed=run.config.get("seed", 42)))
-    else:
-        fields = dict(grpo=GRPOFields(**run.config))
-    return TrainConfig(
-        model=resolve_model(run.model),
-        dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "train.jsonl",
-                                           extra_columns=SFT_COLUMNS if run.is_sft else ()),
-        output_dir=str(run.run_dir / "output"),
-        event_log=str(event_log_path(run)),
-        rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
-        tools=[ToolSpec(**t) for t in tool_specs(run.tools)],
-        environment=ToolSpec(**environment_spec(run.environment)) if run.environment else None,
-        kind=run.kind,
-        trainer=run.trainer,
-        **fields,
-        extra=run.config_extra,
-        max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
-        allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
-        sandbox_slot_base=run.ray_slot_base if run.engine == "ray" else slot_base(),
-        resume_from_checkpoint=str(checkpoint) if checkpoint else None,
-        vllm_server_port=vllm_server_port,
-        evaluation=evaluation,
-        eval_dataset_path=version_training_file(version=run.dataset_version, out=run.run_dir / "eval.jsonl",
-                                                split="eval")
-        if evaluate else None,
-        eval_source=eval_source(run.dataset_version),
-        tokens_dir=None if run.is_sft else str(run.run_dir / "tokens"),
-        token_sample_groups=run.token_sample_groups,
-    )
 
 
 def claim(run_id: int, worker_name: str) -> Run | None:
@@ -182,7 +142,8 @@ class Supervisor:
             if run.vllm_server:
                 self.vllm, port = start_vllm_server(run, log_file, server_gpu)
             config_path = run.run_dir / f"train_config-{run.attempt}.json"
-            config_path.write_text(train_config(run, vllm_server_port=port).to_json())
+            config = run_train_config(run, slot_base=slot_base(), vllm_server_port=port)
+            config_path.write_text(config.to_json())
             return subprocess.Popen(
                 training_command(run, config_path), cwd=settings.BASE_DIR, env=env, stdout=log_file,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -196,9 +157,8 @@ class Supervisor:
             raise RuntimeError("this worker has no Ray cluster (RAY_ADDRESS is not set)")
         if run.vllm_server:
             raise RuntimeError("vLLM server mode is not available on Ray runs; use colocate mode")
-        ray_slot_base(run)
         config_path = run.run_dir / f"train_config-{run.attempt}.json"
-        config_path.write_text(train_config(run).to_json())
+        config_path.write_text(run_train_config(run, slot_base=ray_slot_base(run)).to_json())
         return RayJob(settings.GRPO_RAY_ADDRESS, run, config_path, training_env(), self.log_path,
                       telemetry_seconds=settings.GRPO_TELEMETRY_SECONDS)
 

@@ -3,7 +3,6 @@ mounts this router at /api/)."""
 
 from __future__ import annotations
 
-import yaml
 from django.http import HttpResponse
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
@@ -12,7 +11,8 @@ from runs.access import visible_run, writable_run
 from runs.apischemas import Errors
 from runs.lifecycle.selectors import SORTS, dashboard_runs
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
-from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
+from runs.lifecycle.spec import RunSpec
+from runs.lifecycle.trl_yaml import run_yaml
 from runs.models import Run
 from runs.rollouts import selectors as rollout_selectors
 
@@ -101,22 +101,9 @@ def runs_list(request, q: str = Query("", max_length=200, description="search na
 @router.post("/runs", response={201: RunDetail, 400: Errors}, tags=["runs"],
              summary="Start a run from a run YAML (or the same keys as JSON)")
 def run_start(request, body: RunCreateIn):
-    if body.yaml is not None:
-        text = body.yaml
-    elif body.config is not None:
-        text = yaml.safe_dump(body.config, sort_keys=False)
-    else:
-        return Status(400, {"errors": ["give yaml or config"]})
-    imported = parse_run_yaml(text[:1024 * 1024], owner=request.user)
-    if imported.errors:
-        return Status(400, {"errors": imported.errors})
     try:
-        run = run_create(owner=request.user, name=imported.name, model=imported.model,
-                         dataset_version=imported.dataset_version, rewards=imported.rewards, config=imported.config,
-                         config_extra=imported.extra, requested_gpus=imported.requested_gpus,
-                         evaluation=imported.evaluation, queue_anyway=body.queue_anyway, kind=imported.kind,
-                         engine=imported.engine, num_workers=imported.num_workers, trainer=imported.trainer,
-                         tools=imported.tools, environment=imported.environment)
+        run = run_create(owner=request.user, spec=RunSpec.from_api(yaml_text=body.yaml, config=body.config,
+                                                                   owner=request.user), queue_anyway=body.queue_anyway)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _run_detail(run, request.user))

@@ -3,7 +3,7 @@ resume, retry, and reap the runs whose worker went silent. Keyword-only function
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -13,25 +13,11 @@ from django.utils import timezone
 
 from grpo_web import queues
 from runs.jobs import job_cancel, jobs_redispatch
+from runs.lifecycle.spec import RunRefused, RunSpec
+from runs.lifecycle.training_config import run_train_config
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import model_problems
-from workers.training.protocol.config import (
-    SFT_COLUMNS,
-    EvalFields,
-    GRPOFields,
-    RewardSpec,
-    SFTFields,
-    ToolSpec,
-    TrainConfig,
-)
-
-
-class RunRefused(Exception):
-    """The run would fail: each message names the field or the reward function."""
-
-    def __init__(self, errors: list[str]):
-        super().__init__("; ".join(errors))
-        self.errors = errors
+from workers.training.protocol.config import SFT_COLUMNS, EvalFields
 
 
 def _env_signature(spec: dict):
@@ -45,93 +31,101 @@ def _env_signature(spec: dict):
         return None  # reported by environment_problems
 
 
-def run_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
-               config: dict, config_extra: dict | None = None, requested_gpus: int = 0,
-               evaluation: dict | None = None, parent: Run | None = None, queue_anyway: bool = False,
-               kind: str = Run.Kind.GRPO, check_rewards: bool = True, engine: str = "local",
-               num_workers: int = 1, token_sample_groups: int = 1, trainer: str = Run.Trainer.TRL,
-               tools: list[dict] | None = None, environment: dict | None = None) -> Run:
-    """Validate, check each reward's contract in the sandbox, and queue the run once its row is committed.
+def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_rewards: bool = True) -> Run:
+    """Validate (spec_problems), check each reward's contract in the sandbox, and queue the run once its row is
+    committed.
 
-    ``kind`` "sft": ``config`` holds SFTConfig fields, and the rewards (optional) only score its evaluations.
     ``check_rewards`` False skips the sandbox contract check (a recipe's next stage, started from inside a worker,
     which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
-    that is not up yet will take it). ``token_sample_groups``: groups per generation batch whose per-token values
-    are kept (workers.training.tokens; -1 all, 0 none).
+    that is not up yet will take it)."""
+    from rewards.selectors import reward_specs
 
-    ``engine`` "ray": a worker that serves its Ray cluster submits the run there as a Ray job, trained by
-    ``num_workers`` Ray Train workers (README "Scale out")."""
-    from rewards.selectors import environment_problems, environment_spec, reward_specs, tool_problems, tool_specs
+    spec = spec_normalized(spec)
+    errors = spec_problems(spec, queue_anyway=queue_anyway)
+    if errors:
+        raise RunRefused(errors)
+    evaluation = EvalFields(**spec.evaluation)  # stored whole when it evaluates, else not at all
+    run = spec.as_run(owner=owner, evaluation=asdict(evaluation) if evaluation.eval_steps else {})
+    # the config the worker will train with, checked by TRL on a sandbox worker (no GPU, no files yet)
+    train = run_train_config(run, slot_base=0, write_files=False)
+    run.total_steps = train.max_steps
+    problems = reward_contract_problems([s for s in reward_specs(spec.rewards) if s.get("source")],
+                                        spec.dataset_version, train_config=asdict(train)) if check_rewards else []
+    if problems:
+        raise RunRefused(problems)
+    with transaction.atomic():
+        run.queued_at = timezone.now()
+        run.save(force_insert=True)
+        transaction.on_commit(lambda: _enqueue(run))
+    return run
 
-    specs = reward_specs(rewards)
-    tools = tools or []
-    tool_spec_list = tool_specs(tools)
-    environment = {k: v for k, v in (environment or {}).items() if k != "reward"}
-    env_spec = environment_spec(environment)
-    env_signature = _env_signature(env_spec) if env_spec else None
-    if env_signature is not None and env_signature.has_reward:
-        # TRL's extra reward column (weight 1), named after the class: the run's last reward
-        environment["reward"] = env_signature.name
-    evaluation = {k: v for k, v in (evaluation or {}).items() if v is not None}
+
+def spec_normalized(spec: RunSpec) -> RunSpec:
+    """The spec as it is checked: blank evaluation settings left to their defaults, and the environment's reward
+    column (TRL's extra reward, weight 1, named after the class: the run's last reward) worked out from its code,
+    never taken from the caller."""
+    from rewards.selectors import environment_spec
+
+    environment = {k: v for k, v in (spec.environment or {}).items() if k != "reward"}
+    env_spec = environment_spec(environment) if environment else None
+    signature = _env_signature(env_spec) if env_spec else None
+    if signature is not None and signature.has_reward:
+        environment["reward"] = signature.name
+    evaluation = {k: v for k, v in (spec.evaluation or {}).items() if v is not None}
+    return replace(spec, tools=list(spec.tools or []), environment=environment, config_extra=spec.config_extra or {},
+                   evaluation=evaluation)
+
+
+def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
+    """Why a run of ``spec`` would fail, each message naming its field; [] when it would not. Every way of starting a
+    run (the form, a YAML, the API, the CLI, a retry, a clone, a recipe's stage) is checked here, by run_create.
+    ``queue_anyway``: no refusal for want of an online worker with the GPUs, vLLM or Ray cluster asked for."""
+    from rewards.selectors import environment_problems, environment_spec, tool_problems, tool_specs
+
+    spec = spec_normalized(spec)
+    version, trainer, config = spec.dataset_version, spec.trainer, spec.config
     try:
-        fields = dict(sft=SFTFields(**config)) if kind == Run.Kind.SFT else dict(grpo=GRPOFields(**config))
+        train = run_train_config(spec.as_run(), slot_base=0, write_files=False)
     except TypeError as exc:  # a field the kind does not have
-        raise RunRefused([f"config: {exc}"]) from None
-    spec = TrainConfig(model=model, dataset_path=dataset_version.path, output_dir="", event_log="",
-                       rewards=[RewardSpec(**r) for r in specs], evaluation=EvalFields(**evaluation), kind=kind,
-                       token_sample_groups=token_sample_groups, trainer=trainer,
-                       tools=[ToolSpec(**t) for t in tool_spec_list],
-                       environment=ToolSpec(**env_spec) if env_spec else None, **fields)
-    errors = (spec.validate() + model_problems(model) + engine_problems(engine, num_workers, queue_anyway)
+        return [f"config: {exc}"]
+    tool_spec_list = tool_specs(spec.tools)
+    env_spec = environment_spec(spec.environment) if spec.environment else None
+    env_signature = _env_signature(env_spec) if env_spec else None
+    errors = (train.validate() + model_problems(spec.model)
+              + engine_problems(spec.engine, spec.num_workers, queue_anyway)
               + tool_problems(tool_spec_list) + environment_problems(env_spec))
-    if trainer == Run.Trainer.VERL and requested_gpus < 1:
+    if trainer == Run.Trainer.VERL and spec.requested_gpus < 1:
         errors.append("trainer: verl generates with vLLM on GPUs; ask for at least one GPU (or train with trl)")
-    if tools and trainer == Run.Trainer.VERL:
+    if spec.tools and trainer == Run.Trainer.VERL:
         errors.append("tools: a verl run calls no tools here; train with trl to attach tools")
-    if environment and trainer == Run.Trainer.VERL:
+    if spec.environment and trainer == Run.Trainer.VERL:
         errors.append("environment: a verl run has no environments here; train with trl to attach one")
     if env_spec and tool_spec_list:
         clash = {t["entrypoint"] for t in tool_spec_list} & {m.name for m in (env_signature.methods if env_signature else ())}
         errors += [f"tools: the tool {name!r} and the environment's method {name!r} share a name; the model could "
                    f"not tell them apart" for name in sorted(clash)]
-    if environment and not tools and dataset_version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
+    if spec.environment and not spec.tools and version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
         errors.append(f"environment: TRL calls an environment's tools only in chat conversations, and "
-                      f"{dataset_version}'s prompts are text; map the prompt as conversational on the dataset's "
+                      f"{version}'s prompts are text; map the prompt as conversational on the dataset's "
                       f"mapping page, or pick the arithmetic-tools demo")
-    if tools and dataset_version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
-        errors.append(f"tools: TRL calls tools only in chat conversations, and {dataset_version}'s prompts are text; "
+    if spec.tools and version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
+        errors.append(f"tools: TRL calls tools only in chat conversations, and {version}'s prompts are text; "
                       f"map the prompt as conversational on the dataset's mapping page, "
                       f"or pick the arithmetic-tools demo")
-    if kind == Run.Kind.SFT:
-        errors += sft_dataset_problems(dataset_version)
+    if spec.kind == Run.Kind.SFT:
+        errors += sft_dataset_problems(version)
     if not queue_anyway:
-        server = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and requested_gpus > 0
-        errors += capacity_problems(gpus=requested_gpus + server, use_vllm=bool(config.get("use_vllm")))
-    for r in rewards:
-        if r.get("builtin") == "code_tests" and "tests" not in (dataset_version.reward_columns or []):
-            errors.append(f"code_tests: {dataset_version} has no `tests` column reaching the rewards (asserts or "
+        server = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and spec.requested_gpus > 0
+        errors += capacity_problems(gpus=spec.requested_gpus + server, use_vllm=bool(config.get("use_vllm")))
+    for r in spec.rewards:
+        if r.get("builtin") == "code_tests" and "tests" not in (version.reward_columns or []):
+            errors.append(f"code_tests: {version} has no `tests` column reaching the rewards (asserts or "
                           f"stdin/stdout pairs per row); pick a dataset with one, such as the python tasks demo")
-    if spec.evaluation.eval_steps and not dataset_version.eval_rows:
-        errors.append(f"eval_steps: {dataset_version} has no eval split; map one on the dataset's mapping page, or "
+    if train.evaluation.eval_steps and not version.eval_rows:
+        errors.append(f"eval_steps: {version} has no eval split; map one on the dataset's mapping page, or "
                       f"set eval_steps to 0")
-    if errors:
-        raise RunRefused(errors)
-    problems = reward_contract_problems([s for s in specs if s.get("source")], dataset_version,
-                                        train_config={**asdict(spec), "extra": config_extra or {}}) \
-        if check_rewards else []
-    if problems:
-        raise RunRefused(problems)
-    with transaction.atomic():
-        run = Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                                 rewards=rewards, tools=tools, environment=environment, config=config, config_extra=config_extra or {},
-                                 kind=kind, trainer=trainer,
-                                 evaluation=asdict(spec.evaluation) if spec.evaluation.eval_steps else {},
-                                 total_steps=config["max_steps"], requested_gpus=requested_gpus, parent=parent,
-                                 engine=engine, num_workers=num_workers, token_sample_groups=token_sample_groups,
-                                 queued_at=timezone.now())
-        transaction.on_commit(lambda: _enqueue(run))
-    return run
+    return errors
 
 
 def sft_dataset_problems(version: DatasetVersion) -> list[str]:
@@ -251,12 +245,7 @@ def run_resume(*, run: Run) -> Run:
 
 def run_retry(*, run: Run) -> Run:
     """Run the same configuration again from scratch, as a new run that remembers where it came from."""
-    return run_create(owner=run.owner, name=f"{run.name} (retry)", model=run.model,
-                      dataset_version=run.dataset_version, rewards=run.rewards, config=run.config,
-                      config_extra=run.config_extra, requested_gpus=run.requested_gpus, evaluation=run.evaluation,
-                      parent=run, kind=run.kind, engine=run.engine, num_workers=run.num_workers,
-                      token_sample_groups=run.token_sample_groups, trainer=run.trainer, tools=run.tools,
-                      environment=run.environment)
+    return run_create(owner=run.owner, spec=replace(RunSpec.of_run(run), name=f"{run.name} (retry)", parent=run))
 
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:

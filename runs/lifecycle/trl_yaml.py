@@ -27,7 +27,7 @@ from runs.datasets.services import dataset_version_map
 from runs.lifecycle.foreign_yaml import from_oumi_yaml, from_verl_yaml, kind_of
 from runs.models import DatasetVersion, Run
 from workers.training.protocol import trl_fields
-from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, GRPOFields, kind_fields
+from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, TOKEN_FIELDS, GRPOFields, kind_fields
 
 # Set by grpo-web for every run (workers/training/train.py), so an imported value would be overridden anyway.
 MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
@@ -35,7 +35,8 @@ MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save
 # TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.
 SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
                "requested_gpus", "name", "reward_weights", "system_prompt", "dataset_prompt_column",
-               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers", "tools", "environment"}
+               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers", "tools", "environment",
+               "token_sample_groups"}
 # Keys grpo-web does not apply, each with what happens instead (a note never claims grpo-web sets what it does not).
 NOT_APPLIED = {
     **dict.fromkeys(("push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token", "hub_revision",
@@ -93,6 +94,7 @@ class ImportedRun:
     num_workers: int = 1  # Ray Train workers of a Ray run
     kind: str = "grpo"  # the ``trainer`` key: grpo or sft
     trainer: str = "trl"  # ``trainer: verl``: a GRPO run that trains with verl
+    token_sample_groups: int = TOKEN_FIELDS["token_sample_groups"].default  # grpo-web's own, for the token view
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -156,6 +158,8 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
     out.requested_gpus = int(data.get("requested_gpus") or 0)
+    if "token_sample_groups" in data:
+        out.token_sample_groups = _coerce("token_sample_groups", data["token_sample_groups"], out.errors, TOKEN_FIELDS)
     _engine(data, out)
     _dataset(data, owner, out)
     _rewards(data, owner, out)
@@ -405,6 +409,8 @@ def run_yaml(run: Run) -> str:
         "engine": run.engine,
         "num_workers": run.num_workers,
     }
+    if run.token_sample_groups != TOKEN_FIELDS["token_sample_groups"].default:
+        data["token_sample_groups"] = run.token_sample_groups
     if run.tools:
         data["tools"] = [t["name"] for t in run.tools]
     if run.environment:

@@ -21,6 +21,7 @@ from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.forms import RunForm
 from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
+from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.live import sse_response
 from runs.models import Dataset, Run
@@ -181,13 +182,8 @@ def run_retry_view(request, pk):
 def create_from_form(request, form, parent=None):
     data = form.cleaned_data
     try:
-        return run_create(owner=request.user, name=data["name"], model=data["model"],
-                          dataset_version=data["dataset_version"], rewards=data["rewards"], config=data["config"],
-                          config_extra=data.get("config_extra") or {}, requested_gpus=data["requested_gpus"],
-                          evaluation=data["evaluation"], parent=parent, queue_anyway=data.get("queue_anyway", False),
-                          kind=data["kind"], engine=data["engine"], num_workers=data["num_workers"],
-                          token_sample_groups=data["token_sample_groups"], trainer=data.get("trainer") or "trl",
-                          tools=data.get("tools") or [], environment=data.get("environment") or {})
+        return run_create(owner=request.user, spec=RunSpec.from_form(data, parent=parent),
+                          queue_anyway=data.get("queue_anyway", False))
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)

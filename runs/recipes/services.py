@@ -16,6 +16,7 @@ from rewards.models import RewardFunction
 from runs.access import visible_versions
 from runs.evaluations.services import evaluation_cancel, evaluation_create
 from runs.lifecycle.services import run_cancel, run_create
+from runs.lifecycle.spec import RunSpec
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
 from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
 from workers.training.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields, GRPOFields
@@ -212,10 +213,11 @@ def _launch(recipe: Recipe) -> None:
             config = dict(stage.get("config") or {})
             if stage["kind"] == "grpo":
                 config = {k: getattr(GRPOFields(), k) for k in GRPOFields.__dataclass_fields__} | config
-            run = run_create(owner=owner, name=name, model=model, kind=stage["kind"],
-                             dataset_version=_input(recipe, stage["dataset"], "dataset"),
-                             rewards=pinned_rewards(owner, stage.get("rewards") or []), config=config,
-                             evaluation=stage.get("evaluation"), queue_anyway=True, check_rewards=False)
+            spec = RunSpec(name=name, model=model, kind=stage["kind"],
+                           dataset_version=_input(recipe, stage["dataset"], "dataset"),
+                           rewards=pinned_rewards(owner, stage.get("rewards") or []), config=config,
+                           evaluation=stage.get("evaluation") or {})
+            run = run_create(owner=owner, spec=spec, queue_anyway=True, check_rewards=False)
             output["run"] = run.pk
         elif stage["kind"] == "rejection_sample":
             job = rejection_job_create(owner=owner, name=name, model=model,

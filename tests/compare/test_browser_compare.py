@@ -8,6 +8,7 @@ import pytest
 from rewards.models import RewardFunction
 from runs.compare.selectors import prompt_hash
 from runs.lifecycle.services import run_create
+from runs.lifecycle.spec import RunSpec
 from runs.live import publish
 from runs.models import Run, StepMetric
 from tests.compare.compare_data import T0, add_group, log_metrics, make_run
@@ -162,8 +163,9 @@ def test_two_real_runs_compared_while_they_train(web_server, celery_worker, owne
                for name in ("digit_ratio", "accuracy")]
     config = {"num_generations": 4, "max_completion_length": 16, "beta": 0.0, "max_steps": 4,
               "per_device_train_batch_size": 8, "seed": 7, "loss_type": "dapo", "scale_rewards": "group"}
-    runs = [run_create(owner=owner, name=name, model="tiny", dataset_version=dataset_version, rewards=rewards,
-                       config={**config, "learning_rate": lr})
+    runs = [run_create(owner=owner, spec=RunSpec(
+        name=name, model="tiny", dataset_version=dataset_version, rewards=rewards,
+        config={**config, "learning_rate": lr}))
             for name, lr in (("slow", 1e-3), ("fast", 3e-2))]
 
     log_in(page, web_server)

@@ -6,6 +6,7 @@ import pytest
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_create
+from runs.lifecycle.spec import RunSpec
 from runs.models import Evaluation, Run
 from tests.conftest import log_in, wait_for
 
@@ -28,9 +29,10 @@ def test_the_base_and_the_final_model_are_compared_on_the_run_page(web_server, c
     rewards = [{"name": name, "weight": 1.0,
                 "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk}
                for name in ("accuracy", "digit_ratio")]
-    run = run_create(owner=owner, name="evaluated", model=str(coldstart_model), dataset_version=eval_version,
-                     rewards=rewards,
-                     config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, "save_steps": 0})
+    run = run_create(owner=owner, spec=RunSpec(
+        name="evaluated", model=str(coldstart_model), dataset_version=eval_version,
+        rewards=rewards,
+        config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, "save_steps": 0}))
     wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=180, what="the run to train")
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
 

@@ -10,6 +10,7 @@ from rewards.library.accuracy import last_boxed
 from rewards.models import RewardFunction
 from runs.datasets.mapping import Mapping, build_prompt, eval_mask
 from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.spec import RunSpec
 from runs.models import EvalSample, Evaluation, Run, StepMetric
 from tests.conftest import wait_for
 
@@ -56,9 +57,10 @@ def _expected(samples: list[EvalSample]) -> dict:
 
 def test_eval_every_two_steps_stores_figures_that_match_the_stored_completions(
         celery_worker, owner, eval_version, coldstart_model):
-    run = run_create(owner=owner, name="eval", model=str(coldstart_model), dataset_version=eval_version,
-                     rewards=_rewards(owner), config=_config(),
-                     evaluation={"eval_steps": 2, "eval_num_samples": K, "eval_max_prompts": PROMPTS})
+    run = run_create(owner=owner, spec=RunSpec(
+        name="eval", model=str(coldstart_model), dataset_version=eval_version,
+        rewards=_rewards(owner), config=_config(),
+        evaluation={"eval_steps": 2, "eval_num_samples": K, "eval_max_prompts": PROMPTS}))
     wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=300, what="the run to finish")
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
@@ -104,11 +106,13 @@ def test_eval_every_two_steps_stores_figures_that_match_the_stored_completions(
 
 def test_eval_steps_needs_an_eval_split(owner, dataset_version, tiny_model):
     with pytest.raises(RunRefused) as refused:
-        run_create(owner=owner, name="no split", model="tiny", dataset_version=dataset_version,
-                   rewards=_rewards(owner), config=_config(), evaluation={"eval_steps": 2})
+        run_create(owner=owner, spec=RunSpec(
+            name="no split", model="tiny", dataset_version=dataset_version,
+            rewards=_rewards(owner), config=_config(), evaluation={"eval_steps": 2}))
     assert any(e.startswith("eval_steps:") and "no eval split" in e for e in refused.value.errors)
     with pytest.raises(RunRefused) as refused:
-        run_create(owner=owner, name="bad criterion", model="tiny", dataset_version=dataset_version,
-                   rewards=_rewards(owner), config=_config(), evaluation={"eval_solved_by": "nope"})
+        run_create(owner=owner, spec=RunSpec(
+            name="bad criterion", model="tiny", dataset_version=dataset_version,
+            rewards=_rewards(owner), config=_config(), evaluation={"eval_solved_by": "nope"}))
     assert any(e.startswith("eval_solved_by:") and "'nope'" in e for e in refused.value.errors)
     assert not Run.objects.exists()

@@ -8,10 +8,10 @@ from django.urls import reverse
 
 from rewards.models import RewardFunction
 from runs.lifecycle.forms import RunForm
+from runs.lifecycle.training_config import run_train_config
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
 from tests.rollouts.inspect_data import make_run
-from workers.supervisor import train_config
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +58,7 @@ def test_yaml_round_trip_and_clone_keep_the_eval_settings(owner, eval_version):
 def test_the_training_config_carries_the_eval_split(owner, eval_version, settings, tmp_path):
     settings.DATA_DIR = tmp_path
     run = make_run(owner, eval_version, evaluation=EVAL)
-    config = train_config(run)
+    config = run_train_config(run, slot_base=100)
     assert config.evaluation.eval_steps == 5 and config.evaluation.eval_num_samples == 3
     assert config.eval_source == "arithmetic"
     eval_rows = [json.loads(line) for line in open(config.eval_dataset_path)]
@@ -67,7 +67,7 @@ def test_the_training_config_carries_the_eval_split(owner, eval_version, setting
     assert len(eval_rows) + len(train_rows) == 64 and {"prompt", "answer"} <= set(eval_rows[0])
     # without eval_steps no eval file is written nor read
     plain = make_run(owner, eval_version, name="plain")
-    assert train_config(plain).eval_dataset_path is None
+    assert run_train_config(plain, slot_base=100).eval_dataset_path is None
 
 
 def test_the_run_form_page_shows_the_evaluation_fields(owner_client):

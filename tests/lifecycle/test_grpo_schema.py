@@ -12,8 +12,8 @@ from rewards.models import RewardFunction
 from runs.lifecycle.forms import NOT_ON_FORM, RunForm
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
-from workers.training.protocol import trl_fields
 from tests.conftest import run_form_data
+from workers.training.protocol import trl_fields
 from workers.training.trl_schema import grpo_schema
 
 pytestmark = pytest.mark.django_db

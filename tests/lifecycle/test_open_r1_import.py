@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from workers.training.demo_data import arithmetic_rows
 from runs.datasets.services import dataset_import
 from runs.lifecycle.services import run_create
+from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml
 from runs.models import Run
 from tests.conftest import wait_for
+from workers.training.demo_data import arithmetic_rows
 
 SYSTEM = ("You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first think about "
           "the reasoning process as an internal monologue and then provide the user with the answer. Respond in the "
@@ -217,9 +218,10 @@ def test_each_imported_recipe_trains_the_tiny_model(celery_worker, owner):
         config = {**imported.config, "num_generations": 4, "per_device_train_batch_size": 8,
                   "gradient_accumulation_steps": 1, "max_completion_length": 16, "max_steps": 1, "use_vllm": False,
                   "bf16": "no", "save_steps": 0}
-        runs.append(run_create(owner=owner, name=name, model="tiny", dataset_version=imported.dataset_version,
-                               rewards=imported.rewards, config=config, config_extra=imported.extra,
-                               evaluation={**imported.evaluation, "eval_steps": 0}))
+        runs.append(run_create(owner=owner, spec=RunSpec(
+            name=name, model="tiny", dataset_version=imported.dataset_version,
+            rewards=imported.rewards, config=config, config_extra=imported.extra,
+            evaluation={**imported.evaluation, "eval_steps": 0})))
     wait_for(lambda: all(r.refresh_from_db() or r.is_finished for r in runs), timeout=300, what="the imported runs")
     for run in runs:
         assert run.status == Run.Status.COMPLETED, (run.name, run.error, run.log_tail[-2000:])

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.spec import RunSpec
 from runs.models import Run, Worker
 from tests.conftest import run_form_data
 
@@ -26,9 +27,10 @@ def announce(name: str, gpus: int, vllm: bool = False, seen_ago: float = 1.0) ->
 
 def create(owner, dataset_version, gpus: int, **kwargs) -> Run:
     config = {**CONFIG, **kwargs.pop("config", {})}
-    return run_create(owner=owner, name="gpu", model="tiny", dataset_version=dataset_version,
-                      rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None, "builtin": "digit_ratio"}],
-                      config=config, requested_gpus=gpus, **kwargs)
+    return run_create(owner=owner, spec=RunSpec(
+        name="gpu", model="tiny", dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None, "builtin": "digit_ratio"}],
+        config=config, requested_gpus=gpus), **kwargs)
 
 
 def refused(owner, dataset_version, gpus: int, **kwargs) -> list[str]:

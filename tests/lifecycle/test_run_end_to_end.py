@@ -8,6 +8,7 @@ import pytest
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.spec import RunSpec
 from runs.models import Rollout, Run, StepMetric
 from tests.conftest import wait_for
 
@@ -27,8 +28,9 @@ def _submit(owner, dataset_version, model="tiny", **config):
     base = {"num_generations": 4, "max_completion_length": 16, "learning_rate": 1e-2, "beta": 0.0, "epsilon": 0.2,
             "temperature": 1.0, "max_steps": 3, "per_device_train_batch_size": 8, "seed": 7, "loss_type": "dapo",
             "scale_rewards": "group", "log_completions": True}
-    return run_create(owner=owner, name="e2e", model=model, dataset_version=dataset_version, rewards=_rewards(owner),
-                      config={**base, **config})
+    return run_create(owner=owner, spec=RunSpec(
+        name="e2e", model=model, dataset_version=dataset_version, rewards=_rewards(owner),
+        config={**base, **config}))
 
 
 def _finished(run):

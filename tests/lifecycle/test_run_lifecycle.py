@@ -8,6 +8,7 @@ import pytest
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
+from runs.lifecycle.spec import RunSpec
 from runs.models import Rollout, Run, StepMetric
 from runs.paths import event_log_path
 from tests.conftest import wait_for
@@ -20,10 +21,11 @@ CONFIG = {"num_generations": 4, "max_completion_length": 8, "per_device_train_ba
 
 def submit(owner, dataset_version, max_steps=12, requested_gpus=0, **extra):
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    return run_create(owner=owner, name="life", model="tiny", dataset_version=dataset_version,
-                      rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk,
-                                "version": 1}],
-                      config={**CONFIG, "max_steps": max_steps, **extra}, requested_gpus=requested_gpus)
+    return run_create(owner=owner, spec=RunSpec(
+        name="life", model="tiny", dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk,
+                  "version": 1}],
+        config={**CONFIG, "max_steps": max_steps, **extra}, requested_gpus=requested_gpus))
 
 
 def refreshed(run):
@@ -131,8 +133,9 @@ def test_a_run_needing_a_gpu_waits_for_a_gpu_worker(celery_worker, owner, datase
     assert [training_queue(n) for n in (0, 1, 4)] == ["training", "training-gpu1", "training-gpu4"]
     run = submit(owner, dataset_version, max_steps=2, requested_gpus=0)
     run = Run.objects.get(pk=run.pk)
-    gpu_run = run_create(owner=owner, name="gpu", model="tiny", dataset_version=dataset_version, rewards=run.rewards,
-                         config=run.config, requested_gpus=1, queue_anyway=True)  # no GPU worker is up
+    gpu_run = run_create(owner=owner, spec=RunSpec(
+        name="gpu", model="tiny", dataset_version=dataset_version, rewards=run.rewards,
+        config=run.config, requested_gpus=1), queue_anyway=True)  # no GPU worker is up
     wait_for(lambda: refreshed(run).is_finished, timeout=120, what="the CPU run")
     time.sleep(1)
     assert refreshed(gpu_run).status == Run.Status.QUEUED  # the CPU-only worker does not take it

@@ -10,9 +10,10 @@ import pytest
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_cancel, run_create, run_resume
+from runs.lifecycle.spec import RunSpec
 from runs.models import Evaluation, Rollout, Run, StepMetric
-from workers.training.protocol.config import SFT_FIELDS
 from tests.conftest import wait_for
+from workers.training.protocol.config import SFT_FIELDS
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -32,11 +33,12 @@ def sft_version(owner):
 
 def _submit(owner, version, rewards=(), evaluation=None, **config):
     base = {k: f.default for k, f in SFT_FIELDS.items()}
-    return run_create(owner=owner, name="sft e2e", model="tiny", dataset_version=version, kind="sft",
-                      rewards=[{"name": n, "weight": 1.0,
-                                "version_id": RewardFunction.objects.get(owner=owner, name=n).latest_version.pk}
-                               for n in rewards],
-                      config={**base, **config}, evaluation=evaluation)
+    return run_create(owner=owner, spec=RunSpec(
+        name="sft e2e", model="tiny", dataset_version=version, kind="sft",
+        rewards=[{"name": n, "weight": 1.0,
+                  "version_id": RewardFunction.objects.get(owner=owner, name=n).latest_version.pk}
+                 for n in rewards],
+        config={**base, **config}, evaluation=evaluation))
 
 
 def _finished(run):

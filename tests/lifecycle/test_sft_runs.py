@@ -8,11 +8,12 @@ import pytest
 from django.urls import reverse
 
 from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
+from tests.conftest import run_form_data
 from workers.training.protocol.config import SFT_FIELDS, SFTFields
 from workers.training.protocol.trl_fields import SFT_CONFIG_FIELDS
-from tests.conftest import run_form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -64,26 +65,30 @@ def test_the_sft_form_starts_an_sft_run_without_rewards(owner_client, owner, sft
 
 def test_an_sft_run_on_rows_without_completions_is_refused(owner, dataset_version):
     with pytest.raises(RunRefused, match="neither a 'completion' column"):
-        run_create(owner=owner, name="x", model="tiny", dataset_version=dataset_version, rewards=[],
-                   config={"max_steps": 3}, kind="sft")
+        run_create(owner=owner, spec=RunSpec(
+            name="x", model="tiny", dataset_version=dataset_version, rewards=[],
+            config={"max_steps": 3}, kind="sft"))
 
 
 def test_an_sft_run_with_evaluations_needs_rewards_to_score_them(owner, sft_version):
     with pytest.raises(RunRefused, match="rewards: pick the reward functions that score the evaluations"):
-        run_create(owner=owner, name="x", model="tiny", dataset_version=sft_version, rewards=[],
-                   config={"max_steps": 3}, kind="sft", evaluation={"eval_steps": 1})
+        run_create(owner=owner, spec=RunSpec(
+            name="x", model="tiny", dataset_version=sft_version, rewards=[],
+            config={"max_steps": 3}, kind="sft", evaluation={"eval_steps": 1}))
 
 
 def test_a_grpo_field_in_an_sft_config_is_refused_by_name(owner, sft_version):
     with pytest.raises(RunRefused, match="num_generations"):
-        run_create(owner=owner, name="x", model="tiny", dataset_version=sft_version, rewards=[],
-                   config={"max_steps": 3, "num_generations": 4}, kind="sft")
+        run_create(owner=owner, spec=RunSpec(
+            name="x", model="tiny", dataset_version=sft_version, rewards=[],
+            config={"max_steps": 3, "num_generations": 4}, kind="sft"))
 
 
 def test_an_sft_run_exports_and_imports_as_sftconfig_yaml(owner, sft_version, tiny_model, monkeypatch):
     monkeypatch.setattr("runs.lifecycle.services._enqueue", lambda run: None)
-    run = run_create(owner=owner, name="cold start", model="tiny", dataset_version=sft_version, rewards=[],
-                     config={**{k: f.default for k, f in SFT_FIELDS.items()}, "max_steps": 7}, kind="sft")
+    run = run_create(owner=owner, spec=RunSpec(
+        name="cold start", model="tiny", dataset_version=sft_version, rewards=[],
+        config={**{k: f.default for k, f in SFT_FIELDS.items()}, "max_steps": 7}, kind="sft"))
     text = run_yaml(run)
     assert text.startswith("# grpo-web run") and "SFTConfig" in text and "trainer: sft" in text
     imported = parse_run_yaml(text, owner=owner)

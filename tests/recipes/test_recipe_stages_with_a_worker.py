@@ -9,10 +9,10 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Evaluation, RejectionJob, RejectionSample, Run
-from workers.training.protocol.config import SFT_FIELDS
 from runs.recipes.selectors import pipeline
 from runs.recipes.services import recipe_cancel, recipe_create, recipe_start
 from tests.conftest import wait_for
+from workers.training.protocol.config import SFT_FIELDS
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

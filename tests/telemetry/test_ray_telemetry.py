@@ -9,9 +9,9 @@ import pytest
 from django.urls import reverse
 
 from runs.models import ResourceSample, Run
-from workers.training.protocol.resources import RankTelemetry, parse_rank_sample
 from runs.telemetry.sampler import READ_LIMIT, RaySampler
 from tests.conftest import wait_for
+from workers.training.protocol.resources import RankTelemetry, parse_rank_sample
 
 pytestmark = [pytest.mark.django_db]
 

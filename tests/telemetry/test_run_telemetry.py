@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from runs.models import ResourceSample, Run, StepMetric
-from workers.training.protocol.resources import parse_nvidia_smi
 from runs.telemetry.sampler import ResourceSampler
 from runs.telemetry.selectors import MAX_POINTS
 from tests.conftest import log_in, start_worker, stop_process, wait_for
+from workers.training.protocol.resources import parse_nvidia_smi
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

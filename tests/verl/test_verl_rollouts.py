@@ -19,12 +19,12 @@ from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.workers.reward_manager.naive import NaiveRewardManager
 
 from runs.models import Rollout, Run, StepMetric
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
-from workers.training.protocol.verl_keys import overrides
 from runs.rollouts.ingest import ingest_events
 from runs.rollouts.selectors import step_groups
 from workers.training import verl_reward
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+from workers.training.protocol.events import read_events
+from workers.training.protocol.verl_keys import overrides
 from workers.training.verl_data import metrics_event, reward_means, rollouts_event, verl_rows
 from workers.training.verl_run import install_capture
 

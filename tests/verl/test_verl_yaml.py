@@ -10,6 +10,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from runs.lifecycle.services import run_create
+from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
 
@@ -109,10 +110,11 @@ def test_an_oumi_config_for_another_trainer_is_refused(owner, dataset_version):
 
 def test_a_verl_runs_yaml_reads_back_as_a_verl_run(owner, dataset_version, monkeypatch):
     monkeypatch.setattr("runs.lifecycle.services.capacity_problems", lambda **kw: [])
-    run = run_create(owner=owner, name="v", model="tiny", dataset_version=dataset_version,
-                     rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
-                     config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3},
-                     requested_gpus=1, trainer="verl", queue_anyway=True)
+    run = run_create(owner=owner, spec=RunSpec(
+        name="v", model="tiny", dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
+        config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3},
+        requested_gpus=1, trainer="verl"), queue_anyway=True)
     assert run.trainer == Run.Trainer.VERL
     back = parse_run_yaml(run_yaml(run), owner=owner)
     assert not back.errors and back.trainer == "verl" and back.kind == "grpo"
@@ -122,19 +124,21 @@ def test_a_verl_run_without_a_gpu_is_refused(owner, dataset_version):
     from runs.lifecycle.services import RunRefused
 
     with pytest.raises(RunRefused, match="verl"):
-        run_create(owner=owner, name="v", model="tiny", dataset_version=dataset_version,
-                   rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
-                   config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3}, trainer="verl")
+        run_create(owner=owner, spec=RunSpec(
+            name="v", model="tiny", dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
+            config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3}, trainer="verl"))
 
 
 def test_a_verl_run_resumes_from_verls_checkpoint_folder(owner, dataset_version, monkeypatch):
     from runs.paths import checkpoint_path
 
     monkeypatch.setattr("runs.lifecycle.services.capacity_problems", lambda **kw: [])
-    run = run_create(owner=owner, name="v", model="tiny", dataset_version=dataset_version,
-                     rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
-                     config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3},
-                     requested_gpus=1, trainer="verl", queue_anyway=True)
+    run = run_create(owner=owner, spec=RunSpec(
+        name="v", model="tiny", dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "builtin": "digit_ratio"}],
+        config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 3},
+        requested_gpus=1, trainer="verl"), queue_anyway=True)
     run.checkpoint_step = 2
     assert checkpoint_path(run) is None  # not on disk
     (run.run_dir / "output" / "checkpoints" / "global_step_2").mkdir(parents=True)

@@ -14,13 +14,14 @@ import pytest
 
 from rewards.library.calculator_session import CalculatorSession
 from rewards.models import RewardFunction
-from workers.training.demo_data import arithmetic_tool_rows
 from runs.datasets.services import dataset_import
 from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Rollout, Run, StepMetric
 from tests.conftest import wait_for
 from tests.workers.test_tool_run import CONFIG, _plain
+from workers.training.demo_data import arithmetic_tool_rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -39,8 +40,9 @@ def test_a_run_with_an_environment_stores_trls_tool_calls_and_the_environments_r
     version = dataset_import(owner=owner, name="arithmetic with a calculator", stream=io.BytesIO(data),
                              source_name="arith_tools.jsonl")
     answers = {r["prompt"][0]["content"]: r["answer"] for r in rows}
-    run = run_create(owner=owner, name="session", model="tiny-tools", dataset_version=version,
-                     rewards=_accuracy(owner), config=CONFIG, environment=ENVIRONMENT)
+    run = run_create(owner=owner, spec=RunSpec(
+        name="session", model="tiny-tools", dataset_version=version,
+        rewards=_accuracy(owner), config=CONFIG, environment=ENVIRONMENT))
     wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=300, what="the run to finish")
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
@@ -83,8 +85,9 @@ def test_a_run_with_an_environment_stores_trls_tool_calls_and_the_environments_r
 
 def test_a_run_refuses_an_unknown_or_broken_environment(owner, dataset_version):
     with pytest.raises(RunRefused) as info:
-        run_create(owner=owner, name="x", model="tiny", dataset_version=dataset_version, rewards=_accuracy(owner),
-                   config=CONFIG, environment=ENVIRONMENT, check_rewards=False)
+        run_create(owner=owner, spec=RunSpec(
+            name="x", model="tiny", dataset_version=dataset_version, rewards=_accuracy(owner),
+            config=CONFIG, environment=ENVIRONMENT), check_rewards=False)
     assert any("only in chat conversations" in e for e in info.value.errors)
     imported = parse_run_yaml("model_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [accuracy]\n"
                               "environment: nope\n", owner=owner)

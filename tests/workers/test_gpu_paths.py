@@ -13,11 +13,12 @@ from django.utils import timezone
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_create
+from runs.lifecycle.spec import RunSpec
 from runs.models import Run
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 from tests.conftest import start_worker, wait_for
 from workers.registry import detect_gpus, vllm_installed
 from workers.supervisor import training_command
+from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
 
 def _gpus() -> int:
@@ -61,11 +62,12 @@ def _gpu_run(owner, dataset_version, service_env, tmp_path, gpus, trainer="trl",
     worker = start_worker(service_env, name, queues, tmp_path / "gpu-worker.log")
     try:
         digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-        run = run_create(owner=owner, name="gpu", model="tiny", dataset_version=dataset_version,
-                         rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
-                         config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, **config},
-                         requested_gpus=gpus, queue_anyway=True,  # the worker may not have announced itself yet
-                         trainer=trainer)
+        run = run_create(owner=owner, spec=RunSpec(
+            name="gpu", model="tiny", dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+            config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, **config},
+            requested_gpus=gpus, trainer=trainer),
+            queue_anyway=True)  # the worker may not have announced itself yet
         wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=900, what="the GPU run")
         return run
     finally:
@@ -149,10 +151,11 @@ def test_routing_counts_the_servers_gpu(owner, dataset_version, db):
     assert capacity_problems(gpus=2, use_vllm=True) == []
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
     with pytest.raises(Exception, match="no online worker has 3 GPUs"):
-        run_create(owner=owner, name="server", model="tiny", dataset_version=dataset_version,
-                   rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
-                   config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "use_vllm": True,
-                           "vllm_mode": "server"}, requested_gpus=2)
+        run_create(owner=owner, spec=RunSpec(
+            name="server", model="tiny", dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+            config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "use_vllm": True,
+                    "vllm_mode": "server"}, requested_gpus=2))
 
 
 def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
@@ -166,8 +169,8 @@ def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
 
 
 def test_rewards_tools_and_the_environment_of_every_rank_get_slots_of_their_own(monkeypatch):
-    from workers.training.protocol.config import ToolSpec
     from workers.training import rewarding, tooling
+    from workers.training.protocol.config import ToolSpec
 
     seen = []  # (rank, slot) of every sandbox each rank starts
     monkeypatch.setattr(rewarding, "SandboxedReward", lambda spec, *, slot, **kw: seen.append(slot))

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from grpo_web import queues
 from runs.lifecycle.services import run_create, run_redispatch
+from runs.lifecycle.spec import RunSpec
 from runs.models import Run
 from tests.conftest import start_worker, stop_process, wait_for
 from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refreshed
@@ -19,8 +20,9 @@ CONFIG = {"num_generations": 4, "max_completion_length": 8, "per_device_train_ba
 
 
 def queued_run(owner, dataset_version, minutes_ago: float = 5) -> Run:
-    run = run_create(owner=owner, name="waiting", model="tiny", dataset_version=dataset_version, rewards=BUILTIN,
-                     config=CONFIG, requested_gpus=1, queue_anyway=True)
+    run = run_create(owner=owner, spec=RunSpec(
+        name="waiting", model="tiny", dataset_version=dataset_version, rewards=BUILTIN,
+        config=CONFIG, requested_gpus=1), queue_anyway=True)
     Run.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
     return run
 

@@ -17,13 +17,14 @@ import pytest
 from rewards.models import RewardFunction
 from rewards.services import reward_create
 from runs.lifecycle.services import run_cancel, run_create, run_resume
+from runs.lifecycle.spec import RunSpec
 from runs.models import Rollout, Run, StepMetric
 from runs.paths import event_log_path
-from workers.training.protocol.events import read_events
-from workers.training.protocol.resources import parse_rank_sample, rank_folder
 from tests.conftest import wait_for
 from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refreshed
 from workers.rayjobs import submission_id
+from workers.training.protocol.events import read_events
+from workers.training.protocol.resources import parse_rank_sample, rank_folder
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -44,12 +45,13 @@ def slow_digits(completions, **kwargs):
 def submit_ray(owner, dataset_version, max_steps: int, reward: str = "digit_ratio", **extra) -> Run:
     """A 2-worker Ray run: each worker generates 4 completions (one prompt's group) a step, 8 in all."""
     function = RewardFunction.objects.get(owner=owner, name=reward)
-    return run_create(owner=owner, name="ray", model="tiny", dataset_version=dataset_version,
-                      rewards=[{"name": reward, "weight": 1.0, "version_id": function.latest_version.pk,
-                                "version": function.latest_version.number}],
-                      config={**CONFIG, "max_steps": max_steps, **extra}, engine="ray", num_workers=2,
-                      # the worker is up, but a transactional test's flush may have taken its row since its last beat
-                      queue_anyway=True)
+    return run_create(owner=owner, spec=RunSpec(
+        name="ray", model="tiny", dataset_version=dataset_version,
+        rewards=[{"name": reward, "weight": 1.0, "version_id": function.latest_version.pk,
+                  "version": function.latest_version.number}],
+        config={**CONFIG, "max_steps": max_steps, **extra}, engine="ray", num_workers=2),
+        # the worker is up, but a transactional test's flush may have taken its row since its last beat
+        queue_anyway=True)
 
 
 def job_status(address: str, run: Run) -> str:
@@ -172,11 +174,12 @@ def test_a_verl_ray_run_reaches_verl_on_the_cluster_and_fails_clearly_without_gp
     """trainer: verl on engine: ray is submitted as a verl job (not TRL's); this CPU cluster has no GPU for verl to
     place its workers on, and the run says so."""
     function = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    run = run_create(owner=owner, name="verl on ray", model="tiny", dataset_version=dataset_version,
-                     rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": function.latest_version.pk,
-                               "version": function.latest_version.number}],
-                     config={**CONFIG, "max_steps": 2}, engine="ray", num_workers=2, requested_gpus=1,
-                     trainer=Run.Trainer.VERL, queue_anyway=True)
+    run = run_create(owner=owner, spec=RunSpec(
+        name="verl on ray", model="tiny", dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": function.latest_version.pk,
+                  "version": function.latest_version.number}],
+        config={**CONFIG, "max_steps": 2}, engine="ray", num_workers=2, requested_gpus=1,
+        trainer=Run.Trainer.VERL), queue_anyway=True)
     wait_for(lambda: refreshed(run).is_finished, timeout=180, interval=1, what="the verl Ray run")
     assert run.status == Run.Status.FAILED
     assert "the Ray cluster cannot place 2 GPU(s) for verl: its live nodes have 0 GPU(s)" in run.error

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from workers.training.coldstart import cold_start_rows
 from workers.training.protocol.config import SFTFields, TrainConfig
 from workers.training.protocol.events import read_events
-from workers.training.coldstart import cold_start_rows
 from workers.training.sft import sft_rows
 from workers.training.train import run
 

@@ -14,11 +14,12 @@ from django.urls import reverse
 
 from rewards.library import function
 from rewards.models import RewardFunction
-from workers.training.demo_data import arithmetic_tool_rows
 from runs.datasets.services import dataset_import
 from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.spec import RunSpec
 from runs.models import Rollout, Run, StepMetric
 from tests.conftest import log_in, wait_for
+from workers.training.demo_data import arithmetic_tool_rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -52,8 +53,9 @@ def test_a_run_with_the_calculator_stores_trls_tool_calls_and_the_browser_shows_
         celery_worker, tools_model, web_server, owner, owner_client, page):
     version = _tool_dataset(owner)
     assert version.prompt_format == "conversational"
-    run = run_create(owner=owner, name="calculator", model="tiny-tools", dataset_version=version,
-                     rewards=_accuracy(owner), config=CONFIG, tools=[{"name": "calculator", "builtin": "calculator"}])
+    run = run_create(owner=owner, spec=RunSpec(
+        name="calculator", model="tiny-tools", dataset_version=version,
+        rewards=_accuracy(owner), config=CONFIG, tools=[{"name": "calculator", "builtin": "calculator"}]))
     wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=300, what="the run to finish")
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
@@ -115,6 +117,7 @@ def test_a_run_with_the_calculator_stores_trls_tool_calls_and_the_browser_shows_
 
 def test_a_run_refuses_tools_on_text_prompts_and_unknown_tools(owner, dataset_version):
     with pytest.raises(RunRefused) as info:
-        run_create(owner=owner, name="x", model="tiny", dataset_version=dataset_version, rewards=_accuracy(owner),
-                   config=CONFIG, tools=[{"name": "calculator", "builtin": "calculator"}], check_rewards=False)
+        run_create(owner=owner, spec=RunSpec(
+            name="x", model="tiny", dataset_version=dataset_version, rewards=_accuracy(owner),
+            config=CONFIG, tools=[{"name": "calculator", "builtin": "calculator"}]), check_rewards=False)
     assert any("only in chat conversations" in e for e in info.value.errors)

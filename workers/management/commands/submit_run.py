@@ -14,7 +14,8 @@ class Command(BaseCommand):
                             help="queue a GPU or vLLM run even though no online worker has them yet")
 
     def handle(self, *args, config, user, **options):
-        from runs.lifecycle.services import RunRefused, run_create
+        from runs.lifecycle.services import run_create
+        from runs.lifecycle.spec import RunRefused, RunSpec
         from runs.lifecycle.trl_yaml import parse_run_yaml
 
         owner = get_user_model().objects.filter(username=user).first()
@@ -27,14 +28,8 @@ class Command(BaseCommand):
         imported = parse_run_yaml(text, owner=owner)
         for note in imported.notes:
             self.stdout.write(f"note: {note}")
-        if imported.errors:
-            raise CommandError("\n".join(imported.errors))
         try:
-            run = run_create(owner=owner, name=imported.name, model=imported.model,
-                             dataset_version=imported.dataset_version, rewards=imported.rewards,
-                             config=imported.config, config_extra=imported.extra, evaluation=imported.evaluation,
-                             requested_gpus=imported.requested_gpus, queue_anyway=options["queue_anyway"],
-                             kind=imported.kind, engine=imported.engine, num_workers=imported.num_workers)
+            run = run_create(owner=owner, spec=RunSpec.from_imported(imported), queue_anyway=options["queue_anyway"])
         except RunRefused as exc:
             raise CommandError("\n".join(exc.errors)) from None
         self.stdout.write(self.style.SUCCESS(f"queued run {run.pk}: {run.name}"))
