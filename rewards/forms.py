@@ -73,12 +73,12 @@ class RewardEditForm(forms.Form):
 class RewardTestForm(forms.Form):
     source = forms.CharField(strip=False)
     entrypoint = forms.CharField(max_length=100)
-    dataset_version = forms.IntegerField()
+    dataset_version = forms.IntegerField(min_value=1, max_value=(1 << 63) - 1)
     rows = forms.IntegerField(min_value=1, max_value=50, initial=5)
     completions = forms.CharField(required=False, strip=False,
                                   help_text="Completions to score, separated by a line holding only ---; "
                                             "row i gets completion i (cycling).")
-    run = forms.IntegerField(required=False, help_text="Or score a run's stored rollouts of its latest step.")
+    run = forms.IntegerField(required=False, min_value=1, max_value=(1 << 63) - 1, help_text="Or score a run's stored rollouts of its latest step.")
 
     def clean(self):
         data = super().clean()

@@ -15,16 +15,11 @@ from rewards.library import source as library_source
 from rewards.lint import lint
 from rewards.models import RewardFunction
 from rewards.services import RewardCodeError, docstring, normalize, reward_create, reward_save
-from runs.models import Dataset, DatasetVersion, Run
 
 
 def _visible(request, pk, *, write: bool = False) -> RewardFunction:
     """The function when the user owns it or a team of theirs shares it (for writing, with ``write``); 404 otherwise."""
     return get_object_or_404(RewardFunction.objects.visible_to(request.user, write=write), pk=pk)
-
-
-def _versions_for(user):
-    return DatasetVersion.objects.filter(dataset__in=Dataset.objects.visible_to(user))
 
 
 def reward_new(request):
@@ -65,8 +60,6 @@ def reward_detail(request, pk):
     versions = list(rf.versions.all())
     return render(request, "rewards/reward_detail.html", {
         "reward": rf, "form": form, "versions": versions, "latest": latest,
-        "datasets": _versions_for(request.user).select_related("dataset"),
-        "runs": Run.objects.visible_to(request.user).exclude(step=0),
         "can_write": RewardFunction.objects.visible_to(request.user, write=True).filter(pk=rf.pk).exists(),
         "share_url": reverse("reward_share", args=[rf.pk]), **share_context(rf, request.user),
         "sandbox_weak_allowed": settings.GRPO_SANDBOX_ALLOW_WEAK,
@@ -108,12 +101,12 @@ def reward_test_start(request, pk):
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
     data = form.cleaned_data
-    version = get_object_or_404(_versions_for(request.user), pk=data["dataset_version"])
-    run = get_object_or_404(Run.objects.visible_to(request.user), pk=data["run"]) if data.get("run") else None
+    # the dataset version and run are checked against the user by the task, which reads them (the pickers come from
+    # the API, which lists only what the user may see)
     result = queues.enqueue(queues.REWARD_TEST, kwargs={
         "owner_id": request.user.pk, "function_id": rf.pk, "source": data["source"], "entrypoint": data["entrypoint"],
-        "dataset_version_id": version.pk, "rows": data["rows"], "completions": form.completion_list(),
-        "run_id": run.pk if run else None,
+        "dataset_version_id": data["dataset_version"], "rows": data["rows"], "completions": form.completion_list(),
+        "run_id": data.get("run") or None,
     })
     return JsonResponse({"task": result.id, "poll": f"/rewards/{rf.pk}/test/{result.id}/"}, status=202)
 

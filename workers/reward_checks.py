@@ -6,21 +6,29 @@ Both start the user's code in the sandbox (rewards.sandbox), never in the web pr
 
 from __future__ import annotations
 
+from billiard.process import current_process
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
+from rewards.sandbox import Sandbox, SandboxError
+from runs.datasets.mapping import Mapping, preview_rows
+from runs.models import Dataset, DatasetVersion, Rollout, Run
+from workers.training.protocol.config import TrainConfig
+from workers.training.train import grpo_config
+
 
 def _slot() -> int:
     """This pool process's sandbox slot (its own uid and scratch): 1 + the Celery pool index."""
-    from billiard.process import current_process
-
     return 1 + (getattr(current_process(), "index", 0) or 0)
 
 
-def _rows(dataset_version_id: int, n: int) -> list[dict]:
-    """The version's first rows as the trainer receives them: {"row", "prompt", "rewards": {column: value}}."""
-    from runs.datasets.mapping import Mapping, preview_rows
-    from runs.models import DatasetVersion
-
-    version = DatasetVersion.objects.get(pk=dataset_version_id)
-    return preview_rows(version.path, Mapping.of(version), n)
+def _rows(dataset_version_id: int, n: int, owner=None) -> list[dict] | None:
+    """The version's first rows as the trainer receives them: {"row", "prompt", "rewards": {column: value}}; None
+    when ``owner`` (when given) may not see the version, or there is none."""
+    versions = DatasetVersion.objects.all() if owner is None else \
+        DatasetVersion.objects.filter(dataset__in=Dataset.objects.visible_to(owner))
+    version = versions.filter(pk=dataset_version_id).first()
+    return None if version is None else preview_rows(version.path, Mapping.of(version), n)
 
 
 def _columns(rows: list[dict], repeat: int = 1) -> dict[str, list]:
@@ -36,18 +44,14 @@ def _text(prompt) -> str:
 def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint: str, dataset_version_id: int,
                 rows: int, completions: list[str], run_id: int | None = None) -> dict:
     """Score the editor's code on ``rows`` dataset rows; completions typed in, or a run's latest rollouts."""
-    from django.conf import settings
-
-    from rewards.sandbox import Sandbox, SandboxError
-
     result = {"owner_id": owner_id, "function_id": function_id, "rows": [], "error": None, "stdout": "", "weak": []}
-    data = _rows(dataset_version_id, rows)
+    owner = get_user_model().objects.filter(pk=owner_id).first()
+    data = _rows(dataset_version_id, rows, owner=owner) if owner is not None else None
+    if data is None:  # the same answer for a version that is not there and one that is not theirs
+        result["error"] = "no such dataset version"
+        return result
     if run_id:
-        from django.contrib.auth import get_user_model
-
-        from runs.models import Rollout, Run
-
-        visible = Run.objects.visible_to(get_user_model().objects.filter(pk=owner_id).first())
+        visible = Run.objects.visible_to(owner)
         last = Rollout.objects.filter(run_id=run_id, run__in=visible).order_by("-step").values("step").first()
         rollouts = list(Rollout.objects.filter(run_id=run_id, step=last["step"]).order_by("index")[:rows]) if last else []
         if not rollouts:
@@ -84,9 +88,6 @@ SAMPLE_COMPLETIONS = ["<think>Let me work it out. Wait, let me check.</think> Th
 def trl_config_problems(train_config: dict) -> list[str]:
     """The checks TRL's GRPOConfig makes when it is built (the cross-field ones included), made here, on a worker
     that has TRL, before the run is queued; TRL's own messages name the fields."""
-    from workers.training.protocol.config import TrainConfig
-    from workers.training.train import grpo_config
-
     config = TrainConfig.from_dict({**train_config, "output_dir": "/nonexistent/grpo-web-config-check"})
     if config.kind != "grpo":
         return []  # SFTConfig's own checks run when the SFT run starts
@@ -107,9 +108,6 @@ def reward_contract_problems(*, rewards: list[dict], dataset_version_id: int, ro
     """
     if train_config is not None and (problems := trl_config_problems(train_config)):
         return problems
-    from django.conf import settings
-
-    from rewards.sandbox import Sandbox, SandboxError
 
     data = _rows(dataset_version_id, rows)
     if not data:

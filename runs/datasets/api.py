@@ -38,6 +38,7 @@ class DatasetOut(Schema):
     created_at: str
     latest_version: VersionOut | None
     url: str
+    versions: list[VersionOut] | None = Field(None, description="Every version, newest first (with versions=true).")
 
 
 class DatasetDetail(DatasetOut):
@@ -67,13 +68,19 @@ def _dataset(d: Dataset, user, versions: list[DatasetVersion] | None = None) -> 
 
 @router.get("/datasets", response=list[DatasetOut], tags=["datasets"], summary="Datasets you own or that are shared "
                                                                                 "with you")
-def datasets_list(request, scope: str = Query("", description="'mine', 'shared', or empty for both")):
+def datasets_list(request, scope: str = Query("", description="'mine', 'shared', or empty for both"),
+                  versions: bool = Query(False, description="also list every version of each dataset")):
     qs = Dataset.objects.visible_to(request.user).select_related("owner").prefetch_related("versions")
     if scope == "mine":
         qs = qs.filter(owner=request.user)
     elif scope == "shared":
         qs = qs.exclude(owner=request.user)
-    return [_dataset(d, request.user) for d in qs[:1000]]
+    out = []
+    for d in qs[:1000]:
+        listed = sorted(d.versions.all(), key=lambda v: -v.number)
+        out.append({**_dataset(d, request.user, listed),
+                    "versions": [_version(v) for v in listed] if versions else None})
+    return out
 
 
 @router.get("/datasets/{int:dataset_id}", response=DatasetDetail, tags=["datasets"])

@@ -58,6 +58,23 @@ function showResult(r) {
   if (r.duration_ms !== undefined) results.append(el("p", `${r.duration_ms.toFixed(1)} ms in the sandbox`, "muted test-time"));
 }
 
+// The Test bench's pickers: the dataset versions and the runs with rollouts the user may see, from the JSON API
+// (the editor reads no run or dataset itself). Names are other users' text: options get them as text only.
+async function loadPickers() {
+  const option = (value, label) => { const o = document.createElement("option"); o.value = value; o.textContent = label; return o; };
+  const versions = document.getElementById("test-dataset");
+  const runs = document.getElementById("test-run");
+  const [datasets, runList] = await Promise.all([
+    fetch("/api/datasets?versions=true").then((r) => (r.ok ? r.json() : [])),
+    fetch("/api/runs?limit=1000").then((r) => (r.ok ? r.json() : [])),
+  ]);
+  for (const d of datasets) for (const v of d.versions || []) versions.append(option(v.id, `${d.name} v${v.number}`));
+  for (const r of runList) if (r.step > 0) runs.append(option(r.id, r.name));
+  versions.removeAttribute("aria-busy");
+  document.getElementById("test-button").disabled = false;
+}
+loadPickers();
+
 async function poll(url) {
   for (let i = 0; i < 240; i++) {
     const response = await fetch(url);
