@@ -12,8 +12,10 @@ from django.utils import timezone
 from grpo_web import queues
 from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, EvalSample, Evaluation, Run
+from runs.paths import model_problems, resolve_model
 from runs.text import as_text, json_safe, prompt_key
 from workers.training.protocol.config import EvalFields
+from workers.training.protocol.scoring import criterion
 
 EVAL_SPLITS = {"eval": "the eval split", "all": "every row"}
 
@@ -85,8 +87,6 @@ def model_choices(run: Run) -> list[tuple[str, str]]:
 
 def _resolve(run: Run, choice: str, path: str) -> tuple[str, str, int | None]:
     """(model to load, label, step) for a model choice."""
-    from runs.paths import model_problems, resolve_model
-
     valid = dict(model_choices(run))
     if choice not in valid:
         raise EvaluationRefused([f"model: '{choice}' is not available for this run "
@@ -122,8 +122,6 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
         errors.append("rewards: this run names no reward function to score an evaluation; clone it with the "
                       "rewards that should")
     try:
-        from workers.training.protocol.scoring import criterion
-
         criterion(settings.eval_solved_by, run.reward_names)
     except ValueError as exc:
         errors.append(str(exc))

@@ -6,24 +6,26 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from datetime import timedelta
 
+from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from grpo_web import queues
+from rewards.library import source as library_source
+from rewards.selectors import environment_problems, environment_spec, reward_specs, tool_problems, tool_specs
+from rewards.toolspec import ToolError, environment_signature
 from runs.jobs import job_cancel, jobs_redispatch
 from runs.lifecycle.spec import RunRefused, RunSpec
 from runs.lifecycle.training_config import run_train_config
 from runs.models import DatasetVersion, Run, Worker
-from runs.paths import model_problems
+from runs.paths import event_log_path, model_problems
+from runs.rollouts.ingest import ingest_log
 from workers.training.protocol.config import SFT_COLUMNS, EvalFields
 
 
 def _env_signature(spec: dict):
-    from rewards.library import source as library_source
-    from rewards.toolspec import ToolError, environment_signature
-
     try:
         return environment_signature(library_source(spec["builtin"]) if spec.get("builtin") else spec["source"],
                                      spec["entrypoint"])
@@ -39,8 +41,6 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
     which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
     that is not up yet will take it)."""
-    from rewards.selectors import reward_specs
-
     spec = spec_normalized(spec)
     errors = spec_problems(spec, queue_anyway=queue_anyway)
     if errors:
@@ -65,8 +65,6 @@ def spec_normalized(spec: RunSpec) -> RunSpec:
     """The spec as it is checked: blank evaluation settings left to their defaults, and the environment's reward
     column (TRL's extra reward, weight 1, named after the class: the run's last reward) worked out from its code,
     never taken from the caller."""
-    from rewards.selectors import environment_spec
-
     environment = {k: v for k, v in (spec.environment or {}).items() if k != "reward"}
     env_spec = environment_spec(environment) if environment else None
     signature = _env_signature(env_spec) if env_spec else None
@@ -81,8 +79,6 @@ def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
     """Why a run of ``spec`` would fail, each message naming its field; [] when it would not. Every way of starting a
     run (the form, a YAML, the API, the CLI, a retry, a clone, a recipe's stage) is checked here, by run_create.
     ``queue_anyway``: no refusal for want of an online worker with the GPUs, vLLM or Ray cluster asked for."""
-    from rewards.selectors import environment_problems, environment_spec, tool_problems, tool_specs
-
     spec = spec_normalized(spec)
     version, trainer, config = spec.dataset_version, spec.trainer, spec.config
     try:
@@ -182,7 +178,6 @@ def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion,
     run is queued. A run of built-ins only skips both (no sandbox worker needed)."""
     if not specs:
         return []
-    from celery.exceptions import TimeoutError as CeleryTimeout
 
     pending = queues.enqueue(queues.REWARD_CONTRACT_CHECK, kwargs={
         "rewards": [{"name": s["name"], "source": s["source"], "entrypoint": s["entrypoint"]} for s in specs],
@@ -252,8 +247,6 @@ def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
     """Running runs whose supervisor went silent (a worker killed, a machine lost): ingest what their event log holds,
     then mark them failed, resumable where a checkpoint exists. Called by every worker's heartbeat and when a run's
     page is looked at."""
-    from runs.paths import event_log_path
-
     now = now or timezone.now()
     limit = now - timedelta(seconds=settings.GRPO_HEARTBEAT_TIMEOUT if timeout is None else timeout)
     reaped = []
@@ -263,7 +256,6 @@ def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
                 pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=limit).first()
             if run is None:
                 continue
-            from runs.rollouts.ingest import ingest_log
 
             _, events = ingest_log(run, event_log_path(run))
             if any(e["type"] == "finished" for e in events):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from runs.lifecycle.trl_yaml import parse_run_yaml
 from runs.models import DatasetVersion, Run
 from workers.training.protocol.config import TOKEN_FIELDS
 
@@ -74,8 +75,6 @@ class RunSpec:
     @classmethod
     def from_yaml(cls, text: str, *, owner) -> RunSpec:
         """A run YAML, read for ``owner`` (whose datasets and rewards it names)."""
-        from runs.lifecycle.trl_yaml import parse_run_yaml
-
         return cls.from_imported(parse_run_yaml(text[:YAML_LIMIT], owner=owner))
 
     @classmethod

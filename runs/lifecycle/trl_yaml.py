@@ -16,8 +16,8 @@ import yaml
 from django.db.models import Case, When
 
 from rewards.builtins import TRUSTED
+from rewards.library import ENVIRONMENTS, OPEN_R1, TOOLS
 from rewards.library import NAMES as LIBRARY_NAMES
-from rewards.library import OPEN_R1
 from rewards.models import RewardFunction
 from rewards.services import reward_builtins_install
 from runs.access import visible_versions
@@ -342,8 +342,6 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
 def _tools(data: dict, owner, out: ImportedRun) -> None:
     """``tools: [calculator, ...]``: the user's tools (their own, or shared with them) at their latest version, or
     the library's."""
-    from rewards.library import TOOLS
-
     names = data.get("tools") or []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         out.errors.append("tools: a list of tool names, such as [calculator]")
@@ -368,8 +366,6 @@ def _tools(data: dict, owner, out: ImportedRun) -> None:
 def _environment(data: dict, owner, out: ImportedRun) -> None:
     """``environment: calculator_session``: the user's environment (their own, or shared with them) at its latest
     version, or the library's. At most one per run."""
-    from rewards.library import ENVIRONMENTS
-
     name = data.get("environment")
     if name in (None, ""):
         return

@@ -3,6 +3,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from runs.lifecycle.services import run_create
+from runs.lifecycle.spec import RunRefused, RunSpec
+from runs.lifecycle.trl_yaml import parse_run_yaml
+
 
 class Command(BaseCommand):
     help = "Submit a run from a TRL GRPOConfig YAML (plus model_name_or_path, dataset_name, reward_funcs)."
@@ -14,10 +18,6 @@ class Command(BaseCommand):
                             help="queue a GPU or vLLM run even though no online worker has them yet")
 
     def handle(self, *args, config, user, **options):
-        from runs.lifecycle.services import run_create
-        from runs.lifecycle.spec import RunRefused, RunSpec
-        from runs.lifecycle.trl_yaml import parse_run_yaml
-
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"no user {user!r}")
