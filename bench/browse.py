@@ -76,8 +76,15 @@ class Rows:
                 text, _, is_reflective = gen.completion(gen.rng.randrange(PROMPTS), 1 if not reflective else 10, 10)
                 if is_reflective == reflective:
                     tags = find(text)
-                    texts.append((_copy_escape(text), json.dumps(tags), "t" if tags else "f", max(1, len(text) // 4),
-                                  reflection_mask(tags, DEFAULT_PHRASES)))
+                    texts.append(
+                        (
+                            _copy_escape(text),
+                            json.dumps(tags),
+                            "t" if tags else "f",
+                            max(1, len(text) // 4),
+                            reflection_mask(tags, DEFAULT_PHRASES),
+                        )
+                    )
             self.pool[reflective] = texts
 
     def prompt_keys(self) -> list[str]:
@@ -113,11 +120,13 @@ class Rows:
             for i in range(size):
                 p = prompts[i // G]
                 text, tags, is_tagged, length, mask = self.pool[bool(reflective[i])][picks[i]]
-                out.append(f"{self.run_id}\t{step}\t{i}\t{i // G}\t{self.prompts[p]}\t{self.keys[p]}\t{text}\t"
-                           f"[{float(correct[i])}, {fmt[i]}, {digits[i]}]\t{reward[i]!r}\t{buckets[i]}\t"
-                           f"{advantage[i]!r}\t{length}\t"
-                           f"{'t' if truncated[i] else 'f'}\t{'t' if zero[i] else 'f'}\t{tags}\t{is_tagged}\t"
-                           f"{mask}\t{self.answers[p]}\n")
+                out.append(
+                    f"{self.run_id}\t{step}\t{i}\t{i // G}\t{self.prompts[p]}\t{self.keys[p]}\t{text}\t"
+                    f"[{float(correct[i])}, {fmt[i]}, {digits[i]}]\t{reward[i]!r}\t{buckets[i]}\t"
+                    f"{advantage[i]!r}\t{length}\t"
+                    f"{'t' if truncated[i] else 'f'}\t{'t' if zero[i] else 'f'}\t{tags}\t{is_tagged}\t"
+                    f"{mask}\t{self.answers[p]}\n"
+                )
             n += size
             yield "".join(out).encode()
 
@@ -141,18 +150,28 @@ def load(args) -> None:
     user = get_user_model().objects.create(username="bench")
     dataset = Dataset.objects.create(owner=user, name="bench")
     version = DatasetVersion.objects.create(dataset=dataset, number=1, path="", row_count=0)
-    run = Run.objects.create(owner=user, name="browse bench", model="tiny", dataset_version=version,
-                             rewards=[{"name": name, "weight": w} for name, w in zip(REWARD_NAMES, [1, .5, .5])],
-                             config={"num_generations": G, "scale_rewards": "group", "bench_rows": args.rows},
-                             status=Run.Status.COMPLETED)
+    run = Run.objects.create(
+        owner=user,
+        name="browse bench",
+        model="tiny",
+        dataset_version=version,
+        rewards=[{"name": name, "weight": w} for name, w in zip(REWARD_NAMES, [1, 0.5, 0.5])],
+        config={"num_generations": G, "scale_rewards": "group", "bench_rows": args.rows},
+        status=Run.Status.COMPLETED,
+    )
     table = Rollout._meta.db_table
     columns = ", ".join(connection.ops.quote_name(c) for c in ROLLOUT_COLUMNS)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s",
-                       [table, "%pkey"])
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s",
+            [table, "%pkey"],
+        )
         indexes = cursor.fetchall()
-        cursor.execute("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
-                       "AND contype = 'u'", [table])
+        cursor.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
+            "AND contype = 'u'",
+            [table],
+        )
         uniques = cursor.fetchall()
         for name, _ in uniques:
             cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
@@ -197,8 +216,10 @@ def measure(args) -> dict[str, list[float]]:
     steps = -(-args.rows // BATCH)
     rng = random.Random(1)
     # prompts the run sampled: the first group's of random steps
-    keys = [Rollout.objects.filter(run=run, step=rng.randint(1, steps), index=0).values_list("prompt_key", flat=True)
-            .get() for _ in range(args.samples + 3)]
+    keys = [
+        Rollout.objects.filter(run=run, step=rng.randint(1, steps), index=0).values_list("prompt_key", flat=True).get()
+        for _ in range(args.samples + 3)
+    ]
     times: dict[str, list[float]] = {"browse": [], "browse_next": [], "step": [], "prompt": [], "contains": []}
     found = contained = timeouts = 0
 
@@ -223,14 +244,22 @@ def measure(args) -> dict[str, list[float]]:
             hits, t_contains = None, 5000.0
         assert len(groups) == STEP_GROUPS_PAGE and view["groups_total"] == BATCH // G and history is not None
         if i >= 3:
-            for label, value in (("browse", t_browse), ("browse_next", t_next), ("step", t_step),
-                                 ("prompt", t_prompt), ("contains", t_contains)):
+            for label, value in (
+                ("browse", t_browse),
+                ("browse_next", t_next),
+                ("step", t_step),
+                ("prompt", t_prompt),
+                ("contains", t_contains),
+            ):
                 times[label].append(value)
             found += len(page.rows)
             contained += len(hits.rows) if hits else 0
             timeouts += hits is None
-    print(f"pages held {found / args.samples:.1f} rows on average (reflection phrase), "
-          f"{contained / args.samples:.1f} (contains text; {timeouts} stopped at the 5 s limit)", flush=True)
+    print(
+        f"pages held {found / args.samples:.1f} rows on average (reflection phrase), "
+        f"{contained / args.samples:.1f} (contains text; {timeouts} stopped at the 5 s limit)",
+        flush=True,
+    )
     return times
 
 
@@ -244,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
 
     pgdb.create(args.database_url, fresh=False)
     data_dir = tempfile.mkdtemp(prefix="bench-browse-")
-    os.environ.update(DATABASE_URL=args.database_url, DJANGO_SETTINGS_MODULE="grpo_web.settings",
-                      GRPO_DATA_DIR=data_dir)
+    os.environ.update(
+        DATABASE_URL=args.database_url, DJANGO_SETTINGS_MODULE="grpo_web.settings", GRPO_DATA_DIR=data_dir
+    )
     import django
 
     django.setup()
@@ -260,8 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         count = Rollout.objects.count()
         print(f"{count:,} completions of one run in PostgreSQL; {args.samples} samples of each query")
         for label, values in times.items():
-            print(f"  {label:12s} p50 {statistics.median(values):7.1f} ms   p95 {percentile(values, 0.95):7.1f} ms"
-                  + ("   (free text, no index: not in the figure below)" if label == "contains" else ""))
+            print(
+                f"  {label:12s} p50 {statistics.median(values):7.1f} ms   p95 {percentile(values, 0.95):7.1f} ms"
+                + ("   (free text, no index: not in the figure below)" if label == "contains" else "")
+            )
         worst = max(percentile(v, 0.95) for k, v in times.items() if k != "contains")
         print(f"browse_p95_ms={worst:.1f}")
     finally:

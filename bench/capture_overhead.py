@@ -111,6 +111,7 @@ def run_once(variant: str, config) -> RunResult:
             finally:
                 spent[0] += time.perf_counter() - t0
                 spent[1] += (time.perf_counter() - t0) if tokens else 0.0
+
         return wrapper
 
     import workers.training.tokens as token_module
@@ -143,8 +144,11 @@ def run_once(variant: str, config) -> RunResult:
     result = RunResult(
         durations=timer.durations,
         # Sampled completions show in reward and entropy, the update in loss and grad_norm.
-        trajectory=[tuple(entry.get(k) for k in ("loss", "grad_norm", "reward", "entropy"))
-                    for entry in trainer.state.log_history if "loss" in entry],
+        trajectory=[
+            tuple(entry.get(k) for k in ("loss", "grad_norm", "reward", "entropy"))
+            for entry in trainer.state.log_history
+            if "loss" in entry
+        ],
         capture_s=spent[0],
         token_s=spent[1],
         writer_s=spent[2],
@@ -165,8 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6, help="plain/instrumented pairs to run (default 6)")
     parser.add_argument("--steps", type=int, default=40, help="optimizer steps per run (default 40)")
     parser.add_argument("--warmup", type=int, default=2, help="leading steps per run left out (default 2)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads (default 1: fewest scheduling effects, least noise)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: fewest scheduling effects, least noise)",
+    )
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
     if args.steps < args.warmup + 2:
@@ -205,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Fresh output dir and event log per run: no run reads or appends to another's files.
                 config = make_config(model_dir, data_path, tmp / f"r{r}-{variant}", args.steps, args.seed, variant)
                 result = run_once(variant, config)
-                kept = result.durations[args.warmup:]
+                kept = result.durations[args.warmup :]
                 durations[variant].extend(kept)
                 per_round[variant].append(statistics.median(kept))
                 trajectories[variant] = result.trajectory
@@ -214,40 +222,59 @@ def main(argv: list[str] | None = None) -> int:
                 capture_s[variant] += result.capture_s
                 token_s[variant] += result.token_s
                 writer_s[variant] += result.writer_s
-                print(f"round {r + 1}/{args.rounds} {variant:<12} median step {1000 * per_round[variant][-1]:7.2f} ms"
-                      + (f"  ({result.rollout_rows} rollout rows, tokens of {result.token_rows} completions captured)"
-                         if result.rollout_rows else ""), flush=True)
+                print(
+                    f"round {r + 1}/{args.rounds} {variant:<12} median step {1000 * per_round[variant][-1]:7.2f} ms"
+                    + (
+                        f"  ({result.rollout_rows} rollout rows, tokens of {result.token_rows} completions captured)"
+                        if result.rollout_rows
+                        else ""
+                    ),
+                    flush=True,
+                )
             # Same seed, same data: the variants must train identically, or the timings compare different work.
-            mismatched_rounds += not trajectories["plain"] or any(trajectories["plain"] != trajectories[v]
-                                                                  for v in VARIANTS[1:])
+            mismatched_rounds += not trajectories["plain"] or any(
+                trajectories["plain"] != trajectories[v] for v in VARIANTS[1:]
+            )
 
     medians = {v: statistics.median(durations[v]) for v in VARIANTS}
     ratio = medians["instrumented"] / medians["plain"]
     token_ratio = medians["all_tokens"] / medians["plain"]
 
     print()
-    print(f"{args.rounds} rounds x {args.steps} steps, first {args.warmup} steps of each run skipped, "
-          f"torch threads={args.threads}, total {time.perf_counter() - started:.0f} s")
+    print(
+        f"{args.rounds} rounds x {args.steps} steps, first {args.warmup} steps of each run skipped, "
+        f"torch threads={args.threads}, total {time.perf_counter() - started:.0f} s"
+    )
     print(f"{'variant':<14}{'steps':>6}{'median ms':>11}{'mean ms':>9}{'min ms':>8}  round medians ms")
     for v in VARIANTS:
         d = durations[v]
         rounds = " ".join(f"{1000 * m:.1f}" for m in per_round[v])
-        print(f"{v:<14}{len(d):>6}{1000 * medians[v]:>11.2f}{1000 * statistics.fmean(d):>9.2f}"
-              f"{1000 * min(d):>8.2f}  {rounds}")
+        print(
+            f"{v:<14}{len(d):>6}{1000 * medians[v]:>11.2f}{1000 * statistics.fmean(d):>9.2f}"
+            f"{1000 * min(d):>8.2f}  {rounds}"
+        )
     capture_ms = 1000 * capture_s["instrumented"] / (args.rounds * args.steps)
     print(f"rollout rows captured in the event logs: {rollout_rows['instrumented']}")
-    print(f"completions with token-level values in the shards: {token_rows['instrumented']} with the default sample "
-          f"(token_sample_groups=1), {token_rows['all_tokens']} with every group")
-    print(f"time inside capture code (_capture + MetricsCallback.on_log): {capture_ms:.3f} ms/step, "
-          f"{100 * capture_ms / (1000 * medians['plain']):.2f}% of the plain median step")
+    print(
+        f"completions with token-level values in the shards: {token_rows['instrumented']} with the default sample "
+        f"(token_sample_groups=1), {token_rows['all_tokens']} with every group"
+    )
+    print(
+        f"time inside capture code (_capture + MetricsCallback.on_log): {capture_ms:.3f} ms/step, "
+        f"{100 * capture_ms / (1000 * medians['plain']):.2f}% of the plain median step"
+    )
     for v in VARIANTS[1:]:
         ms = 1000 * token_s[v] / (args.rounds * args.steps)
         writer_ms = 1000 * writer_s[v] / (args.rounds * args.steps)
-        print(f"{v}: of which token capture on the training thread (copying TRL's tensors, decoding new ids): "
-              f"{ms:.3f} ms/step, {100 * ms / (1000 * medians['plain']):.2f}% of the plain median step; "
-              f"shard writer thread: {writer_ms:.3f} ms/step of CPU beside it")
-    print("identical training (loss, grad_norm, reward, entropy per step), plain vs instrumented vs all_tokens: "
-          + ("yes, every round" if not mismatched_rounds else f"NO in {mismatched_rounds} round(s): not the same work"))
+        print(
+            f"{v}: of which token capture on the training thread (copying TRL's tensors, decoding new ids): "
+            f"{ms:.3f} ms/step, {100 * ms / (1000 * medians['plain']):.2f}% of the plain median step; "
+            f"shard writer thread: {writer_ms:.3f} ms/step of CPU beside it"
+        )
+    print(
+        "identical training (loss, grad_norm, reward, entropy per step), plain vs instrumented vs all_tokens: "
+        + ("yes, every round" if not mismatched_rounds else f"NO in {mismatched_rounds} round(s): not the same work")
+    )
     print(f"capture_overhead_ratio={ratio:.3f}")
     print(f"token_capture_overhead_ratio={token_ratio:.3f}")
     return 0

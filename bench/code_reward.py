@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = python_task_rows(args.batch * (args.batches + 1), seed=0)
     batches = []
     for b in range(args.batches + 1):
-        part = rows[b * args.batch:(b + 1) * args.batch]
+        part = rows[b * args.batch : (b + 1) * args.batch]
         completions = [f"```python\n{row['solution'] if i % 2 == 0 else WRONG}```" for i, row in enumerate(part)]
         batches.append((completions, [row["tests"] for row in part]))
     code_tests = BUILTINS["code_tests"]
@@ -60,11 +60,15 @@ def main(argv: list[str] | None = None) -> int:
         total_tests += n
         total_s += took
     isolation = reward.runner().isolation
-    print(f"{args.batches} batches of {args.batch} completions, {total_tests // args.batches} tests each; template: "
-          f"uid {isolation.get('uid')}, landlock {isolation.get('landlock')}, seccomp {isolation.get('seccomp')}, "
-          f"private mounts {isolation.get('private_mounts')}; started in {1000 * start_s:.0f} ms")
-    print(f"per batch: median {statistics.median(per_s):.0f} tests/s, min {min(per_s):.0f}, max {max(per_s):.0f}; "
-          f"{1000 * total_s / total_tests:.2f} ms per test")
+    print(
+        f"{args.batches} batches of {args.batch} completions, {total_tests // args.batches} tests each; template: "
+        f"uid {isolation.get('uid')}, landlock {isolation.get('landlock')}, seccomp {isolation.get('seccomp')}, "
+        f"private mounts {isolation.get('private_mounts')}; started in {1000 * start_s:.0f} ms"
+    )
+    print(
+        f"per batch: median {statistics.median(per_s):.0f} tests/s, min {min(per_s):.0f}, max {max(per_s):.0f}; "
+        f"{1000 * total_s / total_tests:.2f} ms per test"
+    )
     print(f"code_tests_per_s={total_tests / total_s:.1f}")
     return 0
 

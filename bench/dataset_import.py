@@ -36,8 +36,15 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for _ in range(rows):
             a, b = rng.randint(0, 999), rng.randint(0, 999)
-            fh.write(json.dumps({"prompt": f"What is {a} + {b}? Think step by step, then answer with a number.",
-                                 "answer": str(a + b)}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "prompt": f"What is {a} + {b}? Think step by step, then answer with a number.",
+                        "answer": str(a + b),
+                    }
+                )
+                + "\n"
+            )
 
 
 def measure(variant: str, data: Path, work: Path) -> dict:
@@ -65,13 +72,21 @@ def measure(variant: str, data: Path, work: Path) -> dict:
         ds = datasets.load_dataset("json", data_files=str(data), cache_dir=cache, split="train")
         seconds, rows = time.perf_counter() - start, len(ds)
     # the project reads the file in a child process (runs.datasets.isolated): its peak counts too
-    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    peak = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    )
     return {"seconds": seconds, "rows": rows, "peak_mb": peak / 1024}
 
 
 def run_variant(variant: str, data: Path, work: Path, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-m", "bench.dataset_import", "--measure", variant, "--data", str(data),
-                          "--work", str(work)], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.dataset_import", "--measure", variant, "--data", str(data), "--work", str(work)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -103,16 +118,21 @@ def main(argv: list[str] | None = None) -> int:
                 result = run_variant(variant, data, work, env)
                 assert result["rows"] == args.rows, result
                 results[variant].append(result)
-                print(f"round {r + 1}/{args.rounds} {variant:<9} {result['seconds']:6.2f} s  "
-                      f"peak {result['peak_mb']:6.0f} MB", flush=True)
+                print(
+                    f"round {r + 1}/{args.rounds} {variant:<9} {result['seconds']:6.2f} s  "
+                    f"peak {result['peak_mb']:6.0f} MB",
+                    flush=True,
+                )
 
     medians = {v: statistics.median(r["seconds"] for r in results[v]) for v in VARIANTS}
     peaks = {v: max(r["peak_mb"] for r in results[v]) for v in VARIANTS}
     print()
     print(f"{args.rows} rows, {size_mb:.0f} MB of JSON lines, {args.rounds} rounds")
     for v in VARIANTS:
-        print(f"{v:<9} median {medians[v]:6.2f} s  ({args.rows / medians[v] / 1e6:.2f} M rows/s)  "
-              f"peak RSS {peaks[v]:6.0f} MB")
+        print(
+            f"{v:<9} median {medians[v]:6.2f} s  ({args.rows / medians[v] / 1e6:.2f} M rows/s)  "
+            f"peak RSS {peaks[v]:6.0f} MB"
+        )
     print(f"dataset_import_ratio={medians['project'] / medians['datasets']:.3f} peak_mb={peaks['project']:.0f}")
     return 0
 

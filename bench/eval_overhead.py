@@ -35,12 +35,15 @@ def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
     from workers.training.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
 
     return TrainConfig(
-        model=str(model_dir), dataset_path=str(tmp / "train.jsonl"), output_dir=str(work / "out"),
+        model=str(model_dir),
+        dataset_path=str(tmp / "train.jsonl"),
+        output_dir=str(work / "out"),
         event_log=str(work / "events.jsonl"),
         rewards=[RewardSpec("format", 1.0, builtin="think_format"), RewardSpec("correct", 2.0, builtin="accuracy")],
         grpo=GRPOFields(max_steps=args.steps, seed=args.seed, save_steps=0, max_completion_length=32),
-        evaluation=EvalFields(eval_steps=args.eval_steps if with_eval else 0, eval_num_samples=args.k,
-                              eval_max_prompts=args.prompts),
+        evaluation=EvalFields(
+            eval_steps=args.eval_steps if with_eval else 0, eval_num_samples=args.k, eval_max_prompts=args.prompts
+        ),
         eval_dataset_path=str(tmp / "eval.jsonl"),
     )
 
@@ -68,8 +71,11 @@ def run_once(config) -> dict:
         "eval_samples": sum(e["samples"] for e in evals),
         "eval_reported": sum(e["seconds"] for e in evals),
         "evaluations": len(evals),
-        "trajectory": [tuple(entry.get(k) for k in ("loss", "grad_norm", "reward"))
-                       for entry in trainer.state.log_history if "loss" in entry],
+        "trajectory": [
+            tuple(entry.get(k) for k in ("loss", "grad_norm", "reward"))
+            for entry in trainer.state.log_history
+            if "loss" in entry
+        ],
     }
     for closer in trainer.reward_closers:
         closer.close()
@@ -113,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                 config = make_config(model_dir, tmp, tmp / f"r{r}-{name.replace(' ', '-')}", args, name == "with eval")
                 result = run_once(config)
                 results[name].append(result)
-                print(f"round {r + 1}/{args.rounds} {name:<13} {result['wall']:6.2f} s, "
-                      f"{result['completions']} training completions, {result['evaluations']} evaluations, "
-                      f"{result['eval_samples']} eval samples", flush=True)
+                print(
+                    f"round {r + 1}/{args.rounds} {name:<13} {result['wall']:6.2f} s, "
+                    f"{result['completions']} training completions, {result['evaluations']} evaluations, "
+                    f"{result['eval_samples']} eval samples",
+                    flush=True,
+                )
             same_training &= results["without eval"][-1]["trajectory"] == results["with eval"][-1]["trajectory"]
 
     plain, with_eval = results["without eval"], results["with eval"]
@@ -123,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     extra = statistics.median((w["wall"] - p["wall"]) / w["eval_samples"] for p, w in zip(plain, with_eval))
     reported = statistics.median(w["eval_reported"] / w["eval_samples"] for w in with_eval)
     print()
-    print(f"{args.rounds} rounds x {args.steps} steps, eval every {args.eval_steps} steps on {args.prompts} prompts "
-          f"x ({args.k} samples + 1 greedy), torch threads={args.threads}")
+    print(
+        f"{args.rounds} rounds x {args.steps} steps, eval every {args.eval_steps} steps on {args.prompts} prompts "
+        f"x ({args.k} samples + 1 greedy), torch threads={args.threads}"
+    )
     print(f"training time per completion:        {1000 * per_completion:8.2f} ms")
     print(f"extra wall time per eval sample:     {1000 * extra:8.2f} ms")
     print(f"eval time per sample, as reported:   {1000 * reported:8.2f} ms (generation + scoring, in the events)")

@@ -45,17 +45,35 @@ def rows(n: int = 256) -> list[dict]:
 def train_config(out: Path, model: Path, data: Path, **grpo):
     from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
-    fields = dict(num_generations=8, per_device_train_batch_size=32, max_completion_length=128, max_steps=STEPS,
-                  learning_rate=1e-5, save_steps=0, gradient_checkpointing=False, temperature=1.0)
-    return TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(out / "output"),
-                       event_log=str(out / "events.jsonl"), rewards=[RewardSpec("digit_ratio", 1.0,
-                                                                                  builtin="digit_ratio")],
-                       grpo=GRPOFields(**{**fields, **grpo}))
+    fields = dict(
+        num_generations=8,
+        per_device_train_batch_size=32,
+        max_completion_length=128,
+        max_steps=STEPS,
+        learning_rate=1e-5,
+        save_steps=0,
+        gradient_checkpointing=False,
+        temperature=1.0,
+    )
+    return TrainConfig(
+        model=str(model),
+        dataset_path=str(data),
+        output_dir=str(out / "output"),
+        event_log=str(out / "events.jsonl"),
+        rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
+        grpo=GRPOFields(**{**fields, **grpo}),
+    )
 
 
 def env(gpus: str) -> dict:
-    return {**os.environ, "CUDA_VISIBLE_DEVICES": gpus, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": gpus,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
 
 
 def program(module: str, config, work: Path, gpus: str = "0", timeout: float = 240) -> list[dict]:
@@ -66,8 +84,14 @@ def program(module: str, config, work: Path, gpus: str = "0", timeout: float = 2
     path = work / "config.json"
     path.write_text(config.to_json())
     with open(work / "train.log", "wb") as log:
-        proc = subprocess.run([sys.executable, "-m", module, str(path)], cwd=ROOT, env=env(gpus), stdout=log,
-                              stderr=subprocess.STDOUT, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", module, str(path)],
+            cwd=ROOT,
+            env=env(gpus),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+        )
     events = read_events(config.event_log)[0]
     if proc.returncode != 0 or not any(e["type"] == "finished" for e in events):
         tail = (work / "train.log").read_text(errors="replace")[-3000:]
@@ -76,8 +100,11 @@ def program(module: str, config, work: Path, gpus: str = "0", timeout: float = 2
 
 
 def step_time(events: list[dict]) -> float:
-    times = [e["metrics"]["timing/step_s"] for e in events
-             if e["type"] == "metrics" and e["metrics"].get("timing/step_s") and e["step"] > 1]
+    times = [
+        e["metrics"]["timing/step_s"]
+        for e in events
+        if e["type"] == "metrics" and e["metrics"].get("timing/step_s") and e["step"] > 1
+    ]
     if not times:
         raise RuntimeError("no timed steps in the event log")
     return statistics.median(times)
@@ -94,9 +121,23 @@ def free_port() -> int:
 def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subprocess.Popen, int]:
     """TRL's vLLM server, the command line the worker uses (workers.placement.start_vllm_server)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", str(model), "--port",
-                             str(port), "--gpu_memory_utilization", str(memory)], cwd=ROOT, env=env(gpu),
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trl.scripts.vllm_serve",
+            "--model",
+            str(model),
+            "--port",
+            str(port),
+            "--gpu_memory_utilization",
+            str(memory),
+        ],
+        cwd=ROOT,
+        env=env(gpu),
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_until_answers(proc, f"http://127.0.0.1:{port}/health/", 180, what="the vLLM server", every=2)
     except RuntimeError as exc:
@@ -163,12 +204,15 @@ def main() -> int:
             print(f"{name}=failed: {exc}", file=sys.stderr, flush=True)
 
     def hf():
-        results["hf"] = step_time(program("workers.training.train", train_config(work / "hf", model, data), work / "hf"))
+        results["hf"] = step_time(
+            program("workers.training.train", train_config(work / "hf", model, data), work / "hf")
+        )
         print(f"hf_generate_step_s={results['hf']:.3f}", flush=True)
 
     def colocate():
-        config = train_config(work / "colocate", model, data, use_vllm=True, vllm_mode="colocate",
-                              vllm_gpu_memory_utilization=0.3)
+        config = train_config(
+            work / "colocate", model, data, use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3
+        )
         results["colocate"] = step_time(program("workers.training.train", config, work / "colocate"))
         print(f"vllm_colocate_step_s={results['colocate']:.3f}", flush=True)
 
@@ -196,8 +240,16 @@ def main() -> int:
             proc.wait(timeout=30)
 
     def verl():
-        config = train_config(work / "verl", model, data, num_generations=4, per_device_train_batch_size=16,
-                              max_completion_length=64, max_steps=VERL_STEPS, vllm_gpu_memory_utilization=0.3)
+        config = train_config(
+            work / "verl",
+            model,
+            data,
+            num_generations=4,
+            per_device_train_batch_size=16,
+            max_completion_length=64,
+            max_steps=VERL_STEPS,
+            vllm_gpu_memory_utilization=0.3,
+        )
         config.trainer = "verl"
         events = program("workers.training.verl_run", config, work / "verl", timeout=360)
         steps = sorted({e["step"] for e in events if e["type"] == "metrics" and "reward" in e["metrics"]})

@@ -53,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
-    os.environ.update(DATABASE_URL=args.database_url, GRPO_DATA_DIR=str(work / "data"),
-                      DJANGO_SETTINGS_MODULE="grpo_web.settings")
+    os.environ.update(
+        DATABASE_URL=args.database_url, GRPO_DATA_DIR=str(work / "data"), DJANGO_SETTINGS_MODULE="grpo_web.settings"
+    )
     pgdb.create(args.database_url)
     import django
 
@@ -71,17 +72,25 @@ def main(argv: list[str] | None = None) -> int:
         log = work / "events.jsonl"
         start = time.perf_counter()
         n = write_log(log, args.rows)
-        print(f"event log: {n} completions, {log.stat().st_size / 1e6:.0f} MB, written in "
-              f"{time.perf_counter() - start:.0f} s", flush=True)
+        print(
+            f"event log: {n} completions, {log.stat().st_size / 1e6:.0f} MB, written in "
+            f"{time.perf_counter() - start:.0f} s",
+            flush=True,
+        )
 
         user = get_user_model().objects.create(username="bench")
         dataset = Dataset.objects.create(owner=user, name="bench")
         version = DatasetVersion.objects.create(dataset=dataset, number=1, path="", row_count=0)
         from bench.synthetic import REWARD_NAMES
 
-        run = Run.objects.create(owner=user, name="bench", model="tiny", dataset_version=version,
-                                 rewards=[{"name": name, "weight": 1.0} for name in REWARD_NAMES],
-                                 config={"num_generations": 8, "scale_rewards": "group"})
+        run = Run.objects.create(
+            owner=user,
+            name="bench",
+            model="tiny",
+            dataset_version=version,
+            rewards=[{"name": name, "weight": 1.0} for name in REWARD_NAMES],
+            config={"num_generations": 8, "scale_rewards": "group"},
+        )
         table = Rollout._meta.db_table
         columns = ", ".join(connection.ops.quote_name(c) for c in ROLLOUT_COLUMNS)
         dump = work / "rows.copy"
@@ -120,16 +129,19 @@ def main(argv: list[str] | None = None) -> int:
 
         times: dict[str, list[float]] = {"project": [], "copy": []}
         for i in range(args.rounds):
-            for variant, measure in (("project", project), ("copy", copy)) if i % 2 == 0 else \
-                    (("copy", copy), ("project", project)):
+            for variant, measure in (
+                (("project", project), ("copy", copy)) if i % 2 == 0 else (("copy", copy), ("project", project))
+            ):
                 seconds = measure()
                 times[variant].append(seconds)
                 print(f"round {i + 1} {variant:8s} {seconds:7.2f} s  {n / seconds:10,.0f} rows/s", flush=True)
         ratios = [c / p for c, p in zip(times["copy"], times["project"])]
         project_median = statistics.median(times["project"])
         copy_median = statistics.median(times["copy"])
-        print(f"project median {project_median:.2f} s ({n / project_median:,.0f} rows/s); raw COPY median "
-              f"{copy_median:.2f} s ({n / copy_median:,.0f} rows/s); on {os.cpu_count()} CPUs")
+        print(
+            f"project median {project_median:.2f} s ({n / project_median:,.0f} rows/s); raw COPY median "
+            f"{copy_median:.2f} s ({n / copy_median:,.0f} rows/s); on {os.cpu_count()} CPUs"
+        )
         print(f"ingest_rows_per_s={n / project_median:.0f} copy_ratio={statistics.median(ratios):.2f}")
     finally:
         if not args.keep:

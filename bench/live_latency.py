@@ -42,11 +42,11 @@ def supervise_loop(run_id: int, until: float) -> None:
         time.sleep(POLL_SECONDS)
 
 
-
 async def client(port: int, path: str, cookie: str, arrivals: dict, ready: asyncio.Event, counter: list) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
-                 .encode())
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n".encode()
+    )
     await writer.drain()
     opened = False
     try:
@@ -72,10 +72,21 @@ async def client(port: int, path: str, cookie: str, arrivals: dict, ready: async
 
 
 def rows(step: int, n: int = 64) -> list[dict]:
-    return [{"index": i, "group": i // 8, "prompt": f"What is {step} + {i // 8}?",
-             "completion": f"<think>Wait, let me check: {step} + {i // 8} = {step + i // 8}.</think> {step + i // 8}",
-             "rewards": [1.0, 0.5], "reward": 1.5 if i % 2 else 1.0, "advantage": 0.5 if i % 2 else -0.5,
-             "length": 20, "truncated": False, "columns": {"answer": str(step + i // 8)}} for i in range(n)]
+    return [
+        {
+            "index": i,
+            "group": i // 8,
+            "prompt": f"What is {step} + {i // 8}?",
+            "completion": f"<think>Wait, let me check: {step} + {i // 8} = {step + i // 8}.</think> {step + i // 8}",
+            "rewards": [1.0, 0.5],
+            "reward": 1.5 if i % 2 else 1.0,
+            "advantage": 0.5 if i % 2 else -0.5,
+            "length": 20,
+            "truncated": False,
+            "columns": {"answer": str(step + i // 8)},
+        }
+        for i in range(n)
+    ]
 
 
 async def run_bench(args, port: int, run_id: int, cookie: str, log_path: Path) -> list[float]:
@@ -84,8 +95,10 @@ async def run_bench(args, port: int, run_id: int, cookie: str, log_path: Path) -
     arrivals: dict[int, list[float]] = {}
     ready = asyncio.Event()
     counter = [0, args.clients]
-    tasks = [asyncio.create_task(client(port, f"/runs/{run_id}/events", cookie, arrivals, ready, counter))
-             for _ in range(args.clients)]
+    tasks = [
+        asyncio.create_task(client(port, f"/runs/{run_id}/events", cookie, arrivals, ready, counter))
+        for _ in range(args.clients)
+    ]
     await asyncio.wait_for(ready.wait(), timeout=60)
     writer = EventWriter(log_path)
     written: dict[int, float] = {}
@@ -126,23 +139,36 @@ def main(argv: list[str] | None = None) -> int:
         user, cookie = signed_in("bench")
         dataset = Dataset.objects.create(owner=user, name="bench")
         version = DatasetVersion.objects.create(dataset=dataset, number=1, path="", row_count=0)
-        run = Run.objects.create(owner=user, name="live bench", model="tiny", dataset_version=version,
-                                 rewards=[{"name": "a", "weight": 1.0}, {"name": "b", "weight": 1.0}],
-                                 config={"num_generations": 8}, status=Run.Status.RUNNING, total_steps=args.steps)
+        run = Run.objects.create(
+            owner=user,
+            name="live bench",
+            model="tiny",
+            dataset_version=version,
+            rewards=[{"name": "a", "weight": 1.0}, {"name": "b", "weight": 1.0}],
+            config={"num_generations": 8},
+            status=Run.Status.RUNNING,
+            total_steps=args.steps,
+        )
         log_path = event_log_path(run)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with web_server(env) as (_, port):
             until = time.time() + 60 + args.steps * args.interval
-            supervisor = subprocess.Popen([sys.executable, "-m", "bench.live_latency", "--supervise", str(run.pk),
-                                           "--until", str(until)], cwd=ROOT, env=env, start_new_session=True)
+            supervisor = subprocess.Popen(
+                [sys.executable, "-m", "bench.live_latency", "--supervise", str(run.pk), "--until", str(until)],
+                cwd=ROOT,
+                env=env,
+                start_new_session=True,
+            )
             try:
                 latencies = asyncio.run(run_bench(args, port, run.pk, cookie, log_path))
             finally:
                 stop(supervisor)
 
-    print(f"{args.clients} clients, {args.steps} steps written every {args.interval} s: {len(latencies)} arrivals; "
-          f"latency p50 {statistics.median(latencies):.0f} ms, p95 {p95(latencies):.0f} ms, max {max(latencies):.0f} "
-          f"ms (the supervisor polls the log every 250 ms); on {os.cpu_count()} CPUs")
+    print(
+        f"{args.clients} clients, {args.steps} steps written every {args.interval} s: {len(latencies)} arrivals; "
+        f"latency p50 {statistics.median(latencies):.0f} ms, p95 {p95(latencies):.0f} ms, max {max(latencies):.0f} "
+        f"ms (the supervisor polls the log every 250 ms); on {os.cpu_count()} CPUs"
+    )
     print(f"live_p95_ms={p95(latencies):.0f}")
     return 0
 

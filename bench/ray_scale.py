@@ -28,14 +28,27 @@ from pathlib import Path
 from workers.processes import wait_until_answers
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
 def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, length: int) -> Path:
     from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
-    cfg = TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(folder / "out"),
-                      event_log=str(folder / "events.jsonl"),
-                      rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
-                      grpo=GRPOFields(num_generations=8, per_device_train_batch_size=per_device, max_steps=steps,
-                                      max_completion_length=length, seed=3, save_steps=0, gradient_checkpointing=False))
+    cfg = TrainConfig(
+        model=str(model),
+        dataset_path=str(data),
+        output_dir=str(folder / "out"),
+        event_log=str(folder / "events.jsonl"),
+        rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
+        grpo=GRPOFields(
+            num_generations=8,
+            per_device_train_batch_size=per_device,
+            max_steps=steps,
+            max_completion_length=length,
+            seed=3,
+            save_steps=0,
+            gradient_checkpointing=False,
+        ),
+    )
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "config.json"
     path.write_text(cfg.to_json())
@@ -77,11 +90,35 @@ def free_port() -> int:
 def start_head() -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--port", "6391", "--num-cpus", "2",
-         "--num-gpus", "0", "--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port",
-         str(port), "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-         "--disable-usage-stats"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            str(Path(sys.executable).parent / "ray"),
+            "start",
+            "--head",
+            "--block",
+            "--port",
+            "6391",
+            "--num-cpus",
+            "2",
+            "--num-gpus",
+            "0",
+            "--include-dashboard",
+            "true",
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(port),
+            "--ray-client-server-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--disable-usage-stats",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     address = f"http://127.0.0.1:{port}"
     try:
         wait_until_answers(proc, address + "/api/version", 120, what="the Ray head (ray start)")
@@ -127,9 +164,20 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
 
     local = config(work / "local", model, data, args.steps, args.global_batch, args.completion_length)
-    subprocess.run([sys.executable, "-c", "import sys, torch; torch.set_num_threads(2); from workers.training.train import "
-                    "main; sys.exit(main([sys.argv[1]]))", str(local)], cwd=ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, torch; torch.set_num_threads(2); from workers.training.train import "
+            "main; sys.exit(main([sys.argv[1]]))",
+            str(local),
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     local_rate, _, local_step = throughput(local.parent / "events.jsonl")
     print(f"local: 1 process, 2 threads: {local_rate:.1f} completions/s, median step {local_step:.2f} s")
 
@@ -138,12 +186,12 @@ def main() -> None:
         from ray.job_submission import JobSubmissionClient
 
         client = JobSubmissionClient(address)
-        ray_cfg = config(work / "ray", model, data, args.steps, args.global_batch // 2,
-                         args.completion_length)
+        ray_cfg = config(work / "ray", model, data, args.steps, args.global_batch // 2, args.completion_length)
         submitted = time.time()
-        job = client.submit_job(entrypoint=f"{sys.executable} -m workers.training.ray_train {ray_cfg} --num-workers 2 "
-                                           f"--threads 1", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT),
-                                                                                      "HF_HUB_OFFLINE": "1"}})
+        job = client.submit_job(
+            entrypoint=f"{sys.executable} -m workers.training.ray_train {ray_cfg} --num-workers 2 --threads 1",
+            runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}},
+        )
         while client.get_job_status(job).value not in ("SUCCEEDED", "FAILED", "STOPPED"):
             time.sleep(1)
         if client.get_job_status(job).value != "SUCCEEDED":
@@ -155,8 +203,10 @@ def main() -> None:
     print(f"ray: 2 Ray Train workers, 1 thread each: {ray_rate:.1f} completions/s, median step {ray_step:.2f} s")
     local_phases, ray_phases = phases(local.parent / "events.jsonl"), phases(ray_cfg.parent / "events.jsonl")
     for phase in ("generation", "update"):
-        print(f"{phase}: local {local_phases[phase]:.3f} s, ray rank 0 {ray_phases[phase]:.3f} s "
-              f"(x{local_phases[phase] / ray_phases[phase]:.2f})")
+        print(
+            f"{phase}: local {local_phases[phase]:.3f} s, ray rank 0 {ray_phases[phase]:.3f} s "
+            f"(x{local_phases[phase] / ray_phases[phase]:.2f})"
+        )
     print(f"submit_to_first_step_s={first_step - submitted:.1f}")
     print(f"ray_scale_ratio={ray_rate / local_rate:.2f}")
 

@@ -36,14 +36,29 @@ def wait(predicate, timeout=1800):
 def stages(prompts, worked, sft_steps):
     from workers.training.protocol.config import SFT_FIELDS
 
-    sft = {k: f.default for k, f in SFT_FIELDS.items()} | {"max_steps": sft_steps, "per_device_train_batch_size": 16,
-                                                            "save_steps": 0}
+    sft = {k: f.default for k, f in SFT_FIELDS.items()} | {
+        "max_steps": sft_steps,
+        "per_device_train_batch_size": 16,
+        "save_steps": 0,
+    }
     return [
         {"kind": "sft", "name": "teacher SFT", "model": "tiny", "dataset": worked.pk, "config": sft},
-        {"kind": "rejection_sample", "name": "sample", "model": "stage:1", "dataset": prompts.pk,
-         "rewards": ["accuracy"], "mix": worked.pk,
-         "settings": {"k": 4, "threshold": 1.0, "max_per_prompt": 1, "max_prompts": 16, "max_new_tokens": 24,
-                      "mix_rows": 16}},
+        {
+            "kind": "rejection_sample",
+            "name": "sample",
+            "model": "stage:1",
+            "dataset": prompts.pk,
+            "rewards": ["accuracy"],
+            "mix": worked.pk,
+            "settings": {
+                "k": 4,
+                "threshold": 1.0,
+                "max_per_prompt": 1,
+                "max_prompts": 16,
+                "max_new_tokens": 24,
+                "mix_rows": 16,
+            },
+        },
         {"kind": "sft", "name": "student SFT", "model": "tiny", "dataset": "stage:2", "config": sft},
     ]
 
@@ -65,25 +80,50 @@ def by_hand(owner, plan) -> float:
     from runs.sampling.services import RejectionSettings, rejection_job_create
 
     started = time.perf_counter()
-    first = run_create(owner=owner, spec=RunSpec(
-        name="by hand 1", model="tiny", kind="sft", rewards=[], config=plan[0]["config"],
-        dataset_version=DatasetVersion.objects.get(pk=plan[0]["dataset"])), check_rewards=False)
+    first = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="by hand 1",
+            model="tiny",
+            kind="sft",
+            rewards=[],
+            config=plan[0]["config"],
+            dataset_version=DatasetVersion.objects.get(pk=plan[0]["dataset"]),
+        ),
+        check_rewards=False,
+    )
     wait(lambda: Run.objects.get(pk=first.pk).is_finished)
-    job = rejection_job_create(owner=owner, name="by hand 2", model=str(first.run_dir / "output" / "final"),
-                               dataset_version=DatasetVersion.objects.get(pk=plan[1]["dataset"]),
-                               rewards=pinned_rewards(owner, plan[1]["rewards"]),
-                               settings=RejectionSettings(**plan[1]["settings"]),
-                               mix_version=DatasetVersion.objects.get(pk=plan[1]["mix"]))
+    job = rejection_job_create(
+        owner=owner,
+        name="by hand 2",
+        model=str(first.run_dir / "output" / "final"),
+        dataset_version=DatasetVersion.objects.get(pk=plan[1]["dataset"]),
+        rewards=pinned_rewards(owner, plan[1]["rewards"]),
+        settings=RejectionSettings(**plan[1]["settings"]),
+        mix_version=DatasetVersion.objects.get(pk=plan[1]["mix"]),
+    )
     wait(lambda: RejectionJob.objects.get(pk=job.pk).is_finished)
     job.refresh_from_db()
-    last = run_create(owner=owner, spec=RunSpec(
-        name="by hand 3", model="tiny", kind="sft", rewards=[], config=plan[2]["config"],
-        dataset_version=job.output_version), check_rewards=False)
+    last = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="by hand 3",
+            model="tiny",
+            kind="sft",
+            rewards=[],
+            config=plan[2]["config"],
+            dataset_version=job.output_version,
+        ),
+        check_rewards=False,
+    )
     wait(lambda: Run.objects.get(pk=last.pk).is_finished)
     elapsed = time.perf_counter() - started
     assert Run.objects.get(pk=last.pk).status == "completed"
-    HANDOFFS["by_hand"].append(handoff_seconds([Run.objects.get(pk=first.pk), RejectionJob.objects.get(pk=job.pk),
-                                                Run.objects.get(pk=last.pk)]))
+    HANDOFFS["by_hand"].append(
+        handoff_seconds(
+            [Run.objects.get(pk=first.pk), RejectionJob.objects.get(pk=job.pk), Run.objects.get(pk=last.pk)]
+        )
+    )
     return elapsed
 
 
@@ -100,9 +140,15 @@ def as_recipe(owner, plan) -> float:
     assert recipe.status == "completed", recipe.error
     from runs.models import RejectionJob, Run
 
-    HANDOFFS["recipe"].append(handoff_seconds([Run.objects.get(pk=recipe.outputs[0]["run"]),
-                                               RejectionJob.objects.get(pk=recipe.outputs[1]["job"]),
-                                               Run.objects.get(pk=recipe.outputs[2]["run"])]))
+    HANDOFFS["recipe"].append(
+        handoff_seconds(
+            [
+                Run.objects.get(pk=recipe.outputs[0]["run"]),
+                RejectionJob.objects.get(pk=recipe.outputs[1]["job"]),
+                Run.objects.get(pk=recipe.outputs[2]["run"]),
+            ]
+        )
+    )
     return elapsed
 
 
@@ -122,23 +168,51 @@ def main(argv=None) -> int:
 
         build_tiny_model(settings.GRPO_TINY_MODEL_DIR)
         owner = get_user_model().objects.create_user(username="bench", password="bench")
-        prompts = dataset_import(owner=owner, name="arithmetic", source_name="a.jsonl", stream=io.BytesIO(
-            "".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)).encode()))
-        worked = dataset_import(owner=owner, name="worked", source_name="w.jsonl", stream=io.BytesIO(
-            "".join(json.dumps(r) + "\n" for r in cold_start_rows(64)).encode()))
+        prompts = dataset_import(
+            owner=owner,
+            name="arithmetic",
+            source_name="a.jsonl",
+            stream=io.BytesIO("".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)).encode()),
+        )
+        worked = dataset_import(
+            owner=owner,
+            name="worked",
+            source_name="w.jsonl",
+            stream=io.BytesIO("".join(json.dumps(r) + "\n" for r in cold_start_rows(64)).encode()),
+        )
         plan = stages(prompts, worked, args.sft_steps)
-        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q",
-                                   "training,default,sandbox", "-c", "1", "--prefetch-multiplier", "1", "-n",
-                                   "bench@%h", "-l", "WARNING"], cwd=ROOT, env=env, start_new_session=True)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "grpo_web",
+                "worker",
+                "-Q",
+                "training,default,sandbox",
+                "-c",
+                "1",
+                "--prefetch-multiplier",
+                "1",
+                "-n",
+                "bench@%h",
+                "-l",
+                "WARNING",
+            ],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        )
         try:
             time.sleep(5)
             hand, recipe = [], []
             for n in range(args.rounds):
-                for name, fn, out in (("by_hand", by_hand, hand), ("recipe", as_recipe, recipe))[::1 if n % 2 == 0
-                                                                                                    else -1]:
+                for name, fn, out in (("by_hand", by_hand, hand), ("recipe", as_recipe, recipe))[
+                    :: 1 if n % 2 == 0 else -1
+                ]:
                     out.append(fn(owner, plan))
-                    print(f"round {n + 1} {name}: {out[-1]:.1f} s (hand-offs {HANDOFFS[name][-1]:.2f} s)",
-                          flush=True)
+                    print(f"round {n + 1} {name}: {out[-1]:.1f} s (hand-offs {HANDOFFS[name][-1]:.2f} s)", flush=True)
         finally:
             stop(worker)
     print(f"by_hand_handoff_s={statistics.median(HANDOFFS['by_hand']):.2f}")

@@ -26,8 +26,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 FRACTION_SHARE = 0.2  # groups whose answer is a fraction (the rest: integer sums, compared without the parser)
-REWARDS = [{"name": "accuracy", "weight": 1.0, "version_id": None, "builtin": "accuracy"},
-           {"name": "think_format", "weight": 0.5, "version_id": None, "builtin": "think_format"}]
+REWARDS = [
+    {"name": "accuracy", "weight": 1.0, "version_id": None, "builtin": "accuracy"},
+    {"name": "think_format", "weight": 0.5, "version_id": None, "builtin": "think_format"},
+]
 
 
 def synthetic_step(rng: random.Random, groups: int, G: int) -> list[dict]:
@@ -41,11 +43,25 @@ def synthetic_step(rng: random.Random, groups: int, G: int) -> list[dict]:
                 guess = rng.choice([f"\\frac{{{a}}}{{{b}}}", f"{a}/{b}", f"\\frac{{{b}}}{{{a}}}", f"{a + 1}/{b}"])
             else:
                 guess = str(a + b + rng.choice([0, 0, 1, -1, 10]))
-            text = (f"<think>{a} and {b}: work it out.</think> The answer is \\boxed{{{guess}}}"
-                    if rng.random() < 0.7 else f"I think it is {guess}")
-            rows.append({"id": len(rows), "index": len(rows), "group": g, "prompt": f"What is {a} + {b}?",
-                         "completion": text, "columns": {"answer": answer}, "rewards": [0.0, 0.0],
-                         "reward": 0.0, "advantage": 0.0, "zero_std": False})
+            text = (
+                f"<think>{a} and {b}: work it out.</think> The answer is \\boxed{{{guess}}}"
+                if rng.random() < 0.7
+                else f"I think it is {guess}"
+            )
+            rows.append(
+                {
+                    "id": len(rows),
+                    "index": len(rows),
+                    "group": g,
+                    "prompt": f"What is {a} + {b}?",
+                    "completion": text,
+                    "columns": {"answer": answer},
+                    "rewards": [0.0, 0.0],
+                    "reward": 0.0,
+                    "advantage": 0.0,
+                    "zero_std": False,
+                }
+            )
     return rows
 
 

@@ -72,8 +72,33 @@ LENGTH_SOURCE = """
 def reward_len(completions, **kwargs):
     return [-abs(20 - len(completion)) for completion in completions]
 """
-WORDS = ("so", "we", "have", "the", "sum", "of", "then", "wait", "let", "me", "check", "again", "multiply", "by",
-         "carry", "which", "gives", "hmm", "that", "is", "not", "right", "divide", "both", "sides")
+WORDS = (
+    "so",
+    "we",
+    "have",
+    "the",
+    "sum",
+    "of",
+    "then",
+    "wait",
+    "let",
+    "me",
+    "check",
+    "again",
+    "multiply",
+    "by",
+    "carry",
+    "which",
+    "gives",
+    "hmm",
+    "that",
+    "is",
+    "not",
+    "right",
+    "divide",
+    "both",
+    "sides",
+)
 
 
 def make_batch(rng: random.Random, size: int, chars: int) -> tuple[list[str], list[str]]:
@@ -174,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with Sandbox(LENGTH_SOURCE, "reward_len") as sb:
         batches = [make_batch(rng, args.batch, args.chars) for _ in range(args.rounds)]
-        for completions, answers in batches[:args.warmup]:
+        for completions, answers in batches[: args.warmup]:
             sb.call(completions, answer=answers)
         length_trips = []
         for completions, answers in batches:
@@ -183,18 +208,26 @@ def main(argv: list[str] | None = None) -> int:
             length_trips.append(time.perf_counter() - began)
 
     size = sum(len(c) for c in completions) / len(completions)
-    print(f"{args.rounds} rounds, {args.batch} completions of ~{size:.0f} chars per call, alternated; "
-          f"worker: uid {isolation.get('uid')}, landlock {isolation.get('landlock')}, "
-          f"seccomp {isolation.get('seccomp')}, private mounts {isolation.get('private_mounts')}, faults {faults}")
+    print(
+        f"{args.rounds} rounds, {args.batch} completions of ~{size:.0f} chars per call, alternated; "
+        f"worker: uid {isolation.get('uid')}, landlock {isolation.get('landlock')}, "
+        f"seccomp {isolation.get('seccomp')}, private mounts {isolation.get('private_mounts')}, faults {faults}"
+    )
     print(f"{'variant':<12}{'median ms':>11}{'mean ms':>9}{'min ms':>8}")
     for variant, values in times.items():
-        print(f"{variant:<12}{1000 * statistics.median(values):>11.2f}{1000 * statistics.fmean(values):>9.2f}"
-              f"{1000 * min(values):>8.2f}")
+        print(
+            f"{variant:<12}{1000 * statistics.median(values):>11.2f}{1000 * statistics.fmean(values):>9.2f}"
+            f"{1000 * min(values):>8.2f}"
+        )
     extra_ms = 1000 * statistics.median(s - i for s, i in zip(times["sandboxed"], times["in-process"]))
-    print(f"median per-round difference: {extra_ms:.2f} ms; round trip of the same batch to a function that does "
-          f"nothing: {1000 * statistics.median(round_trips):.2f} ms")
-    print(f"fresh worker start (median of {args.starts}): {1000 * start_trivial:.0f} ms for a trivial source, "
-          f"{1000 * start_math:.0f} ms for this one (it imports math-verify)")
+    print(
+        f"median per-round difference: {extra_ms:.2f} ms; round trip of the same batch to a function that does "
+        f"nothing: {1000 * statistics.median(round_trips):.2f} ms"
+    )
+    print(
+        f"fresh worker start (median of {args.starts}): {1000 * start_trivial:.0f} ms for a trivial source, "
+        f"{1000 * start_math:.0f} ms for this one (it imports math-verify)"
+    )
     print(f"sandbox_roundtrip_ms={1000 * statistics.median(length_trips):.3f}")
     print(f"sandbox_overhead_ratio={statistics.median(ratios):.3f}")
     return 0

@@ -11,12 +11,40 @@ import random
 
 REWARD_NAMES = ["accuracy", "think_format", "digit_ratio"]
 REWARD_WEIGHTS = [1.0, 0.5, 0.5]
-REFLECTIONS = ["Wait,", "Let me check:", "Actually,", "Hmm,", "Let me verify.", "Let me reconsider.",
-               "On second thought,", "I made an error."]
+REFLECTIONS = [
+    "Wait,",
+    "Let me check:",
+    "Actually,",
+    "Hmm,",
+    "Let me verify.",
+    "Let me reconsider.",
+    "On second thought,",
+    "I made an error.",
+]
 # a Zipf-like vocabulary: common filler words and rarer ones, so phrase searches range from common to rare
 _SYLLABLES = ["ka", "lo", "mi", "ren", "sto", "va", "tu", "pel", "dor", "qui", "zan", "bri", "fo", "gle", "nu", "xis"]
-FILLER = ["so", "the", "sum", "is", "then", "we", "add", "carry", "digits", "first", "next", "total", "number",
-          "result", "step", "ones", "tens", "gives", "now", "and"]
+FILLER = [
+    "so",
+    "the",
+    "sum",
+    "is",
+    "then",
+    "we",
+    "add",
+    "carry",
+    "digits",
+    "first",
+    "next",
+    "total",
+    "number",
+    "result",
+    "step",
+    "ones",
+    "tens",
+    "gives",
+    "now",
+    "and",
+]
 
 
 def vocabulary(rng: random.Random, n: int = 3000) -> list[str]:
@@ -82,9 +110,19 @@ class Generator:
                 rewards = [1.0 if correct else 0.0, fmt, digits]
                 reward = sum(r * w for r, w in zip(rewards, REWARD_WEIGHTS))
                 length = max(1, len(text) // 4)
-                group.append({"index": g * G + k, "group": g, "prompt": self.prompt(p), "completion": text,
-                              "rewards": rewards, "reward": reward, "length": length,
-                              "truncated": rng.random() < 0.03, "columns": {"answer": str(sum(self.problems[p]))}})
+                group.append(
+                    {
+                        "index": g * G + k,
+                        "group": g,
+                        "prompt": self.prompt(p),
+                        "completion": text,
+                        "rewards": rewards,
+                        "reward": reward,
+                        "length": length,
+                        "truncated": rng.random() < 0.03,
+                        "columns": {"answer": str(sum(self.problems[p]))},
+                    }
+                )
             values = [r["reward"] for r in group]
             mean = sum(values) / G
             std = math.sqrt(sum((v - mean) ** 2 for v in values) / (G - 1))
@@ -103,7 +141,17 @@ def rollout_events(total_rows: int, *, batch: int = 1024, num_generations: int =
         n = min(batch, total_rows - done)
         rows = gen.step_rows(step, steps, n)
         done += len(rows)
-        yield {"type": "rollouts", "ts": 0.0, "step": step, "num_generations": num_generations,
-               "reward_names": REWARD_NAMES, "rows": rows}
-        yield {"type": "metrics", "ts": 0.0, "step": step,
-               "metrics": {"reward": sum(r["reward"] for r in rows) / len(rows), "loss": 0.0}}
+        yield {
+            "type": "rollouts",
+            "ts": 0.0,
+            "step": step,
+            "num_generations": num_generations,
+            "reward_names": REWARD_NAMES,
+            "rows": rows,
+        }
+        yield {
+            "type": "metrics",
+            "ts": 0.0,
+            "step": step,
+            "metrics": {"reward": sum(r["reward"] for r in rows) / len(rows), "loss": 0.0},
+        }

@@ -30,7 +30,6 @@ CSRF = "b" * 32
 BOUNDARY = "bench-upload-boundary"
 
 
-
 def hostile_files(folder: Path, mb: int) -> list[tuple[str, Path, str]]:
     """(upload name, path, the message it must be refused with)."""
     line = json.dumps({"prompt": "What is 12 + 30?", "answer": "42", "note": "x" * 60}) + "\n"
@@ -40,25 +39,40 @@ def hostile_files(folder: Path, mb: int) -> list[tuple[str, Path, str]]:
     deep.write_text(body + '{"prompt": "x", "v": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
     latin.write_bytes(body.encode() + '{"prompt": "café"}\n'.encode("latin-1"))
     huge.write_text(line * (rows // 2) + json.dumps({"prompt": "y" * (64 * 1024**2)}) + "\n")
-    return [("deep.jsonl", deep, f"line {rows + 1}: values are nested more than 32 levels deep, the limit"),
-            ("latin.jsonl", latin, f"line {rows + 1}: not UTF-8 text (byte 15)"),
-            ("huge.jsonl", huge, "holds a text of 67108864 bytes; the limit is 4194304")]
+    return [
+        ("deep.jsonl", deep, f"line {rows + 1}: values are nested more than 32 levels deep, the limit"),
+        ("latin.jsonl", latin, f"line {rows + 1}: not UTF-8 text (byte 15)"),
+        ("huge.jsonl", huge, "holds a text of 67108864 bytes; the limit is 4194304"),
+    ]
 
 
 def upload(port: int, cookie: str, name: str, path: Path) -> tuple[int, str]:
     """POST the file as the browser's form does, streamed from disk; (status, page)."""
-    fields = {"csrfmiddlewaretoken": CSRF, "source": "file", "name": name, "prompt_column": "prompt",
-              "gsm8k_column": ""}
-    head = "".join(f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
-                   for k, v in fields.items())
-    head += (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-             f"Content-Type: application/octet-stream\r\n\r\n")
+    fields = {
+        "csrfmiddlewaretoken": CSRF,
+        "source": "file",
+        "name": name,
+        "prompt_column": "prompt",
+        "gsm8k_column": "",
+    }
+    head = "".join(
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()
+    )
+    head += (
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        f"Content-Type: application/octet-stream\r\n\r\n"
+    )
     tail = f"\r\n--{BOUNDARY}--\r\n"
     length = len(head.encode()) + path.stat().st_size + len(tail.encode())
     sock = socket.create_connection(("127.0.0.1", port), timeout=600)
-    sock.sendall((f"POST /datasets/upload/ HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
-                  f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {length}\r\n"
-                  f"Connection: close\r\n\r\n").encode() + head.encode())
+    sock.sendall(
+        (
+            f"POST /datasets/upload/ HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
+            f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {length}\r\n"
+            f"Connection: close\r\n\r\n"
+        ).encode()
+        + head.encode()
+    )
     with open(path, "rb") as fh:
         while chunk := fh.read(1024**2):
             sock.sendall(chunk)
@@ -76,8 +90,10 @@ def page_latencies(port: int, cookie: str, until: float) -> list[float]:
     while time.time() < until:
         started = time.perf_counter()
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-            sock.sendall(f"GET /datasets/upload/ HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
-                         f"Connection: close\r\n\r\n".encode())
+            sock.sendall(
+                f"GET /datasets/upload/ HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
+                f"Connection: close\r\n\r\n".encode()
+            )
             while sock.recv(1 << 16):
                 pass
         out.append((time.perf_counter() - started) * 1000)
@@ -96,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         import psutil
 
         _, cookie = signed_in(f"bench-upload-{os.getpid()}", csrf=CSRF)
-        files = hostile_files(Path(env["GRPO_DATA_DIR"]), args.mb)[:args.uploads]
+        files = hostile_files(Path(env["GRPO_DATA_DIR"]), args.mb)[: args.uploads]
         with web_server(env) as (server, port):
             peak, sampling = [0], [True]
 
@@ -114,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 idle = page_latencies(port, cookie, time.time() + args.seconds)
                 results: dict[str, tuple[int, str]] = {}
-                uploads = [threading.Thread(target=lambda n=name, p=path: results.__setitem__(
-                    n, upload(port, cookie, n, p))) for name, path, _ in files]
+                uploads = [
+                    threading.Thread(target=lambda n=name, p=path: results.__setitem__(n, upload(port, cookie, n, p)))
+                    for name, path, _ in files
+                ]
                 started = time.time()
                 for thread in uploads:
                     thread.start()
@@ -132,10 +150,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: expected a 400 naming {message!r}, got {status}: {shown}", file=sys.stderr)
                 return 1
 
-    print(f"page GET every 50 ms: idle p50 {statistics.median(idle):.0f} ms, p95 {p95(idle):.0f} ms "
-          f"({len(idle)} requests); while {len(files)} hostile uploads of {args.mb} MB streamed and were refused "
-          f"({took:.0f} s): p50 {statistics.median(loaded):.0f} ms, p95 {p95(loaded):.0f} ms ({len(loaded)} requests); "
-          f"web process peak RSS {peak[0] / 1e6:.0f} MB; on {os.cpu_count()} CPUs")
+    print(
+        f"page GET every 50 ms: idle p50 {statistics.median(idle):.0f} ms, p95 {p95(idle):.0f} ms "
+        f"({len(idle)} requests); while {len(files)} hostile uploads of {args.mb} MB streamed and were refused "
+        f"({took:.0f} s): p50 {statistics.median(loaded):.0f} ms, p95 {p95(loaded):.0f} ms ({len(loaded)} requests); "
+        f"web process peak RSS {peak[0] / 1e6:.0f} MB; on {os.cpu_count()} CPUs"
+    )
     print(f"upload_stress_p95_ms={p95(loaded):.0f} web_peak_mb={peak[0] / 1e6:.0f}")
     return 0
 

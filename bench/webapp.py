@@ -22,8 +22,12 @@ def django_on_a_data_folder(prefix: str):
     """Django set up on a data folder of its own (SQLite and the embedded Redis unless DATABASE_URL / REDIS_URL say
     otherwise), migrated; yields the environment for child processes. The folder and its Redis go at the end."""
     data = Path(tempfile.mkdtemp(prefix=prefix))
-    env = {**os.environ, "GRPO_DATA_DIR": str(data), "DJANGO_SETTINGS_MODULE": "grpo_web.settings",
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "GRPO_DATA_DIR": str(data),
+        "DJANGO_SETTINGS_MODULE": "grpo_web.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
     os.environ.update(env)
     import django
 
@@ -68,9 +72,23 @@ def free_port() -> int:
 def web_server(env: dict):
     """One uvicorn process serving the app, as in production; yields (process, port) once it accepts connections."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                              start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "grpo_web.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
     try:
         for _ in range(200):
             try:

@@ -50,13 +50,24 @@ class API(NinjaAPI):
 
 
 api = API(
-    title="grpo-web API", version="1", urls_namespace="api", auth=[TokenAuth(), django_auth],
+    title="grpo-web API",
+    version="1",
+    urls_namespace="api",
+    auth=[TokenAuth(), django_auth],
     description="Datasets, reward functions, GRPO runs, their rollouts, metrics and evaluations. Every object you "
-                "may not see answers 404.",
+    "may not see answers 404.",
 )
 # in this order, the schema lists the paths as it always has
-for runs_api in (accounts_api, datasets_api, lifecycle_api, rollouts_api, evaluations_api, sampling_api, registry_api,
-                 recipes_api):
+for runs_api in (
+    accounts_api,
+    datasets_api,
+    lifecycle_api,
+    rollouts_api,
+    evaluations_api,
+    sampling_api,
+    registry_api,
+    recipes_api,
+):
     api.add_router("", runs_api.router)
 api.add_router("", rewards_router)
 

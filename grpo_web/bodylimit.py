@@ -56,12 +56,22 @@ class BodyLimit:
 
 
 def _too_large(limit: int) -> bytes:
-    return (f"The request is larger than the upload limit ({limit - SLACK_BYTES} bytes, GRPO_MAX_UPLOAD_BYTES). "
-            f"Nothing was saved.").encode()
+    return (
+        f"The request is larger than the upload limit ({limit - SLACK_BYTES} bytes, GRPO_MAX_UPLOAD_BYTES). "
+        f"Nothing was saved."
+    ).encode()
 
 
 async def _answer(send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"connection", b"close"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -33,6 +33,7 @@ UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 def safe(text, *, lines: bool = False) -> str:
     """``text`` fit for a terminal: each control or bidi character shown as its escape (``\\x1b``, ``\\u202e``);
     with ``lines``, newlines and tabs are kept."""
+
     def escape(match: re.Match) -> str:
         char = match.group()
         if lines and char in "\n\t":
@@ -105,8 +106,11 @@ def watch(client: Client, run_id: int, *, interval: float = 2.0, out=sys.stdout)
                 series = client.json("GET", f"/runs/{run_id}/metrics").get("series", {}).get("reward") or []
                 if series and series[-1] is not None:
                     reward = f"  reward {series[-1]:.4f}"
-            print(f"run {run_id} {safe(run['status']):<9} step {run['step']}/{run['total_steps']}{reward}", file=out,
-                  flush=True)
+            print(
+                f"run {run_id} {safe(run['status']):<9} step {run['step']}/{run['total_steps']}{reward}",
+                file=out,
+                flush=True,
+            )
             seen = state
         if run["status"] in FINISHED:
             if run.get("error"):
@@ -130,10 +134,14 @@ def export(client: Client, run_id: int, *, filters: list[str], fmt: str, out) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grpo-web", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=os.environ.get("GRPO_WEB_URL", "http://127.0.0.1:8000"),
-                        help="the app's address (GRPO_WEB_URL)")
-    parser.add_argument("--token", default=os.environ.get("GRPO_WEB_TOKEN", ""),
-                        help="a personal access token (GRPO_WEB_TOKEN)")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("GRPO_WEB_URL", "http://127.0.0.1:8000"),
+        help="the app's address (GRPO_WEB_URL)",
+    )
+    parser.add_argument(
+        "--token", default=os.environ.get("GRPO_WEB_TOKEN", ""), help="a personal access token (GRPO_WEB_TOKEN)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("submit", help="start a run from a run YAML")
     p.add_argument("config")
@@ -144,8 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=2.0)
     p = commands.add_parser("export", help="a run's rollouts, filtered as in the rollout browser")
     p.add_argument("run", type=int)
-    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
-                   help="a rollout browser filter, e.g. reward_min=1 step_min=10 phrase=Wait; repeat for more")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a rollout browser filter, e.g. reward_min=1 step_min=10 phrase=Wait; repeat for more",
+    )
     p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     p.add_argument("-o", "--output", help="a file (default: standard output)")
     p = commands.add_parser("runs", help="list runs")
@@ -173,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "runs":
             for run in client.json("GET", "/runs", params={"status": args.status, "q": args.q}):
                 reward = "" if run["latest_reward"] is None else f"{run['latest_reward']:.4f}"
-                print(f"{run['id']:>6}  {safe(run['status']):<9} {run['step']:>5}/{run['total_steps']:<5} {reward:>8}  "
-                      f"{safe(run['name'])}")
+                print(
+                    f"{run['id']:>6}  {safe(run['status']):<9} {run['step']:>5}/{run['total_steps']:<5} {reward:>8}  "
+                    f"{safe(run['name'])}"
+                )
     except ApiError as exc:
         for error in exc.errors:
             print(f"grpo-web: {safe(error, lines=True)}", file=sys.stderr)

@@ -36,8 +36,9 @@ def _ping(socket_path: Path) -> bool:
     if not socket_path.exists():
         return False
     try:  # one try: redis-py's default retries with backoff would take seconds to say "not running"
-        return redis.Redis(unix_socket_path=str(socket_path), socket_connect_timeout=0.5,
-                           retry=Retry(NoBackoff(), 0)).ping()
+        return redis.Redis(
+            unix_socket_path=str(socket_path), socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
+        ).ping()
     except (redis.ConnectionError, redis.TimeoutError, FileNotFoundError):
         return False
 
@@ -53,10 +54,29 @@ def ensure_redis(data_dir: Path) -> Path:
         if _ping(socket_path):
             return socket_path
         subprocess.run(
-            [redis_server_binary(), "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
-             "--daemonize", "yes", "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-             "--dir", str(data_dir),
-             "--pidfile", str(data_dir / "redis.pid"), "--logfile", str(data_dir / "redis.log")],
+            [
+                redis_server_binary(),
+                "--port",
+                "0",
+                "--unixsocket",
+                str(socket_path),
+                "--unixsocketperm",
+                "700",
+                "--daemonize",
+                "yes",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--dir",
+                str(data_dir),
+                "--pidfile",
+                str(data_dir / "redis.pid"),
+                "--logfile",
+                str(data_dir / "redis.log"),
+            ],
             check=True,
         )
         deadline = time.monotonic() + 10

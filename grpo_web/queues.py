@@ -23,16 +23,28 @@ REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the sandbox que
 DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
 REWARD_REPLAY = "workers.tasks.reward_replay"  # the sandbox queue
 REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it loads a model
-TASKS = (TRAIN_RUN, EVALUATE, RETAG_REFLECTIONS, REWARD_TEST, REWARD_CONTRACT_CHECK, DATASET_IMPORT, REWARD_REPLAY,
-         REJECTION_SAMPLE)
+TASKS = (
+    TRAIN_RUN,
+    EVALUATE,
+    RETAG_REFLECTIONS,
+    REWARD_TEST,
+    REWARD_CONTRACT_CHECK,
+    DATASET_IMPORT,
+    REWARD_REPLAY,
+    REJECTION_SAMPLE,
+)
 
 # The queues, named once: settings route by them, `manage.py run_worker` and docker-compose's workers serve them.
 DEFAULT_QUEUE = "default"  # short jobs of the web side: imports, re-tagging
 SANDBOX_QUEUE = "sandbox"  # users' code on demand: the editor's Test, contract checks, replays
 TRAINING_QUEUE = "training"  # CPU runs; "training-gpuN" for runs of N GPUs (training_queue)
 RAY_QUEUE = "training-ray"  # runs for a Ray cluster, served by the workers that have one
-ROUTES = {TRAIN_RUN: {"queue": TRAINING_QUEUE}, REWARD_TEST: {"queue": SANDBOX_QUEUE},
-          REWARD_CONTRACT_CHECK: {"queue": SANDBOX_QUEUE}, REWARD_REPLAY: {"queue": SANDBOX_QUEUE}}
+ROUTES = {
+    TRAIN_RUN: {"queue": TRAINING_QUEUE},
+    REWARD_TEST: {"queue": SANDBOX_QUEUE},
+    REWARD_CONTRACT_CHECK: {"queue": SANDBOX_QUEUE},
+    REWARD_REPLAY: {"queue": SANDBOX_QUEUE},
+}
 
 
 def training_queue(gpus: int, engine: str = "local") -> str:
@@ -44,8 +56,9 @@ def training_queue(gpus: int, engine: str = "local") -> str:
     return TRAINING_QUEUE if gpus <= 0 else f"{TRAINING_QUEUE}-gpu{gpus}"
 
 
-def enqueue(name: str, *, args: list | None = None, kwargs: dict | None = None, queue: str | None = None
-            ) -> AsyncResult:
+def enqueue(
+    name: str, *, args: list | None = None, kwargs: dict | None = None, queue: str | None = None
+) -> AsyncResult:
     """Send task ``name`` (one of TASKS) to the broker; the queue is the task's route unless given."""
     if name not in TASKS:
         raise ValueError(f"no task named {name!r}")

@@ -27,7 +27,9 @@ if not SECRET_KEY:
         key_file.chmod(0o600)
     SECRET_KEY = key_file.read_text().strip()
 
-ALLOWED_HOSTS = [h.strip() for h in (envstr("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]") or "").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip() for h in (envstr("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]") or "").split(",") if h.strip()
+]
 CSRF_TRUSTED_ORIGINS = [o for o in (envstr("CSRF_TRUSTED_ORIGINS", "") or "").split(",") if o]
 
 INSTALLED_APPS = [
@@ -101,7 +103,9 @@ if REDIS_EMBEDDED:
     REDIS_URL = f"unix://{DATA_DIR / 'redis.sock'}?db=0"
 
 # kombu spells a UNIX-socket Redis redis+socket://; redis-py spells it unix://
-CELERY_BROKER_URL = "redis+socket://" + REDIS_URL.removeprefix("unix://") if REDIS_URL.startswith("unix://") else REDIS_URL
+CELERY_BROKER_URL = (
+    "redis+socket://" + REDIS_URL.removeprefix("unix://") if REDIS_URL.startswith("unix://") else REDIS_URL
+)
 # Results of short sandbox tasks (reward tests, contract checks) come back through Redis and expire after an hour.
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL
 CELERY_RESULT_EXPIRES = 3600
@@ -148,11 +152,14 @@ GRPO_IMPORT_MEMORY_BYTES = envint("GRPO_IMPORT_MEMORY_BYTES", str(4 * 1024**3))
 GRPO_IMPORT_CPU_SECONDS = envint("GRPO_IMPORT_CPU_SECONDS", "1800")
 GRPO_IMPORT_WALL_SECONDS = envint("GRPO_IMPORT_WALL_SECONDS", "3600")
 # Server folders a Hugging Face import may read from by path (comma-separated); nothing else on the server is reachable.
-GRPO_IMPORT_ROOTS = [Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(DATA_DIR / "imports")).split(",")
-                     if p.strip()]
+GRPO_IMPORT_ROOTS = [
+    Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(DATA_DIR / "imports")).split(",") if p.strip()
+]
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
 GRPO_EXPORT_DIR = Path(envstr("GRPO_EXPORT_DIR", str(DATA_DIR / "exports"))).resolve()  # the Models page's exports
-GRPO_TINY_SFT_MODEL_DIR = DATA_DIR / "models" / "tiny-sft"  # the tiny model after a cold-start SFT (workers.training.coldstart)
+GRPO_TINY_SFT_MODEL_DIR = (
+    DATA_DIR / "models" / "tiny-sft"
+)  # the tiny model after a cold-start SFT (workers.training.coldstart)
 # the tool demo's model: the tiny model with a Qwen-style tool chat template, cold-started on calculator calls
 GRPO_TINY_TOOLS_MODEL_DIR = DATA_DIR / "models" / "tiny-tools"
 # The sandbox refuses to run user code without Landlock and seccomp unless this is set (see docs/sandbox.md).

@@ -51,8 +51,11 @@ class ShareBase(models.Model):
 
 
 def teams_of(user):
-    return Group.objects.filter(user=user).order_by("name") if getattr(user, "is_authenticated", False) \
+    return (
+        Group.objects.filter(user=user).order_by("name")
+        if getattr(user, "is_authenticated", False)
         else Group.objects.none()
+    )
 
 
 class ShareRefused(Exception):
@@ -81,16 +84,22 @@ def share_update(*, obj, user, team_id, access: str) -> str:
 
 def share_context(obj, user) -> dict:
     """What the share box (templates/sharing.html) needs."""
-    return {"shares": list(obj.shares.select_related("team").order_by("team__name")),
-            "share_teams": list(teams_of(user)) if obj.owner_id == user.pk else [],
-            "is_owner": obj.owner_id == user.pk}
+    return {
+        "shares": list(obj.shares.select_related("team").order_by("team__name")),
+        "share_teams": list(teams_of(user)) if obj.owner_id == user.pk else [],
+        "is_owner": obj.owner_id == user.pk,
+    }
 
 
 def share_post(request, obj):
     """The share box's POST, for any shareable object: a message, then back to the object's page."""
     try:
-        messages.success(request, share_update(obj=obj, user=request.user, team_id=request.POST.get("team", ""),
-                                               access=request.POST.get("access", "")))
+        messages.success(
+            request,
+            share_update(
+                obj=obj, user=request.user, team_id=request.POST.get("team", ""), access=request.POST.get("access", "")
+            ),
+        )
     except ShareRefused as exc:
         messages.error(request, f"Not shared: {exc}.")
     return redirect(obj)

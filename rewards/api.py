@@ -63,15 +63,25 @@ def _version(v) -> dict:
 
 def _reward(rf: RewardFunction, user) -> dict:
     numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
-    return {"id": rf.pk, "name": rf.name, "owner": rf.owner.username, "shared": rf.owner_id != user.pk,
-            "description": rf.description, "template": rf.template, "latest_version": numbers[0] if numbers else None,
-            "url": rf.get_absolute_url()}
+    return {
+        "id": rf.pk,
+        "name": rf.name,
+        "owner": rf.owner.username,
+        "shared": rf.owner_id != user.pk,
+        "description": rf.description,
+        "template": rf.template,
+        "latest_version": numbers[0] if numbers else None,
+        "url": rf.get_absolute_url(),
+    }
 
 
 def _detail(rf: RewardFunction, user) -> dict:
     latest = rf.latest_version
-    return {**_reward(rf, user), "latest": _version(latest) if latest else None,
-            "versions": sorted((v.number for v in rf.versions.all()), reverse=True)}
+    return {
+        **_reward(rf, user),
+        "latest": _version(latest) if latest else None,
+        "versions": sorted((v.number for v in rf.versions.all()), reverse=True),
+    }
 
 
 def _form_errors(form) -> list[str]:
@@ -108,9 +118,14 @@ def reward_new(request, body: RewardIn):
     if RewardFunction.objects.filter(owner=request.user, name=name).exists():
         return Status(400, {"errors": [f"name: you already have a reward function named {name!r}"]})
     try:
-        rf = reward_create(owner=request.user, name=name, source_code=source, entrypoint=entrypoint,
-                           description=body.description or (docstring(source, entrypoint) if template else ""),
-                           template=template)
+        rf = reward_create(
+            owner=request.user,
+            name=name,
+            source_code=source,
+            entrypoint=entrypoint,
+            description=body.description or (docstring(source, entrypoint) if template else ""),
+            template=template,
+        )
     except RewardCodeError as exc:
         return Status(400, {"errors": [f"source: {exc}"]})
     except IntegrityError:  # the same name saved at the same moment by another request
@@ -118,18 +133,29 @@ def reward_new(request, body: RewardIn):
     return Status(201, _detail(rf, request.user))
 
 
-@router.post("/rewards/{int:reward_id}/versions", response={200: RewardDetail, 201: RewardDetail, 400: Errors},
-             summary="Save code as the next version (200 and no new version when nothing changed)")
+@router.post(
+    "/rewards/{int:reward_id}/versions",
+    response={200: RewardDetail, 201: RewardDetail, 400: Errors},
+    summary="Save code as the next version (200 and no new version when nothing changed)",
+)
 def reward_version_new(request, reward_id: int, body: RewardVersionIn):
     rf = get_object_or_404(RewardFunction.objects.visible_to(request.user, write=True), pk=reward_id)
-    form = RewardEditForm({"source": body.source, "entrypoint": body.entrypoint,
-                           "description": rf.description if body.description is None else body.description})
+    form = RewardEditForm(
+        {
+            "source": body.source,
+            "entrypoint": body.entrypoint,
+            "description": rf.description if body.description is None else body.description,
+        }
+    )
     if not form.is_valid():
         return Status(400, {"errors": _form_errors(form)})
     try:
-        _, created = reward_save(function=rf, source_code=form.cleaned_data["source"],
-                                 entrypoint=form.cleaned_data["entrypoint"],
-                                 description=form.cleaned_data["description"])
+        _, created = reward_save(
+            function=rf,
+            source_code=form.cleaned_data["source"],
+            entrypoint=form.cleaned_data["entrypoint"],
+            description=form.cleaned_data["description"],
+        )
     except RewardCodeError as exc:
         return Status(400, {"errors": [f"source: {exc}"]})
     return Status(201 if created else 200, _detail(rf, request.user))

@@ -12,5 +12,7 @@ BUILTINS = {name: function(name) for name in NAMES + OPEN_R1}
 BUILTINS["code_tests"] = code_tests  # drives the sandbox's code-test template: not a template users copy
 
 # Built-ins a run uses as they are, in the training process, with no editable copy: they drive a sandbox themselves.
-TRUSTED = {"code_tests": "Runs the completion's last code block against the row's `tests` column (asserts or "
-                         "stdin/stdout pairs), each test in its own sandboxed process; the share that pass."}
+TRUSTED = {
+    "code_tests": "Runs the completion's last code block against the row's `tests` column (asserts or "
+    "stdin/stdout pairs), each test in its own sandboxed process; the share that pass."
+}

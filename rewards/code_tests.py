@@ -97,8 +97,7 @@ def code_tests(completions, tests, log_extra=None, **kwargs):
             logged.append([])
         elif code is None:
             rewards.append(0.0)
-            logged.append([{"test": _label(case), "passed": False, "error": "no fenced code block"}
-                           for case in cases])
+            logged.append([{"test": _label(case), "passed": False, "error": "no fenced code block"} for case in cases])
         else:
             outcome = next(results)
             if outcome and outcome[0] is None:
@@ -106,8 +105,9 @@ def code_tests(completions, tests, log_extra=None, **kwargs):
                 logged.append([])
                 continue
             rewards.append(sum(r.passed for r in outcome) / len(cases))
-            logged.append([{"test": _label(case), "passed": r.passed, "error": r.error}
-                           for case, r in zip(cases, outcome)])
+            logged.append(
+                [{"test": _label(case), "passed": r.passed, "error": r.error} for case, r in zip(cases, outcome)]
+            )
     if log_extra is not None:
         log_extra("code_tests", logged)
     return rewards

@@ -3,8 +3,13 @@ from django import forms
 from rewards.library import ENVIRONMENTS, NAMES, OPEN_R1, TOOLS
 from rewards.models import RewardFunction
 
-TEMPLATE_CHOICES = [("", "blank")] + [(n, n) for n in NAMES] + [(n, f"{n} (open-r1)") for n in OPEN_R1] + \
-    [(n, f"{n} (tool)") for n in TOOLS] + [(n, f"{n} (environment)") for n in ENVIRONMENTS]
+TEMPLATE_CHOICES = (
+    [("", "blank")]
+    + [(n, n) for n in NAMES]
+    + [(n, f"{n} (open-r1)") for n in OPEN_R1]
+    + [(n, f"{n} (tool)") for n in TOOLS]
+    + [(n, f"{n} (environment)") for n in ENVIRONMENTS]
+)
 BLANK_ENVIRONMENT = '''class MyEnvironment:
     """One instance per rollout (TRL's environment_factory). Its public methods are the model's tools (typed,
     documented parameters, as a tool's); reset(**row) starts a rollout; get_reward() (optional) scores it."""
@@ -46,13 +51,18 @@ BLANK = '''def my_reward(completions, prompts=None, completion_ids=None, **kwarg
 
 class RewardNewForm(forms.Form):
     name = forms.SlugField(max_length=64, help_text="Letters, digits, - and _. TRL logs it as rewards/<name>/mean.")
-    template = forms.ChoiceField(choices=TEMPLATE_CHOICES, required=False,
-                                 help_text="Start from a library function, or from a blank one.")
-    kind = forms.ChoiceField(choices=RewardFunction.Kind.choices, initial=RewardFunction.Kind.REWARD, required=False,
-                             help_text="A tool is a function the model calls while it generates (TRL's tools); an "
-                                       "environment is a class whose methods are tools, one instance per rollout "
-                                       "(TRL's environment_factory); a library tool or environment template makes "
-                                       "one whatever is picked here.")
+    template = forms.ChoiceField(
+        choices=TEMPLATE_CHOICES, required=False, help_text="Start from a library function, or from a blank one."
+    )
+    kind = forms.ChoiceField(
+        choices=RewardFunction.Kind.choices,
+        initial=RewardFunction.Kind.REWARD,
+        required=False,
+        help_text="A tool is a function the model calls while it generates (TRL's tools); an "
+        "environment is a class whose methods are tools, one instance per rollout "
+        "(TRL's environment_factory); a library tool or environment template makes "
+        "one whatever is picked here.",
+    )
 
     def clean(self):
         data = super().clean()
@@ -75,10 +85,17 @@ class RewardTestForm(forms.Form):
     entrypoint = forms.CharField(max_length=100)
     dataset_version = forms.IntegerField(min_value=1, max_value=(1 << 63) - 1)
     rows = forms.IntegerField(min_value=1, max_value=50, initial=5)
-    completions = forms.CharField(required=False, strip=False,
-                                  help_text="Completions to score, separated by a line holding only ---; "
-                                            "row i gets completion i (cycling).")
-    run = forms.IntegerField(required=False, min_value=1, max_value=(1 << 63) - 1, help_text="Or score a run's stored rollouts of its latest step.")
+    completions = forms.CharField(
+        required=False,
+        strip=False,
+        help_text="Completions to score, separated by a line holding only ---; row i gets completion i (cycling).",
+    )
+    run = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=(1 << 63) - 1,
+        help_text="Or score a run's stored rollouts of its latest step.",
+    )
 
     def clean(self):
         data = super().clean()

@@ -9,9 +9,16 @@ from pyflakes import checker, messages
 
 from rewards.services import MAX_SOURCE_BYTES
 
-ERRORS = (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport, messages.DuplicateArgument,
-          messages.ReturnOutsideFunction, messages.YieldOutsideFunction, messages.ContinueOutsideLoop,
-          messages.BreakOutsideLoop)
+ERRORS = (
+    messages.UndefinedName,
+    messages.UndefinedLocal,
+    messages.UndefinedExport,
+    messages.DuplicateArgument,
+    messages.ReturnOutsideFunction,
+    messages.YieldOutsideFunction,
+    messages.ContinueOutsideLoop,
+    messages.BreakOutsideLoop,
+)
 
 
 def diagnostic(line: int, col: int, message: str, severity: str = "error") -> dict:

@@ -14,10 +14,14 @@ class RewardFunction(models.Model):
         ENVIRONMENT = "environment", "environment"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reward_functions")
-    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.REWARD,
-                            help_text="A reward function scores completions; a tool is called by the model while it "
-                                      "generates (TRL's tools); an environment is a class whose methods are tools, "
-                                      "one instance per rollout (TRL's environment_factory). All run in the sandbox.")
+    kind = models.CharField(
+        max_length=12,
+        choices=Kind.choices,
+        default=Kind.REWARD,
+        help_text="A reward function scores completions; a tool is called by the model while it "
+        "generates (TRL's tools); an environment is a class whose methods are tools, "
+        "one instance per rollout (TRL's environment_factory). All run in the sandbox.",
+    )
     name = models.SlugField(max_length=64, help_text="Logged by TRL as rewards/<name>/mean.")
     description = models.TextField(blank=True)
     template = models.CharField(max_length=64, blank=True, help_text="The library template it started from.")

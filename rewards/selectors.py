@@ -11,8 +11,15 @@ def reward_specs(rewards: list[dict]) -> list[dict]:
     for r in rewards:
         if r.get("version_id"):
             v = versions[r["version_id"]]
-            specs.append({"name": r["name"], "weight": r["weight"], "source": v.source, "entrypoint": v.entrypoint,
-                          "version_id": v.pk})
+            specs.append(
+                {
+                    "name": r["name"],
+                    "weight": r["weight"],
+                    "source": v.source,
+                    "entrypoint": v.entrypoint,
+                    "version_id": v.pk,
+                }
+            )
         else:
             specs.append(dict(r))
     return specs
@@ -40,8 +47,11 @@ def environment_spec(environment: dict | None) -> dict | None:
     if environment.get("version_id"):
         v = RewardFunctionVersion.objects.get(pk=environment["version_id"])
         return {"name": environment["name"], "source": v.source, "entrypoint": v.entrypoint, "version_id": v.pk}
-    return {"name": environment["name"], "builtin": environment["builtin"],
-            "entrypoint": ENVIRONMENTS[environment["builtin"]]}
+    return {
+        "name": environment["name"],
+        "builtin": environment["builtin"],
+        "entrypoint": ENVIRONMENTS[environment["builtin"]],
+    }
 
 
 def environment_problems(spec: dict | None) -> list[str]:
@@ -49,8 +59,9 @@ def environment_problems(spec: dict | None) -> list[str]:
     if not spec:
         return []
     try:
-        environment_signature(library_source(spec["builtin"]) if spec.get("builtin") else spec["source"],
-                              spec["entrypoint"])
+        environment_signature(
+            library_source(spec["builtin"]) if spec.get("builtin") else spec["source"], spec["entrypoint"]
+        )
     except ToolError as exc:
         return [f"environment: {spec['name']}: {exc}"]
     return []

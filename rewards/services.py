@@ -42,7 +42,9 @@ def check_source(code: str, entrypoint: str, kind: str = RewardFunction.Kind.REW
         return
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if entrypoint not in names:
-        raise RewardCodeError(f"no top-level function named '{entrypoint}' (found: {', '.join(sorted(names)) or 'none'})")
+        raise RewardCodeError(
+            f"no top-level function named '{entrypoint}' (found: {', '.join(sorted(names)) or 'none'})"
+        )
     if kind == RewardFunction.Kind.TOOL:
         try:
             tool_signature(code, entrypoint)
@@ -51,8 +53,16 @@ def check_source(code: str, entrypoint: str, kind: str = RewardFunction.Kind.REW
 
 
 @transaction.atomic
-def reward_create(*, owner, name: str, source_code: str, entrypoint: str, description: str = "",
-                  template: str = "", kind: str = RewardFunction.Kind.REWARD) -> RewardFunction:
+def reward_create(
+    *,
+    owner,
+    name: str,
+    source_code: str,
+    entrypoint: str,
+    description: str = "",
+    template: str = "",
+    kind: str = RewardFunction.Kind.REWARD,
+) -> RewardFunction:
     source_code = normalize(source_code)
     check_source(source_code, entrypoint, kind)
     rf = RewardFunction.objects.create(owner=owner, name=name, description=description, template=template, kind=kind)
@@ -61,8 +71,9 @@ def reward_create(*, owner, name: str, source_code: str, entrypoint: str, descri
 
 
 @transaction.atomic
-def reward_save(*, function: RewardFunction, source_code: str, entrypoint: str,
-                description: str | None = None) -> tuple[RewardFunctionVersion, bool]:
+def reward_save(
+    *, function: RewardFunction, source_code: str, entrypoint: str, description: str | None = None
+) -> tuple[RewardFunctionVersion, bool]:
     """Save the code as a new version if it changed; return (latest version, whether one was created)."""
     source_code = normalize(source_code)
     check_source(source_code, entrypoint, function.kind)
@@ -74,8 +85,9 @@ def reward_save(*, function: RewardFunction, source_code: str, entrypoint: str,
     if latest and latest.source == source_code and latest.entrypoint == entrypoint:
         return latest, False
     number = (rf.versions.aggregate(n=Max("number"))["n"] or 0) + 1
-    return RewardFunctionVersion.objects.create(function=rf, number=number, source=source_code,
-                                                entrypoint=entrypoint), True
+    return RewardFunctionVersion.objects.create(
+        function=rf, number=number, source=source_code, entrypoint=entrypoint
+    ), True
 
 
 def docstring(code: str, entrypoint: str) -> str:
@@ -92,9 +104,17 @@ def tool_builtins_install(*, owner, names=None) -> list[RewardFunction]:
     for name in TOOLS if names is None else names:
         if not RewardFunction.objects.filter(owner=owner, name=name).exists():
             code = source(name)
-            created.append(reward_create(owner=owner, name=name, source_code=code, entrypoint=name,
-                                         description=docstring(code, name), template=name,
-                                         kind=RewardFunction.Kind.TOOL))
+            created.append(
+                reward_create(
+                    owner=owner,
+                    name=name,
+                    source_code=code,
+                    entrypoint=name,
+                    description=docstring(code, name),
+                    template=name,
+                    kind=RewardFunction.Kind.TOOL,
+                )
+            )
     return created
 
 
@@ -105,6 +125,14 @@ def reward_builtins_install(*, owner, names=None) -> list[RewardFunction]:
     for name in NAMES if names is None else names:
         if not RewardFunction.objects.filter(owner=owner, name=name).exists():
             code = source(name)
-            created.append(reward_create(owner=owner, name=name, source_code=code, entrypoint=name,
-                                         description=docstring(code, name), template=name))
+            created.append(
+                reward_create(
+                    owner=owner,
+                    name=name,
+                    source_code=code,
+                    entrypoint=name,
+                    description=docstring(code, name),
+                    template=name,
+                )
+            )
     return created

@@ -66,15 +66,17 @@ def _parse(code: str) -> ast.Module:
 def tool_signature(code: str, entrypoint: str) -> ToolSignature:
     """The tool ``entrypoint`` defined at the top level of ``code``; ToolError naming the problem otherwise."""
     tree = _parse(code)
-    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.name == entrypoint), None)
+    node = next(
+        (n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entrypoint), None
+    )
     if node is None:
         raise ToolError(f"no top-level function named {entrypoint!r}")
     return _function_signature(node, f"line {node.lineno}: {entrypoint}")
 
 
-def _function_signature(node: ast.FunctionDef | ast.AsyncFunctionDef, where: str,
-                        method: bool = False) -> ToolSignature:
+def _function_signature(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, where: str, method: bool = False
+) -> ToolSignature:
     """A tool function's (or, ``method``, an environment method's, its ``self`` left out) signature."""
     args = node.args
     positional = list(args.args)
@@ -83,8 +85,10 @@ def _function_signature(node: ast.FunctionDef | ast.AsyncFunctionDef, where: str
             raise ToolError(f"{where} takes no self: an environment's tools are methods of its instances")
         positional = positional[1:]
     if args.vararg or args.kwarg or args.posonlyargs:
-        raise ToolError(f"{where}: a tool takes named parameters only (no *args, **kwargs or positional-only ones): "
-                        "the model calls it with a JSON object of arguments")
+        raise ToolError(
+            f"{where}: a tool takes named parameters only (no *args, **kwargs or positional-only ones): "
+            "the model calls it with a JSON object of arguments"
+        )
     doc = ast.get_docstring(node)
     if not doc:
         raise ToolError(f"{where} has no docstring; the model reads what the tool does, and each parameter, from it")
@@ -100,8 +104,10 @@ def _function_signature(node: ast.FunctionDef | ast.AsyncFunctionDef, where: str
     for arg, default in [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]:
         kind = _annotation(arg.annotation, f"{where}, parameter {arg.arg!r}")
         if arg.arg not in described:
-            raise ToolError(f"{where}: parameter {arg.arg!r} is not described in the docstring's Args: section "
-                            f"(a line '{arg.arg}: what it is')")
+            raise ToolError(
+                f"{where}: parameter {arg.arg!r} is not described in the docstring's Args: section "
+                f"(a line '{arg.arg}: what it is')"
+            )
         value = None
         if default is not None:
             try:
@@ -146,8 +152,10 @@ def environment_signature(code: str, class_name: str) -> EnvironmentSignature:
         if item.name.startswith("_") and item.name != "__init__":
             continue
         if item.decorator_list:
-            raise ToolError(f"{at}: an environment's methods have no decorators (staticmethod, property, ...): "
-                            "TRL calls them on each rollout's instance")
+            raise ToolError(
+                f"{at}: an environment's methods have no decorators (staticmethod, property, ...): "
+                "TRL calls them on each rollout's instance"
+            )
         if isinstance(item, ast.AsyncFunctionDef):
             raise ToolError(f"{at}: an environment's methods are plain functions here, not async")
         args = item.args
@@ -155,24 +163,29 @@ def environment_signature(code: str, class_name: str) -> EnvironmentSignature:
         if not named:
             raise ToolError(f"{at} takes no self")
         if item.name == "__init__":
-            if args.vararg is None and len(named) - 1 > len(args.defaults) or any(
-                    d is None for d in args.kw_defaults):
+            if args.vararg is None and len(named) - 1 > len(args.defaults) or any(d is None for d in args.kw_defaults):
                 raise ToolError(f"{at}: TRL creates each instance with no arguments; give every parameter a default")
         elif item.name == "reset":
             if args.kwarg is None:
-                raise ToolError(f"{at}: reset takes **kwargs (TRL calls it with each dataset row's columns: "
-                                "def reset(self, **kwargs))")
+                raise ToolError(
+                    f"{at}: reset takes **kwargs (TRL calls it with each dataset row's columns: "
+                    "def reset(self, **kwargs))"
+                )
             has_reset = True
         elif item.name == "get_reward":
             if len(named) > 1 or args.vararg or args.kwarg or args.kwonlyargs:
-                raise ToolError(f"{at}: get_reward takes no arguments besides self (it scores the rollout from the "
-                                "instance's state)")
+                raise ToolError(
+                    f"{at}: get_reward takes no arguments besides self (it scores the rollout from the "
+                    "instance's state)"
+                )
             has_reward = True
         else:
             methods.append(_function_signature(item, at, method=True))
     if not has_reset:
-        raise ToolError(f"{where} has no reset method; TRL calls reset(**row) before each rollout "
-                        "(def reset(self, **kwargs): it returns None, or text appended to the last user message)")
+        raise ToolError(
+            f"{where} has no reset method; TRL calls reset(**row) before each rollout "
+            "(def reset(self, **kwargs): it returns None, or text appended to the last user message)"
+        )
     if not methods:
         raise ToolError(f"{where} has no public methods: they are the tools the model calls")
     return EnvironmentSignature(class_name, tuple(methods), has_reward)
@@ -181,16 +194,25 @@ def environment_signature(code: str, class_name: str) -> EnvironmentSignature:
 def stand_in(signature: ToolSignature, invoke):
     """A plain function with the tool's name, signature, type hints and docstring (what get_json_schema reads),
     whose body is ``invoke(arguments)``: TRL calls it with the model's arguments and shows the model its result."""
+
     def tool(**arguments):
         return invoke(arguments)
 
     tool.__name__ = tool.__qualname__ = signature.name
     tool.__doc__ = signature.docstring
     tool.__annotations__ = {**{p.name: TYPES[p.type] for p in signature.params}, "return": str}
-    tool.__signature__ = inspect.Signature([
-        inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=TYPES[p.type],
-                          default=inspect.Parameter.empty if p.required else p.default)
-        for p in signature.params], return_annotation=str)
+    tool.__signature__ = inspect.Signature(
+        [
+            inspect.Parameter(
+                p.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=TYPES[p.type],
+                default=inspect.Parameter.empty if p.required else p.default,
+            )
+            for p in signature.params
+        ],
+        return_annotation=str,
+    )
     return tool
 
 
@@ -199,19 +221,26 @@ def stand_in_class(signature: EnvironmentSignature, backend):
     (what TRL lists as tools and get_json_schema reads) and forward to ``backend``, which holds the real instances
     (in the sandbox): ``backend.new()`` gives an instance id, ``backend.reset(id, row)``,
     ``backend.call(id, method, arguments)`` and ``backend.reward(id)`` act on it."""
+
     def init(self):
         self._instance = backend.new()
 
     def reset(self, **kwargs):
         return backend.reset(self._instance, kwargs)
 
-    namespace = {"__init__": init, "reset": reset, "__module__": __name__, "__doc__": f"{signature.name}: the user's "
-                 "environment, run in the sandbox"}
+    namespace = {
+        "__init__": init,
+        "reset": reset,
+        "__module__": __name__,
+        "__doc__": f"{signature.name}: the user's environment, run in the sandbox",
+    }
     for method in signature.methods:
         namespace[method.name] = _forwarding_method(method, backend)
     if signature.has_reward:
+
         def get_reward(self):
             return backend.reward(self._instance)
+
         namespace["get_reward"] = get_reward
     return type(signature.name, (), namespace)
 
@@ -223,9 +252,19 @@ def _forwarding_method(method: ToolSignature, backend):
     forward.__name__ = forward.__qualname__ = method.name
     forward.__doc__ = method.docstring
     forward.__annotations__ = {**{p.name: TYPES[p.type] for p in method.params}, "return": str}
-    forward.__signature__ = inspect.Signature([
-        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        *(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=TYPES[p.type],
-                            default=inspect.Parameter.empty if p.required else p.default)
-          for p in method.params)], return_annotation=str)
+    forward.__signature__ = inspect.Signature(
+        [
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            *(
+                inspect.Parameter(
+                    p.name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=TYPES[p.type],
+                    default=inspect.Parameter.empty if p.required else p.default,
+                )
+                for p in method.params
+            ),
+        ],
+        return_annotation=str,
+    )
     return forward

@@ -26,16 +26,24 @@ def reward_new(request):
     form = RewardNewForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         name, template, kind = form.cleaned_data["name"], form.cleaned_data["template"], form.cleaned_data["kind"]
-        blank = {RewardFunction.Kind.TOOL: (BLANK_TOOL, "my_tool"),
-                 RewardFunction.Kind.ENVIRONMENT: (BLANK_ENVIRONMENT, "MyEnvironment")}.get(kind, (BLANK, "my_reward"))
+        blank = {
+            RewardFunction.Kind.TOOL: (BLANK_TOOL, "my_tool"),
+            RewardFunction.Kind.ENVIRONMENT: (BLANK_ENVIRONMENT, "MyEnvironment"),
+        }.get(kind, (BLANK, "my_reward"))
         code, entrypoint = (library_source(template), ENVIRONMENTS.get(template, template)) if template else blank
         if RewardFunction.objects.filter(owner=request.user, name=name).exists():
             form.add_error("name", "You already have a reward function with this name.")
         else:
             # a blank function starts without a description: the blank's docstring describes the contract, not it
-            rf = reward_create(owner=request.user, name=name, source_code=code, entrypoint=entrypoint,
-                               description=docstring(code, entrypoint) if template else "", template=template,
-                               kind=kind)
+            rf = reward_create(
+                owner=request.user,
+                name=name,
+                source_code=code,
+                entrypoint=entrypoint,
+                description=docstring(code, entrypoint) if template else "",
+                template=template,
+                kind=kind,
+            )
             return redirect(rf)
     return render(request, "rewards/reward_new.html", {"form": form}, status=400 if form.errors else 200)
 
@@ -49,21 +57,33 @@ def reward_detail(request, pk):
     form = RewardEditForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
-            version, created = reward_save(function=rf, source_code=form.cleaned_data["source"],
-                                           entrypoint=form.cleaned_data["entrypoint"],
-                                           description=form.cleaned_data["description"])
+            version, created = reward_save(
+                function=rf,
+                source_code=form.cleaned_data["source"],
+                entrypoint=form.cleaned_data["entrypoint"],
+                description=form.cleaned_data["description"],
+            )
         except RewardCodeError as exc:
             form.add_error("source", str(exc))
         else:
             messages.success(request, f"Saved version {version.number}." if created else "No changes to save.")
             return redirect(rf)
     versions = list(rf.versions.all())
-    return render(request, "rewards/reward_detail.html", {
-        "reward": rf, "form": form, "versions": versions, "latest": latest,
-        "can_write": RewardFunction.objects.visible_to(request.user, write=True).filter(pk=rf.pk).exists(),
-        "share_url": reverse("reward_share", args=[rf.pk]), **share_context(rf, request.user),
-        "sandbox_weak_allowed": settings.GRPO_SANDBOX_ALLOW_WEAK,
-    }, status=400 if form.errors else 200)
+    return render(
+        request,
+        "rewards/reward_detail.html",
+        {
+            "reward": rf,
+            "form": form,
+            "versions": versions,
+            "latest": latest,
+            "can_write": RewardFunction.objects.visible_to(request.user, write=True).filter(pk=rf.pk).exists(),
+            "share_url": reverse("reward_share", args=[rf.pk]),
+            **share_context(rf, request.user),
+            "sandbox_weak_allowed": settings.GRPO_SANDBOX_ALLOW_WEAK,
+        },
+        status=400 if form.errors else 200,
+    )
 
 
 def reward_version(request, pk, number):
@@ -80,8 +100,11 @@ def reward_diff(request, pk):
         raise Http404("pick two versions") from None
     old = get_object_or_404(rf.versions, number=a)
     new = get_object_or_404(rf.versions, number=b)
-    unified = "".join(difflib.unified_diff(old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
-                                           fromfile=f"v{a}", tofile=f"v{b}"))
+    unified = "".join(
+        difflib.unified_diff(
+            old.source.splitlines(keepends=True), new.source.splitlines(keepends=True), fromfile=f"v{a}", tofile=f"v{b}"
+        )
+    )
     return render(request, "rewards/reward_diff.html", {"reward": rf, "old": old, "new": new, "unified": unified})
 
 
@@ -103,11 +126,19 @@ def reward_test_start(request, pk):
     data = form.cleaned_data
     # the dataset version and run are checked against the user by the task, which reads them (the pickers come from
     # the API, which lists only what the user may see)
-    result = queues.enqueue(queues.REWARD_TEST, kwargs={
-        "owner_id": request.user.pk, "function_id": rf.pk, "source": data["source"], "entrypoint": data["entrypoint"],
-        "dataset_version_id": data["dataset_version"], "rows": data["rows"], "completions": form.completion_list(),
-        "run_id": data.get("run") or None,
-    })
+    result = queues.enqueue(
+        queues.REWARD_TEST,
+        kwargs={
+            "owner_id": request.user.pk,
+            "function_id": rf.pk,
+            "source": data["source"],
+            "entrypoint": data["entrypoint"],
+            "dataset_version_id": data["dataset_version"],
+            "rows": data["rows"],
+            "completions": form.completion_list(),
+            "run_id": data.get("run") or None,
+        },
+    )
     return JsonResponse({"task": result.id, "poll": f"/rewards/{rf.pk}/test/{result.id}/"}, status=202)
 
 
@@ -118,8 +149,11 @@ def reward_test_result(request, pk, task_id):
     if not result.ready():
         return JsonResponse({"ready": False})
     value = result.result if result.successful() else {"error": f"the test task failed: {result.result!r}"}
-    if not isinstance(value, dict) or value.get("owner_id") not in (None, request.user.pk) or \
-            value.get("function_id") not in (None, rf.pk):
+    if (
+        not isinstance(value, dict)
+        or value.get("owner_id") not in (None, request.user.pk)
+        or value.get("function_id") not in (None, rf.pk)
+    ):
         raise Http404
     return JsonResponse({"ready": True, **value})
 

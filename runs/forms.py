@@ -16,7 +16,7 @@ class JSONObjectField(forms.JSONField):
         except RecursionError:
             raise forms.ValidationError("This JSON is nested too deeply.", code="invalid") from None
         if value not in (None, "") and not isinstance(value, dict):
-            raise forms.ValidationError("Give a JSON object: {\"name\": value, ...}.", code="invalid")
+            raise forms.ValidationError('Give a JSON object: {"name": value, ...}.', code="invalid")
         return value
 
     def bound_data(self, data, initial):
@@ -36,8 +36,9 @@ class PkMultipleChoiceField(forms.ModelMultipleChoiceField):
                 if not -(1 << 63) <= int(str(pk).strip()) < (1 << 63):
                     raise ValueError
             except ValueError:
-                raise forms.ValidationError(self.error_messages["invalid_pk_value"], code="invalid_pk_value",
-                                            params={"pk": pk}) from None
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": pk}
+                ) from None
         return super()._check_values(value)
 
 

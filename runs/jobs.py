@@ -32,8 +32,14 @@ def job_cancel(*, job: J, stop_running: Callable[[J], None] | None = None) -> J:
     return job
 
 
-def jobs_redispatch(jobs: QuerySet, *, task: str, enqueue: Callable[[J], None], grace_seconds: float,
-                    queued_since: Expression = F("created_at")) -> list[J]:
+def jobs_redispatch(
+    jobs: QuerySet,
+    *,
+    task: str,
+    enqueue: Callable[[J], None],
+    grace_seconds: float,
+    queued_since: Expression = F("created_at"),
+) -> list[J]:
     """The database is the source of truth for queued work: send ``task`` again for every one of ``jobs`` it holds
     as queued (since ``queued_since``, for longer than ``grace_seconds``) whose message the broker no longer has (a
     Redis restarted without its data, a message lost). Each job's claim is idempotent, so a message sent twice never

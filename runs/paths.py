@@ -26,8 +26,13 @@ def model_problems(model: str) -> list[str]:
 def resolve_model(model: str) -> str:
     """'tiny', 'tiny-sft' and 'tiny-tools' name the local demo models (random, cold-started, and cold-started on
     calculator calls); anything else is a path or id."""
-    return str({"tiny": settings.GRPO_TINY_MODEL_DIR, "tiny-sft": settings.GRPO_TINY_SFT_MODEL_DIR,
-                "tiny-tools": settings.GRPO_TINY_TOOLS_MODEL_DIR}.get(model, model))
+    return str(
+        {
+            "tiny": settings.GRPO_TINY_MODEL_DIR,
+            "tiny-sft": settings.GRPO_TINY_SFT_MODEL_DIR,
+            "tiny-tools": settings.GRPO_TINY_TOOLS_MODEL_DIR,
+        }.get(model, model)
+    )
 
 
 def event_log_path(run: Run) -> Path:
@@ -37,8 +42,15 @@ def event_log_path(run: Run) -> Path:
 def checkpoint_path(run: Run) -> Path | None:
     if not run.checkpoint_step:
         return None
-    path = run.run_dir / "output" / (f"checkpoints/global_step_{run.checkpoint_step}" if run.trainer == "verl"
-                                     else f"checkpoint-{run.checkpoint_step}")
+    path = (
+        run.run_dir
+        / "output"
+        / (
+            f"checkpoints/global_step_{run.checkpoint_step}"
+            if run.trainer == "verl"
+            else f"checkpoint-{run.checkpoint_step}"
+        )
+    )
     return path if path.is_dir() else None
 
 

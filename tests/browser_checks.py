@@ -67,8 +67,10 @@ def axe_violations(page, impacts=IMPACTS) -> list[str]:
         if v["impact"] not in impacts:
             continue
         for node in v["nodes"]:
-            lines.append(f"axe {v['id']} ({v['impact']}): {v['help']} at {' '.join(map(str, node['target']))}: "
-                         f"{node.get('failureSummary', '').replace(chr(10), ' ')} [{v['helpUrl']}]")
+            lines.append(
+                f"axe {v['id']} ({v['impact']}): {v['help']} at {' '.join(map(str, node['target']))}: "
+                f"{node.get('failureSummary', '').replace(chr(10), ' ')} [{v['helpUrl']}]"
+            )
     return lines
 
 

@@ -54,6 +54,7 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "cond
 
 # --- users and data ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user(username="owner", password="owner-pass")
@@ -129,11 +130,14 @@ def eval_version(dataset_version):
     from runs.datasets.mapping import Mapping
     from runs.datasets.services import dataset_version_map
 
-    return dataset_version_map(version=dataset_version, mapping=dataclasses.replace(
-        Mapping.of(dataset_version), split="fraction", eval_fraction=0.25, split_seed=3))
+    return dataset_version_map(
+        version=dataset_version,
+        mapping=dataclasses.replace(Mapping.of(dataset_version), split="fraction", eval_fraction=0.25, split_seed=3),
+    )
 
 
 # --- services ---------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def redis_service():
@@ -165,9 +169,14 @@ def _database_url() -> str:
 def service_env(django_db_setup, django_db_blocker, redis_service):
     with django_db_blocker.unblock():
         url = _database_url()
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "grpo_web.settings_test",
-           "GRPO_DATA_DIR": str(settings.DATA_DIR), "PYTHONUNBUFFERED": "1",
-           "GRPO_WORKER_BEAT": "2"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "grpo_web.settings_test",
+        "GRPO_DATA_DIR": str(settings.DATA_DIR),
+        "PYTHONUNBUFFERED": "1",
+        "GRPO_WORKER_BEAT": "2",
+    }
     if not settings.REDIS_EMBEDDED:
         env["REDIS_URL"] = settings.REDIS_URL
     return env
@@ -196,12 +205,36 @@ def start_worker(env: dict, name: str, queues: str, log: Path) -> subprocess.Pop
 
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", queues, "-c", "1",
-             "--prefetch-multiplier", "1", "-n", name, "-l", "INFO"],
-            cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "grpo_web",
+                "worker",
+                "-Q",
+                queues,
+                "-c",
+                "1",
+                "--prefetch-multiplier",
+                "1",
+                "-n",
+                name,
+                "-l",
+                "INFO",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        wait_for(lambda: proc.poll() is not None or _answers_ping(app, name),
-                 timeout=60, what=f"the Celery worker {name} to answer ping")
+        wait_for(
+            lambda: proc.poll() is not None or _answers_ping(app, name),
+            timeout=60,
+            what=f"the Celery worker {name} to answer ping",
+        )
     except BaseException:
         stop_process(proc)  # no fixture teardown runs for a worker that never came up
         raise
@@ -234,7 +267,12 @@ def running_web_server(env: dict, log: Path):
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=BASE_DIR,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
 
     try:
@@ -260,9 +298,18 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run", "--disable-sync"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--disable-sync",
+            ],
+        )
         yield b
         b.close()
 
@@ -316,11 +363,35 @@ def ray_cluster(tmp_path_factory):
         # --block keeps `ray start` in the foreground as the parent of the head's processes, in a session of its own:
         # stopping that session stops this cluster and no other
         proc = subprocess.Popen(
-            [str(ray), "start", "--head", "--block", "--port", str(RAY_GCS_PORT), "--num-cpus", "2", "--num-gpus", "0",
-             "--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard),
-             "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-             "--disable-usage-stats"],
-            cwd=BASE_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                str(ray),
+                "start",
+                "--head",
+                "--block",
+                "--port",
+                str(RAY_GCS_PORT),
+                "--num-cpus",
+                "2",
+                "--num-gpus",
+                "0",
+                "--include-dashboard",
+                "true",
+                "--dashboard-host",
+                "127.0.0.1",
+                "--dashboard-port",
+                str(dashboard),
+                "--ray-client-server-port",
+                str(free_port()),
+                "--dashboard-agent-listen-port",
+                str(free_port()),
+                "--disable-usage-stats",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     address = f"http://127.0.0.1:{dashboard}"
 
     try:

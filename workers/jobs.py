@@ -30,8 +30,12 @@ log = logging.getLogger(__name__)
 
 def evaluation_claim(evaluation_id: int) -> Evaluation | None:
     with transaction.atomic():
-        evaluation = (Evaluation.objects.select_for_update().select_related("run", "dataset_version__dataset")
-                      .filter(pk=evaluation_id).first())
+        evaluation = (
+            Evaluation.objects.select_for_update()
+            .select_related("run", "dataset_version__dataset")
+            .filter(pk=evaluation_id)
+            .first()
+        )
         if evaluation is None or evaluation.status != Evaluation.Status.QUEUED:
             return None
         evaluation.status = Evaluation.Status.RUNNING
@@ -49,10 +53,16 @@ def run_eval_program(job, config_path: Path, log_path: Path, *, what: str, cance
     process (and the sandboxes it started: its own session) and raises Cancelled."""
     config_path.write_text(job.to_json())
     with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "workers.training.evaluate", str(config_path)],
-                                cwd=settings.BASE_DIR, env=training_env(), stdout=log_file,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.training.evaluate", str(config_path)],
+            cwd=settings.BASE_DIR,
+            env=training_env(),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         try:
             while True:
                 try:
@@ -93,16 +103,28 @@ def run_evaluation(evaluation_id: int) -> None:
     try:
         job = EvalJob(
             model=evaluation.model,
-            dataset_path=version_training_file(version=evaluation.dataset_version, out=folder / "prompts.jsonl",
-                                               split=evaluation.split),
-            event_log=str(event_log), rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
-            evaluation=EvalFields(**evaluation.settings), label=evaluation.label,
+            dataset_path=version_training_file(
+                version=evaluation.dataset_version, out=folder / "prompts.jsonl", split=evaluation.split
+            ),
+            event_log=str(event_log),
+            rewards=[RewardSpec(**r) for r in reward_specs(run.rewards)],
+            evaluation=EvalFields(**evaluation.settings),
+            label=evaluation.label,
             source=eval_source(evaluation.dataset_version),
-            max_new_tokens=run.config.get("max_completion_length") or 16, top_p=run.config.get("top_p") or 1.0,
-            seed=run.config.get("seed") or 0, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
-            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=slot_base())
-        result = run_eval_program(job, folder / "eval_config.json", log_path, what="evaluation",
-                                  cancelled=lambda: evaluation_cancelled(evaluation.pk))
+            max_new_tokens=run.config.get("max_completion_length") or 16,
+            top_p=run.config.get("top_p") or 1.0,
+            seed=run.config.get("seed") or 0,
+            max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
+            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
+            sandbox_slot_base=slot_base(),
+        )
+        result = run_eval_program(
+            job,
+            folder / "eval_config.json",
+            log_path,
+            what="evaluation",
+            cancelled=lambda: evaluation_cancelled(evaluation.pk),
+        )
         with transaction.atomic():
             if not evaluation_cancelled(evaluation.pk, lock=True):
                 store_eval_event(evaluation, result)
@@ -143,17 +165,29 @@ def run_rejection_job(job_id: int) -> None:
     settings_ = RejectionSettings(**job.settings)
     try:
         sampler = EvalJob(
-            model=resolve_model(job.model), dataset_path=prompts_file(job), event_log=str(event_log),
+            model=resolve_model(job.model),
+            dataset_path=prompts_file(job),
+            event_log=str(event_log),
             rewards=[RewardSpec(**r) for r in reward_specs(job.rewards)],
-            evaluation=EvalFields(eval_num_samples=settings_.k, eval_max_prompts=settings_.max_prompts,
-                                  eval_temperature=settings_.temperature, eval_solved_by=settings_.solved_by,
-                                  eval_threshold=settings_.threshold),
-            label=f"rejection sampling {job.pk}", source="rejection", max_new_tokens=settings_.max_new_tokens,
-            seed=settings_.seed, max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
-            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK, sandbox_slot_base=slot_base(),
-            generator="auto")  # vLLM where it can run (workers.training.evaluate.vllm_usable), else transformers' generate
-        result = run_eval_program(sampler, folder / "sample_config.json", log_path, what="sampling",
-                                  cancelled=lambda: job_cancelled(job.pk))
+            evaluation=EvalFields(
+                eval_num_samples=settings_.k,
+                eval_max_prompts=settings_.max_prompts,
+                eval_temperature=settings_.temperature,
+                eval_solved_by=settings_.solved_by,
+                eval_threshold=settings_.threshold,
+            ),
+            label=f"rejection sampling {job.pk}",
+            source="rejection",
+            max_new_tokens=settings_.max_new_tokens,
+            seed=settings_.seed,
+            max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
+            allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
+            sandbox_slot_base=slot_base(),
+            generator="auto",
+        )  # vLLM where it can run (workers.training.evaluate.vllm_usable), else transformers' generate
+        result = run_eval_program(
+            sampler, folder / "sample_config.json", log_path, what="sampling", cancelled=lambda: job_cancelled(job.pk)
+        )
         if job_cancelled(job.pk):
             raise Cancelled("the sampling was cancelled")
         rejection_job_store(job=job, event=result)
@@ -162,6 +196,7 @@ def run_rejection_job(job_id: int) -> None:
     except Exception as exc:
         log.exception("rejection-sampling job %s failed", job.pk)
         errors = getattr(exc, "errors", None)
-        RejectionJob.objects.get(pk=job.pk).mark_failed("; ".join(errors) if errors else str(exc)[:2000],
-                                                        log_tail(log_path))
+        RejectionJob.objects.get(pk=job.pk).mark_failed(
+            "; ".join(errors) if errors else str(exc)[:2000], log_tail(log_path)
+        )
     advance_recipes()

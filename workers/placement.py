@@ -44,8 +44,11 @@ def ray_slot_base(run: Run) -> int:
     beside other Ray runs' submitted by any worker, so the range is allocated in the database: the lowest range no
     other live attempt holds, kept unique among live attempts (lease set) by a constraint, so two supervisors that
     pick the same range at once cannot both keep it. Raises NoSlots when every range is held."""
-    held = set(Run.objects.filter(lease__isnull=False, ray_slot_base__isnull=False).exclude(pk=run.pk)
-               .values_list("ray_slot_base", flat=True))
+    held = set(
+        Run.objects.filter(lease__isnull=False, ray_slot_base__isnull=False)
+        .exclude(pk=run.pk)
+        .values_list("ray_slot_base", flat=True)
+    )
     for base in RAY_SLOT_RANGES:
         if base in held:
             continue
@@ -58,8 +61,10 @@ def ray_slot_base(run: Run) -> int:
             raise Fenced(f"run {run.pk}: the attempt was taken from this supervisor")
         run.ray_slot_base = base
         return base
-    raise NoSlots(f"every sandbox slot range for Ray runs is held: {len(RAY_SLOT_RANGES)} Ray runs are running; "
-                  f"resume this one when one ends")
+    raise NoSlots(
+        f"every sandbox slot range for Ray runs is held: {len(RAY_SLOT_RANGES)} Ray runs are running; "
+        f"resume this one when one ends"
+    )
 
 
 def free_port() -> int:
@@ -81,10 +86,11 @@ def gpu_plan(run: Run, visible: list[str]) -> tuple[list[str], str | None]:
     if run.requested_gpus <= 0 or not visible:
         return [], None  # a CPU worker that took a GPU run's queue (a test, a routing by hand) trains on its CPU
     if len(visible) < run.gpus_needed:
-        raise RuntimeError(f"this worker sees {len(visible)} GPU(s) ({','.join(visible) or 'none'}) but the run "
-                           f"needs {run.gpus_needed}" + (" (one of them for the vLLM server)" if run.vllm_server
-                                                         else ""))
-    train = visible[:run.requested_gpus]
+        raise RuntimeError(
+            f"this worker sees {len(visible)} GPU(s) ({','.join(visible) or 'none'}) but the run "
+            f"needs {run.gpus_needed}" + (" (one of them for the vLLM server)" if run.vllm_server else "")
+        )
+    train = visible[: run.requested_gpus]
     return train, visible[run.requested_gpus] if run.vllm_server else None
 
 
@@ -94,9 +100,16 @@ def start_vllm_server(run: Run, log_file, device: str | None) -> tuple[subproces
     env = training_env()
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
-    proc = subprocess.Popen([sys.executable, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model),
-                             "--port", str(port)], cwd=settings.BASE_DIR, env=env, stdout=log_file,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    wait_until_answers(proc, f"http://127.0.0.1:{port}/health/", settings.GRPO_VLLM_START_TIMEOUT,
-                       what="the vLLM server", every=2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model), "--port", str(port)],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+    )
+    wait_until_answers(
+        proc, f"http://127.0.0.1:{port}/health/", settings.GRPO_VLLM_START_TIMEOUT, what="the vLLM server", every=2
+    )
     return proc, port

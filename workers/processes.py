@@ -13,8 +13,21 @@ import urllib.request
 from django.conf import settings
 
 # What the training process may see of our environment: nothing secret (no DATABASE_URL, SECRET_KEY, REDIS_URL).
-PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-              "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+PASSED_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "VIRTUAL_ENV",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+)
 
 
 def training_env() -> dict[str, str]:

@@ -52,8 +52,16 @@ class RayJob:
 
     pid = None  # nothing local to sample: each rank samples itself into telemetry_dir (runs.telemetry.sampler)
 
-    def __init__(self, address: str, run: Run, config_path: Path, env: dict[str, str], log_path: Path, *,
-                 telemetry_seconds: float):
+    def __init__(
+        self,
+        address: str,
+        run: Run,
+        config_path: Path,
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        telemetry_seconds: float,
+    ):
         self.address, self.run, self.log_path = address, run, log_path
         self.client = client(address)
         self.id = submission_id(run)
@@ -69,16 +77,33 @@ class RayJob:
             log.info("run %s: attaching to Ray job %s", run.pk, self.id)
             return
         marker, token = write_marker(run)
-        entrypoint = " ".join([
-            sys.executable, "-m", "workers.training.ray_train", str(config_path), "--num-workers", str(run.num_workers),
-            "--marker", str(marker), "--token", token, "--name", self.id,
-            "--telemetry-seconds", str(telemetry_seconds),
-            *(["--use-gpu"] if run.requested_gpus > 0 else []),
-            *(["--trainer", "verl"] if run.trainer == Run.Trainer.VERL else [])])
+        entrypoint = " ".join(
+            [
+                sys.executable,
+                "-m",
+                "workers.training.ray_train",
+                str(config_path),
+                "--num-workers",
+                str(run.num_workers),
+                "--marker",
+                str(marker),
+                "--token",
+                token,
+                "--name",
+                self.id,
+                "--telemetry-seconds",
+                str(telemetry_seconds),
+                *(["--use-gpu"] if run.requested_gpus > 0 else []),
+                *(["--trainer", "verl"] if run.trainer == Run.Trainer.VERL else []),
+            ]
+        )
         try:
-            self.client.submit_job(entrypoint=entrypoint, submission_id=self.id,
-                                   runtime_env={"env_vars": {k: env[k] for k in JOB_ENV if k in env}},
-                                   metadata={"grpo_web_run": str(run.pk), "attempt": str(run.attempt)})
+            self.client.submit_job(
+                entrypoint=entrypoint,
+                submission_id=self.id,
+                runtime_env={"env_vars": {k: env[k] for k in JOB_ENV if k in env}},
+                metadata={"grpo_web_run": str(run.pk), "attempt": str(run.attempt)},
+            )
         except RuntimeError as exc:
             if self.info() is None:  # not a lost race with another submit of this attempt
                 raise RuntimeError(f"the Ray cluster at {address} refused the job: {exc}") from None
@@ -130,7 +155,7 @@ class RayJob:
             if ERROR_PREFIX in line:
                 self.last_error = line.split(ERROR_PREFIX, 1)[1]
         with open(self.log_path, "a", encoding="utf-8", errors="replace") as fh:
-            fh.write(text[self.logged:])
+            fh.write(text[self.logged :])
         self.logged = len(text)
 
     def stop(self, wait: float = 30.0) -> None:

@@ -33,8 +33,13 @@ def detect_gpus() -> list[dict]:
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = []
@@ -50,10 +55,17 @@ def vllm_installed() -> bool:
 
 def announce(name: str, queues: list[str]) -> None:
     now = timezone.now()
-    Worker.objects.update_or_create(name=name, defaults={
-        "hostname": socket.gethostname(), "queues": queues, "gpus": detect_gpus(), "vllm": vllm_installed(),
-        "started_at": now, "last_seen": now,
-    })
+    Worker.objects.update_or_create(
+        name=name,
+        defaults={
+            "hostname": socket.gethostname(),
+            "queues": queues,
+            "gpus": detect_gpus(),
+            "vllm": vllm_installed(),
+            "started_at": now,
+            "last_seen": now,
+        },
+    )
     dispatch_lost_work()
 
 

@@ -24,8 +24,9 @@ class ReplayScorer:
             if spec.builtin:
                 self.funcs.append(BUILTINS[spec.builtin])
             else:
-                func = SandboxedReward(spec, slot=slot_base + slot, events=None, max_faults=max_faults,
-                                       allow_weak=allow_weak)
+                func = SandboxedReward(
+                    spec, slot=slot_base + slot, events=None, max_faults=max_faults, allow_weak=allow_weak
+                )
                 self.funcs.append(func)
                 self.closers.append(func)
 
@@ -55,8 +56,12 @@ def slot_base() -> int:
 def replay_run(replay_id: int) -> None:
     replay = Replay.objects.get(pk=replay_id)
     try:
-        scorer = ReplayScorer(replay.rewards, slot_base=slot_base(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK,
-                              max_faults=settings.GRPO_REWARD_MAX_FAULTS)
+        scorer = ReplayScorer(
+            replay.rewards,
+            slot_base=slot_base(),
+            allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK,
+            max_faults=settings.GRPO_REWARD_MAX_FAULTS,
+        )
     except Exception as exc:
         replay.mark_failed(f"{type(exc).__name__}: {exc}")
         raise

@@ -25,8 +25,11 @@ def _slot() -> int:
 def _rows(dataset_version_id: int, n: int, owner=None) -> list[dict] | None:
     """The version's first rows as the trainer receives them: {"row", "prompt", "rewards": {column: value}}; None
     when ``owner`` (when given) may not see the version, or there is none."""
-    versions = DatasetVersion.objects.all() if owner is None else \
-        DatasetVersion.objects.filter(dataset__in=Dataset.objects.visible_to(owner))
+    versions = (
+        DatasetVersion.objects.all()
+        if owner is None
+        else DatasetVersion.objects.filter(dataset__in=Dataset.objects.visible_to(owner))
+    )
     version = versions.filter(pk=dataset_version_id).first()
     return None if version is None else preview_rows(version.path, Mapping.of(version), n)
 
@@ -41,8 +44,17 @@ def _text(prompt) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(f"{m['role']}: {m['content']}" for m in prompt)
 
 
-def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint: str, dataset_version_id: int,
-                rows: int, completions: list[str], run_id: int | None = None) -> dict:
+def reward_test_rows(
+    *,
+    owner_id: int,
+    function_id: int,
+    source: str,
+    entrypoint: str,
+    dataset_version_id: int,
+    rows: int,
+    completions: list[str],
+    run_id: int | None = None,
+) -> dict:
     """Score the editor's code on ``rows`` dataset rows; completions typed in, or a run's latest rollouts."""
     result = {"owner_id": owner_id, "function_id": function_id, "rows": [], "error": None, "stdout": "", "weak": []}
     owner = get_user_model().objects.filter(pk=owner_id).first()
@@ -53,7 +65,9 @@ def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint
     if run_id:
         visible = Run.objects.visible_to(owner)
         last = Rollout.objects.filter(run_id=run_id, run__in=visible).order_by("-step").values("step").first()
-        rollouts = list(Rollout.objects.filter(run_id=run_id, step=last["step"]).order_by("index")[:rows]) if last else []
+        rollouts = (
+            list(Rollout.objects.filter(run_id=run_id, step=last["step"]).order_by("index")[:rows]) if last else []
+        )
         if not rollouts:
             result["error"] = "that run has no stored rollouts yet"
             return result
@@ -76,8 +90,10 @@ def reward_test_rows(*, owner_id: int, function_id: int, source: str, entrypoint
     except SandboxError as exc:
         result.update(error=str(exc), stdout=exc.stdout, line=exc.line, kind=exc.kind)
         return result
-    result["rows"] = [{"row": n, "prompt": _text(p), "completion": c, "score": s}
-                      for n, p, c, s in zip(shown, prompts, completions, call.rewards)]
+    result["rows"] = [
+        {"row": n, "prompt": _text(p), "completion": c, "score": s}
+        for n, p, c, s in zip(shown, prompts, completions, call.rewards)
+    ]
     result.update(stdout=call.stdout, duration_ms=call.duration_s * 1000)
     return result
 
@@ -98,8 +114,9 @@ def trl_config_problems(train_config: dict) -> list[str]:
     return []
 
 
-def reward_contract_problems(*, rewards: list[dict], dataset_version_id: int, rows: int = 3,
-                             train_config: dict | None = None) -> list[str]:
+def reward_contract_problems(
+    *, rewards: list[dict], dataset_version_id: int, rows: int = 3, train_config: dict | None = None
+) -> list[str]:
     """Call each reward the way TRL will, on a few rows and sample completions; the problems, each naming its reward.
     With ``train_config`` (the run's TrainConfig as a dict), also TRL's own checks of the configuration.
 
@@ -119,8 +136,9 @@ def reward_contract_problems(*, rewards: list[dict], dataset_version_id: int, ro
     problems = []
     for spec in rewards:
         try:
-            with Sandbox(spec["source"], spec["entrypoint"], slot=_slot(),
-                         allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
+            with Sandbox(
+                spec["source"], spec["entrypoint"], slot=_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK
+            ) as sb:
                 sb.call(completions, prompts=prompts, completion_ids=[[0]] * len(completions), **columns)
         except SandboxError as exc:
             problems.append(f"reward '{spec['name']}': {exc}")

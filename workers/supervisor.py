@@ -84,8 +84,16 @@ def training_command(run: Run, config_path: Path) -> list[str]:
         return [sys.executable, "-m", "workers.training.verl_run", str(config_path)]
     if run.requested_gpus > 1:
         # several GPUs: one process per GPU through accelerate, as TRL documents
-        return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(run.requested_gpus),
-                "-m", "workers.training.train", str(config_path)]
+        return [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--num_processes",
+            str(run.requested_gpus),
+            "-m",
+            "workers.training.train",
+            str(config_path),
+        ]
     return [sys.executable, "-m", "workers.training.train", str(config_path)]
 
 
@@ -102,8 +110,10 @@ def lock_folder(folder: Path, wait: float) -> int:
         except BlockingIOError:
             if time.monotonic() > deadline:
                 os.close(fd)
-                raise RuntimeError("another trainer still holds this run's folder (a supervisor that lost the run is "
-                                   "stopping it); resume again in a minute") from None
+                raise RuntimeError(
+                    "another trainer still holds this run's folder (a supervisor that lost the run is "
+                    "stopping it); resume again in a minute"
+                ) from None
             time.sleep(0.5)
 
 
@@ -145,9 +155,15 @@ class Supervisor:
             config = run_train_config(run, slot_base=slot_base(), vllm_server_port=port)
             config_path.write_text(config.to_json())
             return subprocess.Popen(
-                training_command(run, config_path), cwd=settings.BASE_DIR, env=env, stdout=log_file,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=die_with_parent, pass_fds=(self.folder_lock,),
+                training_command(run, config_path),
+                cwd=settings.BASE_DIR,
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+                pass_fds=(self.folder_lock,),
             )
 
     def start_ray(self):
@@ -159,8 +175,14 @@ class Supervisor:
             raise RuntimeError("vLLM server mode is not available on Ray runs; use colocate mode")
         config_path = run.run_dir / f"train_config-{run.attempt}.json"
         config_path.write_text(run_train_config(run, slot_base=ray_slot_base(run)).to_json())
-        return RayJob(settings.GRPO_RAY_ADDRESS, run, config_path, training_env(), self.log_path,
-                      telemetry_seconds=settings.GRPO_TELEMETRY_SECONDS)
+        return RayJob(
+            settings.GRPO_RAY_ADDRESS,
+            run,
+            config_path,
+            training_env(),
+            self.log_path,
+            telemetry_seconds=settings.GRPO_TELEMETRY_SECONDS,
+        )
 
     def tick(self, proc: subprocess.Popen) -> None:
         """One pass: ingest what is new; sample resources when due; every CONTROL_SECONDS, heartbeat and read the
@@ -179,8 +201,11 @@ class Supervisor:
 
     def watch(self, proc: subprocess.Popen) -> None:
         # a Ray job's processes are on the cluster's nodes: its ranks measure themselves and write rank files
-        self.sampler = ResourceSampler(self.run, proc.pid, gpus=self.gpus) if proc.pid else \
-            RaySampler(self.run, proc.telemetry_dir)
+        self.sampler = (
+            ResourceSampler(self.run, proc.pid, gpus=self.gpus)
+            if proc.pid
+            else RaySampler(self.run, proc.telemetry_dir)
+        )
         while True:
             exited = proc.poll() is not None  # read the exit status first so the last ingest sees every event
             try:
@@ -206,16 +231,20 @@ class Supervisor:
         with transaction.atomic():
             run = held(self.run, self.lease)
             if run is None:
-                log.warning("run %s: the attempt was taken from this supervisor; its outcome is not recorded",
-                            self.run.pk)
+                log.warning(
+                    "run %s: the attempt was taken from this supervisor; its outcome is not recorded", self.run.pk
+                )
                 return
             if self.cancelled:
                 run.mark_cancelled()
             elif proc.returncode == 0 and self.outcome.get("type") == "finished":
                 run.mark_completed()
             else:
-                error = self.outcome.get("error") or getattr(proc, "error", "") or \
-                    f"the training process exited with code {proc.returncode}"
+                error = (
+                    self.outcome.get("error")
+                    or getattr(proc, "error", "")
+                    or f"the training process exited with code {proc.returncode}"
+                )
                 run.mark_failed(error, log_tail(self.log_path))
         push(run, steps=[], rollouts=0)
 
@@ -276,5 +305,3 @@ def advance_recipes() -> None:
         recipes_advance()
     except Exception:  # never let a recipe's trouble fail the work that just ended; the next beat tries again
         log.exception("advancing recipes failed")
-
-

@@ -9,16 +9,22 @@ from grpo_web import queues
 from grpo_web.env import envint
 
 
-@shared_task(name=queues.TRAIN_RUN, bind=True, acks_late=True, ignore_result=True,
-             time_limit=envint("GRPO_RUN_TIME_LIMIT", str(7 * 24 * 3600)))
+@shared_task(
+    name=queues.TRAIN_RUN,
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    time_limit=envint("GRPO_RUN_TIME_LIMIT", str(7 * 24 * 3600)),
+)
 def train_run(self, run_id: int) -> None:
     from workers.supervisor import supervise
 
     supervise(run_id, worker_name=self.request.hostname or "")
 
 
-@shared_task(name=queues.EVALUATE, acks_late=True, ignore_result=True,
-             time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
+@shared_task(
+    name=queues.EVALUATE, acks_late=True, ignore_result=True, time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600))
+)
 def evaluate(evaluation_id: int) -> None:
     """A standalone evaluation (runs.evaluations): on the training queues, where the GPUs are."""
     from workers.jobs import run_evaluation
@@ -50,8 +56,12 @@ def reward_contract_check(**kwargs) -> list[str]:
     return reward_contract_problems(**kwargs)
 
 
-@shared_task(name=queues.DATASET_IMPORT, acks_late=True, ignore_result=True,
-             time_limit=envint("GRPO_IMPORT_WALL_SECONDS", "3600") + 300)
+@shared_task(
+    name=queues.DATASET_IMPORT,
+    acks_late=True,
+    ignore_result=True,
+    time_limit=envint("GRPO_IMPORT_WALL_SECONDS", "3600") + 300,
+)
 def dataset_import(job_id: int) -> None:
     """A Hugging Face import started from the upload page (runs.datasets.services.dataset_import_hf_start)."""
     from runs.datasets.services import dataset_import_job_run
@@ -67,8 +77,12 @@ def reward_replay(replay_id: int) -> None:
     replay_run(replay_id)
 
 
-@shared_task(name=queues.REJECTION_SAMPLE, acks_late=True, ignore_result=True,
-             time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)))
+@shared_task(
+    name=queues.REJECTION_SAMPLE,
+    acks_late=True,
+    ignore_result=True,
+    time_limit=envint("GRPO_EVAL_TIME_LIMIT", str(24 * 3600)),
+)
 def rejection_sample(job_id: int) -> None:
     """A rejection-sampling job (runs.sampling): on the training queues, where the GPUs are."""
     from workers.jobs import run_rejection_job

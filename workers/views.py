@@ -12,5 +12,8 @@ def workers_list(request):
     running = Run.objects.filter(status=Run.Status.RUNNING)
     visible = set(Run.objects.visible_to(request.user).filter(status=Run.Status.RUNNING).values_list("pk", flat=True))
     busy = {worker: (pk in visible, pk, name) for worker, pk, name in running.values_list("worker_name", "pk", "name")}
-    return render(request, "workers/workers.html", {
-        "workers": [{"w": w, "online": w.online, "running": busy.get(w.name)} for w in Worker.objects.all()]})
+    return render(
+        request,
+        "workers/workers.html",
+        {"workers": [{"w": w, "online": w.online, "running": busy.get(w.name)} for w in Worker.objects.all()]},
+    )

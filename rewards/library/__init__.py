@@ -11,8 +11,15 @@ from functools import cache
 from pathlib import Path
 
 LIBRARY_DIR = Path(__file__).parent
-NAMES = ["accuracy", "think_format", "length_penalty", "letter_count", "language_consistency", "digit_ratio",
-         "equation_steps"]
+NAMES = [
+    "accuracy",
+    "think_format",
+    "length_penalty",
+    "letter_count",
+    "language_consistency",
+    "digit_ratio",
+    "equation_steps",
+]
 # open-r1's reward registry under its own names (recipes that name them import as they are, rewards.open_r1)
 OPEN_R1 = ["format", "tag_count", "reasoning_steps", "cosine", "repetition_penalty", "length"]
 # Tools (TRL's ``tools``): functions the model calls while it generates, run in the sandbox like users' copies

@@ -63,5 +63,12 @@ from rewards.sandbox.host import (
     sandbox_support,
 )
 
-__all__ = ["CallResult", "Sandbox", "SandboxCrash", "SandboxError", "SandboxTimeout", "SandboxUnavailable",
-           "sandbox_support"]
+__all__ = [
+    "CallResult",
+    "Sandbox",
+    "SandboxCrash",
+    "SandboxError",
+    "SandboxTimeout",
+    "SandboxUnavailable",
+    "sandbox_support",
+]

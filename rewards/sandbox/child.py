@@ -76,8 +76,9 @@ def _syscall(nr: int, *args: int) -> int:
 
 
 def _prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
-    ret = _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
-                      ctypes.c_ulong(0))
+    ret = _libc.prctl(
+        ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(0), ctypes.c_ulong(0)
+    )
     if ret < 0:
         _fail(f"prctl({option})")
     return ret
@@ -94,13 +95,26 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 RULE_PATH_BENEATH = 1
 
 READ_DIR = FS_READ_FILE | FS_READ_DIR
-SCRATCH = (FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG
-           | FS_MAKE_SYM | FS_REFER | FS_TRUNCATE)
+SCRATCH = (
+    FS_READ_FILE
+    | FS_READ_DIR
+    | FS_WRITE_FILE
+    | FS_REMOVE_DIR
+    | FS_REMOVE_FILE
+    | FS_MAKE_DIR
+    | FS_MAKE_REG
+    | FS_MAKE_SYM
+    | FS_REFER
+    | FS_TRUNCATE
+)
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -110,8 +124,9 @@ class _PathBeneathAttr(ctypes.Structure):
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
-    ret = _libc.syscall(ctypes.c_long(NR_LANDLOCK_CREATE_RULESET), ctypes.c_long(0), ctypes.c_long(0),
-                        ctypes.c_long(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    ret = _libc.syscall(
+        ctypes.c_long(NR_LANDLOCK_CREATE_RULESET), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(1)
+    )  # LANDLOCK_CREATE_RULESET_VERSION
     return max(int(ret), 0)
 
 
@@ -130,8 +145,11 @@ def landlock_ruleset(abi: int, rules: list[tuple[int, int]]) -> int:
     """A ruleset fd allowing only ``rules`` ((O_PATH fd, access), ...); no TCP and scoped signals/sockets where the
     ABI has them."""
     handled = _handled_fs(abi)
-    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
-                        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        handled,
+        NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0,
+    )
     size = 8 if abi < 4 else 16 if abi < 6 else 24  # the struct grew with the ABI; older kernels reject a bigger one
     ruleset = _syscall(NR_LANDLOCK_CREATE_RULESET, ctypes.addressof(attr), size, 0)
     try:
@@ -164,42 +182,159 @@ X32_SYSCALL_BIT = 0x40000000
 
 # x86_64 numbers (asm/unistd_64.h), denied with EPERM so user code sees a clear PermissionError.
 DENIED = {
-    "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "socketpair": 53, "accept4": 288,
-    "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322,
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
-    "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "process_mrelease": 448,
-    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
-    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-    "mount_setattr": 442, "open_tree_attr": 467,
-    "bpf": 321, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "keyctl": 250, "add_key": 248, "request_key": 249, "perf_event_open": 298, "userfaultfd": 323,
-    "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-    "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "quotactl": 179, "quotactl_fd": 443,
-    "setuid": 105, "setgid": 106, "setreuid": 113, "setregid": 114, "setresuid": 117, "setresgid": 119,
-    "setgroups": 116, "setfsuid": 122, "setfsgid": 123, "capset": 126,
-    "personality": 135, "mknod": 133, "mknodat": 259, "uselib": 134, "modify_ldt": 154, "iopl": 172, "ioperm": 173,
-    "syslog": 103, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
-    "sethostname": 170, "setdomainname": 171, "vhangup": 153, "lookup_dcookie": 212,
-    "name_to_handle_at": 303, "open_by_handle_at": 304,
-    "migrate_pages": 256, "move_pages": 279, "setpriority": 141, "ioprio_set": 251,
-    "sched_setaffinity": 203, "sched_setparam": 142, "sched_setscheduler": 144, "sched_setattr": 314,
-    "memfd_create": 319, "memfd_secret": 447, "seccomp": 317,
-    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
-    "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+    "socket": 41,
+    "connect": 42,
+    "accept": 43,
+    "bind": 49,
+    "listen": 50,
+    "socketpair": 53,
+    "accept4": 288,
+    "clone": 56,
+    "fork": 57,
+    "vfork": 58,
+    "execve": 59,
+    "execveat": 322,
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "kcmp": 312,
+    "pidfd_open": 434,
+    "pidfd_send_signal": 424,
+    "pidfd_getfd": 438,
+    "process_madvise": 440,
+    "process_mrelease": 448,
+    "unshare": 272,
+    "setns": 308,
+    "mount": 165,
+    "umount2": 166,
+    "pivot_root": 155,
+    "chroot": 161,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
+    "open_tree_attr": 467,
+    "bpf": 321,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "keyctl": 250,
+    "add_key": 248,
+    "request_key": 249,
+    "perf_event_open": 298,
+    "userfaultfd": 323,
+    "kexec_load": 246,
+    "kexec_file_load": 320,
+    "init_module": 175,
+    "finit_module": 313,
+    "delete_module": 176,
+    "reboot": 169,
+    "swapon": 167,
+    "swapoff": 168,
+    "acct": 163,
+    "quotactl": 179,
+    "quotactl_fd": 443,
+    "setuid": 105,
+    "setgid": 106,
+    "setreuid": 113,
+    "setregid": 114,
+    "setresuid": 117,
+    "setresgid": 119,
+    "setgroups": 116,
+    "setfsuid": 122,
+    "setfsgid": 123,
+    "capset": 126,
+    "personality": 135,
+    "mknod": 133,
+    "mknodat": 259,
+    "uselib": 134,
+    "modify_ldt": 154,
+    "iopl": 172,
+    "ioperm": 173,
+    "syslog": 103,
+    "settimeofday": 164,
+    "clock_settime": 227,
+    "clock_adjtime": 305,
+    "adjtimex": 159,
+    "sethostname": 170,
+    "setdomainname": 171,
+    "vhangup": 153,
+    "lookup_dcookie": 212,
+    "name_to_handle_at": 303,
+    "open_by_handle_at": 304,
+    "migrate_pages": 256,
+    "move_pages": 279,
+    "setpriority": 141,
+    "ioprio_set": 251,
+    "sched_setaffinity": 203,
+    "sched_setparam": 142,
+    "sched_setscheduler": 144,
+    "sched_setattr": 314,
+    "memfd_create": 319,
+    "memfd_secret": 447,
+    "seccomp": 317,
+    "shmget": 29,
+    "shmat": 30,
+    "shmctl": 31,
+    "semget": 64,
+    "semop": 65,
+    "semctl": 66,
+    "semtimedop": 220,
+    "msgget": 68,
+    "msgsnd": 69,
+    "msgrcv": 70,
+    "msgctl": 71,
+    "mq_open": 240,
     # File metadata, which Landlock does not cover: on the host's uid (no private root) these would reach the
     # app's own files (make the database unreadable, stamp times, set xattrs).
-    "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
-    "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
-    "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
-    "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "getxattr": 191, "lgetxattr": 192, "fgetxattr": 193,
-    "listxattr": 194, "llistxattr": 195, "flistxattr": 196, "removexattr": 197, "lremovexattr": 198,
-    "fremovexattr": 199, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466,
-    "file_getattr": 468, "file_setattr": 469,
+    "chmod": 90,
+    "fchmod": 91,
+    "fchmodat": 268,
+    "fchmodat2": 452,
+    "chown": 92,
+    "fchown": 93,
+    "lchown": 94,
+    "fchownat": 260,
+    "utime": 132,
+    "utimes": 235,
+    "futimesat": 261,
+    "utimensat": 280,
+    "setxattr": 188,
+    "lsetxattr": 189,
+    "fsetxattr": 190,
+    "getxattr": 191,
+    "lgetxattr": 192,
+    "fgetxattr": 193,
+    "listxattr": 194,
+    "llistxattr": 195,
+    "flistxattr": 196,
+    "removexattr": 197,
+    "lremovexattr": 198,
+    "fremovexattr": 199,
+    "setxattrat": 463,
+    "getxattrat": 464,
+    "listxattrat": 465,
+    "removexattrat": 466,
+    "file_getattr": 468,
+    "file_setattr": 469,
     # Watching the app's folders, and reading the mount table.
-    "inotify_init": 253, "inotify_add_watch": 254, "inotify_rm_watch": 255, "inotify_init1": 294,
-    "fanotify_init": 300, "fanotify_mark": 301, "statmount": 457, "listmount": 458,
+    "inotify_init": 253,
+    "inotify_add_watch": 254,
+    "inotify_rm_watch": 255,
+    "inotify_init1": 294,
+    "fanotify_init": 300,
+    "fanotify_mark": 301,
+    "statmount": 457,
+    "listmount": 458,
     # Linux AIO: completions arrive outside any call.
-    "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210,
+    "io_setup": 206,
+    "io_destroy": 207,
+    "io_getevents": 208,
+    "io_submit": 209,
+    "io_cancel": 210,
     "io_pgetevents": 333,
 }
 NR_CLONE3, NR_PRCTL, NR_PRLIMIT64, NR_CLONE = 435, 157, 302, 56
@@ -218,6 +353,7 @@ def seccomp_program(allow_fork: bool = False) -> list[tuple[int, int, int, int]]
     """The filter as (code, jt, jf, k) instructions: kill on a foreign arch or x32, deny DENIED, allow the rest.
     ``allow_fork``: a plain fork (clone with exactly glibc's fork flags: no threads, no namespaces) is allowed, for
     the code-test template, which runs no user code itself; each test process it forks adds the full filter."""
+
     def ld(offset):
         return (BPF_LD_W_ABS, 0, 0, offset)
 
@@ -225,17 +361,37 @@ def seccomp_program(allow_fork: bool = False) -> list[tuple[int, int, int, int]]
         return (BPF_RET_K, 0, 0, action)
 
     eperm, arg0 = RET_ERRNO | EPERM, 16  # seccomp_data: nr @0, arch @4, ip @8, args @16 (low 32 bits first)
-    prog = [ld(4), (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64), ret(RET_KILL_PROCESS),
-            ld(0), (BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), ret(RET_KILL_PROCESS)]
+    prog = [
+        ld(4),
+        (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        ret(RET_KILL_PROCESS),
+        ld(0),
+        (BPF_JGE_K, 0, 1, X32_SYSCALL_BIT),
+        ret(RET_KILL_PROCESS),
+    ]
     # prctl(PR_SET_PDEATHSIG, sig) with any sig but SIGKILL would let the worker outlive the host (SIGKILL: a test
     # process of the code-test template asks for it); every other prctl is allowed.
-    prog += [ld(0), (BPF_JEQ_K, 0, 6, NR_PRCTL), ld(arg0), (BPF_JEQ_K, 0, 3, PR_SET_PDEATHSIG), ld(arg0 + 8),
-             (BPF_JEQ_K, 1, 0, signal.SIGKILL), ret(eperm), ret(RET_ALLOW)]
+    prog += [
+        ld(0),
+        (BPF_JEQ_K, 0, 6, NR_PRCTL),
+        ld(arg0),
+        (BPF_JEQ_K, 0, 3, PR_SET_PDEATHSIG),
+        ld(arg0 + 8),
+        (BPF_JEQ_K, 1, 0, signal.SIGKILL),
+        ret(eperm),
+        ret(RET_ALLOW),
+    ]
     # prlimit64 on pid 0 (itself: glibc's setrlimit) only; a same-uid host must not be re-limited.
     prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_PRLIMIT64), ld(arg0), (BPF_JEQ_K, 1, 0, 0), ret(eperm), ret(RET_ALLOW)]
     if allow_fork:
-        prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_CLONE), ld(arg0), (BPF_JEQ_K, 0, 1, CLONE_FORK), ret(RET_ALLOW),
-                 ret(eperm)]
+        prog += [
+            ld(0),
+            (BPF_JEQ_K, 0, 4, NR_CLONE),
+            ld(arg0),
+            (BPF_JEQ_K, 0, 1, CLONE_FORK),
+            ret(RET_ALLOW),
+            ret(eperm),
+        ]
     prog.append(ld(0))
     for nr in sorted(set(DENIED.values())):
         prog += [(BPF_JEQ_K, 0, 1, nr), ret(eperm)]
@@ -245,8 +401,12 @@ def seccomp_program(allow_fork: bool = False) -> list[tuple[int, int, int, int]]
 
 
 def seccomp_available() -> bool:
-    return _libc.prctl(ctypes.c_int(PR_GET_SECCOMP), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                       ctypes.c_ulong(0)) >= 0
+    return (
+        _libc.prctl(
+            ctypes.c_int(PR_GET_SECCOMP), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+        >= 0
+    )
 
 
 def seccomp_compiled(allow_fork: bool = False) -> tuple:
@@ -270,7 +430,7 @@ MNT_DETACH = 2
 
 
 def _mount(source, target, fstype, flags, data=None):
-    enc = (lambda s: None if s is None else os.fsencode(s))
+    enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
     if _libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
         _fail(f"mount {target}")
 
@@ -279,8 +439,19 @@ def read_only_paths() -> list[str]:
     """What user code may read: the interpreter, stdlib, site-packages, system libraries, time zones."""
     import site
 
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages(),
-             os.path.dirname(os.__file__), "/usr/lib", "/lib", "/lib64", "/usr/lib64", "/usr/share/zoneinfo"]
+    paths = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        *site.getsitepackages(),
+        os.path.dirname(os.__file__),
+        "/usr/lib",
+        "/lib",
+        "/lib64",
+        "/usr/lib64",
+        "/usr/share/zoneinfo",
+    ]
     seen, out = set(), []
     for p in paths:
         if p and p not in seen and os.path.isdir(p):
@@ -295,8 +466,16 @@ DEVICES = {"/dev/null": FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE, "/dev/urando
 def _kept_flags(path: str) -> int:
     """The source mount's flags a read-only remount must keep (a user namespace may not clear them)."""
     have = os.statvfs(path).f_flag
-    return sum(ms for st, ms in ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
-                                 (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)) if have & st)
+    return sum(
+        ms
+        for st, ms in (
+            (os.ST_NOEXEC, MS_NOEXEC),
+            (os.ST_NOATIME, MS_NOATIME),
+            (os.ST_NODIRATIME, MS_NODIRATIME),
+            (os.ST_RELATIME, MS_RELATIME),
+        )
+        if have & st
+    )
 
 
 def private_root(scratch: str, scratch_mb: int, uid: int | None, gid: int | None, ro_paths: list[str]) -> None:
@@ -314,8 +493,11 @@ def private_root(scratch: str, scratch_mb: int, uid: int | None, gid: int | None
             raise OSError(1, "uid 0 may map itself into a user namespace only with CAP_SETFCAP")
         if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
             _fail("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{real_uid} {real_uid} 1"),
-                           ("gid_map", f"{real_gid} {real_gid} 1")):
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{real_uid} {real_uid} 1"),
+            ("gid_map", f"{real_gid} {real_gid} 1"),
+        ):
             with open(f"/proc/self/{name}", "w") as fh:
                 fh.write(text)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -343,11 +525,18 @@ def private_root(scratch: str, scratch_mb: int, uid: int | None, gid: int | None
     inner = root + scratch
     os.makedirs(inner, mode=0o755, exist_ok=True)
     owner = f",uid={uid},gid={gid}" if uid is not None else ""
-    _mount("tmpfs", inner, "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={scratch_mb}m,nr_inodes={max(64, scratch_mb * 64)},mode=0700{owner}")
+    _mount(
+        "tmpfs",
+        inner,
+        "tmpfs",
+        MS_NOSUID | MS_NODEV,
+        f"size={scratch_mb}m,nr_inodes={max(64, scratch_mb * 64)},mode=0700{owner}",
+    )
     os.mkdir(root + "/.old")
-    new_root, put_old = ctypes.create_string_buffer(os.fsencode(root)), ctypes.create_string_buffer(
-        os.fsencode(root + "/.old"))  # referenced until the call returns
+    new_root, put_old = (
+        ctypes.create_string_buffer(os.fsencode(root)),
+        ctypes.create_string_buffer(os.fsencode(root + "/.old")),
+    )  # referenced until the call returns
     _syscall(NR_PIVOT_ROOT, ctypes.addressof(new_root), ctypes.addressof(put_old))
     os.chdir("/")
     if _libc.umount2(b"/.old", MNT_DETACH) != 0:
@@ -375,8 +564,13 @@ def drop_capabilities() -> None:
         raise OSError(38, f"no capset number for {os.uname().machine}")
     header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
     _syscall(NR_CAPSET, ctypes.addressof(header), ctypes.addressof(data))
-    _libc.prctl(ctypes.c_int(PR_CAP_AMBIENT), ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0),
-                ctypes.c_ulong(0), ctypes.c_ulong(0))
+    _libc.prctl(
+        ctypes.c_int(PR_CAP_AMBIENT),
+        ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
 
 
 def set_limits(cfg: dict) -> None:
@@ -395,6 +589,7 @@ def set_limits(cfg: dict) -> None:
 
 
 # --- the protocol -------------------------------------------------------------------------------------------------
+
 
 class Channel:
     def __init__(self, rfd: int, wfd: int, max_message: int):
@@ -425,10 +620,21 @@ class Channel:
     def send(self, message: dict) -> None:
         body = msgpack.packb(message, use_bin_type=True)
         if len(body) > self.max_message:
-            body = msgpack.packb({"id": message.get("id"), "ok": False, "stdout": "", "truncated": False,
-                                  "error": {"kind": "ResultTooLarge", "line": None, "traceback": "",
-                                            "message": f"the reply would be {len(body)} bytes; the limit is "
-                                                       f"{self.max_message}"}}, use_bin_type=True)
+            body = msgpack.packb(
+                {
+                    "id": message.get("id"),
+                    "ok": False,
+                    "stdout": "",
+                    "truncated": False,
+                    "error": {
+                        "kind": "ResultTooLarge",
+                        "line": None,
+                        "traceback": "",
+                        "message": f"the reply would be {len(body)} bytes; the limit is {self.max_message}",
+                    },
+                },
+                use_bin_type=True,
+            )
         view, sent = memoryview(HEADER.pack(len(body)) + body), 0  # one buffer: usually one write(2)
         while sent < len(view):
             sent += os.write(self.wfd, view[sent:])
@@ -449,7 +655,7 @@ class Capture:
         room = self.limit - self.size
         if len(text) > room:
             self.truncated = True
-            text = text[:max(room, 0)]
+            text = text[: max(room, 0)]
         if text:
             self.parts.append(text)
             self.size += len(text)
@@ -525,8 +731,11 @@ def plain_rewards(result, n: int) -> list:
     """One msgpack-able value per completion; numpy/torch scalars become floats. The host checks again."""
     result = driven(result)
     if not isinstance(result, (list, tuple)):
-        raise UserError("InvalidResult", f"the reward function returned a {type(result).__name__}; expected a list "
-                                         "with one number or None per completion")
+        raise UserError(
+            "InvalidResult",
+            f"the reward function returned a {type(result).__name__}; expected a list "
+            "with one number or None per completion",
+        )
     if len(result) != n:
         raise UserError("InvalidResult", f"the reward function returned {len(result)} values for {n} completions")
     out = []
@@ -540,21 +749,30 @@ def plain_rewards(result, n: int) -> list:
             except (OverflowError, ValueError, TypeError) as exc:
                 raise UserError("InvalidResult", f"rewards[{i}] ({t.__name__}) is not a number: {exc}") from None
         else:
-            raise UserError("InvalidResult", f"rewards[{i}] is a {t.__name__} ({repr(v)[:60]}); expected a finite "
-                                             "number or None")
+            raise UserError(
+                "InvalidResult", f"rewards[{i}] is a {t.__name__} ({repr(v)[:60]}); expected a finite number or None"
+            )
     return out
 
 
 def _scalar(value):
-    return value if value is None or type(value) in (bool, int, float, str) and (
-        type(value) is not int or -(1 << 63) <= value < (1 << 63)) else str(value)
+    return (
+        value
+        if value is None
+        or type(value) in (bool, int, float, str)
+        and (type(value) is not int or -(1 << 63) <= value < (1 << 63))
+        else str(value)
+    )
 
 
 def _disarm_timers() -> None:
     """No user code between calls: stop interval timers and their Python handlers (a C-level timer still meets the
     host's time limit on the next call)."""
-    for timer, sig in ((signal.ITIMER_REAL, signal.SIGALRM), (signal.ITIMER_VIRTUAL, signal.SIGVTALRM),
-                       (signal.ITIMER_PROF, signal.SIGPROF)):
+    for timer, sig in (
+        (signal.ITIMER_REAL, signal.SIGALRM),
+        (signal.ITIMER_VIRTUAL, signal.SIGVTALRM),
+        (signal.ITIMER_PROF, signal.SIGPROF),
+    ):
         signal.setitimer(timer, 0)
         signal.signal(sig, signal.SIG_DFL)
 
@@ -589,17 +807,27 @@ class Worker:
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = out
         try:
-            result = self.func(prompts=args.get("prompts"), completions=completions,
-                               completion_ids=args.get("completion_ids"),
-                               trainer_state=types.SimpleNamespace(**(args.get("trainer_state") or {})),
-                               log_extra=log_extra, log_metric=log_metric, **(args.get("columns") or {}))
-            reply = {"ok": True, "rewards": plain_rewards(result, len(completions)), "extra": extra,
-                     "metrics": metrics}
+            result = self.func(
+                prompts=args.get("prompts"),
+                completions=completions,
+                completion_ids=args.get("completion_ids"),
+                trainer_state=types.SimpleNamespace(**(args.get("trainer_state") or {})),
+                log_extra=log_extra,
+                log_metric=log_metric,
+                **(args.get("columns") or {}),
+            )
+            reply = {"ok": True, "rewards": plain_rewards(result, len(completions)), "extra": extra, "metrics": metrics}
             if room["values"] < 0 or room["chars"] < 0:
-                reply = {"ok": False, "error": {
-                    "kind": "LogTooLarge", "line": None, "traceback": "",
-                    "message": f"log_extra / log_metric recorded more than {self.cfg['log_values']} values or "
-                               f"{self.cfg['log_chars']} characters in one call"}}
+                reply = {
+                    "ok": False,
+                    "error": {
+                        "kind": "LogTooLarge",
+                        "line": None,
+                        "traceback": "",
+                        "message": f"log_extra / log_metric recorded more than {self.cfg['log_values']} values or "
+                        f"{self.cfg['log_chars']} characters in one call",
+                    },
+                }
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
             reply = {"ok": False, "error": describe(exc, self.filename)}
         finally:
@@ -648,11 +876,17 @@ class Worker:
                     instances[key] = self.func()
                 result = driven(instances[key].reset(**req["arguments"]))
                 if result is not None and type(result) is not str:
-                    raise UserError("InvalidResult", "reset must return None or a str (text appended to the last user "
-                                                     f"message), not {type(result).__name__}")
+                    raise UserError(
+                        "InvalidResult",
+                        "reset must return None or a str (text appended to the last user "
+                        f"message), not {type(result).__name__}",
+                    )
             elif key not in instances:
-                raise UserError("LostInstance", "this rollout's environment instance is gone (its sandbox worker was "
-                                                "restarted after a fault); it comes back at the next reset")
+                raise UserError(
+                    "LostInstance",
+                    "this rollout's environment instance is gone (its sandbox worker was "
+                    "restarted after a fault); it comes back at the next reset",
+                )
             elif action == "reward":
                 result = driven(instances[key].get_reward())
                 if result is not None:
@@ -663,8 +897,9 @@ class Worker:
                 method = req["method"]
                 if method.startswith("_") or method in ("reset", "get_reward") or method not in self.cfg["methods"]:
                     raise UserError("UnknownMethod", f"the environment has no tool {method!r}")
-                result = tool_text(driven(getattr(instances[key], method)(**req["arguments"])),
-                                   self.cfg["result_chars"])
+                result = tool_text(
+                    driven(getattr(instances[key], method)(**req["arguments"])), self.cfg["result_chars"]
+                )
             reply = {"ok": True, "result": result}
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up
             reply = {"ok": False, "error": describe(exc, self.filename)}
@@ -680,8 +915,9 @@ class Worker:
             if req is None or req.get("op") == "close":
                 return
             op = req.get("op")
-            self.channel.send(self.invoke(req) if op == "tool" else self.environment(req) if op == "environment"
-                              else self.call(req))
+            self.channel.send(
+                self.invoke(req) if op == "tool" else self.environment(req) if op == "environment" else self.call(req)
+            )
 
 
 def lock_in(cfg: dict) -> dict:
@@ -732,8 +968,10 @@ def lock_in(cfg: dict) -> dict:
             raise PermissionError(f"could not switch to uid {uid}")
         for path in ro_paths:
             if not os.access(path, os.R_OK | os.X_OK):
-                raise PermissionError(f"{path} is not readable by the sandbox uid {uid}; install Python where every "
-                                      "user can read it, or give the worker CAP_SYS_ADMIN for a private root")
+                raise PermissionError(
+                    f"{path} is not readable by the sandbox uid {uid}; install Python where every "
+                    "user can read it, or give the worker CAP_SYS_ADMIN for a private root"
+                )
     else:
         drop_capabilities()  # a capless root, or root of the user namespace made for the private root
     report["uid"] = os.getuid()
@@ -752,7 +990,8 @@ def lock_in(cfg: dict) -> dict:
         report["landlock"] = landlock_restrict(abi, rules)
         if abi < 6:
             (missing if uid is None else weak.append)(
-                f"Landlock ABI {abi} < 6: signals and abstract UNIX sockets are not scoped")
+                f"Landlock ABI {abi} < 6: signals and abstract UNIX sockets are not scoped"
+            )
     for fd, _ in rules:
         os.close(fd)
 
@@ -770,6 +1009,7 @@ def lock_in(cfg: dict) -> dict:
 
 # --- code tests -----------------------------------------------------------------------------------------------------
 
+
 class TestRunner:
     """The code-test template: locked in like a reward worker, it runs no user code itself. For each test it forks
     a process that confines itself further (its own CPU and memory limits, a nested Landlock domain with nothing
@@ -784,13 +1024,16 @@ class TestRunner:
         # Built once, enforced by each test process: a nested Landlock domain (Landlock does not check O_PATH opens,
         # so the read-only paths can be named again after lock_in) and the full seccomp filter.
         rules = [(os.open(p, os.O_PATH | os.O_CLOEXEC), READ_DIR) for p in read_only_paths()]
-        rules += [(os.open(dev, os.O_PATH | os.O_CLOEXEC), FS_READ_FILE | (access & FS_WRITE_FILE))
-                  for dev, access in DEVICES.items()]
+        rules += [
+            (os.open(dev, os.O_PATH | os.O_CLOEXEC), FS_READ_FILE | (access & FS_WRITE_FILE))
+            for dev, access in DEVICES.items()
+        ]
         self.ruleset = landlock_ruleset(abi, rules) if abi else -1
         for fd, _ in rules:
             os.close(fd)
-        self.seccomp = seccomp_compiled(allow_fork=False) \
-            if os.uname().machine == "x86_64" and seccomp_available() else None
+        self.seccomp = (
+            seccomp_compiled(allow_fork=False) if os.uname().machine == "x86_64" and seccomp_available() else None
+        )
 
     def serve(self) -> None:
         import gc
@@ -800,8 +1043,13 @@ class TestRunner:
             req = self.channel.receive()
             if req is None or req.get("op") == "close":
                 return
-            self.channel.send({"id": req["id"], "ok": True, "results": self.run_all(
-                req["jobs"], float(req["time_s"]), int(req["memory_mb"]))})
+            self.channel.send(
+                {
+                    "id": req["id"],
+                    "ok": True,
+                    "results": self.run_all(req["jobs"], float(req["time_s"]), int(req["memory_mb"])),
+                }
+            )
 
     def run_all(self, jobs: list[dict], time_s: float, memory_mb: int) -> list[list[dict]]:
         """Every test of every job, up to ``parallel`` test processes at a time, each with its own deadline."""
@@ -941,15 +1189,17 @@ class _Output(io.StringIO):
 
     def write(self, text):
         if self.tell() < self.limit:
-            super().write(str(text)[:self.limit - self.tell()])
+            super().write(str(text)[: self.limit - self.tell()])
         return len(text)
 
 
 def same_output(got: str, expected: str) -> bool:
     """Output as competitive-programming judges compare it: line by line, trailing spaces and blank lines aside."""
+
     def lines(text):
         out = [line.rstrip() for line in str(text).strip().splitlines()]
         return out
+
     return lines(got) == lines(expected)
 
 
@@ -998,9 +1248,18 @@ def main(argv: list[str]) -> int:
     try:
         isolation = lock_in(cfg)
     except BaseException as exc:
-        channel.send({"ok": False, "unavailable": True, "error": {
-            "kind": "SandboxUnavailable", "line": None, "traceback": traceback.format_exc()[-4000:],
-            "message": f"{type(exc).__name__}: {exc}"[:4000]}})
+        channel.send(
+            {
+                "ok": False,
+                "unavailable": True,
+                "error": {
+                    "kind": "SandboxUnavailable",
+                    "line": None,
+                    "traceback": traceback.format_exc()[-4000:],
+                    "message": f"{type(exc).__name__}: {exc}"[:4000],
+                },
+            }
+        )
         return 1
     channel.send({"locked": True, "isolation": isolation})
     if cfg.get("mode") == "tests":  # the code-test template: user code runs only in the processes it forks

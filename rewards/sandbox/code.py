@@ -42,8 +42,9 @@ class CodeRunner(Sandbox):
     # a fixed slot): room for several. Test processes cannot fork at all (seccomp), so this is not what stops them.
     MODE, NPROC = "tests", 64
 
-    def __init__(self, *, slot: int = 0, time_s: float = 2.0, memory_mb: int = 256, parallel: int | None = None,
-                 **kwargs):
+    def __init__(
+        self, *, slot: int = 0, time_s: float = 2.0, memory_mb: int = 256, parallel: int | None = None, **kwargs
+    ):
         kwargs.setdefault("memory_mb", max(1024, memory_mb))
         super().__init__("", "code_tests", slot=slot, **kwargs)
         self.time_s, self.test_memory_mb = float(time_s), int(memory_mb)
@@ -55,22 +56,34 @@ class CodeRunner(Sandbox):
         SandboxError kinds only."""
         tests = sum(len(t) for _, t in jobs)
         if tests > MAX_TESTS or any(len(code) > MAX_CODE_CHARS for code, _ in jobs):
-            raise SandboxError(f"at most {MAX_TESTS} tests and {MAX_CODE_CHARS} characters of code per run",
-                               kind="InvalidInput")
+            raise SandboxError(
+                f"at most {MAX_TESTS} tests and {MAX_CODE_CHARS} characters of code per run", kind="InvalidInput"
+            )
         with self._lock:
             self._seq += 1
-            body = msgpack.packb({"op": "tests", "id": self._seq, "time_s": self.time_s,
-                                  "memory_mb": self.test_memory_mb,
-                                  "jobs": [{"code": code, "tests": cases} for code, cases in jobs]},
-                                 use_bin_type=True)
+            body = msgpack.packb(
+                {
+                    "op": "tests",
+                    "id": self._seq,
+                    "time_s": self.time_s,
+                    "memory_mb": self.test_memory_mb,
+                    "jobs": [{"code": code, "tests": cases} for code, cases in jobs],
+                },
+                use_bin_type=True,
+            )
             limit_s = self.timeout_s + tests * (self.time_s + 1.0)  # the template kills each test at time_s
             return self._request(body, limit_s, lambda reply: self._results(reply, [len(t) for _, t in jobs]))[0]
 
     def _results(self, reply, shape: list[int]) -> list[list[TestResult]]:
         """The template's reply, exactly as an honest template sends it; ValueError otherwise."""
-        if type(reply) is not dict or reply.keys() != {"id", "ok", "results"} or reply["id"] != self._seq \
-                or reply["ok"] is not True or type(reply["results"]) is not list \
-                or len(reply["results"]) != len(shape):
+        if (
+            type(reply) is not dict
+            or reply.keys() != {"id", "ok", "results"}
+            or reply["id"] != self._seq
+            or reply["ok"] is not True
+            or type(reply["results"]) is not list
+            or len(reply["results"]) != len(shape)
+        ):
             raise ValueError("not a results message for this request")
         out = []
         for results, n in zip(reply["results"], shape, strict=True):
@@ -78,8 +91,13 @@ class CodeRunner(Sandbox):
                 raise ValueError("results of the wrong shape")
             row = []
             for r in results:
-                if type(r) is not dict or not r.keys() <= {"passed", "error"} or type(r.get("passed")) is not bool \
-                        or type(r.get("error", "")) is not str or len(r.get("error", "")) > 500:
+                if (
+                    type(r) is not dict
+                    or not r.keys() <= {"passed", "error"}
+                    or type(r.get("passed")) is not bool
+                    or type(r.get("error", "")) is not str
+                    or len(r.get("error", "")) > 500
+                ):
                     raise ValueError("a malformed test result")
                 row.append(TestResult(r["passed"], r.get("error", "")))
             out.append(row)

@@ -55,9 +55,10 @@ class EnvironmentSandbox(ToolSandbox):
     def _act(self, action: str, instance: int, **fields):
         if fields.get("arguments") is not None:
             self._check_arguments(fields["arguments"])
-        return self._ask(lambda seq: {"op": "environment", "id": seq, "action": action, "instance": int(instance),
-                                      **fields},
-                         lambda reply: self._outcome(reply, RESULT_TYPES[action]))
+        return self._ask(
+            lambda seq: {"op": "environment", "id": seq, "action": action, "instance": int(instance), **fields},
+            lambda reply: self._outcome(reply, RESULT_TYPES[action]),
+        )
 
 
 __all__ = ["EnvironmentSandbox", "SandboxError"]

@@ -11,8 +11,15 @@ class SandboxError(Exception):
     user's source, or None; ``stdout`` what the function printed before it failed; ``duration_s`` how long a failed
     call took."""
 
-    def __init__(self, message: str, *, kind: str = "SandboxError", line: int | None = None, stdout: str = "",
-                 traceback: str = ""):
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "SandboxError",
+        line: int | None = None,
+        stdout: str = "",
+        traceback: str = "",
+    ):
         self.kind, self.message, self.line, self.stdout, self.traceback = kind, message, line, stdout, traceback
         self.duration_s: float | None = None  # set for failed calls: how long the call took
         where = f" at line {line}" if line is not None else ""

@@ -97,10 +97,18 @@ def sandbox_support() -> dict:
     if not seccomp:
         missing.append("seccomp is not available")
     if not can_setuid and abi < 6:
-        missing.append(f"this process cannot give the worker a uid of its own (not root) and Landlock ABI {abi} < 6 "
-                       "cannot keep it from signalling this process (Linux >= 6.12 needed)")
-    return {"arch": arch, "landlock_abi": abi, "seccomp": seccomp, "can_setuid": can_setuid, "missing": missing,
-            "ok": not missing}
+        missing.append(
+            f"this process cannot give the worker a uid of its own (not root) and Landlock ABI {abi} < 6 "
+            "cannot keep it from signalling this process (Linux >= 6.12 needed)"
+        )
+    return {
+        "arch": arch,
+        "landlock_abi": abi,
+        "seccomp": seccomp,
+        "can_setuid": can_setuid,
+        "missing": missing,
+        "ok": not missing,
+    }
 
 
 class _Worker:
@@ -137,7 +145,7 @@ class _Worker:
         if self.stat_fd >= 0:
             try:
                 data = os.pread(self.stat_fd, 1024, 0)
-                fields = data[data.rindex(b")") + 2:].split()
+                fields = data[data.rindex(b")") + 2 :].split()
                 return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (proc(5) fields 14, 15)
             except (OSError, ValueError, IndexError):
                 pass
@@ -186,16 +194,30 @@ class Sandbox:
     methods: tuple[str, ...] = ()  # an environment's tool methods (rewards/sandbox/environment.py)
     parallel = 1  # test processes at a time, for CodeRunner's template
 
-    def __init__(self, source: str, func_name: str, *, slot: int = 0, timeout_s: float = 5.0, memory_mb: int = 1024,
-                 cpu_limit_s: float = 600.0, scratch_mb: int = 64, scratch_root: str | os.PathLike | None = None,
-                 max_message_mb: int = 64, stdout_limit: int = 64 * 1024, startup_timeout_s: float = 30.0,
-                 private_mounts: bool | None = None, allow_weak: bool = False):
+    def __init__(
+        self,
+        source: str,
+        func_name: str,
+        *,
+        slot: int = 0,
+        timeout_s: float = 5.0,
+        memory_mb: int = 1024,
+        cpu_limit_s: float = 600.0,
+        scratch_mb: int = 64,
+        scratch_root: str | os.PathLike | None = None,
+        max_message_mb: int = 64,
+        stdout_limit: int = 64 * 1024,
+        startup_timeout_s: float = 30.0,
+        private_mounts: bool | None = None,
+        allow_weak: bool = False,
+    ):
         if not isinstance(source, str):
             raise TypeError("source must be a str")
         size = len(source.encode("utf-8", "surrogatepass"))
         if size > MAX_SOURCE_BYTES:
-            raise SandboxError(f"the source is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes",
-                               kind="SourceTooLarge")
+            raise SandboxError(
+                f"the source is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes", kind="SourceTooLarge"
+            )
         if not func_name.isidentifier():
             raise ValueError(f"{func_name!r} is not a Python function name")
         if not (isinstance(slot, int) and 0 <= slot <= MAX_SLOT):
@@ -246,9 +268,11 @@ class Sandbox:
             support = sandbox_support()
             if support["missing"] and not self.allow_weak:
                 raise SandboxUnavailable(
-                    "refusing to run reward code: " + "; ".join(support["missing"])
+                    "refusing to run reward code: "
+                    + "; ".join(support["missing"])
                     + ". Set GRPO_SANDBOX_ALLOW_WEAK=1 (or allow_weak=True) to run it with weaker isolation.",
-                    kind="SandboxUnavailable")
+                    kind="SandboxUnavailable",
+                )
             if self.scratch is None:
                 self.scratch = tempfile.mkdtemp(prefix=f"slot{self.slot}-", dir=self._scratch_root())
                 self._finalizer = weakref.finalize(self, reap, self._workers, self.scratch)
@@ -258,21 +282,39 @@ class Sandbox:
             began = time.perf_counter()
             worker = self._spawn()
             self._workers.append(worker)
-            config = {"source": self.source, "name": self.func_name, "uid": uid, "gid": uid,
-                      "scratch": self.scratch, "scratch_mb": self.scratch_mb, "memory_mb": self.memory_mb,
-                      "cpu_s": max(1, math.ceil(self.cpu_limit_s)), "nofile": NOFILE,
-                      "stdout_limit": self.stdout_limit, "max_message": self.max_message,
-                      "log_values": MAX_LOG_VALUES, "log_chars": MAX_LOG_CHARS, "mode": self.MODE,
-                      "result_chars": self.result_chars, "methods": list(self.methods),
-                      "nproc": self.NPROC, "parallel": self.parallel,
-                      "allow_weak": self.allow_weak, "private_mounts": self.private_mounts, "ppid": os.getpid()}
+            config = {
+                "source": self.source,
+                "name": self.func_name,
+                "uid": uid,
+                "gid": uid,
+                "scratch": self.scratch,
+                "scratch_mb": self.scratch_mb,
+                "memory_mb": self.memory_mb,
+                "cpu_s": max(1, math.ceil(self.cpu_limit_s)),
+                "nofile": NOFILE,
+                "stdout_limit": self.stdout_limit,
+                "max_message": self.max_message,
+                "log_values": MAX_LOG_VALUES,
+                "log_chars": MAX_LOG_CHARS,
+                "mode": self.MODE,
+                "result_chars": self.result_chars,
+                "methods": list(self.methods),
+                "nproc": self.NPROC,
+                "parallel": self.parallel,
+                "allow_weak": self.allow_weak,
+                "private_mounts": self.private_mounts,
+                "ppid": os.getpid(),
+            }
             deadline = began + self.startup_timeout_s
             try:
                 try:
                     self._send(worker, msgpack.packb(config, use_bin_type=True), deadline)
                     # First what the worker applied: it sends that before any user code has run in it.
-                    isolation = isolation_report(self._receive(worker, deadline), allow_weak=self.allow_weak,
-                                                 observe=lambda: self._observe(worker.proc.pid))
+                    isolation = isolation_report(
+                        self._receive(worker, deadline),
+                        allow_weak=self.allow_weak,
+                        observe=lambda: self._observe(worker.proc.pid),
+                    )
                     # Then whether the source loaded: user code has run by now, only kinds and texts are taken.
                     error = load_error(self._receive(worker, deadline), stdout_limit=self.stdout_limit)
                 except (WorkerLost, SandboxError):
@@ -327,8 +369,10 @@ class Sandbox:
         root.mkdir(mode=0o711, parents=True, exist_ok=True)
         st = os.lstat(root)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            raise SandboxUnavailable(f"{root} is not a directory owned by uid {os.geteuid()}; pass another "
-                                     "scratch_root", kind="SandboxUnavailable")
+            raise SandboxUnavailable(
+                f"{root} is not a directory owned by uid {os.geteuid()}; pass another scratch_root",
+                kind="SandboxUnavailable",
+            )
         os.chmod(root, 0o711)
         return root
 
@@ -355,13 +399,27 @@ class Sandbox:
                 fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)  # a 64 x 2 KB batch in one write
             except OSError:
                 pass
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": self.scratch,
-               "TMPDIR": self.scratch, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "HOME": self.scratch,
+            "TMPDIR": self.scratch,
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-I", "-B", "-X", "utf8", CHILD_SCRIPT, str(req_r), str(rep_w)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=(req_r, rep_w), cwd="/", env=env, start_new_session=True)
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(req_r, rep_w),
+                cwd="/",
+                env=env,
+                start_new_session=True,
+            )
         except BaseException:
             for fd in (req_w, rep_r):
                 os.close(fd)
@@ -374,8 +432,17 @@ class Sandbox:
 
     # --- calls ------------------------------------------------------------------------------------------------
 
-    def call(self, /, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
-             log_metric=None, **columns) -> CallResult:
+    def call(
+        self,
+        /,
+        completions,
+        prompts=None,
+        completion_ids=None,
+        trainer_state=None,
+        log_extra=None,
+        log_metric=None,
+        **columns,
+    ) -> CallResult:
         """Score ``completions`` with TRL's calling convention; dataset columns come as keyword arguments (any
         name but TRL's own: a column may be called ``self``). ``trainer_state`` may be TRL's TrainerState or a
         dict; when ``log_extra`` / ``log_metric`` are given (TRL passes its own), what the function logged is
@@ -383,14 +450,25 @@ class Sandbox:
         Raises SandboxError (user exception, invalid result), SandboxTimeout or SandboxCrash, and nothing else."""
         with self._lock:
             completions = list(completions)
-            request = {"op": "call", "id": self._seq + 1, "args": {
-                "completions": completions, "prompts": prompts, "completion_ids": completion_ids,
-                "trainer_state": self._state(trainer_state), "columns": columns}}
+            request = {
+                "op": "call",
+                "id": self._seq + 1,
+                "args": {
+                    "completions": completions,
+                    "prompts": prompts,
+                    "completion_ids": completion_ids,
+                    "trainer_state": self._state(trainer_state),
+                    "columns": columns,
+                },
+            }
             body = self._pack(request)
             self._seq += 1
             result, duration = self._request(
-                body, self.timeout_s, check_scratch=True,
-                parse=lambda reply: call_reply(reply, len(completions), seq=self._seq, stdout_limit=self.stdout_limit))
+                body,
+                self.timeout_s,
+                check_scratch=True,
+                parse=lambda reply: call_reply(reply, len(completions), seq=self._seq, stdout_limit=self.stdout_limit),
+            )
             result.duration_s = duration
             result.replay(log_extra, log_metric)
             return result
@@ -463,8 +541,9 @@ class Sandbox:
         """Replace a worker past half its CPU budget (as the kernel counts it), between calls. One thread (seccomp
         denies clone), frozen between calls: its CPU time is at most the time it was thawed, so /proc is read only
         once that could pass half the budget; without seccomp, after every call."""
-        if (worker.awake_s > self.cpu_limit_s / 2 or not self.isolation.get("seccomp")) \
-                and worker.cpu_s() > self.cpu_limit_s / 2:
+        if (
+            worker.awake_s > self.cpu_limit_s / 2 or not self.isolation.get("seccomp")
+        ) and worker.cpu_s() > self.cpu_limit_s / 2:
             self._discard()
             return True
         return False
@@ -480,9 +559,11 @@ class Sandbox:
                 self.failures += 1
                 self._fault()
                 wipe(self.scratch)
-                raise SandboxError(f"the function left {used} bytes in {entries} entries in its scratch directory; "
-                                   f"the limit is {limit} bytes and 4096 entries. The directory was emptied.",
-                                   kind="ScratchQuota")
+                raise SandboxError(
+                    f"the function left {used} bytes in {entries} entries in its scratch directory; "
+                    f"the limit is {limit} bytes and 4096 entries. The directory was emptied.",
+                    kind="ScratchQuota",
+                )
 
     @staticmethod
     def _state(state) -> dict:
@@ -503,13 +584,16 @@ class Sandbox:
                 try:
                     msgpack.packb(value, use_bin_type=True, default=_plain)
                 except (TypeError, ValueError, OverflowError) as col_exc:
-                    raise SandboxError(f"column {name!r} cannot be sent to the sandbox: {col_exc}",
-                                       kind="InvalidInput") from None
-            raise SandboxError(f"the call's arguments cannot be sent to the sandbox: {exc}", kind="InvalidInput") \
-                from None
+                    raise SandboxError(
+                        f"column {name!r} cannot be sent to the sandbox: {col_exc}", kind="InvalidInput"
+                    ) from None
+            raise SandboxError(
+                f"the call's arguments cannot be sent to the sandbox: {exc}", kind="InvalidInput"
+            ) from None
         if len(body) > self.max_message:
-            raise SandboxError(f"the call's arguments are {len(body)} bytes; the limit is {self.max_message}",
-                               kind="InvalidInput")
+            raise SandboxError(
+                f"the call's arguments are {len(body)} bytes; the limit is {self.max_message}", kind="InvalidInput"
+            )
         return body
 
     # --- the pipe protocol ------------------------------------------------------------------------------------
@@ -520,10 +604,10 @@ class Sandbox:
             try:
                 if head:  # header and body in one writev: no copy of the body to put them together
                     sent = os.writev(worker.wfd, [head, data]) - len(head)
-                    head = b"" if sent >= 0 else head[len(head) + sent:]
-                    data = data[max(sent, 0):]
+                    head = b"" if sent >= 0 else head[len(head) + sent :]
+                    data = data[max(sent, 0) :]
                 else:
-                    data = data[os.write(worker.wfd, data):]
+                    data = data[os.write(worker.wfd, data) :]
             except BlockingIOError:
                 if not worker.writable.poll(self._wait_ms(deadline)):
                     raise self._timeout() from None
@@ -536,8 +620,8 @@ class Sandbox:
         if n > self.max_message:
             raise malformed(f"the worker announced a reply of {n} bytes; the limit is {self.max_message} bytes")
         self._fill(worker, HEADER.size + n, deadline)
-        body = bytes(worker.buf[HEADER.size:HEADER.size + n])
-        del worker.buf[:HEADER.size + n]
+        body = bytes(worker.buf[HEADER.size : HEADER.size + n])
+        del worker.buf[: HEADER.size + n]
         return decode(body)
 
     def _fill(self, worker: _Worker, need: int, deadline: float) -> None:
@@ -554,9 +638,12 @@ class Sandbox:
         return max(0, math.ceil((deadline - time.perf_counter()) * 1000))
 
     def _timeout(self) -> WorkerLost:
-        return WorkerLost(SandboxTimeout, "Timeout",
-                     f"{self.func_name} did not finish within its time limit; its worker was killed and a fresh one "
-                     "starts on the next call")
+        return WorkerLost(
+            SandboxTimeout,
+            "Timeout",
+            f"{self.func_name} did not finish within its time limit; its worker was killed and a fresh one "
+            "starts on the next call",
+        )
 
     def _died(self, worker: _Worker) -> WorkerLost:
         try:
@@ -564,9 +651,20 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             worker.kill()
             rc = worker.proc.returncode
-        return WorkerLost(SandboxCrash, "Crash", f"the worker running {self.func_name} {_exit_text(rc)}; a fresh one "
-                                            "starts on the next call")
+        return WorkerLost(
+            SandboxCrash,
+            "Crash",
+            f"the worker running {self.func_name} {_exit_text(rc)}; a fresh one starts on the next call",
+        )
 
 
-__all__ = ["HOST_KINDS", "CallResult", "Sandbox", "SandboxCrash", "SandboxError", "SandboxTimeout",
-           "SandboxUnavailable", "sandbox_support"]
+__all__ = [
+    "HOST_KINDS",
+    "CallResult",
+    "Sandbox",
+    "SandboxCrash",
+    "SandboxError",
+    "SandboxTimeout",
+    "SandboxUnavailable",
+    "sandbox_support",
+]

@@ -20,11 +20,28 @@ MAX_LOG_VALUES = 100_000  # log_extra values plus log_metric records one call ma
 MAX_LOG_CHARS = 8 << 20  # characters of log_extra strings and of column / metric names one call may return
 MAX_ERROR_MESSAGE, MAX_ERROR_TRACEBACK, MAX_KIND = 4000, 8000, 200
 # Kinds only this side raises: one arriving from the worker is the user's own exception class of that name.
-HOST_KINDS = frozenset({"SandboxError", "SandboxUnavailable", "Timeout", "Crash", "ProtocolError", "ScratchQuota",
-                        "InvalidInput", "SourceTooLarge"})
+HOST_KINDS = frozenset(
+    {
+        "SandboxError",
+        "SandboxUnavailable",
+        "Timeout",
+        "Crash",
+        "ProtocolError",
+        "ScratchQuota",
+        "InvalidInput",
+        "SourceTooLarge",
+    }
+)
 CALL_REPLY_KEYS = frozenset({"id", "ok", "stdout", "truncated", "rewards", "extra", "metrics", "error"})
-ISOLATION_TYPES = {"uid": (int,), "landlock": (str, type(None)), "landlock_abi": (int,), "seccomp": (bool,),
-                   "private_mounts": (bool,), "private_mounts_error": (str,), "weak": (list,)}
+ISOLATION_TYPES = {
+    "uid": (int,),
+    "landlock": (str, type(None)),
+    "landlock_abi": (int,),
+    "seccomp": (bool,),
+    "private_mounts": (bool,),
+    "private_mounts_error": (str,),
+    "weak": (list,),
+}
 NO_PRIVATE_ROOT = "no private mount root: the worker sees the host's file system (through Landlock)"
 
 
@@ -58,9 +75,16 @@ def decode(body: bytes):
         return items
 
     try:  # the C decoder nests at most 1024 deep (StackError) and recurses nowhere in this process
-        return msgpack.unpackb(body, raw=False, strict_map_key=False, list_hook=count,
-                               object_pairs_hook=lambda pairs: dict(count(pairs)), max_ext_len=0,
-                               max_array_len=MAX_REPLY_ITEMS, max_map_len=MAX_REPLY_ITEMS)
+        return msgpack.unpackb(
+            body,
+            raw=False,
+            strict_map_key=False,
+            list_hook=count,
+            object_pairs_hook=lambda pairs: dict(count(pairs)),
+            max_ext_len=0,
+            max_array_len=MAX_REPLY_ITEMS,
+            max_map_len=MAX_REPLY_ITEMS,
+        )
     except Exception as exc:
         raise malformed(f"the worker sent an unreadable reply ({type(exc).__name__})") from None
 
@@ -72,16 +96,27 @@ def isolation_report(message, *, observe: Callable[[], dict], allow_weak: bool) 
         raise malformed()
     if message.get("unavailable") is True and message.keys() == {"ok", "unavailable", "error"}:
         _, text, _, tb = error_fields(message["error"])  # sent before any user code ran: its own words
-        advice = " Set GRPO_SANDBOX_ALLOW_WEAK=1 (or allow_weak=True) to run it with weaker isolation." \
-            if "PermissionError" in text and not allow_weak else ""
-        raise SandboxUnavailable(f"refusing to run reward code: {text}.{advice}", kind="SandboxUnavailable",
-                                 traceback=tb)
+        advice = (
+            " Set GRPO_SANDBOX_ALLOW_WEAK=1 (or allow_weak=True) to run it with weaker isolation."
+            if "PermissionError" in text and not allow_weak
+            else ""
+        )
+        raise SandboxUnavailable(
+            f"refusing to run reward code: {text}.{advice}", kind="SandboxUnavailable", traceback=tb
+        )
     report = message.get("isolation")
-    if message.keys() != {"locked", "isolation"} or message["locked"] is not True or type(report) is not dict \
-            or report.keys() - ISOLATION_TYPES.keys() or not ISOLATION_TYPES.keys() - {"private_mounts_error"} \
-            <= report.keys() or any(type(report[key]) not in ISOLATION_TYPES[key] for key in report) \
-            or len(report["weak"]) > 20 or any(type(w) is not str or len(w) > 1000 for w in report["weak"]) \
-            or len(report.get("private_mounts_error", "")) > 1000 or len(report["landlock"] or "") > 100:
+    if (
+        message.keys() != {"locked", "isolation"}
+        or message["locked"] is not True
+        or type(report) is not dict
+        or report.keys() - ISOLATION_TYPES.keys()
+        or not ISOLATION_TYPES.keys() - {"private_mounts_error"} <= report.keys()
+        or any(type(report[key]) not in ISOLATION_TYPES[key] for key in report)
+        or len(report["weak"]) > 20
+        or any(type(w) is not str or len(w) > 1000 for w in report["weak"])
+        or len(report.get("private_mounts_error", "")) > 1000
+        or len(report["landlock"] or "") > 100
+    ):
         raise malformed("the worker sent a malformed isolation report")
     for key, seen in observe().items():
         if seen is not None and report[key] != seen:
@@ -93,7 +128,9 @@ def isolation_report(message, *, observe: Callable[[], dict], allow_weak: bool) 
                 f"refusing to run reward code: no private mount root could be made "
                 f"({report.get('private_mounts_error') or 'private mounts are off'}). Allow user namespaces or "
                 "give the worker CAP_SYS_ADMIN (docs/sandbox.md), or set GRPO_SANDBOX_ALLOW_WEAK=1 to run it "
-                "with the host's file system in view.", kind="SandboxUnavailable")
+                "with the host's file system in view.",
+                kind="SandboxUnavailable",
+            )
         if not any(w.startswith("no private mount root") for w in weak):
             weak.append(NO_PRIVATE_ROOT)
     return {**report, "weak": weak}
@@ -127,8 +164,9 @@ def call_reply(reply, n: int, *, seq: int, stdout_limit: int) -> CallResult | Sa
         raise malformed(f"the worker sent {len(stdout)} characters of output; the limit is {stdout_limit}")
     if reply.get("ok") is True and "error" not in reply:
         rewards = checked_rewards(reply.get("rewards"), n, stdout)
-        return CallResult(rewards, stdout, truncated, 0.0, *checked_logs(reply.get("extra", []),
-                                                                         reply.get("metrics", [])))
+        return CallResult(
+            rewards, stdout, truncated, 0.0, *checked_logs(reply.get("extra", []), reply.get("metrics", []))
+        )
     if reply.get("ok") is False and not reply.keys() & {"rewards", "extra", "metrics"}:
         return user_error(reply.get("error"), stdout)
     raise malformed()
@@ -175,8 +213,7 @@ def checked_logs(extra, metrics) -> tuple[dict, dict]:
     out_extra: dict[str, list] = {}
     out_metrics: dict[str, list[float]] = {}
     for record in extra:
-        if type(record) is not list or len(record) != 2 or type(record[0]) is not str \
-                or type(record[1]) is not list:
+        if type(record) is not list or len(record) != 2 or type(record[0]) is not str or type(record[1]) is not list:
             raise malformed("the worker sent malformed log records")
         column, items = record
         values += len(items)
@@ -193,15 +230,20 @@ def checked_logs(extra, metrics) -> tuple[dict, dict]:
             raise malformed(f"the worker sent more than {MAX_LOG_CHARS} characters of log records")
         out_extra.setdefault(column, []).extend(items)
     for record in metrics:
-        if type(record) is not list or len(record) != 2 or type(record[0]) is not str \
-                or type(record[1]) not in (int, float):
+        if (
+            type(record) is not list
+            or len(record) != 2
+            or type(record[0]) is not str
+            or type(record[1]) not in (int, float)
+        ):
             raise malformed("the worker sent malformed metric records")
         name, value = record
         values += 1
         chars += len(name)
         if values > MAX_LOG_VALUES or chars > MAX_LOG_CHARS:
-            raise malformed(f"the worker sent more than {MAX_LOG_VALUES} log records or {MAX_LOG_CHARS} "
-                            "characters of them")
+            raise malformed(
+                f"the worker sent more than {MAX_LOG_VALUES} log records or {MAX_LOG_CHARS} characters of them"
+            )
         out_metrics.setdefault(name, []).append(float(value))
     return out_extra, out_metrics
 
@@ -211,9 +253,15 @@ def error_fields(err) -> tuple[str, str, int | None, str]:
     if type(err) is not dict or not err.keys() <= {"kind", "message", "line", "traceback"}:
         raise malformed("the worker sent a malformed error")
     kind, message, line, tb = err.get("kind"), err.get("message", ""), err.get("line"), err.get("traceback", "")
-    if type(kind) is not str or not 0 < len(kind) <= MAX_KIND or type(message) is not str \
-            or len(message) > MAX_ERROR_MESSAGE or type(tb) is not str or len(tb) > MAX_ERROR_TRACEBACK \
-            or not (line is None or type(line) is int):
+    if (
+        type(kind) is not str
+        or not 0 < len(kind) <= MAX_KIND
+        or type(message) is not str
+        or len(message) > MAX_ERROR_MESSAGE
+        or type(tb) is not str
+        or len(tb) > MAX_ERROR_TRACEBACK
+        or not (line is None or type(line) is int)
+    ):
         raise malformed("the worker sent a malformed error")
     return kind, message, line, tb
 

@@ -46,11 +46,13 @@ class ToolSandbox(Sandbox):
             try:
                 body = msgpack.packb(message(self._seq + 1), use_bin_type=True)
             except (TypeError, ValueError, OverflowError) as exc:
-                raise SandboxError(f"the arguments cannot be sent to the {self.MODE}: {exc}",
-                                   kind="InvalidInput") from None
+                raise SandboxError(
+                    f"the arguments cannot be sent to the {self.MODE}: {exc}", kind="InvalidInput"
+                ) from None
             if len(body) > MAX_ARGUMENT_BYTES:
-                raise SandboxError(f"the arguments are {len(body)} bytes; the limit is {MAX_ARGUMENT_BYTES}",
-                                   kind="InvalidInput")
+                raise SandboxError(
+                    f"the arguments are {len(body)} bytes; the limit is {MAX_ARGUMENT_BYTES}", kind="InvalidInput"
+                )
             self._seq += 1
             return self._request(body, self.timeout_s, parse)[0]
 

@@ -18,5 +18,8 @@ class Me(Schema):
 
 @router.get("/me", response=Me, tags=["account"], summary="Who the token or session belongs to")
 def me(request):
-    return {"username": request.user.username, "teams": [t.name for t in teams_of(request.user)],
-            "scope": getattr(request, "token_scope", "write")}
+    return {
+        "username": request.user.username,
+        "teams": [t.name for t in teams_of(request.user)],
+        "scope": getattr(request, "token_scope", "write"),
+    }

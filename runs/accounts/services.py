@@ -33,8 +33,9 @@ def token_create(*, owner, name: str, scope: str) -> tuple[ApiToken, str]:
     if scope not in ApiToken.Scope.values:
         raise AccountError("scope must be read or write")
     raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(owner=owner, name=name, scope=scope, digest=token_digest(raw),
-                                    hint=raw[:len(ApiToken.PREFIX) + 6])
+    token = ApiToken.objects.create(
+        owner=owner, name=name, scope=scope, digest=token_digest(raw), hint=raw[: len(ApiToken.PREFIX) + 6]
+    )
     return token, raw
 
 
@@ -47,7 +48,7 @@ def token_user(raw: str) -> tuple[object, str] | None:
     """(user, scope) for a live token, else None (unknown, revoked, or its user deactivated)."""
     if not raw.startswith(ApiToken.PREFIX) or len(raw) > 200:
         return None
-    token = (ApiToken.objects.select_related("owner").filter(digest=token_digest(raw), revoked_at=None).first())
+    token = ApiToken.objects.select_related("owner").filter(digest=token_digest(raw), revoked_at=None).first()
     if token is None or not token.owner.is_active:
         return None
     now = timezone.now()

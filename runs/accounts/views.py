@@ -16,13 +16,21 @@ def tokens(request):
     created = None
     if request.method == "POST":
         try:
-            _, created = token_create(owner=request.user, name=request.POST.get("name", ""),
-                                      scope=request.POST.get("scope", ""))
+            _, created = token_create(
+                owner=request.user, name=request.POST.get("name", ""), scope=request.POST.get("scope", "")
+            )
         except AccountError as exc:
             messages.error(request, f"No token made: {exc}.")
-    return render(request, "accounts/tokens.html", {
-        "tokens": request.user.api_tokens.all(), "created": created, "scopes": ApiToken.Scope.values,
-    }, status=201 if created else 200)
+    return render(
+        request,
+        "accounts/tokens.html",
+        {
+            "tokens": request.user.api_tokens.all(),
+            "created": created,
+            "scopes": ApiToken.Scope.values,
+        },
+        status=201 if created else 200,
+    )
 
 
 @require_POST

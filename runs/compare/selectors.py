@@ -52,9 +52,15 @@ class CompareParams:
         step = query.get("step") or None
         if step is not None and not step.isdigit():
             raise CompareError("step: give a step number")
-        return cls(metric=query.get("metric") or d.metric, smooth=smooth, x=x, prompt=query.get("prompt", "")[:64],
-                   step=int(step) if step is not None else None, solved_by=query.get("solved_by", ""),
-                   threshold=_number(query.get("threshold"), "threshold", d.threshold))
+        return cls(
+            metric=query.get("metric") or d.metric,
+            smooth=smooth,
+            x=x,
+            prompt=query.get("prompt", "")[:64],
+            step=int(step) if step is not None else None,
+            solved_by=query.get("solved_by", ""),
+            threshold=_number(query.get("threshold"), "threshold", d.threshold),
+        )
 
 
 def _number(value: str | None, name: str, default: float) -> float:
@@ -88,6 +94,7 @@ def parse_run_ids(values: list[str]) -> list[int]:
 
 # --- metric curves ----------------------------------------------------------------------------------------------
 
+
 def metric_names(runs: list[Run], logged: set[str] = frozenset()) -> list[str]:
     """The metrics a comparison offers: the usual ones first, then whatever else TRL logged."""
     rewards: dict[str, None] = {}
@@ -120,8 +127,14 @@ def metric_curves(runs: list[Run], metric: str, *, smooth: float, x: str) -> dic
             xs = [step for step, _, _ in points]
         ys = [value for _, _, value in points]
         curves.append({**_run_head(run), "x": xs, "y": ys, "smoothed": smooth_ema(ys, smooth)})
-    return {"metric": metric, "x": x, "x_title": X_AXES[x], "smooth": smooth,
-            "available": metric_names(runs, logged), "runs": curves}
+    return {
+        "metric": metric,
+        "x": x,
+        "x_title": X_AXES[x],
+        "smooth": smooth,
+        "available": metric_names(runs, logged),
+        "runs": curves,
+    }
 
 
 def _finite(value) -> float | None:
@@ -131,17 +144,28 @@ def _finite(value) -> float | None:
 
 
 def _reflection_rates(run: Run) -> list[tuple[int, float]]:
-    rows = (run.rollouts.order_by().values("step")
-            .annotate(n=Count("id"), reflective=Count("id", filter=~Q(reflections=[]))).order_by("step"))
+    rows = (
+        run.rollouts.order_by()
+        .values("step")
+        .annotate(n=Count("id"), reflective=Count("id", filter=~Q(reflections=[])))
+        .order_by("step")
+    )
     return [(r["step"], r["reflective"] / r["n"]) for r in rows]
 
 
 def _run_head(run: Run) -> dict:
-    return {"id": run.pk, "name": run.name, "status": run.status, "finished": run.is_finished, "step": run.step,
-            "total_steps": run.total_steps}
+    return {
+        "id": run.pk,
+        "name": run.name,
+        "status": run.status,
+        "finished": run.is_finished,
+        "step": run.step,
+        "total_steps": run.total_steps,
+    }
 
 
 # --- prompts ----------------------------------------------------------------------------------------------------
+
 
 def prompt_hash(text: str) -> str:
     """A short stable name for a prompt's text, for URLs."""
@@ -150,8 +174,11 @@ def prompt_hash(text: str) -> str:
 
 def _prompt_counts(run: Run, criterion: Criterion) -> dict[str, tuple[int, int, int]]:
     """prompt -> (completions, completions that solve it, last step it was sampled)."""
-    rows = (run.rollouts.order_by().values("prompt")
-            .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run)), last=Max("step")))
+    rows = (
+        run.rollouts.order_by()
+        .values("prompt")
+        .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run)), last=Max("step"))
+    )
     return {r["prompt"]: (r["n"], r["solved"], r["last"]) for r in rows}
 
 
@@ -169,22 +196,32 @@ def prompt_comparison(runs: list[Run], criterion: Criterion, *, limit: int = DIS
             n, solved, _ = c[prompt]
             per_run.append({"id": run.pk, "n": n, "solved": solved, "rate": solved / n})
         rates = [r["rate"] for r in per_run]
-        rows.append({"hash": prompt_hash(prompt), "prompt": prompt, "spread": max(rates) - min(rates),
-                     "runs": per_run, "last": max(c[prompt][2] for c in counts)})
-    disagreements = sorted((r for r in rows if r["spread"] > 0),
-                           key=lambda r: (-r["spread"], -sum(x["n"] for x in r["runs"]), r["prompt"]))[:limit]
+        rows.append(
+            {
+                "hash": prompt_hash(prompt),
+                "prompt": prompt,
+                "spread": max(rates) - min(rates),
+                "runs": per_run,
+                "last": max(c[prompt][2] for c in counts),
+            }
+        )
+    disagreements = sorted(
+        (r for r in rows if r["spread"] > 0), key=lambda r: (-r["spread"], -sum(x["n"] for x in r["runs"]), r["prompt"])
+    )[:limit]
     return {
         "criterion": criterion.as_dict(),
         "runs": [_run_head(run) | {"prompts": len(c)} for run, c in zip(runs, counts)],
-        "shared": [{"hash": r["hash"], "preview": _preview(r["prompt"]), "last_step": r["last"]}
-                   for r in sorted(rows, key=lambda r: r["prompt"])],
+        "shared": [
+            {"hash": r["hash"], "preview": _preview(r["prompt"]), "last_step": r["last"]}
+            for r in sorted(rows, key=lambda r: r["prompt"])
+        ],
         "disagreements": [{k: r[k] for k in ("hash", "prompt", "spread", "runs")} for r in disagreements],
     }
 
 
 def _preview(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 def find_prompt(runs: list[Run], key: str) -> str | None:
@@ -205,8 +242,9 @@ def side_by_side(runs: list[Run], prompt: str, step: int | None, criterion: Crit
     run did not sample the prompt then, at the last step before it that it did (``shown_step``; None if never by
     then). ``steps`` lists every step at which any run sampled the prompt, to step through in sync."""
     seen: dict[int, list[int]] = {run.pk: [] for run in runs}
-    for run_id, s in (Rollout.objects.filter(run__in=runs, prompt=prompt).order_by("step")
-                      .values_list("run_id", "step").distinct()):
+    for run_id, s in (
+        Rollout.objects.filter(run__in=runs, prompt=prompt).order_by("step").values_list("run_id", "step").distinct()
+    ):
         seen[run_id].append(s)
     steps = sorted({s for ss in seen.values() for s in ss})
     if step is None:
@@ -219,8 +257,20 @@ def side_by_side(runs: list[Run], prompt: str, step: int | None, criterion: Crit
             g.pop("prompt")
             for c in g["completions"]:
                 c["solved"] = criterion.solves(c)
-        columns.append({**_run_head(run), "reward_names": run.reward_names,
-                        "scale_rewards": (run.config or {}).get("scale_rewards"), "steps": seen[run.pk],
-                        "shown_step": shown, "groups": groups})
-    return {"prompt": {"hash": prompt_hash(prompt), "text": prompt}, "step": step, "steps": steps,
-            "criterion": criterion.as_dict(), "runs": columns}
+        columns.append(
+            {
+                **_run_head(run),
+                "reward_names": run.reward_names,
+                "scale_rewards": (run.config or {}).get("scale_rewards"),
+                "steps": seen[run.pk],
+                "shown_step": shown,
+                "groups": groups,
+            }
+        )
+    return {
+        "prompt": {"hash": prompt_hash(prompt), "text": prompt},
+        "step": step,
+        "steps": steps,
+        "criterion": criterion.as_dict(),
+        "runs": columns,
+    }

@@ -39,12 +39,21 @@ def run_compare(request):
         criterion = criterion_for(runs, params.solved_by, params.threshold)
     except (CompareError, CriterionError) as exc:
         return render(request, "compare/compare.html", {"error": str(exc)}, status=400)
-    return render(request, "compare/compare.html", {
-        "runs": runs, "ids": ",".join(str(run.pk) for run in runs), "config_rows": config_table(runs),
-        "metrics": compare.metric_names(runs), "params": params, "criterion": criterion,
-        "solve_choices": solve_choices(runs), "live": any(not run.is_finished for run in runs),
-        "evaluations": compared_evaluations(runs),
-    })
+    return render(
+        request,
+        "compare/compare.html",
+        {
+            "runs": runs,
+            "ids": ",".join(str(run.pk) for run in runs),
+            "config_rows": config_table(runs),
+            "metrics": compare.metric_names(runs),
+            "params": params,
+            "criterion": criterion,
+            "solve_choices": solve_choices(runs),
+            "live": any(not run.is_finished for run in runs),
+            "evaluations": compared_evaluations(runs),
+        },
+    )
 
 
 def _json(request, build):
@@ -63,8 +72,9 @@ def run_compare_metrics(request):
 
 @require_GET
 def run_compare_prompts(request):
-    return _json(request, lambda runs, p: compare.prompt_comparison(
-        runs, criterion_for(runs, p.solved_by, p.threshold)))
+    return _json(
+        request, lambda runs, p: compare.prompt_comparison(runs, criterion_for(runs, p.solved_by, p.threshold))
+    )
 
 
 @require_GET

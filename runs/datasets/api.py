@@ -54,22 +54,41 @@ class RowsOut(Schema):
 
 
 def _version(v: DatasetVersion) -> dict:
-    return {"id": v.pk, "number": v.number, "row_count": v.row_count, "columns": list(v.columns or []),
-            "train_rows": v.train_rows, "eval_rows": v.eval_rows, "prompt_format": v.prompt_format,
-            "source_name": v.source_name, "created_at": v.created_at.isoformat(), "url": v.get_absolute_url()}
+    return {
+        "id": v.pk,
+        "number": v.number,
+        "row_count": v.row_count,
+        "columns": list(v.columns or []),
+        "train_rows": v.train_rows,
+        "eval_rows": v.eval_rows,
+        "prompt_format": v.prompt_format,
+        "source_name": v.source_name,
+        "created_at": v.created_at.isoformat(),
+        "url": v.get_absolute_url(),
+    }
 
 
 def _dataset(d: Dataset, user, versions: list[DatasetVersion] | None = None) -> dict:
     versions = versions if versions is not None else sorted(d.versions.all(), key=lambda v: -v.number)
-    return {"id": d.pk, "name": d.name, "owner": d.owner.username, "shared": d.owner_id != user.pk,
-            "created_at": d.created_at.isoformat(), "latest_version": _version(versions[0]) if versions else None,
-            "url": d.get_absolute_url()}
+    return {
+        "id": d.pk,
+        "name": d.name,
+        "owner": d.owner.username,
+        "shared": d.owner_id != user.pk,
+        "created_at": d.created_at.isoformat(),
+        "latest_version": _version(versions[0]) if versions else None,
+        "url": d.get_absolute_url(),
+    }
 
 
-@router.get("/datasets", response=list[DatasetOut], tags=["datasets"], summary="Datasets you own or that are shared "
-                                                                                "with you")
-def datasets_list(request, scope: str = Query("", description="'mine', 'shared', or empty for both"),
-                  versions: bool = Query(False, description="also list every version of each dataset")):
+@router.get(
+    "/datasets", response=list[DatasetOut], tags=["datasets"], summary="Datasets you own or that are shared with you"
+)
+def datasets_list(
+    request,
+    scope: str = Query("", description="'mine', 'shared', or empty for both"),
+    versions: bool = Query(False, description="also list every version of each dataset"),
+):
     qs = Dataset.objects.visible_to(request.user).select_related("owner").prefetch_related("versions")
     if scope == "mine":
         qs = qs.filter(owner=request.user)
@@ -78,8 +97,9 @@ def datasets_list(request, scope: str = Query("", description="'mine', 'shared',
     out = []
     for d in qs[:1000]:
         listed = sorted(d.versions.all(), key=lambda v: -v.number)
-        out.append({**_dataset(d, request.user, listed),
-                    "versions": [_version(v) for v in listed] if versions else None})
+        out.append(
+            {**_dataset(d, request.user, listed), "versions": [_version(v) for v in listed] if versions else None}
+        )
     return out
 
 
@@ -90,40 +110,73 @@ def dataset_get(request, dataset_id: int):
     return {**_dataset(d, request.user, versions), "versions": [_version(v) for v in versions]}
 
 
-@router.get("/datasets/{int:dataset_id}/versions/{int:number}/rows", response=RowsOut, tags=["datasets"],
-            summary="One page of a version's rows, optionally searched")
+@router.get(
+    "/datasets/{int:dataset_id}/versions/{int:number}/rows",
+    response=RowsOut,
+    tags=["datasets"],
+    summary="One page of a version's rows, optionally searched",
+)
 def dataset_rows(request, dataset_id: int, number: int, q: str = Query("", max_length=200), page: int = Query(1, ge=1)):
-    version = get_object_or_404(DatasetVersion, dataset__in=Dataset.objects.visible_to(request.user),
-                                dataset_id=dataset_id, number=number)
+    version = get_object_or_404(
+        DatasetVersion, dataset__in=Dataset.objects.visible_to(request.user), dataset_id=dataset_id, number=number
+    )
     rows = dataset_selectors.dataset_rows(version, q=q.replace("\x00", ""), page=page)
     columns = list(version.columns or [])
-    return {"rows": [{"row": number, **dict(zip(columns, cells))} for number, cells in rows.rows], "columns": columns,
-            "page": rows.number, "pages": rows.pages, "total": rows.total}
+    return {
+        "rows": [{"row": number, **dict(zip(columns, cells))} for number, cells in rows.rows],
+        "columns": columns,
+        "page": rows.number,
+        "pages": rows.pages,
+        "total": rows.total,
+    }
 
 
-def _upload(request, *, file: UploadedFile, name: str, dataset: Dataset | None, prompt_column: str,
-            gsm8k_column: str):
+def _upload(request, *, file: UploadedFile, name: str, dataset: Dataset | None, prompt_column: str, gsm8k_column: str):
     try:
-        version = dataset_import(owner=request.user, name=name, dataset=dataset, stream=file,
-                                 source_name=file.name or "upload", prompt_column=prompt_column,
-                                 gsm8k_column=gsm8k_column.strip())
+        version = dataset_import(
+            owner=request.user,
+            name=name,
+            dataset=dataset,
+            stream=file,
+            source_name=file.name or "upload",
+            prompt_column=prompt_column,
+            gsm8k_column=gsm8k_column.strip(),
+        )
     except DatasetError as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _version(version))
 
 
-@router.post("/datasets", response={201: VersionOut, 400: Errors}, tags=["datasets"],
-             summary="Upload a new dataset (JSONL, CSV, Parquet or JSON, as on the upload page)")
-def dataset_create(request, file: File[UploadedFile], name: Form[str] = "", prompt_column: Form[str] = "prompt",
-                   gsm8k_column: Form[str] = ""):
-    return _upload(request, file=file, name=name, dataset=None, prompt_column=prompt_column,
-                   gsm8k_column=gsm8k_column)
+@router.post(
+    "/datasets",
+    response={201: VersionOut, 400: Errors},
+    tags=["datasets"],
+    summary="Upload a new dataset (JSONL, CSV, Parquet or JSON, as on the upload page)",
+)
+def dataset_create(
+    request,
+    file: File[UploadedFile],
+    name: Form[str] = "",
+    prompt_column: Form[str] = "prompt",
+    gsm8k_column: Form[str] = "",
+):
+    return _upload(request, file=file, name=name, dataset=None, prompt_column=prompt_column, gsm8k_column=gsm8k_column)
 
 
-@router.post("/datasets/{int:dataset_id}/versions", response={201: VersionOut, 400: Errors}, tags=["datasets"],
-             summary="Upload a new version of a dataset you may change")
-def dataset_version_create(request, dataset_id: int, file: File[UploadedFile], prompt_column: Form[str] = "prompt",
-                           gsm8k_column: Form[str] = ""):
+@router.post(
+    "/datasets/{int:dataset_id}/versions",
+    response={201: VersionOut, 400: Errors},
+    tags=["datasets"],
+    summary="Upload a new version of a dataset you may change",
+)
+def dataset_version_create(
+    request,
+    dataset_id: int,
+    file: File[UploadedFile],
+    prompt_column: Form[str] = "prompt",
+    gsm8k_column: Form[str] = "",
+):
     dataset = get_object_or_404(Dataset.objects.visible_to(request.user, write=True), pk=dataset_id)
-    return _upload(request, file=file, name=dataset.name, dataset=dataset, prompt_column=prompt_column,
-                   gsm8k_column=gsm8k_column)
+    return _upload(
+        request, file=file, name=dataset.name, dataset=dataset, prompt_column=prompt_column, gsm8k_column=gsm8k_column
+    )

@@ -23,8 +23,10 @@ from workers.training.demo_data import (
 DEMO_DATASETS = {
     "letter counting (demo)": (lambda: letter_count_rows(200, seed=0), {}),
     # GSM8K's shape: the "#### <answer>" line is parsed into 'answer', the worked solution kept in 'solution'
-    "word problems (demo)": (lambda: word_problem_rows(100, seed=0),
-                             {"prompt_column": "question", "gsm8k_column": "answer"}),
+    "word problems (demo)": (
+        lambda: word_problem_rows(100, seed=0),
+        {"prompt_column": "question", "gsm8k_column": "answer"},
+    ),
     # the code_tests reward's data: a tests column of asserts or stdin/stdout pairs, and a reference solution
     "python tasks (demo)": (lambda: python_task_rows(120, seed=0), {}),
     # chat prompts offering the calculator tool: a run with the calculator and the 'tiny-tools' model calls it
@@ -48,9 +50,14 @@ def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[Da
             continue
         data = "".join(json.dumps(r) + "\n" for r in rows()).encode()
         source = name.removesuffix(" (demo)").replace(" ", "_") + ".jsonl"
-        version = dataset_import(owner=user, name=name, stream=io.BytesIO(data), source_name=source,
-                                 dataset=dataset, **options)
+        version = dataset_import(
+            owner=user, name=name, stream=io.BytesIO(data), source_name=source, dataset=dataset, **options
+        )
         # a tenth held out, so runs can evaluate on prompts they never train on (eval_steps)
-        versions.append(dataset_version_map(version=version, mapping=dataclasses.replace(
-            Mapping.of(version), split="fraction", eval_fraction=0.1, split_seed=0)))
+        versions.append(
+            dataset_version_map(
+                version=version,
+                mapping=dataclasses.replace(Mapping.of(version), split="fraction", eval_fraction=0.1, split_seed=0),
+            )
+        )
     return user, versions

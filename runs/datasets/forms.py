@@ -12,12 +12,20 @@ from runs.models import DatasetVersion
 
 class _DatasetSourceForm(forms.Form):
     name = forms.CharField(max_length=200)
-    prompt_column = forms.CharField(max_length=200, required=False, initial="prompt",
-                                    help_text="The column holding the prompt: text, or a list of {role, content} "
-                                              "messages. You can pick another one later, in the mapping.")
-    gsm8k_column = forms.CharField(max_length=200, required=False, label="Parse '#### answer' from column",
-                                   help_text="GSM8K-style solutions ending in '#### 42': the number goes to 'answer', "
-                                             "the full solution to 'solution'. Blank: off.")
+    prompt_column = forms.CharField(
+        max_length=200,
+        required=False,
+        initial="prompt",
+        help_text="The column holding the prompt: text, or a list of {role, content} "
+        "messages. You can pick another one later, in the mapping.",
+    )
+    gsm8k_column = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Parse '#### answer' from column",
+        help_text="GSM8K-style solutions ending in '#### 42': the number goes to 'answer', "
+        "the full solution to 'solution'. Blank: off.",
+    )
 
     def __init__(self, *args, dataset=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -29,16 +37,21 @@ class _DatasetSourceForm(forms.Form):
 
 
 class DatasetUploadForm(_DatasetSourceForm):
-    file = forms.FileField(help_text="JSON lines, a JSON array, CSV or Parquet; optionally gzipped (.gz) or alone in "
-                                     "a .zip. One row per example with a prompt and the columns your rewards read "
-                                     "(for example 'answer'). CSV cells are kept as text, formulas are never run.")
+    file = forms.FileField(
+        help_text="JSON lines, a JSON array, CSV or Parquet; optionally gzipped (.gz) or alone in "
+        "a .zip. One row per example with a prompt and the columns your rewards read "
+        "(for example 'answer'). CSV cells are kept as text, formulas are never run."
+    )
     field_order = ["name", "file", "prompt_column", "gsm8k_column"]
 
 
 class DatasetHubForm(_DatasetSourceForm):
-    local_path = forms.ChoiceField(required=False, label="Local path",
-                                   help_text="A folder saved with save_to_disk, a data folder or a data file, under "
-                                             "the server's import folders (GRPO_IMPORT_ROOTS).")
+    local_path = forms.ChoiceField(
+        required=False,
+        label="Local path",
+        help_text="A folder saved with save_to_disk, a data folder or a data file, under "
+        "the server's import folders (GRPO_IMPORT_ROOTS).",
+    )
     hub_id = forms.CharField(max_length=200, required=False, label="Hub id", help_text="For example openai/gsm8k.")
     config = forms.CharField(max_length=200, required=False, help_text="For example 'main'.")
     split = forms.CharField(max_length=200, required=False, initial="train")
@@ -60,24 +73,34 @@ class DatasetHubForm(_DatasetSourceForm):
 
 class DatasetMappingForm(forms.Form):
     prompt_column = forms.ChoiceField(help_text="Used when the template is blank.")
-    prompt_format = forms.ChoiceField(choices=DatasetVersion.PromptFormat.choices,
-                                      help_text="TRL's two prompt shapes; conversational prompts go through the "
-                                                "model's chat template.")
-    system_prompt = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                                    help_text="Conversational: a system message first. Standard: a paragraph before "
-                                              "the prompt.")
-    prompt_template = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
-                                      help_text="Text with {column} fields, for example 'Solve: {question}'. {{ and }} "
-                                                "are literal braces. Blank: the prompt column as it is.")
-    reward_columns = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
-                                               help_text="Passed to reward functions under their names.")
+    prompt_format = forms.ChoiceField(
+        choices=DatasetVersion.PromptFormat.choices,
+        help_text="TRL's two prompt shapes; conversational prompts go through the model's chat template.",
+    )
+    system_prompt = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Conversational: a system message first. Standard: a paragraph before the prompt.",
+    )
+    prompt_template = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Text with {column} fields, for example 'Solve: {question}'. {{ and }} "
+        "are literal braces. Blank: the prompt column as it is.",
+    )
+    reward_columns = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, help_text="Passed to reward functions under their names."
+    )
     split = forms.ChoiceField(choices=DatasetVersion.Split.choices)
     eval_fraction = forms.FloatField(required=False, min_value=0.0, max_value=0.99, initial=0.1)
     split_seed = forms.IntegerField(required=False, initial=0)
     split_column = forms.ChoiceField(required=False)
-    model = forms.CharField(max_length=500, required=False,
-                            help_text="For the preview only: 'tiny', a local model folder, or a hub id already in "
-                                      "this machine's cache. Blank: no chat template.")
+    model = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="For the preview only: 'tiny', a local model folder, or a hub id already in "
+        "this machine's cache. Blank: no chat template.",
+    )
 
     def __init__(self, *args, version: DatasetVersion, **kwargs):
         super().__init__(*args, **kwargs)
@@ -109,9 +132,14 @@ class DatasetMappingForm(forms.Form):
     def mapping(self) -> Mapping:
         d = self.cleaned_data
         split = d["split"]
-        return Mapping(prompt_column=d["prompt_column"], prompt_format=d["prompt_format"],
-                       system_prompt=d["system_prompt"], prompt_template=d["prompt_template"],
-                       reward_columns=tuple(d["reward_columns"]), split=split,
-                       eval_fraction=(d.get("eval_fraction") or 0.0) if split == "fraction" else 0.0,
-                       split_seed=(d.get("split_seed") or 0) if split == "fraction" else 0,
-                       split_column=d.get("split_column", "") if split == "column" else "")
+        return Mapping(
+            prompt_column=d["prompt_column"],
+            prompt_format=d["prompt_format"],
+            system_prompt=d["system_prompt"],
+            prompt_template=d["prompt_template"],
+            reward_columns=tuple(d["reward_columns"]),
+            split=split,
+            eval_fraction=(d.get("eval_fraction") or 0.0) if split == "fraction" else 0.0,
+            split_seed=(d.get("split_seed") or 0) if split == "fraction" else 0,
+            split_column=d.get("split_column", "") if split == "column" else "",
+        )

@@ -36,9 +36,24 @@ from runs.datasets.importing import (
 
 # What the child may see of the parent's environment: nothing secret (no DATABASE_URL, SECRET_KEY, REDIS_URL).
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the child imports this package from it
-PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME",
-              "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_DATASETS_CACHE", "HF_ENDPOINT", "HTTPS_PROXY", "HTTP_PROXY",
-              "NO_PROXY")
+PASSED_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_DATASETS_CACHE",
+    "HF_ENDPOINT",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+)
 
 
 @dataclass(frozen=True)
@@ -51,33 +66,61 @@ class ParseLimits:
 Progress = Callable[[int], None]  # called with the rows written so far, about every second
 
 
-def import_file_isolated(source: Path, *, filename: str, dest: Path, workdir: Path, options: ImportOptions,
-                         limits: ParseLimits, cwd: Path, on_progress: Progress | None = None) -> ImportResult:
+def import_file_isolated(
+    source: Path,
+    *,
+    filename: str,
+    dest: Path,
+    workdir: Path,
+    options: ImportOptions,
+    limits: ParseLimits,
+    cwd: Path,
+    on_progress: Progress | None = None,
+) -> ImportResult:
     """``importing.import_file`` in a child process under ``limits``; the same result or DatasetError."""
     job = {"kind": "file", "source": str(source), "filename": filename}
-    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd,
-                         on_progress=on_progress)
+    outcome = _run_child(
+        job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd, on_progress=on_progress
+    )
     if isinstance(outcome, int) and not options.precise:  # died on a signal: the precise road names the line
         dest.unlink(missing_ok=True)
         retry = dataclasses.replace(options, precise=True)
-        outcome = _run_child(job, dest=dest, workdir=workdir, options=retry, limits=limits, cwd=cwd,
-                             on_progress=on_progress)
+        outcome = _run_child(
+            job, dest=dest, workdir=workdir, options=retry, limits=limits, cwd=cwd, on_progress=on_progress
+        )
     return _result(outcome, filename, limits)
 
 
-def import_hf_isolated(*, local_path: Path | None, hub_id: str, config: str, split: str, dest: Path, workdir: Path,
-                       options: ImportOptions, limits: ParseLimits, cwd: Path,
-                       on_progress: Progress | None = None) -> ImportResult:
+def import_hf_isolated(
+    *,
+    local_path: Path | None,
+    hub_id: str,
+    config: str,
+    split: str,
+    dest: Path,
+    workdir: Path,
+    options: ImportOptions,
+    limits: ParseLimits,
+    cwd: Path,
+    on_progress: Progress | None = None,
+) -> ImportResult:
     """A Hugging Face dataset (a local folder, or the hub when online) loaded and checked in a child process."""
-    job = {"kind": "hf", "local_path": str(local_path) if local_path else "", "hub_id": hub_id, "config": config,
-           "split": split, "filename": local_path.name if local_path else hub_id}
+    job = {
+        "kind": "hf",
+        "local_path": str(local_path) if local_path else "",
+        "hub_id": hub_id,
+        "config": config,
+        "split": split,
+        "filename": local_path.name if local_path else hub_id,
+    }
     if not local_path:
         # a hub id is loaded where no folder can answer to it: datasets.load_dataset looks for a local folder of the
         # id's name first, and relative to the server's folder "var" would be every user's data
         cwd = workdir / "hub"
         cwd.mkdir(exist_ok=True)
-    outcome = _run_child(job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd,
-                         on_progress=on_progress)
+    outcome = _run_child(
+        job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd, on_progress=on_progress
+    )
     return _result(outcome, job["filename"], limits)
 
 
@@ -87,27 +130,54 @@ def _result(outcome: ImportResult | int, filename: str, limits: ParseLimits) -> 
             name = signal.Signals(outcome).name
         except ValueError:
             name = str(outcome)
-        raise DatasetError([f"{filename} could not be read: the reader stopped on signal {name} (a limit of "
-                            f"{limits.memory_bytes // 1024**2} MB of memory and {limits.cpu_seconds} s of CPU "
-                            f"applies)"])
+        raise DatasetError(
+            [
+                f"{filename} could not be read: the reader stopped on signal {name} (a limit of "
+                f"{limits.memory_bytes // 1024**2} MB of memory and {limits.cpu_seconds} s of CPU "
+                f"applies)"
+            ]
+        )
     return outcome
 
 
-def _run_child(job: dict, *, dest: Path, workdir: Path, options: ImportOptions, limits: ParseLimits,
-               cwd: Path, on_progress: Progress | None = None) -> ImportResult | int:
+def _run_child(
+    job: dict,
+    *,
+    dest: Path,
+    workdir: Path,
+    options: ImportOptions,
+    limits: ParseLimits,
+    cwd: Path,
+    on_progress: Progress | None = None,
+) -> ImportResult | int:
     """The child's result; or the signal that ended it (a crash, a limit)."""
     filename = job["filename"]
     job_path, result, progress = workdir / "job.json", workdir / "result.json", workdir / "progress"
     result.unlink(missing_ok=True)
     options = dataclasses.replace(options, progress_path=str(progress) if on_progress else "")
-    job_path.write_text(json.dumps({**job, "dest": str(dest), "workdir": str(workdir),
-                                    "options": dataclasses.asdict(options), "result": str(result)}))
+    job_path.write_text(
+        json.dumps(
+            {
+                **job,
+                "dest": str(dest),
+                "workdir": str(workdir),
+                "options": dataclasses.asdict(options),
+                "result": str(result),
+            }
+        )
+    )
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env["PYTHONPATH"] = str(ROOT)  # the child's own folder may be an empty one (a hub import)
     with tempfile.TemporaryFile(dir=workdir) as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "runs.datasets.isolated", str(job_path)], cwd=cwd, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                preexec_fn=lambda: _limit(limits))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runs.datasets.isolated", str(job_path)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=lambda: _limit(limits),
+        )
         deadline = time.monotonic() + limits.wall_seconds
         while True:
             try:
@@ -117,8 +187,9 @@ def _run_child(job: dict, *, dest: Path, workdir: Path, options: ImportOptions, 
                 if time.monotonic() > deadline:
                     proc.kill()
                     proc.wait()
-                    raise DatasetError([f"{filename} took longer than {limits.wall_seconds} s to read, the "
-                                        f"limit"]) from None
+                    raise DatasetError(
+                        [f"{filename} took longer than {limits.wall_seconds} s to read, the limit"]
+                    ) from None
                 if on_progress is not None and progress.exists():
                     try:
                         on_progress(int(progress.read_text()))
@@ -133,8 +204,9 @@ def _run_child(job: dict, *, dest: Path, workdir: Path, options: ImportOptions, 
     except (OSError, ValueError):
         tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         if out_of_memory(tail[0]):
-            raise DatasetError([f"{filename} needs more than {limits.memory_bytes // 1024**2} MB of memory to "
-                                f"read, the limit"]) from None
+            raise DatasetError(
+                [f"{filename} needs more than {limits.memory_bytes // 1024**2} MB of memory to read, the limit"]
+            ) from None
         raise DatasetError([f"{filename} could not be read ({tail[0][:300]})"]) from None
     if answer.get("errors"):
         raise DatasetError(answer["errors"])
@@ -149,8 +221,13 @@ def _limit(limits: ParseLimits) -> None:
 
 
 def _import_hf(job: dict, *, dest: Path, workdir: Path, options: ImportOptions) -> ImportResult:
-    ds = load_hf(local_path=Path(job["local_path"]) if job["local_path"] else None, hub_id=job["hub_id"],
-                 config=job["config"], split=job["split"], cache_dir=workdir / "cache")
+    ds = load_hf(
+        local_path=Path(job["local_path"]) if job["local_path"] else None,
+        hub_id=job["hub_id"],
+        config=job["config"],
+        split=job["split"],
+        cache_dir=workdir / "cache",
+    )
     if ds.data.nbytes > options.max_bytes:
         raise DatasetError([f"the dataset is {ds.data.nbytes} bytes; the limit is {options.max_bytes}"])
     batches, schema = hf_batches(ds)
@@ -165,8 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         if job["kind"] == "hf":
             result = _import_hf(job, dest=dest, workdir=workdir, options=options)
         else:
-            result = import_file(Path(job["source"]), filename=job["filename"], dest=dest, workdir=workdir,
-                                 options=options)
+            result = import_file(
+                Path(job["source"]), filename=job["filename"], dest=dest, workdir=workdir, options=options
+            )
         answer = {"result": dataclasses.asdict(result)}
     except DatasetError as exc:
         answer = {"errors": exc.errors}
@@ -187,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def out_of_memory(message: str) -> bool:
     """Whether a child's error is the memory limit speaking (Python's, C++'s, or the loader's for a shared object)."""
-    return any(sign in message for sign in ("MemoryError", "bad_alloc", "failed to map segment",
-                                            "Cannot allocate memory"))
+    return any(
+        sign in message for sign in ("MemoryError", "bad_alloc", "failed to map segment", "Cannot allocate memory")
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,17 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from runs.datasets.importing import MAX_ERRORS, DatasetError, column_kind, prompt_ok, prompt_problem
 
 # Names TRL itself passes to reward functions (GRPOTrainer._calculate_rewards): a column may not take them.
-RESERVED = ("prompt", "prompts", "completion", "completions", "completion_ids", "trainer_state", "log_extra",
-            "log_metric", "environments")
+RESERVED = (
+    "prompt",
+    "prompts",
+    "completion",
+    "completions",
+    "completion_ids",
+    "trainer_state",
+    "log_extra",
+    "log_metric",
+    "environments",
+)
 TEMPLATE_KINDS = ("text", "integer", "number", "boolean")
 TRAIN_VALUE = "train"  # with a split column, rows holding this value train; every other value is evaluation
 _TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
@@ -45,10 +54,17 @@ class Mapping:
     @classmethod
     def of(cls, version) -> "Mapping":
         """The mapping a dataset version (runs.models.DatasetVersion) stores in its fields."""
-        return cls(prompt_column=version.prompt_column, prompt_format=version.prompt_format,
-                   system_prompt=version.system_prompt, prompt_template=version.prompt_template,
-                   reward_columns=tuple(version.reward_columns), split=version.split,
-                   eval_fraction=version.eval_fraction, split_seed=version.split_seed, split_column=version.split_column)
+        return cls(
+            prompt_column=version.prompt_column,
+            prompt_format=version.prompt_format,
+            system_prompt=version.system_prompt,
+            prompt_template=version.prompt_template,
+            reward_columns=tuple(version.reward_columns),
+            split=version.split,
+            eval_fraction=version.eval_fraction,
+            split_seed=version.split_seed,
+            split_column=version.split_column,
+        )
 
     def as_fields(self) -> dict:
         data = asdict(self)
@@ -71,6 +87,7 @@ def default_mapping(prompt_column: str, columns: list[str], column_types: dict[s
 
 # --- the {column} template ----------------------------------------------------------------------------------------
 
+
 def template_fields(template: str) -> list[str]:
     """The column names a template reads, in order; ValueError for a stray brace. {{ and }} are literal braces."""
     names: list[str] = []
@@ -79,8 +96,9 @@ def template_fields(template: str) -> list[str]:
         if token in ("{{", "}}"):
             continue
         if match.group(1) is None:
-            raise ValueError(f"unmatched '{token}' at character {match.start() + 1}; write {token}{token} for a "
-                             f"literal brace")
+            raise ValueError(
+                f"unmatched '{token}' at character {match.start() + 1}; write {token}{token} for a literal brace"
+            )
         if not match.group(1):
             raise ValueError(f"empty field '{{}}' at character {match.start() + 1}; name a column")
         if match.group(1) not in names:
@@ -90,6 +108,7 @@ def template_fields(template: str) -> list[str]:
 
 def render_template(template: str, row: dict) -> str:
     """Plain substitution (never str.format, which would let a template reach into attributes)."""
+
     def sub(match):
         token = match.group(0)
         if token == "{{":
@@ -103,6 +122,7 @@ def render_template(template: str, row: dict) -> str:
 
 
 # --- prompts ------------------------------------------------------------------------------------------------------
+
 
 def build_prompt(mapping: Mapping, row: dict):
     """The prompt as the trainer receives it: text (standard) or a list of {role, content} (conversational)."""
@@ -126,6 +146,7 @@ def training_row(mapping: Mapping, row: dict, extra_columns: tuple[str, ...] = (
 
 
 # --- checks -------------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class MappingCheck:
@@ -164,8 +185,9 @@ def check_mapping(path: str | Path, mapping: Mapping, columns: list[str], column
         if column not in columns:
             errors.append(f"reward column '{column}' does not exist")
         elif column in RESERVED:
-            errors.append(f"reward column '{column}': TRL passes its own '{column}' to reward functions; "
-                          f"rename the column")
+            errors.append(
+                f"reward column '{column}': TRL passes its own '{column}' to reward functions; rename the column"
+            )
     if errors:
         return MappingCheck(errors[:MAX_ERRORS])
     try:
@@ -228,6 +250,7 @@ def eval_mask(path, mapping: Mapping) -> np.ndarray:
 
 # --- output -------------------------------------------------------------------------------------------------------
 
+
 def preview_rows(path, mapping: Mapping, n: int = 5) -> list[dict]:
     """The first rows as the trainer will receive them: {"row", "prompt", "rewards"}."""
     needed = mapping.needed_columns()
@@ -235,13 +258,15 @@ def preview_rows(path, mapping: Mapping, n: int = 5) -> list[dict]:
     batch = next(table, None)
     out = []
     for i, row in enumerate(batch.to_pylist() if batch is not None else []):
-        out.append({"row": i + 1, "prompt": build_prompt(mapping, row),
-                    "rewards": {c: row[c] for c in mapping.reward_columns}})
+        out.append(
+            {"row": i + 1, "prompt": build_prompt(mapping, row), "rewards": {c: row[c] for c in mapping.reward_columns}}
+        )
     return out
 
 
-def write_training_jsonl(path, mapping: Mapping, out: Path, split: str = "train",
-                         extra_columns: tuple[str, ...] = ()) -> Path:
+def write_training_jsonl(
+    path, mapping: Mapping, out: Path, split: str = "train", extra_columns: tuple[str, ...] = ()
+) -> Path:
     """A split as JSON lines, one ``{"prompt": ..., <reward columns>...}`` a row: what workers.training.train reads.
 
     ``split``: "train" (the rows not held out), "eval" (the held-out rows, for workers.training.evaluate) or "all".
@@ -261,14 +286,16 @@ def write_training_jsonl(path, mapping: Mapping, out: Path, split: str = "train"
         for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=16384):
             for i, row in enumerate(batch.to_pylist()):
                 if not held_out[offset + i]:
-                    fh.write(json.dumps(training_row(mapping, row, extra_columns), ensure_ascii=False,
-                                        default=str) + "\n")
+                    fh.write(
+                        json.dumps(training_row(mapping, row, extra_columns), ensure_ascii=False, default=str) + "\n"
+                    )
             offset += batch.num_rows
     os.replace(part, out)
     return out
 
 
 # --- chat templates, rendered as transformers renders them, without transformers ----------------------------------
+
 
 @dataclass
 class ChatTemplate:
@@ -303,6 +330,7 @@ def render_chat(template: ChatTemplate, messages: list[dict]) -> str:
     """Apply the template with add_generation_prompt=True, as TRL does for conversational prompts.
 
     A sandboxed, immutable Jinja environment with the globals transformers gives templates."""
+
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
@@ -315,6 +343,7 @@ def render_chat(template: ChatTemplate, messages: list[dict]) -> str:
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     try:
         return env.from_string(template.template).render(
-            messages=messages, add_generation_prompt=True, tools=None, documents=None, **template.special_tokens)
+            messages=messages, add_generation_prompt=True, tools=None, documents=None, **template.special_tokens
+        )
     except jinja2.exceptions.TemplateError as exc:
         raise DatasetError([f"the chat template ({template.source}) fails: {exc}"]) from None

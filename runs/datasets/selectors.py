@@ -49,7 +49,9 @@ def dataset_rows(version: DatasetVersion, *, q: str = "", page: int = 1, per_pag
     pages = max(1, -(-total // per_page))
     number = min(max(page, 1), pages)
     start = (number - 1) * per_page
-    wanted = matches[start:start + per_page] if matches is not None else np.arange(start, min(start + per_page, total))
+    wanted = (
+        matches[start : start + per_page] if matches is not None else np.arange(start, min(start + per_page, total))
+    )
     rows = _take_rows(version.path, wanted, version.columns)
     return RowsPage(rows=rows, total=total, number=number, pages=pages)
 
@@ -74,7 +76,8 @@ def _search(path: str, q: str) -> np.ndarray:
                 mask[parents] = True
             else:
                 mask = pc.fill_null(pc.match_substring(values, q, ignore_case=True), False).to_numpy(
-                    zero_copy_only=False)
+                    zero_copy_only=False
+                )
             hit = mask if hit is None else hit | mask
         if hit is not None:
             found.append((np.flatnonzero(hit) + offset).astype(np.int32))  # 4 bytes a match in the cache
@@ -127,8 +130,10 @@ def dataset_preview(version: DatasetVersion, mapping: Mapping, *, model: str = "
         raise DatasetError([f"the mapping cannot be applied to the first rows ({type(exc).__name__}: {exc})"]) from None
     template = _chat_template(model) if model else None
     if model and template is None:
-        notes.append(f"no chat template found for '{model}' (a local model folder, 'tiny', or a hub id already in "
-                     f"this machine's Hugging Face cache)")
+        notes.append(
+            f"no chat template found for '{model}' (a local model folder, 'tiny', or a hub id already in "
+            f"this machine's Hugging Face cache)"
+        )
     conversational = bool(rows) and isinstance(rows[0]["prompt"], list)
     if template and not conversational:
         notes.append("standard prompts reach the model as written; the chat template applies to conversational ones")

@@ -44,18 +44,27 @@ def local_source(local_path: str) -> Path:
 
 
 def _import_options(prompt_column: str, gsm8k_column: str) -> ImportOptions:
-    return ImportOptions(prompt_column=prompt_column or "prompt", gsm8k_column=gsm8k_column,
-                         max_bytes=settings.GRPO_MAX_UPLOAD_BYTES, max_columns=settings.GRPO_MAX_COLUMNS,
-                         max_field_bytes=settings.GRPO_MAX_FIELD_BYTES, max_depth=settings.GRPO_MAX_NESTING)
+    return ImportOptions(
+        prompt_column=prompt_column or "prompt",
+        gsm8k_column=gsm8k_column,
+        max_bytes=settings.GRPO_MAX_UPLOAD_BYTES,
+        max_columns=settings.GRPO_MAX_COLUMNS,
+        max_field_bytes=settings.GRPO_MAX_FIELD_BYTES,
+        max_depth=settings.GRPO_MAX_NESTING,
+    )
 
 
 def _parse_limits() -> ParseLimits:
-    return ParseLimits(memory_bytes=settings.GRPO_IMPORT_MEMORY_BYTES, cpu_seconds=settings.GRPO_IMPORT_CPU_SECONDS,
-                       wall_seconds=settings.GRPO_IMPORT_WALL_SECONDS)
+    return ParseLimits(
+        memory_bytes=settings.GRPO_IMPORT_MEMORY_BYTES,
+        cpu_seconds=settings.GRPO_IMPORT_CPU_SECONDS,
+        wall_seconds=settings.GRPO_IMPORT_WALL_SECONDS,
+    )
 
 
-def _import(convert, *, owner, name: str, source_name: str, dataset: Dataset | None,
-            prompt_column: str) -> DatasetVersion:
+def _import(
+    convert, *, owner, name: str, source_name: str, dataset: Dataset | None, prompt_column: str
+) -> DatasetVersion:
     """Run ``convert(dest, workdir) -> ImportResult`` outside any transaction, then record the version.
 
     On any error nothing is saved: no rows (the transaction rolls back), no files (removed here)."""
@@ -68,11 +77,18 @@ def _import(convert, *, owner, name: str, source_name: str, dataset: Dataset | N
         with transaction.atomic():
             if dataset is None:
                 dataset = Dataset.objects.create(owner=owner, name=name)
-            return _version_create(dataset=dataset, path=str(dest), source_name=source_name,
-                                   source_format=result.format, columns=result.columns,
-                                   column_types=result.column_types, row_count=result.row_count,
-                                   size_bytes=dest.stat().st_size, train_rows=result.row_count,
-                                   **mapping.as_fields())
+            return _version_create(
+                dataset=dataset,
+                path=str(dest),
+                source_name=source_name,
+                source_format=result.format,
+                columns=result.columns,
+                column_types=result.column_types,
+                row_count=result.row_count,
+                size_bytes=dest.stat().st_size,
+                train_rows=result.row_count,
+                **mapping.as_fields(),
+            )
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
@@ -94,9 +110,18 @@ def _display_name(name: str) -> str:
     return name
 
 
-def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, source_name: str = "",
-                   dataset: Dataset | None = None, prompt_column: str = "prompt",
-                   gsm8k_column: str = "", on_progress=None) -> DatasetVersion:
+def dataset_import(
+    *,
+    owner,
+    name: str,
+    stream=None,
+    path: Path | None = None,
+    source_name: str = "",
+    dataset: Dataset | None = None,
+    prompt_column: str = "prompt",
+    gsm8k_column: str = "",
+    on_progress=None,
+) -> DatasetVersion:
     """Validate an uploaded file (JSON lines, JSON, CSV or Parquet; .gz or .zip) and store it as a new version.
 
     The format comes from ``source_name``'s extension and is checked against the file's first bytes. Give the file
@@ -109,16 +134,35 @@ def dataset_import(*, owner, name: str, stream=None, path: Path | None = None, s
         if source is None:
             on_disk = getattr(stream, "temporary_file_path", None)
             source = Path(on_disk()) if on_disk else save_stream(stream, workdir / "upload", options.max_bytes)
-        return import_file_isolated(Path(source), filename=filename, dest=dest, workdir=workdir, options=options,
-                                    limits=_parse_limits(), cwd=settings.BASE_DIR, on_progress=on_progress)
+        return import_file_isolated(
+            Path(source),
+            filename=filename,
+            dest=dest,
+            workdir=workdir,
+            options=options,
+            limits=_parse_limits(),
+            cwd=settings.BASE_DIR,
+            on_progress=on_progress,
+        )
 
-    return _import(convert, owner=owner, name=name, source_name=filename, dataset=dataset,
-                   prompt_column=options.prompt_column)
+    return _import(
+        convert, owner=owner, name=name, source_name=filename, dataset=dataset, prompt_column=options.prompt_column
+    )
 
 
-def dataset_import_hf(*, owner, name: str, local_path: str = "", hub_id: str = "", config: str = "",
-                      split: str = "", dataset: Dataset | None = None, prompt_column: str = "prompt",
-                      gsm8k_column: str = "", on_progress=None) -> DatasetVersion:
+def dataset_import_hf(
+    *,
+    owner,
+    name: str,
+    local_path: str = "",
+    hub_id: str = "",
+    config: str = "",
+    split: str = "",
+    dataset: Dataset | None = None,
+    prompt_column: str = "prompt",
+    gsm8k_column: str = "",
+    on_progress=None,
+) -> DatasetVersion:
     """Import a Hugging Face dataset: a folder under ``hf_import_root()`` (saved with ``save_to_disk``, a data
     folder, or one data file), or a hub id + config + split when the server is online. Loaded and checked in a
     child process (runs.datasets.isolated)."""
@@ -126,29 +170,67 @@ def dataset_import_hf(*, owner, name: str, local_path: str = "", hub_id: str = "
     local = local_source(local_path) if local_path else None
     if local is not None:
         if local.is_file():
-            return dataset_import(owner=owner, name=name, path=local, source_name=local.name, dataset=dataset,
-                                  prompt_column=prompt_column, gsm8k_column=gsm8k_column, on_progress=on_progress)
+            return dataset_import(
+                owner=owner,
+                name=name,
+                path=local,
+                source_name=local.name,
+                dataset=dataset,
+                prompt_column=prompt_column,
+                gsm8k_column=gsm8k_column,
+                on_progress=on_progress,
+            )
     source_name = local.name if local else ":".join(x for x in (hub_id, config, split) if x)
 
     def convert(dest: Path, workdir: Path) -> ImportResult:
-        return import_hf_isolated(local_path=local, hub_id=hub_id, config=config, split=split, dest=dest,
-                                  workdir=workdir, options=options, limits=_parse_limits(), cwd=settings.BASE_DIR,
-                                  on_progress=on_progress)
+        return import_hf_isolated(
+            local_path=local,
+            hub_id=hub_id,
+            config=config,
+            split=split,
+            dest=dest,
+            workdir=workdir,
+            options=options,
+            limits=_parse_limits(),
+            cwd=settings.BASE_DIR,
+            on_progress=on_progress,
+        )
 
-    return _import(convert, owner=owner, name=name, source_name=source_name, dataset=dataset,
-                   prompt_column=options.prompt_column)
+    return _import(
+        convert, owner=owner, name=name, source_name=source_name, dataset=dataset, prompt_column=options.prompt_column
+    )
 
 
-def dataset_import_hf_start(*, owner, name: str, local_path: str = "", hub_id: str = "", config: str = "",
-                            split: str = "", dataset: Dataset | None = None, prompt_column: str = "prompt",
-                            gsm8k_column: str = "") -> DatasetImport:
+def dataset_import_hf_start(
+    *,
+    owner,
+    name: str,
+    local_path: str = "",
+    hub_id: str = "",
+    config: str = "",
+    split: str = "",
+    dataset: Dataset | None = None,
+    prompt_column: str = "prompt",
+    gsm8k_column: str = "",
+) -> DatasetImport:
     """Check what can be checked at once (the path is under an import root and exists), then queue the import for a
     worker (workers.tasks.dataset_import); its page follows it."""
     local = str(local_source(local_path)) if local_path else ""
     with transaction.atomic():
-        job = DatasetImport.objects.create(owner=owner, dataset=dataset, name=name, source={
-            "local_path": local, "hub_id": hub_id, "config": config, "split": split, "prompt_column": prompt_column,
-            "gsm8k_column": gsm8k_column}, progress="waiting for a worker")
+        job = DatasetImport.objects.create(
+            owner=owner,
+            dataset=dataset,
+            name=name,
+            source={
+                "local_path": local,
+                "hub_id": hub_id,
+                "config": config,
+                "split": split,
+                "prompt_column": prompt_column,
+                "gsm8k_column": gsm8k_column,
+            },
+            progress="waiting for a worker",
+        )
         transaction.on_commit(lambda: queues.enqueue(queues.DATASET_IMPORT, args=[job.pk]))
     return job
 
@@ -168,10 +250,18 @@ def dataset_import_job_run(*, job_id: int) -> DatasetImport | None:
 
     source = job.source
     try:
-        version = dataset_import_hf(owner=job.owner, name=job.name, dataset=job.dataset,
-                                    local_path=source["local_path"], hub_id=source["hub_id"], config=source["config"],
-                                    split=source["split"], prompt_column=source["prompt_column"],
-                                    gsm8k_column=source["gsm8k_column"], on_progress=progress)
+        version = dataset_import_hf(
+            owner=job.owner,
+            name=job.name,
+            dataset=job.dataset,
+            local_path=source["local_path"],
+            hub_id=source["hub_id"],
+            config=source["config"],
+            split=source["split"],
+            prompt_column=source["prompt_column"],
+            gsm8k_column=source["gsm8k_column"],
+            on_progress=progress,
+        )
     except DatasetError as exc:
         job.status, job.errors = DatasetImport.Status.FAILED, exc.errors
     except Exception as exc:  # a job must end with its state told, whatever went wrong
@@ -221,14 +311,24 @@ def dataset_version_map(*, version: DatasetVersion, mapping: Mapping) -> Dataset
         raise DatasetError(check.errors)
     with transaction.atomic():
         return _version_create(
-            dataset=version.dataset, path=version.path, source_name=version.source_name,
-            source_format=version.source_format, based_on=version, columns=version.columns,
-            column_types=version.column_types, row_count=version.row_count, size_bytes=version.size_bytes,
-            train_rows=check.train_rows, eval_rows=check.eval_rows, **mapping.as_fields())
+            dataset=version.dataset,
+            path=version.path,
+            source_name=version.source_name,
+            source_format=version.source_format,
+            based_on=version,
+            columns=version.columns,
+            column_types=version.column_types,
+            row_count=version.row_count,
+            size_bytes=version.size_bytes,
+            train_rows=check.train_rows,
+            eval_rows=check.eval_rows,
+            **mapping.as_fields(),
+        )
 
 
-def version_training_file(*, version: DatasetVersion, out: Path, split: str = "train",
-                          extra_columns: tuple[str, ...] = ()) -> str:
+def version_training_file(
+    *, version: DatasetVersion, out: Path, split: str = "train", extra_columns: tuple[str, ...] = ()
+) -> str:
     """Write a split ("train", "eval" or "all") of a version as the training program reads it (``prompt`` + reward
     columns, + ``extra_columns`` the version has); return the path."""
     extra = tuple(c for c in extra_columns if c in version.columns)

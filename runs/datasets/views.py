@@ -47,23 +47,36 @@ def _dataset_upload(request, pk):
     # a new version changes the dataset: its owner, or a team that shares it for writing
     dataset = get_object_or_404(Dataset.objects.visible_to(request.user, write=True), pk=pk) if pk else None
     source = request.POST.get("source", "file") if request.method == "POST" else None  # one page, two forms
-    forms = {"file": DatasetUploadForm(request.POST if source == "file" else None,
-                                       request.FILES if source == "file" else None, dataset=dataset),
-             "hf": DatasetHubForm(request.POST if source == "hf" else None, dataset=dataset, prefix="hf")}
+    forms = {
+        "file": DatasetUploadForm(
+            request.POST if source == "file" else None, request.FILES if source == "file" else None, dataset=dataset
+        ),
+        "hf": DatasetHubForm(request.POST if source == "hf" else None, dataset=dataset, prefix="hf"),
+    }
     form = forms.get(source)
     errors = []
     if getattr(request, "upload_too_large", False):
         errors = [f"the file is larger than the upload limit ({settings.GRPO_MAX_UPLOAD_BYTES} bytes)"]
     elif form is not None and form.is_valid():
         data = form.cleaned_data
-        common = dict(owner=request.user, name=data.get("name", ""), dataset=dataset,
-                      prompt_column=data["prompt_column"], gsm8k_column=data["gsm8k_column"].strip())
+        common = dict(
+            owner=request.user,
+            name=data.get("name", ""),
+            dataset=dataset,
+            prompt_column=data["prompt_column"],
+            gsm8k_column=data["gsm8k_column"].strip(),
+        )
         try:
             if source == "file":
                 version = dataset_import(stream=data["file"], source_name=data["file"].name, **common)
             else:
-                job = dataset_import_hf_start(local_path=data["local_path"], hub_id=data["hub_id"],
-                                              config=data["config"], split=data["split"], **common)
+                job = dataset_import_hf_start(
+                    local_path=data["local_path"],
+                    hub_id=data["hub_id"],
+                    config=data["config"],
+                    split=data["split"],
+                    **common,
+                )
         except DatasetError as exc:
             errors = exc.errors
         else:
@@ -71,10 +84,18 @@ def _dataset_upload(request, pk):
                 return redirect(job)
             messages.success(request, f"Imported {version.row_count} rows as version {version.number}.")
             return redirect(version)
-    return render(request, "datasets/dataset_upload.html", {
-        "upload_form": forms["file"], "hub_form": forms["hf"], "errors": errors, "dataset": dataset,
-        "import_roots": settings.GRPO_IMPORT_ROOTS,
-    }, status=400 if errors or (form is not None and form.errors) else 200)
+    return render(
+        request,
+        "datasets/dataset_upload.html",
+        {
+            "upload_form": forms["file"],
+            "hub_form": forms["hf"],
+            "errors": errors,
+            "dataset": dataset,
+            "import_roots": settings.GRPO_IMPORT_ROOTS,
+        },
+        status=400 if errors or (form is not None and form.errors) else 200,
+    )
 
 
 def _owned_import(request, pk) -> DatasetImport:
@@ -89,9 +110,16 @@ def dataset_import_detail(request, pk):
 @require_GET
 def dataset_import_json(request, pk):
     job = _owned_import(request, pk)
-    return JsonResponse({"status": job.status, "progress": job.progress, "rows_done": job.rows_done,
-                         "errors": job.errors, "finished": job.is_finished,
-                         "version_url": job.version.get_absolute_url() if job.version else None})
+    return JsonResponse(
+        {
+            "status": job.status,
+            "progress": job.progress,
+            "rows_done": job.rows_done,
+            "errors": job.errors,
+            "finished": job.is_finished,
+            "version_url": job.version.get_absolute_url() if job.version else None,
+        }
+    )
 
 
 def _visible_version(request, pk, number=None, *, write: bool = False) -> DatasetVersion:
@@ -113,11 +141,21 @@ def dataset_detail(request, pk, number=None):
     rows = selectors.dataset_rows(version, q=q, page=page)
     versions = selectors.dataset_versions(version.dataset)
     base = request.path + "?" + (urlencode({"q": q}) + "&" if q else "")
-    return render(request, "datasets/dataset_detail.html", {
-        "dataset": version.dataset, "version": version, "versions": versions, "latest": versions[0].pk == version.pk,
-        "rows": rows, "q": q, "page_url": base + "page=",
-        "share_url": reverse("dataset_share", args=[version.dataset.pk]), **share_context(version.dataset, request.user),
-    })
+    return render(
+        request,
+        "datasets/dataset_detail.html",
+        {
+            "dataset": version.dataset,
+            "version": version,
+            "versions": versions,
+            "latest": versions[0].pk == version.pk,
+            "rows": rows,
+            "q": q,
+            "page_url": base + "page=",
+            "share_url": reverse("dataset_share", args=[version.dataset.pk]),
+            **share_context(version.dataset, request.user),
+        },
+    )
 
 
 def dataset_mapping(request, pk, number):
@@ -145,6 +183,15 @@ def dataset_mapping(request, pk, number):
             preview = selectors.dataset_preview(version, mapping, model=model)
         except DatasetError as exc:
             errors = exc.errors
-    return render(request, "datasets/dataset_mapping.html", {
-        "dataset": version.dataset, "version": version, "form": form, "errors": errors, "preview": preview,
-    }, status=400 if errors or form.errors else 200)
+    return render(
+        request,
+        "datasets/dataset_mapping.html",
+        {
+            "dataset": version.dataset,
+            "version": version,
+            "form": form,
+            "errors": errors,
+            "preview": preview,
+        },
+        status=400 if errors or form.errors else 200,
+    )

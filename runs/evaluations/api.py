@@ -17,8 +17,11 @@ router = Router()
 
 
 class EvaluationIn(Schema):
-    model: str | None = Field(None, description="One of the run page's model choices (base by default; the final "
-                                                "model, a checkpoint, or another model with model_path).")
+    model: str | None = Field(
+        None,
+        description="One of the run page's model choices (base by default; the final "
+        "model, a checkpoint, or another model with model_path).",
+    )
     model_path: str = ""
     dataset_version: int = Field(description="A dataset version id you may see.")
     split: str = "eval"
@@ -29,15 +32,23 @@ class EvaluationIn(Schema):
     eval_threshold: float | None = None
 
 
-@router.get("/runs/{int:run_id}/evaluations", response=dict, tags=["evaluations"],
-            summary="Every evaluation of the run with mean@k, pass@k, maj@k, greedy and the change against the base")
+@router.get(
+    "/runs/{int:run_id}/evaluations",
+    response=dict,
+    tags=["evaluations"],
+    summary="Every evaluation of the run with mean@k, pass@k, maj@k, greedy and the change against the base",
+)
 def run_evaluations(request, run_id: int):
     run = visible_run(request, run_id)
     return {"reward_names": run.reward_names, **evaluation_selectors.run_evaluations(run)}
 
 
-@router.post("/runs/{int:run_id}/evaluations", response={202: dict, 400: Errors}, tags=["evaluations"],
-             summary="Queue a standalone evaluation of one of the run's models")
+@router.post(
+    "/runs/{int:run_id}/evaluations",
+    response={202: dict, 400: Errors},
+    tags=["evaluations"],
+    summary="Queue a standalone evaluation of one of the run's models",
+)
 def run_evaluate(request, run_id: int, body: EvaluationIn):
     run = writable_run(request, run_id)
     # what the caller leaves out takes the run page's defaults (the run's own evaluation settings)
@@ -49,5 +60,12 @@ def run_evaluate(request, run_id: int, body: EvaluationIn):
         evaluation = evaluation_create(run=run, **form.evaluation_args())
     except EvaluationRefused as exc:
         return Status(400, {"errors": exc.errors})
-    return Status(202, {"id": evaluation.pk, "label": evaluation.label, "status": evaluation.status,
-                 "url": reverse("evaluation_detail", args=[run.pk, evaluation.pk])})
+    return Status(
+        202,
+        {
+            "id": evaluation.pk,
+            "label": evaluation.label,
+            "status": evaluation.status,
+            "url": reverse("evaluation_detail", args=[run.pk, evaluation.pk]),
+        },
+    )

@@ -16,12 +16,21 @@ class EvaluationForm(forms.Form):
     """A standalone evaluation of one of ``run``'s models (runs.evaluations.services.evaluation_create). The settings start at
     the run's own evaluation settings, so a standalone result compares with the periodic ones."""
 
-    SETTINGS = {"eval_num_samples": "k", "eval_max_prompts": "max prompts", "eval_temperature": "temperature",
-                "eval_solved_by": "solved by", "eval_threshold": "threshold"}
+    SETTINGS = {
+        "eval_num_samples": "k",
+        "eval_max_prompts": "max prompts",
+        "eval_temperature": "temperature",
+        "eval_solved_by": "solved by",
+        "eval_threshold": "threshold",
+    }
 
     model = forms.ChoiceField(label="model")
-    model_path = forms.CharField(max_length=500, required=False, label="model path",
-                                 help_text="With 'another model': a model folder on the worker, or a hub id.")
+    model_path = forms.CharField(
+        max_length=500,
+        required=False,
+        label="model path",
+        help_text="With 'another model': a model folder on the worker, or a hub id.",
+    )
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), label="dataset")
     split = forms.ChoiceField(choices=list(EVAL_SPLITS.items()), label="split")
 
@@ -30,23 +39,40 @@ class EvaluationForm(forms.Form):
         self.run, self.settings = run, eval_settings(run)
         self.fields["model"].choices = model_choices(run)
         versions = self.fields["dataset_version"]
-        versions.queryset = (DatasetVersion.objects.filter(dataset__owner=run.owner).select_related("dataset")
-                             .order_by("-created_at"))
+        versions.queryset = (
+            DatasetVersion.objects.filter(dataset__owner=run.owner).select_related("dataset").order_by("-created_at")
+        )
         versions.label_from_instance = lambda v: f"{v} ({v.eval_rows} eval rows, {v.row_count} in all)"
         for name, label in self.SETTINGS.items():
             f = EVAL_FIELDS[name]
             if name == "eval_solved_by":
-                self.fields[name] = forms.ChoiceField(required=False, help_text=f.metadata["help"], choices=[
-                    ("", "default"), *[(n, n) for n in run.reward_names], ("reward", "reward (weighted total)")])
+                self.fields[name] = forms.ChoiceField(
+                    required=False,
+                    help_text=f.metadata["help"],
+                    choices=[
+                        ("", "default"),
+                        *[(n, n) for n in run.reward_names],
+                        ("reward", "reward (weighted total)"),
+                    ],
+                )
             else:
                 self.fields[name] = config_field(name, f)
             self.fields[name].label = label
-        self.initial = {"model": "base", "dataset_version": run.dataset_version_id,
-                        "split": "eval" if run.dataset_version.eval_rows else "all",
-                        **{name: getattr(self.settings, name) for name in self.SETTINGS}, **self.initial}
+        self.initial = {
+            "model": "base",
+            "dataset_version": run.dataset_version_id,
+            "split": "eval" if run.dataset_version.eval_rows else "all",
+            **{name: getattr(self.settings, name) for name in self.SETTINGS},
+            **self.initial,
+        }
 
     def evaluation_args(self) -> dict:
         """evaluation_create's arguments."""
         d = self.cleaned_data
-        return {"model": d["model"], "model_path": d["model_path"], "dataset_version": d["dataset_version"],
-                "split": d["split"], "settings": replace(self.settings, **{name: d[name] for name in self.SETTINGS})}
+        return {
+            "model": d["model"],
+            "model_path": d["model_path"],
+            "dataset_version": d["dataset_version"],
+            "split": d["split"],
+            "settings": replace(self.settings, **{name: d[name] for name in self.SETTINGS}),
+        }

@@ -20,11 +20,24 @@ DELTA_METRICS = ("mean@k", "pass@k", "maj@k", "greedy", "reward_mean@k")
 COMPARED_METRICS = ("mean@k", "pass@k", "maj@k", "greedy")
 PROMPTS_PAGE = 20
 CHUNK_ROWS = 2000
-EXPORT_FIELDS = ("prompt_index", "sample", "greedy", "prompt", "completion", "rewards", "reward", "correct", "answer",
-                 "length", "truncated", "columns")
+EXPORT_FIELDS = (
+    "prompt_index",
+    "sample",
+    "greedy",
+    "prompt",
+    "completion",
+    "rewards",
+    "reward",
+    "correct",
+    "answer",
+    "length",
+    "truncated",
+    "columns",
+)
 
 
 # --- a run's evaluations -------------------------------------------------------------------------------------------
+
 
 def _comparable(evaluation: Evaluation) -> tuple:
     """Two evaluations compare when they scored the same prompts by the same rule."""
@@ -36,18 +49,33 @@ def _delta(evaluation: Evaluation, base: Evaluation | None) -> dict | None:
     if base is None:
         return None
     now, then = evaluation.metrics, base.metrics
-    return {"base": base.pk, "base_label": base.label,
-            "metrics": {m: now[m] - then[m] for m in DELTA_METRICS
-                        if now.get(m) is not None and then.get(m) is not None}}
+    return {
+        "base": base.pk,
+        "base_label": base.label,
+        "metrics": {m: now[m] - then[m] for m in DELTA_METRICS if now.get(m) is not None and then.get(m) is not None},
+    }
 
 
 def _row(run: Run, e: Evaluation, base: Evaluation | None) -> dict:
     return {
-        "id": e.pk, "label": e.label, "kind": e.kind, "step": e.step, "model": e.model,
-        "dataset_version": str(e.dataset_version), "dataset_url": e.dataset_version.get_absolute_url(),
-        "split": e.split, "status": e.status, "k": e.k, "solved_by": e.solved_by, "threshold": e.threshold,
-        "prompts": e.prompts, "metrics": e.metrics, "seconds": e.seconds, "error": e.error,
-        "created_at": e.created_at, "finished_at": e.finished_at,
+        "id": e.pk,
+        "label": e.label,
+        "kind": e.kind,
+        "step": e.step,
+        "model": e.model,
+        "dataset_version": str(e.dataset_version),
+        "dataset_url": e.dataset_version.get_absolute_url(),
+        "split": e.split,
+        "status": e.status,
+        "k": e.k,
+        "solved_by": e.solved_by,
+        "threshold": e.threshold,
+        "prompts": e.prompts,
+        "metrics": e.metrics,
+        "seconds": e.seconds,
+        "error": e.error,
+        "created_at": e.created_at,
+        "finished_at": e.finished_at,
         "url": reverse("evaluation_detail", args=[run.pk, e.pk]),
         "jsonl_url": reverse("evaluation_jsonl", args=[run.pk, e.pk]),
         "delta": _delta(e, base),
@@ -74,24 +102,32 @@ def compared_evaluations(runs: list[Run]) -> list[dict]:
     """The runs' completed evaluations, run by run in the comparison's order: checkpoints, runs, and the base model
     before training against the model after it, side by side."""
     order = {run.pk: i for i, run in enumerate(runs)}
-    evaluations = (Evaluation.objects.filter(run__in=runs, status=Evaluation.Status.COMPLETED)
-                   .select_related("run", "dataset_version__dataset"))
-    return [{"evaluation": e, "values": [e.metrics.get(m) for m in COMPARED_METRICS]}
-            for e in sorted(evaluations, key=lambda e: (order[e.run_id], e.created_at, e.pk))]
+    evaluations = Evaluation.objects.filter(run__in=runs, status=Evaluation.Status.COMPLETED).select_related(
+        "run", "dataset_version__dataset"
+    )
+    return [
+        {"evaluation": e, "values": [e.metrics.get(m) for m in COMPARED_METRICS]}
+        for e in sorted(evaluations, key=lambda e: (order[e.run_id], e.created_at, e.pk))
+    ]
 
 
 # --- one evaluation's completions ----------------------------------------------------------------------------------
 
-SHOW = [("", "every prompt"), ("greedy_wrong", "the greedy completion is wrong"),
-        ("unsolved", "no sample solved it (pass@k fails)"), ("maj_wrong", "the majority answer is wrong (maj@k)")]
+SHOW = [
+    ("", "every prompt"),
+    ("greedy_wrong", "the greedy completion is wrong"),
+    ("unsolved", "no sample solved it (pass@k fails)"),
+    ("maj_wrong", "the majority answer is wrong (maj@k)"),
+]
 
 
 class EvalFilterForm(forms.Form):
     show = forms.ChoiceField(choices=SHOW, required=False, label="prompts")
     correct = forms.ChoiceField(choices=YES_NO, required=False, label="correct completions")
     reward_min = forms.FloatField(required=False, label="reward ≥")
-    q = forms.CharField(max_length=200, required=False, label="search",
-                        help_text="Text in the prompt or a completion, any case.")
+    q = forms.CharField(
+        max_length=200, required=False, label="search", help_text="Text in the prompt or a completion, any case."
+    )
     page = forms.IntegerField(min_value=1, required=False, widget=forms.HiddenInput)
 
 
@@ -107,17 +143,20 @@ class Outcome:
 
 
 # the "prompts" filter: which prompts a figure counts as failed
-WRONG = {"greedy_wrong": lambda o: not o.greedy, "unsolved": lambda o: not o.solved,
-         "maj_wrong": lambda o: not o.vote_correct}
+WRONG = {
+    "greedy_wrong": lambda o: not o.greedy,
+    "unsolved": lambda o: not o.solved,
+    "maj_wrong": lambda o: not o.vote_correct,
+}
 
 
 def prompt_outcomes(evaluation: Evaluation) -> dict[int, Outcome]:
     """Each prompt's outcome, from one light read of its completions' correctness and answers."""
     samples: dict[int, list[tuple[int, bool, str | None]]] = {}
     greedy: dict[int, bool] = {}
-    for index, sample, is_greedy, correct, answer in (
-            evaluation.samples.order_by("prompt_index", "sample")
-            .values_list("prompt_index", "sample", "greedy", "correct", "answer")):
+    for index, sample, is_greedy, correct, answer in evaluation.samples.order_by("prompt_index", "sample").values_list(
+        "prompt_index", "sample", "greedy", "correct", "answer"
+    ):
         if is_greedy:
             greedy[index] = correct
         else:  # an answer is stored as "" when the completion had none
@@ -127,9 +166,13 @@ def prompt_outcomes(evaluation: Evaluation) -> dict[int, Outcome]:
         ks = samples.get(index, [])
         vote = majority([answer for _, _, answer in ks])
         voted = ks[vote] if vote is not None else None
-        outcomes[index] = Outcome(greedy=greedy.get(index, False), solved=any(c for _, c, _ in ks),
-                                  vote=voted[0] if voted else None, vote_answer=voted[2] if voted else "",
-                                  vote_correct=bool(voted and voted[1]))
+        outcomes[index] = Outcome(
+            greedy=greedy.get(index, False),
+            solved=any(c for _, c, _ in ks),
+            vote=voted[0] if voted else None,
+            vote_answer=voted[2] if voted else "",
+            vote_correct=bool(voted and voted[1]),
+        )
     return outcomes
 
 
@@ -171,16 +214,19 @@ def evaluation_page(evaluation: Evaluation, data: dict, *, per_page: int = PROMP
     indexes = _prompt_indexes(evaluation, data, outcomes)
     pages = max(1, -(-len(indexes) // per_page))
     number = min(data.get("page") or 1, pages)
-    wanted = indexes[(number - 1) * per_page:number * per_page]
+    wanted = indexes[(number - 1) * per_page : number * per_page]
     names = evaluation.run.reward_names
     prompts: dict[int, dict] = {}
-    for s in (evaluation.samples.filter(_sample_filter(data), prompt_index__in=wanted)
-              .order_by("prompt_index", "sample")):
+    for s in evaluation.samples.filter(_sample_filter(data), prompt_index__in=wanted).order_by(
+        "prompt_index", "sample"
+    ):
         o = outcomes[s.prompt_index]
-        entry = prompts.setdefault(s.prompt_index, {"index": s.prompt_index, "prompt": s.prompt, "outcome": o,
-                                                    "samples": []})
-        entry["samples"].append({"sample": s, "rewards": list(zip(names, s.rewards)),
-                                 "voted": not s.greedy and s.sample == o.vote})
+        entry = prompts.setdefault(
+            s.prompt_index, {"index": s.prompt_index, "prompt": s.prompt, "outcome": o, "samples": []}
+        )
+        entry["samples"].append(
+            {"sample": s, "rewards": list(zip(names, s.rewards)), "voted": not s.greedy and s.sample == o.vote}
+        )
     return PromptsPage(prompts=[prompts[i] for i in wanted], total=len(indexes), number=number, pages=pages)
 
 

@@ -37,6 +37,7 @@ def eval_settings(run: Run) -> EvalFields:
 
 # --- storing results ----------------------------------------------------------------------------------------------
 
+
 def store_eval_event(evaluation: Evaluation, event: dict) -> None:
     """An ``"eval"`` event's figures and completions onto ``evaluation``; samples already stored are kept (a log
     read twice stores nothing twice)."""
@@ -48,26 +49,46 @@ def store_eval_event(evaluation: Evaluation, event: dict) -> None:
     samples = []
     for row in event["rows"]:
         prompt = as_text(row["prompt"])
-        samples.append(EvalSample(
-            evaluation=evaluation, prompt_index=row["prompt_index"], sample=row["sample"], greedy=row["greedy"],
-            prompt=prompt, prompt_key=keys.get(prompt) or keys.setdefault(prompt, prompt_key(prompt)),
-            completion=as_text(row["completion"]), rewards=row["rewards"], reward=row["reward"],
-            correct=row["correct"], answer=(row["answer"] or "")[:200].replace("\x00", ""), length=row["length"],
-            truncated=row["truncated"], columns=json_safe(row.get("columns") or {})))
+        samples.append(
+            EvalSample(
+                evaluation=evaluation,
+                prompt_index=row["prompt_index"],
+                sample=row["sample"],
+                greedy=row["greedy"],
+                prompt=prompt,
+                prompt_key=keys.get(prompt) or keys.setdefault(prompt, prompt_key(prompt)),
+                completion=as_text(row["completion"]),
+                rewards=row["rewards"],
+                reward=row["reward"],
+                correct=row["correct"],
+                answer=(row["answer"] or "")[:200].replace("\x00", ""),
+                length=row["length"],
+                truncated=row["truncated"],
+                columns=json_safe(row.get("columns") or {}),
+            )
+        )
     EvalSample.objects.bulk_create(samples, batch_size=2000, ignore_conflicts=True)
 
 
 def store_periodic(run: Run, event: dict) -> Evaluation:
     """A periodic evaluation from the training run's event log (one per evaluated step)."""
     evaluation, _ = Evaluation.objects.get_or_create(
-        run=run, kind=Evaluation.Kind.PERIODIC, step=event["step"],
-        defaults={"label": event.get("label") or f"step {event['step']}", "model": run.model,
-                  "dataset_version_id": run.dataset_version_id, "settings": run.evaluation})
+        run=run,
+        kind=Evaluation.Kind.PERIODIC,
+        step=event["step"],
+        defaults={
+            "label": event.get("label") or f"step {event['step']}",
+            "model": run.model,
+            "dataset_version_id": run.dataset_version_id,
+            "settings": run.evaluation,
+        },
+    )
     store_eval_event(evaluation, event)
     return evaluation
 
 
 # --- standalone jobs ----------------------------------------------------------------------------------------------
+
 
 def model_choices(run: Run) -> list[tuple[str, str]]:
     """What a standalone evaluation can load for this run: (value, label). The base model; the final model and each
@@ -77,9 +98,10 @@ def model_choices(run: Run) -> list[tuple[str, str]]:
     if (out / "final" / "config.json").is_file():
         choices.append(("final", "final model (after training)"))
     # a LoRA run's checkpoints hold the adapter alone: transformers loads it onto its base model (PEFT)
-    checkpoints = sorted((p for p in out.glob("checkpoint-*")
-                          if (p / "config.json").is_file() or (p / "adapter_config.json").is_file()),
-                         key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else 0)
+    checkpoints = sorted(
+        (p for p in out.glob("checkpoint-*") if (p / "config.json").is_file() or (p / "adapter_config.json").is_file()),
+        key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else 0,
+    )
     choices += [(p.name, p.name) for p in checkpoints]
     choices.append(("path", "another model (a folder or hub id)"))
     return choices
@@ -89,8 +111,7 @@ def _resolve(run: Run, choice: str, path: str) -> tuple[str, str, int | None]:
     """(model to load, label, step) for a model choice."""
     valid = dict(model_choices(run))
     if choice not in valid:
-        raise EvaluationRefused([f"model: '{choice}' is not available for this run "
-                                 f"(choose one of {', '.join(valid)})"])
+        raise EvaluationRefused([f"model: '{choice}' is not available for this run (choose one of {', '.join(valid)})"])
     if choice == "base":
         return resolve_model(run.model), "base model", 0
     if choice == "final":
@@ -104,23 +125,33 @@ def _resolve(run: Run, choice: str, path: str) -> tuple[str, str, int | None]:
     return resolve_model(path), path, None
 
 
-def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_version: DatasetVersion,
-                      split: str = "eval", settings: EvalFields | None = None) -> Evaluation:
+def evaluation_create(
+    *,
+    run: Run,
+    model: str,
+    model_path: str = "",
+    dataset_version: DatasetVersion,
+    split: str = "eval",
+    settings: EvalFields | None = None,
+) -> Evaluation:
     """Validate and queue a standalone evaluation of one model of ``run`` (scored by the run's reward functions)."""
     settings = settings or eval_settings(run)
     errors = []
     if split not in EVAL_SPLITS:
         errors.append(f"split: give one of {', '.join(EVAL_SPLITS)}")
     elif split == "eval" and not dataset_version.eval_rows:
-        errors.append(f"dataset: {dataset_version} has no eval split; choose 'every row' or map an eval split "
-                      f"on the dataset's mapping page")
+        errors.append(
+            f"dataset: {dataset_version} has no eval split; choose 'every row' or map an eval split "
+            f"on the dataset's mapping page"
+        )
     if settings.eval_num_samples < 1:
         errors.append("eval_num_samples: must be at least 1")
     if settings.eval_max_prompts < 0:
         errors.append("eval_max_prompts: must be 0 (all) or more")
     if not run.rewards:  # an SFT run may name none: nothing would score the completions
-        errors.append("rewards: this run names no reward function to score an evaluation; clone it with the "
-                      "rewards that should")
+        errors.append(
+            "rewards: this run names no reward function to score an evaluation; clone it with the rewards that should"
+        )
     try:
         criterion(settings.eval_solved_by, run.reward_names)
     except ValueError as exc:
@@ -133,8 +164,15 @@ def evaluation_create(*, run: Run, model: str, model_path: str = "", dataset_ver
         raise EvaluationRefused(errors)
     with transaction.atomic():
         evaluation = Evaluation.objects.create(
-            run=run, kind=Evaluation.Kind.STANDALONE, step=step, label=label, model=loaded,
-            dataset_version=dataset_version, split=split, settings=asdict(settings))
+            run=run,
+            kind=Evaluation.Kind.STANDALONE,
+            step=step,
+            label=label,
+            model=loaded,
+            dataset_version=dataset_version,
+            split=split,
+            settings=asdict(settings),
+        )
         transaction.on_commit(lambda: _enqueue(evaluation))
     return evaluation
 

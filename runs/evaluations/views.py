@@ -18,8 +18,12 @@ METRICS = ("mean@k", "pass@k", "maj@k", "greedy", "reward_mean@k", "reward_greed
 
 
 def _visible_evaluation(request, pk, evaluation_id) -> Evaluation:
-    return get_object_or_404(Evaluation.objects.select_related("run", "dataset_version__dataset"),
-                             pk=evaluation_id, run_id=pk, run__in=Run.objects.visible_to(request.user))
+    return get_object_or_404(
+        Evaluation.objects.select_related("run", "dataset_version__dataset"),
+        pk=evaluation_id,
+        run_id=pk,
+        run__in=Run.objects.visible_to(request.user),
+    )
 
 
 @require_GET
@@ -36,13 +40,24 @@ def evaluation_detail(request, pk, evaluation_id):
     params = request.GET.copy()
     params.pop("page", None)
     query = params.urlencode()
-    return render(request, "evaluations/evaluation_detail.html", {
-        "run": evaluation.run, "evaluation": evaluation, "form": form, "filter_query": query,
-        "page_url": "?" + (query + "&" if query else "") + "page=",
-        "page": evaluation_selectors.evaluation_page(evaluation, form.cleaned_data) if valid else None,
-        "metrics": [(name.replace("@k", f"@{evaluation.k}"), evaluation.metrics[name])
-                    for name in METRICS if name in evaluation.metrics],
-    }, status=200 if valid else 400)
+    return render(
+        request,
+        "evaluations/evaluation_detail.html",
+        {
+            "run": evaluation.run,
+            "evaluation": evaluation,
+            "form": form,
+            "filter_query": query,
+            "page_url": "?" + (query + "&" if query else "") + "page=",
+            "page": evaluation_selectors.evaluation_page(evaluation, form.cleaned_data) if valid else None,
+            "metrics": [
+                (name.replace("@k", f"@{evaluation.k}"), evaluation.metrics[name])
+                for name in METRICS
+                if name in evaluation.metrics
+            ],
+        },
+        status=200 if valid else 400,
+    )
 
 
 @require_GET
@@ -52,7 +67,9 @@ def evaluation_jsonl(request, pk, evaluation_id):
     form = EvalFilterForm(request.GET)
     if not form.is_valid():
         return JsonResponse({"errors": {k: [str(e) for e in v] for k, v in form.errors.items()}}, status=400)
-    response = StreamingHttpResponse(async_chunks(evaluation_selectors.sample_jsonl(evaluation, form.cleaned_data)),
-                                     content_type="application/x-ndjson")
+    response = StreamingHttpResponse(
+        async_chunks(evaluation_selectors.sample_jsonl(evaluation, form.cleaned_data)),
+        content_type="application/x-ndjson",
+    )
     response["Content-Disposition"] = f'attachment; filename="run-{pk}-evaluation-{evaluation.pk}.jsonl"'
     return response

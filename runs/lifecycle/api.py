@@ -57,53 +57,99 @@ class RunDetail(RunOut):
 
 
 class RunCreateIn(Schema):
-    yaml: str | None = Field(None, description="A run YAML, as the import page and `GET /runs/{id}/config.yaml` "
-                                               "use (TRL GRPOConfig names plus model, dataset_name, reward_funcs; "
-                                               "`trainer: sft` for an SFT run under SFTConfig names).")
+    yaml: str | None = Field(
+        None,
+        description="A run YAML, as the import page and `GET /runs/{id}/config.yaml` "
+        "use (TRL GRPOConfig names plus model, dataset_name, reward_funcs; "
+        "`trainer: sft` for an SFT run under SFTConfig names).",
+    )
     config: dict | None = Field(None, description="The same keys as a mapping, instead of yaml.")
-    queue_anyway: bool = Field(False, description="Queue even while no online worker has the GPUs or vLLM asked "
-                                                  "for.")
+    queue_anyway: bool = Field(False, description="Queue even while no online worker has the GPUs or vLLM asked for.")
 
 
 def _run(run: Run, user, *, reward=None, mean=None) -> dict:
-    return {"id": run.pk, "name": run.name, "owner": run.owner.username, "shared": run.owner_id != user.pk,
-            "status": run.status, "kind": run.kind, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
-            "model": run.model, "dataset": str(run.dataset_version), "dataset_version_id": run.dataset_version_id,
-            "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in run.rewards],
-            "latest_reward": reward, "latest_mean_at_k": mean, "created_at": run.created_at.isoformat(),
-            "url": run.get_absolute_url()}
+    return {
+        "id": run.pk,
+        "name": run.name,
+        "owner": run.owner.username,
+        "shared": run.owner_id != user.pk,
+        "status": run.status,
+        "kind": run.kind,
+        "step": run.step,
+        "total_steps": run.total_steps,
+        "progress": run.progress,
+        "model": run.model,
+        "dataset": str(run.dataset_version),
+        "dataset_version_id": run.dataset_version_id,
+        "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in run.rewards],
+        "latest_reward": reward,
+        "latest_mean_at_k": mean,
+        "created_at": run.created_at.isoformat(),
+        "url": run.get_absolute_url(),
+    }
 
 
 def _run_detail(run: Run, user) -> dict:
-    return {**_run(run, user), "config": run.config, "config_extra": run.config_extra, "evaluation": run.evaluation,
-            "error": run.error, "resumable": run.resumable, "checkpoint_step": run.checkpoint_step,
-            "attempt": run.attempt, "worker": run.worker_name, "engine": run.engine, "num_workers": run.num_workers, "reward_faults": run.reward_faults,
-            "steps": rollout_selectors.rollout_steps(run),
-            "started_at": run.started_at.isoformat() if run.started_at else None,
-            "finished_at": run.finished_at.isoformat() if run.finished_at else None}
+    return {
+        **_run(run, user),
+        "config": run.config,
+        "config_extra": run.config_extra,
+        "evaluation": run.evaluation,
+        "error": run.error,
+        "resumable": run.resumable,
+        "checkpoint_step": run.checkpoint_step,
+        "attempt": run.attempt,
+        "worker": run.worker_name,
+        "engine": run.engine,
+        "num_workers": run.num_workers,
+        "reward_faults": run.reward_faults,
+        "steps": rollout_selectors.rollout_steps(run),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
 
 
 @router.get("/runs", response=list[RunOut], tags=["runs"], summary="Runs you may see, as the dashboard lists them")
-def runs_list(request, q: str = Query("", max_length=200, description="search name, model and dataset"),
-              status: str = Query("", description="queued, running, completed, failed or cancelled"),
-              dataset: str = Query("", description="a dataset id"), model: str = Query("", max_length=500),
-              scope: str = Query("", description="'mine', 'shared', or empty for both"),
-              team: str = Query("", description="a team id: runs shared with that team"),
-              sort: str = Query("-created", description="one of " + ", ".join(SORTS) + "; a leading - reverses"),
-              limit: int = Query(200, ge=1, le=1000)):
-    clean = {k: v.replace("\x00", "") for k, v in
-             {"q": q, "status": status, "dataset": dataset, "model": model, "scope": scope, "team": team,
-              "sort": sort}.items()}
+def runs_list(
+    request,
+    q: str = Query("", max_length=200, description="search name, model and dataset"),
+    status: str = Query("", description="queued, running, completed, failed or cancelled"),
+    dataset: str = Query("", description="a dataset id"),
+    model: str = Query("", max_length=500),
+    scope: str = Query("", description="'mine', 'shared', or empty for both"),
+    team: str = Query("", description="a team id: runs shared with that team"),
+    sort: str = Query("-created", description="one of " + ", ".join(SORTS) + "; a leading - reverses"),
+    limit: int = Query(200, ge=1, le=1000),
+):
+    clean = {
+        k: v.replace("\x00", "")
+        for k, v in {
+            "q": q,
+            "status": status,
+            "dataset": dataset,
+            "model": model,
+            "scope": scope,
+            "team": team,
+            "sort": sort,
+        }.items()
+    }
     table = dashboard_runs(request.user, limit=limit, **clean)
     return [_run(row.run, request.user, reward=row.reward, mean=row.mean_at_k) for row in table.rows]
 
 
-@router.post("/runs", response={201: RunDetail, 400: Errors}, tags=["runs"],
-             summary="Start a run from a run YAML (or the same keys as JSON)")
+@router.post(
+    "/runs",
+    response={201: RunDetail, 400: Errors},
+    tags=["runs"],
+    summary="Start a run from a run YAML (or the same keys as JSON)",
+)
 def run_start(request, body: RunCreateIn):
     try:
-        run = run_create(owner=request.user, spec=RunSpec.from_api(yaml_text=body.yaml, config=body.config,
-                                                                   owner=request.user), queue_anyway=body.queue_anyway)
+        run = run_create(
+            owner=request.user,
+            spec=RunSpec.from_api(yaml_text=body.yaml, config=body.config, owner=request.user),
+            queue_anyway=body.queue_anyway,
+        )
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _run_detail(run, request.user))
@@ -123,26 +169,45 @@ def _change(request, run_id: int, action) -> Status:
     return Status(200, _run_detail(run, request.user))
 
 
-@router.post("/runs/{int:run_id}/cancel", response={200: RunDetail, 400: Errors}, tags=["runs"],
-             summary="Cancel a queued or running run (training stops within seconds)")
+@router.post(
+    "/runs/{int:run_id}/cancel",
+    response={200: RunDetail, 400: Errors},
+    tags=["runs"],
+    summary="Cancel a queued or running run (training stops within seconds)",
+)
 def run_cancel_api(request, run_id: int):
     return _change(request, run_id, run_cancel)
 
 
-@router.post("/runs/{int:run_id}/resume", response={200: RunDetail, 400: Errors}, tags=["runs"],
-             summary="Resume a failed or cancelled run from its last checkpoint")
+@router.post(
+    "/runs/{int:run_id}/resume",
+    response={200: RunDetail, 400: Errors},
+    tags=["runs"],
+    summary="Resume a failed or cancelled run from its last checkpoint",
+)
 def run_resume_api(request, run_id: int):
     return _change(request, run_id, run_resume)
 
 
-@router.post("/runs/{int:run_id}/retry", response={200: RunDetail, 400: Errors}, tags=["runs"],
-             summary="Start a finished run again from scratch")
+@router.post(
+    "/runs/{int:run_id}/retry",
+    response={200: RunDetail, 400: Errors},
+    tags=["runs"],
+    summary="Start a finished run again from scratch",
+)
 def run_retry_api(request, run_id: int):
     return _change(request, run_id, run_retry)
 
 
-@router.get("/runs/{int:run_id}/config.yaml", tags=["runs"], summary="The run as a YAML that POST /runs takes back",
-            openapi_extra={"responses": {200: {"description": "The run YAML", "content": {
-                "application/yaml": {"schema": {"type": "string"}}}}}})
+@router.get(
+    "/runs/{int:run_id}/config.yaml",
+    tags=["runs"],
+    summary="The run as a YAML that POST /runs takes back",
+    openapi_extra={
+        "responses": {
+            200: {"description": "The run YAML", "content": {"application/yaml": {"schema": {"type": "string"}}}}
+        }
+    },
+)
 def run_config_yaml(request, run_id: int):
     return HttpResponse(run_yaml(visible_run(request, run_id)), content_type="application/yaml; charset=utf-8")

@@ -24,8 +24,10 @@ def config_diff(run_a: Run, run_b: Run) -> list[dict]:
     ``field`` is ``model``, ``dataset_version``, ``<reward name> version``, ``<reward name> weight`` or a GRPOConfig
     field name. Values are what a page shows: the model id, ``"<dataset> v<number>"``, ``"v<number>"``, the weight, the
     config value; ``None`` where a run does not use that reward (or lacks an extra config field)."""
-    return [{"field": row["field"], "kind": row["kind"], "a": row["values"][0], "b": row["values"][1]}
-            for row in config_table([run_a, run_b])]
+    return [
+        {"field": row["field"], "kind": row["kind"], "a": row["values"][0], "b": row["values"][1]}
+        for row in config_table([run_a, run_b])
+    ]
 
 
 def config_table(runs: list[Run]) -> list[dict]:
@@ -35,8 +37,9 @@ def config_table(runs: list[Run]) -> list[dict]:
     setups = [_setup(run) for run in runs]
     for i, setup in enumerate(setups):
         for field, (kind, key, shown) in setup.items():
-            row = rows.setdefault(field, {"field": field, "kind": kind, "keys": [MISSING] * len(runs),
-                                          "values": [MISSING] * len(runs)})
+            row = rows.setdefault(
+                field, {"field": field, "kind": kind, "keys": [MISSING] * len(runs), "values": [MISSING] * len(runs)}
+            )
             row["keys"][i], row["values"][i] = key, shown
     order = {"model": 0, "dataset": 1, "reward": 2, "config": 3}
     differing = [row for row in rows.values() if len(set(map(_hashable, row["keys"]))) > 1]

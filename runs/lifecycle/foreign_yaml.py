@@ -17,20 +17,45 @@ from pathlib import PurePosixPath
 from workers.training.protocol.config import GRPO_FIELDS
 from workers.training.protocol.verl_keys import flatten, from_verl
 
-OWN_KEYS = ("name", "dataset_name", "dataset_version", "reward_funcs", "reward_weights", "reward_versions",
-            "requested_gpus", "system_prompt", "dataset_prompt_column")
+OWN_KEYS = (
+    "name",
+    "dataset_name",
+    "dataset_version",
+    "reward_funcs",
+    "reward_weights",
+    "reward_versions",
+    "requested_gpus",
+    "system_prompt",
+    "dataset_prompt_column",
+)
 # Oumi's training.* names that differ from TRL's
 OUMI_RENAMED = {"enable_gradient_checkpointing": "gradient_checkpointing", "reward_functions": "reward_funcs"}
 OUMI_TRAINERS = {"TRL_GRPO": "grpo", "VERL_GRPO": "verl"}
 # Oumi keys about its own machinery (logging, compile, data loading): grpo-web decides these for every run
-OUMI_MANAGED = {"trainer_type", "output_dir", "logging_steps", "enable_wandb", "enable_tensorboard", "enable_mlflow",
-                "log_model_summary", "include_performance_metrics", "dataloader_num_workers",
-                "dataloader_prefetch_factor", "compile", "ddp_find_unused_parameters", "gradient_checkpointing_kwargs",
-                "run_name", "logging_strategy", "save_final_model", "optimizer", "try_resume_from_last_checkpoint"}
+OUMI_MANAGED = {
+    "trainer_type",
+    "output_dir",
+    "logging_steps",
+    "enable_wandb",
+    "enable_tensorboard",
+    "enable_mlflow",
+    "log_model_summary",
+    "include_performance_metrics",
+    "dataloader_num_workers",
+    "dataloader_prefetch_factor",
+    "compile",
+    "ddp_find_unused_parameters",
+    "gradient_checkpointing_kwargs",
+    "run_name",
+    "logging_strategy",
+    "save_final_model",
+    "optimizer",
+    "try_resume_from_last_checkpoint",
+}
 
 
 def kind_of(data: dict) -> str | None:
-    """"verl", "oumi", or None (a TRL config)."""
+    """ "verl", "oumi", or None (a TRL config)."""
     if not isinstance(data, dict):
         return None
     if isinstance(data.get("training"), dict) and "trainer_type" in data["training"]:
@@ -57,14 +82,18 @@ def from_verl_yaml(data: dict) -> tuple[dict, list[str], list[str]]:
         train = train[0] if isinstance(train, list) and train else train
         if isinstance(train, str) and train:
             out["dataset_name"] = PurePosixPath(train).parent.name or PurePosixPath(train).stem
-            notes.append(f"data.train_files: {train!r} read as your dataset {out['dataset_name']!r} (its version's "
-                         f"rows are written in verl's parquet layout for the run); set dataset_name to pick another")
+            notes.append(
+                f"data.train_files: {train!r} read as your dataset {out['dataset_name']!r} (its version's "
+                f"rows are written in verl's parquet layout for the run); set dataset_name to pick another"
+            )
     if "reward_funcs" not in own:
         name = flat.get("reward.custom_reward_function.name") or flat.get("custom_reward_function.name")
         if flat.get("reward.custom_reward_function.path") or flat.get("custom_reward_function.path"):
             out["reward_funcs"] = [name or "compute_score"]
-            notes.append(f"custom_reward_function: read as your reward function {name!r}; grpo-web runs it in its "
-                         f"sandbox with TRL's contract (completions, **columns), bridged to verl's compute_score")
+            notes.append(
+                f"custom_reward_function: read as your reward function {name!r}; grpo-web runs it in its "
+                f"sandbox with TRL's contract (completions, **columns), bridged to verl's compute_score"
+            )
     out.update(own)
     return out, notes, errors
 

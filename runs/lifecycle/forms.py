@@ -19,14 +19,50 @@ from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, TOKEN_FIE
 
 # GRPOConfig fields not offered as they are: grpo-web sets them for every run (workers/training/train.py), takes them from
 # another part of the form (the rewards table's weights), or does not apply them (runs.lifecycle.trl_yaml notes why)
-NOT_ON_FORM = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
-               "use_cpu", "dataloader_num_workers", "run_name", "logging_dir", "overwrite_output_dir", "reward_weights",
-               "resume_from_checkpoint", "push_to_hub", "hub_model_id", "hub_strategy", "hub_token",
-               "hub_private_repo", "hub_revision", "hub_always_push", "vllm_server_host", "vllm_server_port",
-               "vllm_server_base_url", "eval_strategy", "do_eval", "do_train", "do_predict", "trust_remote_code",
-               "local_rank", "deepspeed", "fsdp", "fsdp_config", "accelerator_config", "parallelism_config",
-               "log_completions_hub_repo", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
-               "project", "eval_steps", "bf16", "fp16"}
+NOT_ON_FORM = {
+    "output_dir",
+    "logging_steps",
+    "logging_strategy",
+    "report_to",
+    "save_strategy",
+    "disable_tqdm",
+    "use_cpu",
+    "dataloader_num_workers",
+    "run_name",
+    "logging_dir",
+    "overwrite_output_dir",
+    "reward_weights",
+    "resume_from_checkpoint",
+    "push_to_hub",
+    "hub_model_id",
+    "hub_strategy",
+    "hub_token",
+    "hub_private_repo",
+    "hub_revision",
+    "hub_always_push",
+    "vllm_server_host",
+    "vllm_server_port",
+    "vllm_server_base_url",
+    "eval_strategy",
+    "do_eval",
+    "do_train",
+    "do_predict",
+    "trust_remote_code",
+    "local_rank",
+    "deepspeed",
+    "fsdp",
+    "fsdp_config",
+    "accelerator_config",
+    "parallelism_config",
+    "log_completions_hub_repo",
+    "trackio_space_id",
+    "trackio_bucket_id",
+    "trackio_static_space_id",
+    "project",
+    "eval_steps",
+    "bf16",
+    "fp16",
+}
 
 
 def _trl_form_field(f: dict) -> forms.Field:
@@ -72,27 +108,54 @@ class RunForm(forms.Form):
     the evaluations only). ``run`` pre-fills everything from an existing run (clone with edits)."""
 
     name = forms.CharField(max_length=200)
-    model = forms.CharField(max_length=500, initial="tiny",
-                            help_text="'tiny' for the local demo model ('tiny-sft': the same after a short cold-start "
-                                      "SFT, it answers now and then), a local path, or a Hugging Face hub id.")
+    model = forms.CharField(
+        max_length=500,
+        initial="tiny",
+        help_text="'tiny' for the local demo model ('tiny-sft': the same after a short cold-start "
+        "SFT, it answers now and then), a local path, or a Hugging Face hub id.",
+    )
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none())
-    requested_gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, label="GPUs",
-                                        help_text="0 runs on a CPU worker; N waits for a worker with N GPUs.")
-    engine = forms.ChoiceField(choices=[("local", "local"), ("ray", "Ray")], initial="local", label="Engine", required=False,
-                               help_text="local: one worker trains the run on its own machine (one process per GPU). "
-                                         "Ray: a worker started with RAY_ADDRESS submits it to its Ray cluster as a "
-                                         "Ray job (README \"Scale out\").")
-    num_workers = forms.IntegerField(min_value=1, max_value=256, initial=1, label="Ray workers",
-                                     required=False,
-                                     help_text="Ray Train workers of a Ray run, trained as one DDP group (each with "
-                                               "a GPU when the run asks for GPUs); 1 for a local run.")
-    trainer = forms.ChoiceField(choices=[("trl", "TRL"), ("verl", "verl")], initial="trl", required=False,
-                                help_text="TRL's GRPOTrainer, or verl's GRPO on Ray with vLLM rollout (GPU workers "
-                                          "with verl and vLLM); the same fields, translated to verl's keys.")
-    queue_anyway = forms.BooleanField(required=False, label="Queue anyway",
-                                      help_text="Queue even though no online worker has these GPUs or vLLM yet.")
-    config_extra = JSONObjectField(required=False, initial=dict, widget=forms.HiddenInput,
-                                   help_text="Further GRPOConfig fields from an imported TRL config.")
+    requested_gpus = forms.IntegerField(
+        min_value=0,
+        max_value=64,
+        initial=0,
+        label="GPUs",
+        help_text="0 runs on a CPU worker; N waits for a worker with N GPUs.",
+    )
+    engine = forms.ChoiceField(
+        choices=[("local", "local"), ("ray", "Ray")],
+        initial="local",
+        label="Engine",
+        required=False,
+        help_text="local: one worker trains the run on its own machine (one process per GPU). "
+        "Ray: a worker started with RAY_ADDRESS submits it to its Ray cluster as a "
+        'Ray job (README "Scale out").',
+    )
+    num_workers = forms.IntegerField(
+        min_value=1,
+        max_value=256,
+        initial=1,
+        label="Ray workers",
+        required=False,
+        help_text="Ray Train workers of a Ray run, trained as one DDP group (each with "
+        "a GPU when the run asks for GPUs); 1 for a local run.",
+    )
+    trainer = forms.ChoiceField(
+        choices=[("trl", "TRL"), ("verl", "verl")],
+        initial="trl",
+        required=False,
+        help_text="TRL's GRPOTrainer, or verl's GRPO on Ray with vLLM rollout (GPU workers "
+        "with verl and vLLM); the same fields, translated to verl's keys.",
+    )
+    queue_anyway = forms.BooleanField(
+        required=False, label="Queue anyway", help_text="Queue even though no online worker has these GPUs or vLLM yet."
+    )
+    config_extra = JSONObjectField(
+        required=False,
+        initial=dict,
+        widget=forms.HiddenInput,
+        help_text="Further GRPOConfig fields from an imported TRL config.",
+    )
 
     def __init__(self, *args, owner, run=None, imported=None, kind="grpo", **kwargs):
         super().__init__(*args, **kwargs)
@@ -106,55 +169,89 @@ class RunForm(forms.Form):
             self.initial["dataset_version"] = latest.pk if latest else None
         # the user's own functions first, then those teams share with them (a shared one may carry the same name)
         visible = sorted(
-            (rf for rf in RewardFunction.objects.visible_to(owner).select_related("owner").prefetch_related("versions")
-             if rf.versions.all()), key=lambda rf: (rf.owner_id != owner.pk, rf.name, rf.pk))
+            (
+                rf
+                for rf in RewardFunction.objects.visible_to(owner).select_related("owner").prefetch_related("versions")
+                if rf.versions.all()
+            ),
+            key=lambda rf: (rf.owner_id != owner.pk, rf.name, rf.pk),
+        )
         self.reward_functions = [rf for rf in visible if rf.kind == RewardFunction.Kind.REWARD]
         # tools (TRL's tools): the user's and shared ones, pinned to a version, and the library's
-        self.tool_functions = [rf for rf in visible if rf.kind == RewardFunction.Kind.TOOL] if self.kind != "sft" else []
+        self.tool_functions = (
+            [rf for rf in visible if rf.kind == RewardFunction.Kind.TOOL] if self.kind != "sft" else []
+        )
         for rf in self.tool_functions:
             numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
             self.fields[f"tool_{rf.pk}"] = forms.BooleanField(
-                required=False, label=rf.name, widget=forms.CheckboxInput(attrs={"aria-label": f"use tool {rf.name}"}))
+                required=False, label=rf.name, widget=forms.CheckboxInput(attrs={"aria-label": f"use tool {rf.name}"})
+            )
             self.fields[f"tool_version_{rf.pk}"] = forms.TypedChoiceField(
-                choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version",
-                widget=forms.Select(attrs={"aria-label": f"tool {rf.name} version"}))
+                choices=[(n, f"v{n}") for n in numbers],
+                coerce=int,
+                initial=numbers[0],
+                label=f"{rf.name} version",
+                widget=forms.Select(attrs={"aria-label": f"tool {rf.name} version"}),
+            )
         # an environment (TRL's environment_factory): at most one, the user's or a shared one at its latest version,
         # or the library's
-        self.environment_functions = [rf for rf in visible if rf.kind == RewardFunction.Kind.ENVIRONMENT] \
-            if self.kind != "sft" else []
+        self.environment_functions = (
+            [rf for rf in visible if rf.kind == RewardFunction.Kind.ENVIRONMENT] if self.kind != "sft" else []
+        )
         if self.kind != "sft":
             self.fields["environment"] = forms.ChoiceField(
-                required=False, label="Environment",
-                choices=[("", "none")] + [(f"fn:{rf.pk}", f"{rf.name} v{rf.latest_version.number}"
-                                           + ("" if rf.owner_id == owner.pk else f" (shared by {rf.owner.username})"))
-                                          for rf in self.environment_functions]
+                required=False,
+                label="Environment",
+                choices=[("", "none")]
+                + [
+                    (
+                        f"fn:{rf.pk}",
+                        f"{rf.name} v{rf.latest_version.number}"
+                        + ("" if rf.owner_id == owner.pk else f" (shared by {rf.owner.username})"),
+                    )
+                    for rf in self.environment_functions
+                ]
                 + [(f"builtin:{name}", f"{name} (built-in)") for name in LIBRARY_ENVIRONMENTS],
                 help_text="A class whose methods the model calls as tools, one instance per rollout (TRL's "
-                          "environment_factory); its get_reward, if any, is a reward named after the class.")
-        for name in (LIBRARY_TOOLS if self.kind != "sft" else []):
+                "environment_factory); its get_reward, if any, is a reward named after the class.",
+            )
+        for name in LIBRARY_TOOLS if self.kind != "sft" else []:
             self.fields[f"tool_builtin_{name}"] = forms.BooleanField(
-                required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use tool {name}"}))
+                required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use tool {name}"})
+            )
         for rf in self.reward_functions:
             numbers = sorted((v.number for v in rf.versions.all()), reverse=True)
             # the table's cells have no <label>: each input carries its name (aria-label)
             self.fields[f"reward_{rf.pk}"] = forms.BooleanField(
-                required=False, label=rf.name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {rf.name}"}))
+                required=False, label=rf.name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {rf.name}"})
+            )
             self.fields[f"weight_{rf.pk}"] = forms.FloatField(
-                initial=1.0, label=f"{rf.name} weight",
-                widget=forms.NumberInput(attrs={"aria-label": f"{rf.name} weight"}))
+                initial=1.0,
+                label=f"{rf.name} weight",
+                widget=forms.NumberInput(attrs={"aria-label": f"{rf.name} weight"}),
+            )
             self.fields[f"version_{rf.pk}"] = forms.TypedChoiceField(
-                choices=[(n, f"v{n}") for n in numbers], coerce=int, initial=numbers[0], label=f"{rf.name} version",
-                widget=forms.Select(attrs={"aria-label": f"{rf.name} version"}))
+                choices=[(n, f"v{n}") for n in numbers],
+                coerce=int,
+                initial=numbers[0],
+                label=f"{rf.name} version",
+                widget=forms.Select(attrs={"aria-label": f"{rf.name} version"}),
+            )
         for name in TRUSTED:  # built-ins with no copy of their own (code_tests drives its own sandbox)
             self.fields[f"builtin_{name}"] = forms.BooleanField(
-                required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {name}"}))
+                required=False, label=name, widget=forms.CheckboxInput(attrs={"aria-label": f"use {name}"})
+            )
             self.fields[f"builtin_{name}_weight"] = forms.FloatField(
-                initial=1.0, label=f"{name} weight", widget=forms.NumberInput(attrs={"aria-label": f"{name} weight"}))
+                initial=1.0, label=f"{name} weight", widget=forms.NumberInput(attrs={"aria-label": f"{name} weight"})
+            )
         for name, f in self.config_fields.items():
             self.fields[name] = config_field(name, f)
         # every other field of the installed TRL's GRPOConfig, from its schema: a new TRL option appears here
-        self.trl_schema = [f for f in trl_fields.GRPO_SCHEMA if f["name"] not in GRPO_FIELDS
-                           and f["name"] not in NOT_ON_FORM] if self.kind == "grpo" else []
+        self.trl_schema = (
+            [f for f in trl_fields.GRPO_SCHEMA if f["name"] not in GRPO_FIELDS and f["name"] not in NOT_ON_FORM]
+            if self.kind == "grpo"
+            else []
+        )
         for f in self.trl_schema:
             self.fields[f"trl_{f['name']}"] = _trl_form_field(f)
         for name, f in EVAL_FIELDS.items():  # optional: blank keeps the default
@@ -170,10 +267,18 @@ class RunForm(forms.Form):
     def _prefill(self, source, clone: bool):
         by_name = {rf.name: rf for rf in reversed(self.reward_functions)}  # the user's own wins a shared name
         extra = getattr(source, "config_extra", None) or getattr(source, "extra", None) or {}
-        self.initial.update({"model": source.model, "requested_gpus": source.requested_gpus,
-                             "engine": source.engine, "num_workers": source.num_workers,
-                             "trainer": getattr(source, "trainer", "trl") or "trl", **source.config,
-                             **(source.evaluation or {}), "config_extra": extra})
+        self.initial.update(
+            {
+                "model": source.model,
+                "requested_gpus": source.requested_gpus,
+                "engine": source.engine,
+                "num_workers": source.num_workers,
+                "trainer": getattr(source, "trainer", "trl") or "trl",
+                **source.config,
+                **(source.evaluation or {}),
+                "config_extra": extra,
+            }
+        )
         if getattr(source, "token_sample_groups", None) is not None:
             self.initial["token_sample_groups"] = source.token_sample_groups
         self.initial["name"] = f"{source.name} (clone)" if clone else source.name
@@ -188,8 +293,12 @@ class RunForm(forms.Form):
                 self.initial[f"tool_builtin_{t['builtin']}"] = True
             elif t["name"] in tools_by_name:
                 rf = tools_by_name[t["name"]]
-                self.initial.update({f"tool_{rf.pk}": True, f"tool_version_{rf.pk}": t.get("version")
-                                     or self.fields[f"tool_version_{rf.pk}"].initial})
+                self.initial.update(
+                    {
+                        f"tool_{rf.pk}": True,
+                        f"tool_version_{rf.pk}": t.get("version") or self.fields[f"tool_version_{rf.pk}"].initial,
+                    }
+                )
         environment = getattr(source, "environment", None) or {}
         if environment and "environment" in self.fields:
             by_env_name = {rf.name: rf for rf in reversed(self.environment_functions)}
@@ -203,8 +312,13 @@ class RunForm(forms.Form):
                 continue
             rf = by_name.get(r["name"])
             if rf:
-                self.initial.update({f"reward_{rf.pk}": True, f"weight_{rf.pk}": r["weight"],
-                                     f"version_{rf.pk}": r.get("version") or self.fields[f"version_{rf.pk}"].initial})
+                self.initial.update(
+                    {
+                        f"reward_{rf.pk}": True,
+                        f"weight_{rf.pk}": r["weight"],
+                        f"version_{rf.pk}": r.get("version") or self.fields[f"version_{rf.pk}"].initial,
+                    }
+                )
 
     def builtin_rows(self):
         """(checkbox, weight, name, description) of the trusted built-ins, for the template."""
@@ -212,15 +326,22 @@ class RunForm(forms.Form):
 
     def tool_rows(self):
         """(checkbox, version or None, name, reward function or None, description) of the tools, for the template."""
-        rows = [(self[f"tool_{rf.pk}"], self[f"tool_version_{rf.pk}"], rf.name, rf, rf.description)
-                for rf in self.tool_functions]
-        return rows + [(self[f"tool_builtin_{name}"], None, name, None, docstring(library_source(name), name))
-                       for name in LIBRARY_TOOLS if f"tool_builtin_{name}" in self.fields]
+        rows = [
+            (self[f"tool_{rf.pk}"], self[f"tool_version_{rf.pk}"], rf.name, rf, rf.description)
+            for rf in self.tool_functions
+        ]
+        return rows + [
+            (self[f"tool_builtin_{name}"], None, name, None, docstring(library_source(name), name))
+            for name in LIBRARY_TOOLS
+            if f"tool_builtin_{name}" in self.fields
+        ]
 
     def reward_rows(self):
         """(checkbox, weight, version, reward function) for the template."""
-        return [(self[f"reward_{rf.pk}"], self[f"weight_{rf.pk}"], self[f"version_{rf.pk}"], rf)
-                for rf in self.reward_functions]
+        return [
+            (self[f"reward_{rf.pk}"], self[f"weight_{rf.pk}"], self[f"version_{rf.pk}"], rf)
+            for rf in self.reward_functions
+        ]
 
     @property
     def is_sft(self) -> bool:
@@ -228,8 +349,10 @@ class RunForm(forms.Form):
 
     def grpo_groups(self):
         """[(group, [bound fields])] of the kind's config (GRPOConfig or SFTConfig) in TRL's documented order."""
-        return [(group, [self[name] for name, f in self.config_fields.items() if f.metadata["group"] == group])
-                for group in kind_groups(self.kind)]
+        return [
+            (group, [self[name] for name, f in self.config_fields.items() if f.metadata["group"] == group])
+            for group in kind_groups(self.kind)
+        ]
 
     def trl_groups(self):
         """[(TRL's group, [bound fields])] of every other GRPOConfig field, TRL's own groups first."""
@@ -260,8 +383,9 @@ class RunForm(forms.Form):
             version = next((v for v in rf.versions.all() if v.number == number), None)
             if version is None or weight is None:
                 continue  # the version or weight field carries its own error
-            data["rewards"].append({"name": rf.name, "weight": weight, "version_id": version.pk,
-                                    "version": version.number})
+            data["rewards"].append(
+                {"name": rf.name, "weight": weight, "version_id": version.pk, "version": version.number}
+            )
         for name in builtins:
             weight = data.get(f"builtin_{name}_weight")
             if weight is not None:
@@ -272,8 +396,7 @@ class RunForm(forms.Form):
                 version = next((v for v in rf.versions.all() if v.number == data.get(f"tool_version_{rf.pk}")), None)
                 if version is not None:
                     data["tools"].append({"name": rf.name, "version_id": version.pk, "version": version.number})
-        data["tools"] += [{"name": name, "builtin": name} for name in LIBRARY_TOOLS
-                          if data.get(f"tool_builtin_{name}")]
+        data["tools"] += [{"name": name, "builtin": name} for name in LIBRARY_TOOLS if data.get(f"tool_builtin_{name}")]
         picked = data.get("environment") or ""
         data["environment"] = {}
         if picked.startswith("builtin:"):
@@ -288,8 +411,11 @@ class RunForm(forms.Form):
         if self.is_sft and data["trainer"] != "trl":
             self.add_error("trainer", "An SFT run trains with TRL.")
         # the other GRPOConfig fields: what the form shows wins over what came in hidden (an imported config)
-        extra = {k: v for k, v in (data.get("config_extra") or {}).items()
-                 if f"trl_{k}" not in self.fields and k not in self.config_fields}
+        extra = {
+            k: v
+            for k, v in (data.get("config_extra") or {}).items()
+            if f"trl_{k}" not in self.fields and k not in self.config_fields
+        }
         for f in self.trl_schema:
             value = data.get(f"trl_{f['name']}")
             if value in (None, ""):
@@ -299,17 +425,22 @@ class RunForm(forms.Form):
             except ValueError as exc:
                 self.add_error(f"trl_{f['name']}", str(exc))
         data["config_extra"] = extra
-        data["evaluation"] = {name: f.default if data.get(name) in (None, "") else data[name]
-                              for name, f in EVAL_FIELDS.items()}
+        data["evaluation"] = {
+            name: f.default if data.get(name) in (None, "") else data[name] for name, f in EVAL_FIELDS.items()
+        }
         data["evaluation"]["eval_solved_by"] = (data["evaluation"]["eval_solved_by"] or "").strip()
         if data.get("token_sample_groups") is None:
             data["token_sample_groups"] = TOKEN_FIELDS["token_sample_groups"].default
         if self.is_sft and data["evaluation"]["eval_steps"] and not chosen:
-            self.add_error("eval_steps", "Pick the reward functions that score the evaluations, or set eval_steps "
-                                         "to 0.")
+            self.add_error(
+                "eval_steps", "Pick the reward functions that score the evaluations, or set eval_steps to 0."
+            )
         if data["evaluation"]["eval_steps"] and data.get("dataset_version") and not data["dataset_version"].eval_rows:
-            self.add_error("eval_steps", f"{data['dataset_version']} has no eval split: map one on the dataset's "
-                                         f"mapping page, or set eval_steps to 0.")
+            self.add_error(
+                "eval_steps",
+                f"{data['dataset_version']} has no eval split: map one on the dataset's "
+                f"mapping page, or set eval_steps to 0.",
+            )
         data["engine"] = data.get("engine") or "local"  # blank (a form without the Engine box): a local run
         data["num_workers"] = data.get("num_workers") or 1
         if data["engine"] == "local" and data["num_workers"] > 1:
@@ -318,7 +449,9 @@ class RunForm(forms.Form):
         if g.get("num_generations") and g.get("per_device_train_batch_size"):
             steps = g.get("steps_per_generation") or g.get("gradient_accumulation_steps") or 1
             if (g["per_device_train_batch_size"] * steps) % g["num_generations"]:
-                self.add_error("per_device_train_batch_size",
-                               f"The generation batch (this x {steps} steps per generation) must be a multiple of "
-                               f"num_generations ({g['num_generations']}).")
+                self.add_error(
+                    "per_device_train_batch_size",
+                    f"The generation batch (this x {steps} steps per generation) must be a multiple of "
+                    f"num_generations ({g['num_generations']}).",
+                )
         return data

@@ -32,8 +32,9 @@ class Pace:
 def run_pace(run: Run, now: datetime | None = None) -> Pace:
     """Steps per second over the last steps, the seconds left at that pace, and whether the run has stalled: running
     with no new step for max(10 x the median step time, GRPO_STALL_SECONDS). It clears by itself when a step comes."""
-    times = list(run.step_metrics.exclude(logged_at=None).order_by("-step").values_list("step", "logged_at")
-                 [:RECENT_STEPS])
+    times = list(
+        run.step_metrics.exclude(logged_at=None).order_by("-step").values_list("step", "logged_at")[:RECENT_STEPS]
+    )
     rate = left = None
     if len(times) >= 2:
         (last_step, last_at), (first_step, first_at) = times[0], times[-1]
@@ -56,8 +57,13 @@ def run_pace(run: Run, now: datetime | None = None) -> Pace:
 # --- the dashboard's runs table ----------------------------------------------------------------------------------
 
 SORTS = {  # ?sort= value -> ordering; a leading "-" in the value reverses it
-    "created": ("created_at",), "name": ("name",), "status": ("status",), "progress": ("progress_share",),
-    "reward": ("latest_reward",), "mean_at_k": ("latest_mean_at_k",), "dataset": ("dataset_version__dataset__name",),
+    "created": ("created_at",),
+    "name": ("name",),
+    "status": ("status",),
+    "progress": ("progress_share",),
+    "reward": ("latest_reward",),
+    "mean_at_k": ("latest_mean_at_k",),
+    "dataset": ("dataset_version__dataset__name",),
 }
 SPARK_POINTS = 40
 
@@ -80,8 +86,18 @@ class RunTable:
     teams: list[tuple[int, str]]
 
 
-def dashboard_runs(owner, *, q: str = "", status: str = "", dataset: str = "", model: str = "", scope: str = "",
-                   team: str = "", sort: str = "-created", limit: int = 200) -> RunTable:
+def dashboard_runs(
+    owner,
+    *,
+    q: str = "",
+    status: str = "",
+    dataset: str = "",
+    model: str = "",
+    scope: str = "",
+    team: str = "",
+    sort: str = "-created",
+    limit: int = 200,
+) -> RunTable:
     """The runs ``owner`` may see (theirs and those their teams share), searched (name, model, dataset), filtered
     (``scope``: mine or shared; ``team``: shared with that team of theirs) and sorted, with the latest reward, the
     latest mean@k and a sparkline of the reward. Unknown filter or sort values are ignored, never an error."""
@@ -94,40 +110,67 @@ def dashboard_runs(owner, *, q: str = "", status: str = "", dataset: str = "", m
     if team.isdigit():
         runs = runs.filter(shares__team_id=int(team), shares__team__user=owner)
     if q:
-        runs = runs.filter(Q(name__icontains=q) | Q(model__icontains=q) | Q(dataset_version__dataset__name__icontains=q))
+        runs = runs.filter(
+            Q(name__icontains=q) | Q(model__icontains=q) | Q(dataset_version__dataset__name__icontains=q)
+        )
     if status in Run.Status.values:
         runs = runs.filter(status=status)
     if dataset.isdigit():
         runs = runs.filter(dataset_version__dataset_id=int(dataset))
     if model:
         runs = runs.filter(model=model)
-    latest_reward = StepMetric.objects.filter(run=OuterRef("pk")).order_by("-step").annotate(
-        value=Cast(KeyTextTransform("reward", "metrics"), FloatField())).values("value")[:1]
-    latest_mean = Evaluation.objects.filter(run=OuterRef("pk"), status=Evaluation.Status.COMPLETED).order_by(
-        "-finished_at").annotate(value=Cast(KeyTextTransform("mean@k", "metrics"), FloatField())).values("value")[:1]
+    latest_reward = (
+        StepMetric.objects.filter(run=OuterRef("pk"))
+        .order_by("-step")
+        .annotate(value=Cast(KeyTextTransform("reward", "metrics"), FloatField()))
+        .values("value")[:1]
+    )
+    latest_mean = (
+        Evaluation.objects.filter(run=OuterRef("pk"), status=Evaluation.Status.COMPLETED)
+        .order_by("-finished_at")
+        .annotate(value=Cast(KeyTextTransform("mean@k", "metrics"), FloatField()))
+        .values("value")[:1]
+    )
     runs = runs.annotate(
         latest_reward=Subquery(latest_reward, output_field=FloatField()),
         latest_mean_at_k=Subquery(latest_mean, output_field=FloatField()),
-        progress_share=Case(When(total_steps__gt=0, then=F("step") * 1.0 / F("total_steps")), default=Value(0.0),
-                      output_field=FloatField()))
+        progress_share=Case(
+            When(total_steps__gt=0, then=F("step") * 1.0 / F("total_steps")),
+            default=Value(0.0),
+            output_field=FloatField(),
+        ),
+    )
     key = sort.lstrip("-")
     fields = SORTS.get(key, SORTS["created"])
     descending = sort.startswith("-") if key in SORTS else True
-    runs = runs.order_by(*[F(f).desc(nulls_last=True) if descending else F(f).asc(nulls_last=True) for f in fields],
-                         "-pk")
+    runs = runs.order_by(
+        *[F(f).desc(nulls_last=True) if descending else F(f).asc(nulls_last=True) for f in fields], "-pk"
+    )
     total = runs.count()
     page = list(runs[:limit])
     curves: dict[int, list[tuple[int, float]]] = {run.pk: [] for run in page}
-    for run_id, step, value in StepMetric.objects.filter(run__in=page).order_by("run_id", "step").annotate(
-            value=Cast(KeyTextTransform("reward", "metrics"), FloatField())).values_list("run_id", "step", "value"):
+    for run_id, step, value in (
+        StepMetric.objects.filter(run__in=page)
+        .order_by("run_id", "step")
+        .annotate(value=Cast(KeyTextTransform("reward", "metrics"), FloatField()))
+        .values_list("run_id", "step", "value")
+    ):
         if value is not None and math.isfinite(value):
             curves[run_id].append((step, value))
     return RunTable(
         rows=[RunRow(run, run.latest_reward, run.latest_mean_at_k, sparkline(curves[run.pk])) for run in page],
-        total=total, statuses=list(Run.Status.values), teams=[(t.pk, t.name) for t in teams_of(owner)],
-        datasets=sorted({(r.dataset_version.dataset_id, r.dataset_version.dataset.name) for r in
-                         mine.select_related("dataset_version__dataset")}, key=lambda d: d[1]),
-        models=sorted(set(mine.values_list("model", flat=True))))
+        total=total,
+        statuses=list(Run.Status.values),
+        teams=[(t.pk, t.name) for t in teams_of(owner)],
+        datasets=sorted(
+            {
+                (r.dataset_version.dataset_id, r.dataset_version.dataset.name)
+                for r in mine.select_related("dataset_version__dataset")
+            },
+            key=lambda d: d[1],
+        ),
+        models=sorted(set(mine.values_list("model", flat=True))),
+    )
 
 
 def sparkline(points: list[tuple[int, float]]) -> str:
@@ -168,10 +211,16 @@ def log_view(text: str) -> dict:
             other.append(line)
     shown = logged[-LOGGED_SHOWN:]
     names = list(dict.fromkeys(name for values in shown for name in values))
-    return {"logged": len(logged), "metrics": [[name, [values.get(name) for values in shown]] for name in names],
-            "text": "\n".join(other)}
+    return {
+        "logged": len(logged),
+        "metrics": [[name, [values.get(name) for values in shown]] for name in names],
+        "text": "\n".join(other),
+    }
 
 
 def _loggable(value) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                             and math.isfinite(value)) or (isinstance(value, str) and len(value) <= 60)
+    return (
+        value is None
+        or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
+        or (isinstance(value, str) and len(value) <= 60)
+    )

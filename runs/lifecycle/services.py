@@ -27,8 +27,9 @@ from workers.training.protocol.config import SFT_COLUMNS, EvalFields
 
 def _env_signature(spec: dict):
     try:
-        return environment_signature(library_source(spec["builtin"]) if spec.get("builtin") else spec["source"],
-                                     spec["entrypoint"])
+        return environment_signature(
+            library_source(spec["builtin"]) if spec.get("builtin") else spec["source"], spec["entrypoint"]
+        )
     except ToolError:
         return None  # reported by environment_problems
 
@@ -50,8 +51,13 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
     # the config the worker will train with, checked by TRL on a sandbox worker (no GPU, no files yet)
     train = run_train_config(run, slot_base=0, write_files=False)
     run.total_steps = train.max_steps
-    problems = reward_contract_problems([s for s in reward_specs(spec.rewards) if s.get("source")],
-                                        spec.dataset_version, train_config=asdict(train)) if check_rewards else []
+    problems = (
+        reward_contract_problems(
+            [s for s in reward_specs(spec.rewards) if s.get("source")], spec.dataset_version, train_config=asdict(train)
+        )
+        if check_rewards
+        else []
+    )
     if problems:
         raise RunRefused(problems)
     with transaction.atomic():
@@ -71,8 +77,13 @@ def spec_normalized(spec: RunSpec) -> RunSpec:
     if signature is not None and signature.has_reward:
         environment["reward"] = signature.name
     evaluation = {k: v for k, v in (spec.evaluation or {}).items() if v is not None}
-    return replace(spec, tools=list(spec.tools or []), environment=environment, config_extra=spec.config_extra or {},
-                   evaluation=evaluation)
+    return replace(
+        spec,
+        tools=list(spec.tools or []),
+        environment=environment,
+        config_extra=spec.config_extra or {},
+        evaluation=evaluation,
+    )
 
 
 def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
@@ -88,9 +99,13 @@ def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
     tool_spec_list = tool_specs(spec.tools)
     env_spec = environment_spec(spec.environment) if spec.environment else None
     env_signature = _env_signature(env_spec) if env_spec else None
-    errors = (train.validate() + model_problems(spec.model)
-              + engine_problems(spec.engine, spec.num_workers, queue_anyway)
-              + tool_problems(tool_spec_list) + environment_problems(env_spec))
+    errors = (
+        train.validate()
+        + model_problems(spec.model)
+        + engine_problems(spec.engine, spec.num_workers, queue_anyway)
+        + tool_problems(tool_spec_list)
+        + environment_problems(env_spec)
+    )
     if trainer == Run.Trainer.VERL and spec.requested_gpus < 1:
         errors.append("trainer: verl generates with vLLM on GPUs; ask for at least one GPU (or train with trl)")
     if spec.tools and trainer == Run.Trainer.VERL:
@@ -98,17 +113,26 @@ def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
     if spec.environment and trainer == Run.Trainer.VERL:
         errors.append("environment: a verl run has no environments here; train with trl to attach one")
     if env_spec and tool_spec_list:
-        clash = {t["entrypoint"] for t in tool_spec_list} & {m.name for m in (env_signature.methods if env_signature else ())}
-        errors += [f"tools: the tool {name!r} and the environment's method {name!r} share a name; the model could "
-                   f"not tell them apart" for name in sorted(clash)]
+        clash = {t["entrypoint"] for t in tool_spec_list} & {
+            m.name for m in (env_signature.methods if env_signature else ())
+        }
+        errors += [
+            f"tools: the tool {name!r} and the environment's method {name!r} share a name; the model could "
+            f"not tell them apart"
+            for name in sorted(clash)
+        ]
     if spec.environment and not spec.tools and version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
-        errors.append(f"environment: TRL calls an environment's tools only in chat conversations, and "
-                      f"{version}'s prompts are text; map the prompt as conversational on the dataset's "
-                      f"mapping page, or pick the arithmetic-tools demo")
+        errors.append(
+            f"environment: TRL calls an environment's tools only in chat conversations, and "
+            f"{version}'s prompts are text; map the prompt as conversational on the dataset's "
+            f"mapping page, or pick the arithmetic-tools demo"
+        )
     if spec.tools and version.prompt_format != DatasetVersion.PromptFormat.CONVERSATIONAL:
-        errors.append(f"tools: TRL calls tools only in chat conversations, and {version}'s prompts are text; "
-                      f"map the prompt as conversational on the dataset's mapping page, "
-                      f"or pick the arithmetic-tools demo")
+        errors.append(
+            f"tools: TRL calls tools only in chat conversations, and {version}'s prompts are text; "
+            f"map the prompt as conversational on the dataset's mapping page, "
+            f"or pick the arithmetic-tools demo"
+        )
     if spec.kind == Run.Kind.SFT:
         errors += sft_dataset_problems(version)
     if not queue_anyway:
@@ -116,11 +140,14 @@ def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
         errors += capacity_problems(gpus=spec.requested_gpus + server, use_vllm=bool(config.get("use_vllm")))
     for r in spec.rewards:
         if r.get("builtin") == "code_tests" and "tests" not in (version.reward_columns or []):
-            errors.append(f"code_tests: {version} has no `tests` column reaching the rewards (asserts or "
-                          f"stdin/stdout pairs per row); pick a dataset with one, such as the python tasks demo")
+            errors.append(
+                f"code_tests: {version} has no `tests` column reaching the rewards (asserts or "
+                f"stdin/stdout pairs per row); pick a dataset with one, such as the python tasks demo"
+            )
     if train.evaluation.eval_steps and not version.eval_rows:
-        errors.append(f"eval_steps: {version} has no eval split; map one on the dataset's mapping page, or "
-                      f"set eval_steps to 0")
+        errors.append(
+            f"eval_steps: {version} has no eval split; map one on the dataset's mapping page, or set eval_steps to 0"
+        )
     return errors
 
 
@@ -129,8 +156,10 @@ def sft_dataset_problems(version: DatasetVersion) -> list[str]:
     ``messages`` column)."""
     if any(c in version.columns for c in SFT_COLUMNS):
         return []
-    return [f"dataset_version: {version} has neither a 'completion' column (prompt-completion rows) nor a 'messages' "
-            f"column (conversations) (columns: {', '.join(version.columns)}); SFT needs one of them"]
+    return [
+        f"dataset_version: {version} has neither a 'completion' column (prompt-completion rows) nor a 'messages' "
+        f"column (conversations) (columns: {', '.join(version.columns)}); SFT needs one of them"
+    ]
 
 
 def engine_problems(engine: str, num_workers: int, queue_anyway: bool = False) -> list[str]:
@@ -141,13 +170,21 @@ def engine_problems(engine: str, num_workers: int, queue_anyway: bool = False) -
     if not isinstance(num_workers, int) or isinstance(num_workers, bool) or not 1 <= num_workers <= 256:
         return [f"num_workers: {num_workers!r} is not a whole number from 1 to 256"]
     if engine == "local":
-        return [] if num_workers == 1 else ["num_workers: only a Ray run has several workers (engine: ray); a local "
-                                            "run uses one process per requested GPU"]
+        return (
+            []
+            if num_workers == 1
+            else [
+                "num_workers: only a Ray run has several workers (engine: ray); a local "
+                "run uses one process per requested GPU"
+            ]
+        )
     queue = queues.training_queue(0, engine)
     if queue_anyway or any(queue in w.queues for w in Worker.objects.all() if w.online):
         return []
-    return ["engine: no online worker serves a Ray cluster; start one with RAY_ADDRESS set (`manage.py run_worker`), "
-            "or queue anyway for a worker that is not up yet"]
+    return [
+        "engine: no online worker serves a Ray cluster; start one with RAY_ADDRESS set (`manage.py run_worker`), "
+        "or queue anyway for a worker that is not up yet"
+    ]
 
 
 def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
@@ -162,32 +199,43 @@ def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
     fits = [w for w in online if queue in w.queues and len(w.gpus) >= gpus]
     if not fits:
         seen = ", ".join(f"{w.name} ({len(w.gpus)} GPU{'s' if len(w.gpus) != 1 else ''})" for w in online)
-        return [f"requested_gpus: no online worker has {gpus} GPU{'s' if gpus != 1 else ''} "
-                f"(online: {seen or 'none'}); start one with `manage.py run_worker`, or queue anyway for a worker "
-                f"that is not up yet"]
+        return [
+            f"requested_gpus: no online worker has {gpus} GPU{'s' if gpus != 1 else ''} "
+            f"(online: {seen or 'none'}); start one with `manage.py run_worker`, or queue anyway for a worker "
+            f"that is not up yet"
+        ]
     if use_vllm and not any(w.vllm for w in fits):
-        return [f"use_vllm: no online worker with {gpus} GPU{'s' if gpus != 1 else ''} has vLLM installed "
-                f"(pip install '.[gpu]' there), or queue anyway"]
+        return [
+            f"use_vllm: no online worker with {gpus} GPU{'s' if gpus != 1 else ''} has vLLM installed "
+            f"(pip install '.[gpu]' there), or queue anyway"
+        ]
     return []
 
 
-def reward_contract_problems(specs: list[dict], dataset_version: DatasetVersion,
-                             train_config: dict | None = None) -> list[str]:
+def reward_contract_problems(
+    specs: list[dict], dataset_version: DatasetVersion, train_config: dict | None = None
+) -> list[str]:
     """Run each reward on a few rows in the sandbox (on a sandbox worker, never here) before a GPU is spent on it;
     the same worker builds TRL's GRPOConfig from ``train_config``, so TRL's own start-up checks are made before the
     run is queued. A run of built-ins only skips both (no sandbox worker needed)."""
     if not specs:
         return []
 
-    pending = queues.enqueue(queues.REWARD_CONTRACT_CHECK, kwargs={
-        "rewards": [{"name": s["name"], "source": s["source"], "entrypoint": s["entrypoint"]} for s in specs],
-        "dataset_version_id": dataset_version.pk, "train_config": train_config,
-    })
+    pending = queues.enqueue(
+        queues.REWARD_CONTRACT_CHECK,
+        kwargs={
+            "rewards": [{"name": s["name"], "source": s["source"], "entrypoint": s["entrypoint"]} for s in specs],
+            "dataset_version_id": dataset_version.pk,
+            "train_config": train_config,
+        },
+    )
     try:
         return pending.get(timeout=settings.GRPO_CONTRACT_CHECK_TIMEOUT)
     except CeleryTimeout:
-        return [f"rewards: no sandbox worker checked the reward functions within "
-                f"{settings.GRPO_CONTRACT_CHECK_TIMEOUT} s; is a worker serving the 'sandbox' queue running?"]
+        return [
+            f"rewards: no sandbox worker checked the reward functions within "
+            f"{settings.GRPO_CONTRACT_CHECK_TIMEOUT} s; is a worker serving the 'sandbox' queue running?"
+        ]
     finally:
         pending.forget()
 
@@ -202,8 +250,13 @@ def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:
     than ``grace_seconds``) whose message the broker no longer has (a Redis restarted without its data, a message
     lost). The claim is idempotent, so a message sent twice never trains a run twice. Returns the runs sent again."""
     # a resumed run waits from when it was queued again
-    return jobs_redispatch(Run.objects.all(), task=queues.TRAIN_RUN, enqueue=_enqueue, grace_seconds=grace_seconds,
-                           queued_since=Coalesce("queued_at", "created_at"))
+    return jobs_redispatch(
+        Run.objects.all(),
+        task=queues.TRAIN_RUN,
+        enqueue=_enqueue,
+        grace_seconds=grace_seconds,
+        queued_since=Coalesce("queued_at", "created_at"),
+    )
 
 
 def run_cancel(*, run: Run) -> Run:
@@ -232,8 +285,9 @@ def run_resume(*, run: Run) -> Run:
         run.status, run.attempt, run.error, run.resumable = Run.Status.QUEUED, run.attempt + 1, "", False
         run.finished_at = run.cancel_requested_at = None
         run.queued_at = timezone.now()
-        run.save(update_fields=["status", "attempt", "error", "resumable", "finished_at", "cancel_requested_at",
-                                "queued_at"])
+        run.save(
+            update_fields=["status", "attempt", "error", "resumable", "finished_at", "cancel_requested_at", "queued_at"]
+        )
         transaction.on_commit(lambda: _enqueue(run))
     return run
 
@@ -252,8 +306,11 @@ def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
     reaped = []
     for run_id in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=limit).values_list("pk", flat=True):
         with transaction.atomic():
-            run = Run.objects.select_for_update(skip_locked=True).filter(
-                pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=limit).first()
+            run = (
+                Run.objects.select_for_update(skip_locked=True)
+                .filter(pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=limit)
+                .first()
+            )
             if run is None:
                 continue
 

@@ -51,9 +51,15 @@ class RunSpec:
     @classmethod
     def of_run(cls, run: Run) -> RunSpec:
         """The spec a run was made from (its environment's reward column is worked out again by run_create)."""
-        return cls(**{f.name: copy.deepcopy(getattr(run, f.name)) for f in dataclasses.fields(cls)
-                      if f.name not in ("dataset_version", "parent")},
-                   dataset_version=run.dataset_version, parent=run.parent)
+        return cls(
+            **{
+                f.name: copy.deepcopy(getattr(run, f.name))
+                for f in dataclasses.fields(cls)
+                if f.name not in ("dataset_version", "parent")
+            },
+            dataset_version=run.dataset_version,
+            parent=run.parent,
+        )
 
     @classmethod
     def from_form(cls, data: dict, *, parent: Run | None = None) -> RunSpec:
@@ -66,11 +72,23 @@ class RunSpec:
         RunRefused with the import's errors, each naming its key."""
         if imported.errors:
             raise RunRefused(imported.errors)
-        return cls(name=imported.name, model=imported.model, dataset_version=imported.dataset_version,
-                   rewards=imported.rewards, config=imported.config, config_extra=imported.extra, kind=imported.kind,
-                   trainer=imported.trainer, evaluation=imported.evaluation, tools=imported.tools,
-                   environment=imported.environment, requested_gpus=imported.requested_gpus, engine=imported.engine,
-                   num_workers=imported.num_workers, token_sample_groups=imported.token_sample_groups)
+        return cls(
+            name=imported.name,
+            model=imported.model,
+            dataset_version=imported.dataset_version,
+            rewards=imported.rewards,
+            config=imported.config,
+            config_extra=imported.extra,
+            kind=imported.kind,
+            trainer=imported.trainer,
+            evaluation=imported.evaluation,
+            tools=imported.tools,
+            environment=imported.environment,
+            requested_gpus=imported.requested_gpus,
+            engine=imported.engine,
+            num_workers=imported.num_workers,
+            token_sample_groups=imported.token_sample_groups,
+        )
 
     @classmethod
     def from_yaml(cls, text: str, *, owner) -> RunSpec:
@@ -82,8 +100,9 @@ class RunSpec:
         """POST /api/runs's body: a run YAML, or the same keys as a mapping."""
         if yaml_text is None and config is None:
             raise RunRefused(["give yaml or config"])
-        return cls.from_yaml(yaml_text if yaml_text is not None else yaml.safe_dump(config, sort_keys=False),
-                             owner=owner)
+        return cls.from_yaml(
+            yaml_text if yaml_text is not None else yaml.safe_dump(config, sort_keys=False), owner=owner
+        )
 
     def as_run(self, **fields) -> Run:
         """An unsaved Run of this spec (``fields`` set or overridden), for what reads a run before there is one."""

@@ -14,8 +14,9 @@ from runs.paths import checkpoint_path, event_log_path, resolve_model
 from workers.training.protocol.config import SFT_COLUMNS, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 
-def run_train_config(run: Run, *, slot_base: int, vllm_server_port: int | None = None,
-                     write_files: bool = True) -> TrainConfig:
+def run_train_config(
+    run: Run, *, slot_base: int, vllm_server_port: int | None = None, write_files: bool = True
+) -> TrainConfig:
     """``run``'s TrainConfig. ``slot_base``: the first sandbox slot of its reward functions and tools, the worker's to
     give (workers.placement: slot_base(), or a Ray attempt's ray_slot_base). ``write_files`` False (the check before
     the run is queued, when it has no folder yet): the dataset is named where it is stored and no split is written.
@@ -29,8 +30,9 @@ def run_train_config(run: Run, *, slot_base: int, vllm_server_port: int | None =
     version = run.dataset_version
     dataset_path, eval_path = version.path, None
     if write_files:
-        dataset_path = version_training_file(version=version, out=run.run_dir / "train.jsonl",
-                                             extra_columns=SFT_COLUMNS if run.is_sft else ())
+        dataset_path = version_training_file(
+            version=version, out=run.run_dir / "train.jsonl", extra_columns=SFT_COLUMNS if run.is_sft else ()
+        )
         if evaluation.eval_steps > 0 and version.eval_rows > 0:
             eval_path = version_training_file(version=version, out=run.run_dir / "eval.jsonl", split="eval")
     checkpoint = checkpoint_path(run)

@@ -30,47 +30,113 @@ from workers.training.protocol import trl_fields
 from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, TOKEN_FIELDS, GRPOFields, kind_fields
 
 # Set by grpo-web for every run (workers/training/train.py), so an imported value would be overridden anyway.
-MANAGED = {"output_dir", "logging_steps", "logging_strategy", "report_to", "save_strategy", "disable_tqdm",
-           "use_cpu", "dataloader_num_workers", "run_name", "logging_dir", "overwrite_output_dir"}
+MANAGED = {
+    "output_dir",
+    "logging_steps",
+    "logging_strategy",
+    "report_to",
+    "save_strategy",
+    "disable_tqdm",
+    "use_cpu",
+    "dataloader_num_workers",
+    "run_name",
+    "logging_dir",
+    "overwrite_output_dir",
+}
 # TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.
-SCRIPT_KEYS = {"model_name_or_path", "model", "dataset_name", "dataset_version", "reward_funcs", "reward_versions",
-               "requested_gpus", "name", "reward_weights", "system_prompt", "dataset_prompt_column",
-               "dataset_train_split", "dataset_test_split", "trainer", "engine", "num_workers", "tools", "environment",
-               "token_sample_groups"}
+SCRIPT_KEYS = {
+    "model_name_or_path",
+    "model",
+    "dataset_name",
+    "dataset_version",
+    "reward_funcs",
+    "reward_versions",
+    "requested_gpus",
+    "name",
+    "reward_weights",
+    "system_prompt",
+    "dataset_prompt_column",
+    "dataset_train_split",
+    "dataset_test_split",
+    "trainer",
+    "engine",
+    "num_workers",
+    "tools",
+    "environment",
+    "token_sample_groups",
+}
 # Keys grpo-web does not apply, each with what happens instead (a note never claims grpo-web sets what it does not).
 NOT_APPLIED = {
-    **dict.fromkeys(("push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token", "hub_revision",
-                     "hub_always_push"),
-                    "grpo-web keeps the model on its worker and pushes nothing to the Hub; the run page downloads it"),
-    **dict.fromkeys(("torch_dtype", "dtype", "attn_implementation", "model_revision", "trust_remote_code"),
-                    "not applied: the worker loads the model folder with transformers' defaults"),
-    **dict.fromkeys(("dataset_config", "dataset_configs", "dataset_mixture"),
-                    "not applied: grpo-web trains on the dataset version named by dataset_name (pick the Hub config "
-                    "when importing the dataset)"),
+    **dict.fromkeys(
+        (
+            "push_to_hub",
+            "hub_model_id",
+            "hub_strategy",
+            "hub_private_repo",
+            "hub_token",
+            "hub_revision",
+            "hub_always_push",
+        ),
+        "grpo-web keeps the model on its worker and pushes nothing to the Hub; the run page downloads it",
+    ),
+    **dict.fromkeys(
+        ("torch_dtype", "dtype", "attn_implementation", "model_revision", "trust_remote_code"),
+        "not applied: the worker loads the model folder with transformers' defaults",
+    ),
+    **dict.fromkeys(
+        ("dataset_config", "dataset_configs", "dataset_mixture"),
+        "not applied: grpo-web trains on the dataset version named by dataset_name (pick the Hub config "
+        "when importing the dataset)",
+    ),
     "chat_template": "not applied: the model's own chat template formats conversational prompts",
-    **dict.fromkeys(("eval_strategy", "do_eval", "per_device_eval_batch_size", "eval_on_start",
-                     "eval_accumulation_steps"),
-                    "not applied: TRL's evaluation needs a separate eval dataset and knows no pass@k; grpo-web "
-                    "evaluates on the dataset version's eval split every eval_steps steps itself"),
-    **dict.fromkeys(("callbacks", "benchmarks"), "open-r1's own hooks; not applied (the run's evaluations measure "
-                                                 "mean@k, pass@k and maj@k on the eval split)"),
-    **dict.fromkeys(("code_language", "code_provider", "parallel_code_exec_per_proc", "e2b_router_url",
-                     "morph_router_url", "code_eval_test_batch_size", "code_eval_scoring_mode", "ioi_provider",
-                     "enforce_same_language"),
-                    "open-r1's code-execution provider; not applied: code_tests runs each test in grpo-web's sandbox"),
-    **dict.fromkeys(("lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora", "load_in_4bit",
-                     "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type"),
-                    "not applied: grpo-web's LoRA takes use_peft, lora_r, lora_alpha, lora_dropout and "
-                    "lora_target_modules (full precision, no quantisation)"),
+    **dict.fromkeys(
+        ("eval_strategy", "do_eval", "per_device_eval_batch_size", "eval_on_start", "eval_accumulation_steps"),
+        "not applied: TRL's evaluation needs a separate eval dataset and knows no pass@k; grpo-web "
+        "evaluates on the dataset version's eval split every eval_steps steps itself",
+    ),
+    **dict.fromkeys(
+        ("callbacks", "benchmarks"),
+        "open-r1's own hooks; not applied (the run's evaluations measure mean@k, pass@k and maj@k on the eval split)",
+    ),
+    **dict.fromkeys(
+        (
+            "code_language",
+            "code_provider",
+            "parallel_code_exec_per_proc",
+            "e2b_router_url",
+            "morph_router_url",
+            "code_eval_test_batch_size",
+            "code_eval_scoring_mode",
+            "ioi_provider",
+            "enforce_same_language",
+        ),
+        "open-r1's code-execution provider; not applied: code_tests runs each test in grpo-web's sandbox",
+    ),
+    **dict.fromkeys(
+        (
+            "lora_modules_to_save",
+            "lora_task_type",
+            "use_rslora",
+            "use_dora",
+            "load_in_4bit",
+            "load_in_8bit",
+            "use_bnb_nested_quant",
+            "bnb_4bit_quant_type",
+        ),
+        "not applied: grpo-web's LoRA takes use_peft, lora_r, lora_alpha, lora_dropout and "
+        "lora_target_modules (full precision, no quantisation)",
+    ),
 }
 # open-r1's reward parameters: grpo-web's copy of that reward keeps each as a constant in its code.
-REWARD_PARAMETERS = {"cosine_min_value_wrong": ("cosine", "MIN_VALUE_WRONG"),
-                     "cosine_max_value_wrong": ("cosine", "MAX_VALUE_WRONG"),
-                     "cosine_min_value_correct": ("cosine", "MIN_VALUE_CORRECT"),
-                     "cosine_max_value_correct": ("cosine", "MAX_VALUE_CORRECT"),
-                     "cosine_max_len": ("cosine", "MAX_LEN"),
-                     "repetition_n_grams": ("repetition_penalty", "NGRAM_SIZE"),
-                     "repetition_max_penalty": ("repetition_penalty", "MAX_PENALTY")}
+REWARD_PARAMETERS = {
+    "cosine_min_value_wrong": ("cosine", "MIN_VALUE_WRONG"),
+    "cosine_max_value_wrong": ("cosine", "MAX_VALUE_WRONG"),
+    "cosine_min_value_correct": ("cosine", "MIN_VALUE_CORRECT"),
+    "cosine_max_value_correct": ("cosine", "MAX_VALUE_CORRECT"),
+    "cosine_max_len": ("cosine", "MAX_LEN"),
+    "repetition_n_grams": ("repetition_penalty", "NGRAM_SIZE"),
+    "repetition_max_penalty": ("repetition_penalty", "MAX_PENALTY"),
+}
 # Fields newer TRL or transformers removed or renamed: each translated, with a note that says what changed.
 RENAMED = {"warmup_ratio", "max_prompt_length", "vllm_device", "num_train_epochs", "num_processes"}
 # open-r1 reward names whose grpo-web built-in goes by another name.
@@ -153,8 +219,11 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         out.errors.append(f"trainer: must be one of {', '.join(KINDS)}, trl or verl, not {out.kind!r}")
         out.kind = "grpo"
     fields = kind_fields(out.kind)
-    config_names, trl_config = ((trl_fields.SFT_CONFIG_FIELDS, "SFTConfig") if out.kind == "sft" else
-                                (trl_fields.grpo_config_fields(), "GRPOConfig"))
+    config_names, trl_config = (
+        (trl_fields.SFT_CONFIG_FIELDS, "SFTConfig")
+        if out.kind == "sft"
+        else (trl_fields.grpo_config_fields(), "GRPOConfig")
+    )
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
     out.requested_gpus = int(data.get("requested_gpus") or 0)
@@ -180,8 +249,10 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             out.notes.append(f"{key}: {NOT_APPLIED[key]}")
         elif key in REWARD_PARAMETERS:
             reward, constant = REWARD_PARAMETERS[key]
-            out.notes.append(f"{key}: a parameter of open-r1's {reward} reward; not applied here: your copy of "
-                             f"{reward} has it as {constant} in its code (set {constant} = {value!r} there)")
+            out.notes.append(
+                f"{key}: a parameter of open-r1's {reward} reward; not applied here: your copy of "
+                f"{reward} has it as {constant} in its code (set {constant} = {value!r} there)"
+            )
         elif key in config_names:
             out.extra[key] = value
             out.notes.append(f"{key}: passed to {trl_config} as it is")
@@ -196,20 +267,28 @@ def _translate(data: dict, out: ImportedRun) -> None:
     if "warmup_ratio" in data:
         # transformers 5 folded warmup_ratio into warmup_steps: a float below 1 is a share of the steps
         out.extra["warmup_steps"] = float(data["warmup_ratio"])
-        out.notes.append(f"warmup_ratio: transformers 5 removed it; translated to warmup_steps: "
-                         f"{float(data['warmup_ratio'])} (a value below 1 is the same share of the steps)")
+        out.notes.append(
+            f"warmup_ratio: transformers 5 removed it; translated to warmup_steps: "
+            f"{float(data['warmup_ratio'])} (a value below 1 is the same share of the steps)"
+        )
     if "max_prompt_length" in data:
-        out.notes.append("max_prompt_length: TRL 1.x removed it (the trainer no longer cuts prompts); dropped: "
-                         "prompts reach the model whole, so keep them short in the dataset")
+        out.notes.append(
+            "max_prompt_length: TRL 1.x removed it (the trainer no longer cuts prompts); dropped: "
+            "prompts reach the model whole, so keep them short in the dataset"
+        )
     if "num_processes" in data and not data.get("requested_gpus"):
         out.requested_gpus = int(data["num_processes"])
-        out.notes.append(f"num_processes: accelerate's launch setting; translated to requested_gpus: "
-                         f"{out.requested_gpus} (the worker starts one training process per GPU)")
+        out.notes.append(
+            f"num_processes: accelerate's launch setting; translated to requested_gpus: "
+            f"{out.requested_gpus} (the worker starts one training process per GPU)"
+        )
     if "vllm_device" in data:
         out.config["vllm_mode"] = "server"
-        out.notes.append(f"vllm_device: TRL removed it ({data['vllm_device']!r} put vLLM on a GPU of its own); "
-                         f"translated to vllm_mode: server, in which the worker starts TRL's vLLM server on a GPU "
-                         f"of its own")
+        out.notes.append(
+            f"vllm_device: TRL removed it ({data['vllm_device']!r} put vLLM on a GPU of its own); "
+            f"translated to vllm_mode: server, in which the worker starts TRL's vLLM server on a GPU "
+            f"of its own"
+        )
     steps = out.config.get("max_steps") if "max_steps" in data else None
     if isinstance(steps, int) and steps > 0:
         if "num_train_epochs" in data:
@@ -224,12 +303,19 @@ def _translate(data: dict, out: ImportedRun) -> None:
         return
     cfg = out.config
     # each optimizer step takes B x GA completions per process, G of them per prompt
-    prompts_per_step = max(1, cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"]
-                           * max(1, out.requested_gpus) // max(1, cfg.get("num_generations") or 1))
+    prompts_per_step = max(
+        1,
+        cfg["per_device_train_batch_size"]
+        * cfg["gradient_accumulation_steps"]
+        * max(1, out.requested_gpus)
+        // max(1, cfg.get("num_generations") or 1),
+    )
     cfg["max_steps"] = max(1, math.ceil(version.train_rows * epochs / prompts_per_step))
-    out.notes.append(f"max_steps: -1 trains for num_train_epochs={epochs:g}; translated to max_steps: "
-                     f"{cfg['max_steps']} ({version.train_rows} training prompts x {epochs:g} epochs / "
-                     f"{prompts_per_step} prompts a step)")
+    out.notes.append(
+        f"max_steps: -1 trains for num_train_epochs={epochs:g}; translated to max_steps: "
+        f"{cfg['max_steps']} ({version.train_rows} training prompts x {epochs:g} epochs / "
+        f"{prompts_per_step} prompts a step)"
+    )
 
 
 def _engine(data: dict, out: ImportedRun) -> None:
@@ -260,43 +346,62 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
         named = named.filter(number=data["dataset_version"])
     version = named.order_by("-number").first()
     if version is None:
-        out.errors.append(f"dataset_name: you have no dataset named {dataset_name!r}"
-                          + (f" with version {data['dataset_version']}" if data.get("dataset_version") else ""))
+        out.errors.append(
+            f"dataset_name: you have no dataset named {dataset_name!r}"
+            + (f" with version {data['dataset_version']}" if data.get("dataset_version") else "")
+        )
         return
     column, system = data.get("dataset_prompt_column"), data.get("system_prompt")
     for key in ("dataset_train_split", "dataset_test_split"):
         if key in data:
-            out.notes.append(f"{key}: not applied: the version's own split decides (train {version.train_rows} rows, "
-                             f"eval {version.eval_rows}); set it on the dataset's mapping page")
+            out.notes.append(
+                f"{key}: not applied: the version's own split decides (train {version.train_rows} rows, "
+                f"eval {version.eval_rows}); set it on the dataset's mapping page"
+            )
     if column is None and system is None:
         out.dataset_version = version
         return
     column = str(column or version.prompt_column)
     if column not in version.columns:
-        out.errors.append(f"dataset_prompt_column: {version.dataset.name} has no column {column!r} (its columns: "
-                          f"{', '.join(version.columns)})")
+        out.errors.append(
+            f"dataset_prompt_column: {version.dataset.name} has no column {column!r} (its columns: "
+            f"{', '.join(version.columns)})"
+        )
         return
-    wanted = Mapping(prompt_column=column, prompt_format="conversational" if system else version.prompt_format,
-                     system_prompt=str(system or ""),
-                     reward_columns=tuple(c for c in version.columns if c != column and c not in RESERVED),
-                     split=version.split, eval_fraction=version.eval_fraction, split_seed=version.split_seed,
-                     split_column=version.split_column)
-    match = next((v for v in version.dataset.versions.order_by("-number")
-                  if Mapping.of(v) == wanted and not v.prompt_template), None)
+    wanted = Mapping(
+        prompt_column=column,
+        prompt_format="conversational" if system else version.prompt_format,
+        system_prompt=str(system or ""),
+        reward_columns=tuple(c for c in version.columns if c != column and c not in RESERVED),
+        split=version.split,
+        eval_fraction=version.eval_fraction,
+        split_seed=version.split_seed,
+        split_column=version.split_column,
+    )
+    match = next(
+        (v for v in version.dataset.versions.order_by("-number") if Mapping.of(v) == wanted and not v.prompt_template),
+        None,
+    )
     if match is None:
-        if version.dataset.owner_id != owner.pk and not version.dataset.shares.filter(
-                team__user=owner, can_write=True).exists():
-            out.errors.append(f"dataset_prompt_column / system_prompt: no version of {version.dataset.name} is mapped "
-                              f"this way, and you may not add one to it")
+        if (
+            version.dataset.owner_id != owner.pk
+            and not version.dataset.shares.filter(team__user=owner, can_write=True).exists()
+        ):
+            out.errors.append(
+                f"dataset_prompt_column / system_prompt: no version of {version.dataset.name} is mapped "
+                f"this way, and you may not add one to it"
+            )
             return
         try:
             match = dataset_version_map(version=version, mapping=wanted)
         except DatasetError as exc:
             out.errors += [f"dataset_prompt_column / system_prompt: {e}" for e in exc.errors]
             return
-        out.notes.append(f"dataset_prompt_column / system_prompt: made version {match.number} of "
-                         f"{version.dataset.name}: the prompt from column {column!r}"
-                         + (", after the recipe's system prompt, as chat messages" if system else ""))
+        out.notes.append(
+            f"dataset_prompt_column / system_prompt: made version {match.number} of "
+            f"{version.dataset.name}: the prompt from column {column!r}"
+            + (", after the recipe's system prompt, as chat messages" if system else "")
+        )
     out.dataset_version = match
 
 
@@ -314,27 +419,33 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
     for name, weight, number in zip(names, weights, pinned):
         name = str(name)
         if name in REWARD_ALIASES and not visible.filter(name=name).exists():
-            out.notes.append(f"reward_funcs: open-r1's {name!r} reward runs code in E2B or Morph sandboxes; mapped to "
-                             f"grpo-web's {REWARD_ALIASES[name]!r}, which runs each of the row's tests in its own "
-                             f"sandboxed process and scores the share that pass")
+            out.notes.append(
+                f"reward_funcs: open-r1's {name!r} reward runs code in E2B or Morph sandboxes; mapped to "
+                f"grpo-web's {REWARD_ALIASES[name]!r}, which runs each of the row's tests in its own "
+                f"sandboxed process and scores the share that pass"
+            )
             name = REWARD_ALIASES[name]
         if name in TRUSTED and not visible.filter(name=name).exists():
             out.rewards.append({"name": name, "weight": float(weight), "builtin": name})
             continue
         if not visible.filter(name=name).exists() and name in LIBRARY:
             reward_builtins_install(owner=owner, names=[name])
-            out.notes.append(f"reward_funcs: made your copy of the library's {name!r} reward"
-                             + (" (open-r1's, same name and behaviour)" if name in OPEN_R1 else ""))
+            out.notes.append(
+                f"reward_funcs: made your copy of the library's {name!r} reward"
+                + (" (open-r1's, same name and behaviour)" if name in OPEN_R1 else "")
+            )
         # the user's own function first, then one a team shares with them
         rf = visible.filter(name=name).order_by(Case(When(owner=owner, then=0), default=1), "pk").first()
         version = rf and (rf.versions.filter(number=number).first() if number else rf.latest_version)
         if version is None:
-            out.errors.append(f"reward_funcs: you have no reward function {name!r}"
-                              + (f" with version {number}" if number else ""))
+            out.errors.append(
+                f"reward_funcs: you have no reward function {name!r}" + (f" with version {number}" if number else "")
+            )
             continue
         try:
-            out.rewards.append({"name": rf.name, "weight": float(weight), "version_id": version.pk,
-                                "version": version.number})
+            out.rewards.append(
+                {"name": rf.name, "weight": float(weight), "version_id": version.pk, "version": version.number}
+            )
         except (TypeError, ValueError):
             out.errors.append(f"reward_weights: {weight!r} is not a number")
 
@@ -351,7 +462,9 @@ def _tools(data: dict, owner, out: ImportedRun) -> None:
         return
     visible = RewardFunction.objects.visible_to(owner)
     for name in names:
-        own_first = sorted(visible.filter(name=name, kind=RewardFunction.Kind.TOOL), key=lambda rf: rf.owner_id != owner.pk)
+        own_first = sorted(
+            visible.filter(name=name, kind=RewardFunction.Kind.TOOL), key=lambda rf: rf.owner_id != owner.pk
+        )
         version = own_first[0].latest_version if own_first else None
         if version is not None:
             out.tools.append({"name": name, "version_id": version.pk, "version": version.number})
@@ -376,8 +489,9 @@ def _environment(data: dict, owner, out: ImportedRun) -> None:
         out.errors.append("environment: an SFT run has no environment (a GRPO run's model calls its tools)")
         return
     visible = RewardFunction.objects.visible_to(owner)
-    own_first = sorted(visible.filter(name=name, kind=RewardFunction.Kind.ENVIRONMENT),
-                       key=lambda rf: rf.owner_id != owner.pk)
+    own_first = sorted(
+        visible.filter(name=name, kind=RewardFunction.Kind.ENVIRONMENT), key=lambda rf: rf.owner_id != owner.pk
+    )
     version = own_first[0].latest_version if own_first else None
     if version is not None:
         out.environment = {"name": name, "version_id": version.pk, "version": version.number}
@@ -416,8 +530,9 @@ def run_yaml(run: Run) -> str:
     config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})
     trl_config = "SFTConfig" if run.is_sft else "GRPOConfig"
     header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL {trl_config} fields\n"
-    return header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra},
-                                                                          sort_keys=False)
+    return (
+        header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra}, sort_keys=False)
+    )
 
 
 def grpo_defaults() -> dict:

@@ -32,25 +32,37 @@ from runs.rollouts.groups import formula
 
 def dashboard(request):
     # a NUL cannot even be compared with in PostgreSQL: search without it
-    params = {name: request.GET.get(name, "")[:200].replace("\x00", "") for name in
-              ("q", "status", "dataset", "model", "scope", "team", "sort")}
+    params = {
+        name: request.GET.get(name, "")[:200].replace("\x00", "")
+        for name in ("q", "status", "dataset", "model", "scope", "team", "sort")
+    }
     params["sort"] = params["sort"] or "-created"
     table = dashboard_runs(request.user, **params)
     query = {k: v for k, v in params.items() if v and k != "sort"}
-    return render(request, "lifecycle/dashboard.html", {
-        "datasets": Dataset.objects.visible_to(request.user).select_related("owner").prefetch_related("versions"),
-        "reward_functions": RewardFunction.objects.visible_to(request.user).select_related("owner"),
-        "table": table, "params": params, "filtered": bool(query),
-        "sort_links": {key: "?" + urlencode({**query, "sort": key if params["sort"] == f"-{key}" else f"-{key}"})
-                       for key in SORTS},
-    })
+    return render(
+        request,
+        "lifecycle/dashboard.html",
+        {
+            "datasets": Dataset.objects.visible_to(request.user).select_related("owner").prefetch_related("versions"),
+            "reward_functions": RewardFunction.objects.visible_to(request.user).select_related("owner"),
+            "table": table,
+            "params": params,
+            "filtered": bool(query),
+            "sort_links": {
+                key: "?" + urlencode({**query, "sort": key if params["sort"] == f"-{key}" else f"-{key}"})
+                for key in SORTS
+            },
+        },
+    )
 
 
 def run_new(request):
     """The run form; ``?kind=sft``: an SFT run (TRL's SFTTrainer, SFTConfig's fields)."""
     kind = "sft" if request.GET.get("kind") == "sft" else "grpo"
-    initial = {"name": "demo SFT run" if kind == "sft" else "demo run",
-               "dataset_version": request.GET.get("dataset_version")}
+    initial = {
+        "name": "demo SFT run" if kind == "sft" else "demo run",
+        "dataset_version": request.GET.get("dataset_version"),
+    }
     if request.GET.get("model"):  # "use as base" on the Models page
         initial["model"] = request.GET["model"][:500]
     form = RunForm(request.POST or None, owner=request.user, initial=initial, kind=kind)
@@ -62,28 +74,48 @@ def run_new(request):
 
 
 # the run page's tabs, in order: (the name in the address, #metrics; the label)
-RUN_TABS = [("overview", "Overview"), ("metrics", "Metrics"), ("rollouts", "Rollouts"), ("evaluations", "Evaluations"),
-            ("resources", "Resources"), ("log", "Log")]
+RUN_TABS = [
+    ("overview", "Overview"),
+    ("metrics", "Metrics"),
+    ("rollouts", "Rollouts"),
+    ("evaluations", "Evaluations"),
+    ("resources", "Resources"),
+    ("log", "Log"),
+]
 
 
 def run_detail(request, pk, eval_form=None):
     """The run page; ``eval_form``: the evaluation form as submitted, with its errors (run_evaluate)."""
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("dataset_version__dataset"), pk=pk)
-    return render(request, "lifecycle/run_detail.html", {
-        "run": run, "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
-        "eval_form": eval_form or EvaluationForm(run=run),
-        # an SFT run has no rollouts: no Rollouts tab
-        "tabs": [t for t in RUN_TABS if not (run.is_sft and t[0] == "rollouts")],
-        "share_url": reverse("run_share", args=[run.pk]), **share_context(run, request.user),
-    })
+    return render(
+        request,
+        "lifecycle/run_detail.html",
+        {
+            "run": run,
+            "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
+            "eval_form": eval_form or EvaluationForm(run=run),
+            # an SFT run has no rollouts: no Rollouts tab
+            "tabs": [t for t in RUN_TABS if not (run.is_sft and t[0] == "rollouts")],
+            "share_url": reverse("run_share", args=[run.pk]),
+            **share_context(run, request.user),
+        },
+    )
 
 
 @require_GET
 def run_status_json(request, pk):
     run = visible_run(request, pk)
-    return JsonResponse({"status": run.status, "step": run.step, "total_steps": run.total_steps,
-                         "progress": run.progress, "error": run.error, "finished": run.is_finished,
-                         "steps": selectors.rollout_steps(run)})
+    return JsonResponse(
+        {
+            "status": run.status,
+            "step": run.step,
+            "total_steps": run.total_steps,
+            "progress": run.progress,
+            "error": run.error,
+            "finished": run.is_finished,
+            "steps": selectors.rollout_steps(run),
+        }
+    )
 
 
 @require_GET
@@ -116,9 +148,16 @@ def run_step_json(request, pk, step):
         for group in view["groups"]:
             for c in group["completions"]:
                 c["replay"] = by_index.get(c["index"])
-    return JsonResponse({"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
-                         "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
-                         "replay": replayed is not None, **view})
+    return JsonResponse(
+        {
+            "step": step,
+            "reward_names": run.reward_names,
+            "scale_rewards": run.config.get("scale_rewards"),
+            "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
+            "replay": replayed is not None,
+            **view,
+        }
+    )
 
 
 async def run_events(request, pk):
@@ -134,14 +173,26 @@ def run_progress_json(request, pk):
     run = visible_run(request, pk)  # a read: a run whose worker died is settled by a live worker's beat (its reaper)
     pace = run_pace(run)
     tail = log_tail(run.run_dir / "train.log", 30)
-    return JsonResponse({
-        "status": run.status, "step": run.step, "total_steps": run.total_steps, "progress": run.progress,
-        "steps_per_second": pace.steps_per_second, "eta_seconds": pace.eta_seconds,
-        "stalled_seconds": pace.stalled_seconds, "stall_limit_seconds": pace.stall_limit_seconds,
-        "attempt": run.attempt, "checkpoint_step": run.checkpoint_step,
-        "resumable": run.resumable, "cancel_requested": run.cancel_requested_at is not None,
-        "worker": run.worker_name, "log_tail": tail, "log": log_view(tail), "error": run.error,
-    })
+    return JsonResponse(
+        {
+            "status": run.status,
+            "step": run.step,
+            "total_steps": run.total_steps,
+            "progress": run.progress,
+            "steps_per_second": pace.steps_per_second,
+            "eta_seconds": pace.eta_seconds,
+            "stalled_seconds": pace.stalled_seconds,
+            "stall_limit_seconds": pace.stall_limit_seconds,
+            "attempt": run.attempt,
+            "checkpoint_step": run.checkpoint_step,
+            "resumable": run.resumable,
+            "cancel_requested": run.cancel_requested_at is not None,
+            "worker": run.worker_name,
+            "log_tail": tail,
+            "log": log_view(tail),
+            "error": run.error,
+        }
+    )
 
 
 @require_POST
@@ -152,8 +203,9 @@ def run_cancel_view(request, pk):
     if request.POST.get("confirm") != "yes":
         return render(request, "lifecycle/run_cancel_confirm.html", {"run": run})
     run = run_cancel(run=run)
-    messages.info(request, "Cancelled." if run.status == Run.Status.CANCELLED else "Cancelling: training stops "
-                                                                                   "within seconds.")
+    messages.info(
+        request, "Cancelled." if run.status == Run.Status.CANCELLED else "Cancelling: training stops within seconds."
+    )
     return redirect(run)
 
 
@@ -182,8 +234,11 @@ def run_retry_view(request, pk):
 def create_from_form(request, form, parent=None):
     data = form.cleaned_data
     try:
-        return run_create(owner=request.user, spec=RunSpec.from_form(data, parent=parent),
-                          queue_anyway=data.get("queue_anyway", False))
+        return run_create(
+            owner=request.user,
+            spec=RunSpec.from_form(data, parent=parent),
+            queue_anyway=data.get("queue_anyway", False),
+        )
     except RunRefused as exc:
         for error in exc.errors:
             form.add_error(None, error)
@@ -199,7 +254,9 @@ def run_clone(request, pk):
         if run:
             messages.info(request, f"Started {run.name}; its page links to the diff against {parent.name}.")
             return redirect(run)
-    return render(request, "lifecycle/run_new.html", {"form": form, "parent": parent}, status=400 if form.errors else 200)
+    return render(
+        request, "lifecycle/run_new.html", {"form": form, "parent": parent}, status=400 if form.errors else 200
+    )
 
 
 def run_import(request):
@@ -209,9 +266,12 @@ def run_import(request):
         text = request.FILES["file"].read(1024 * 1024).decode("utf-8", errors="replace")
     imported = parse_run_yaml(text, owner=request.user)
     form = RunForm(owner=request.user, imported=imported, kind=imported.kind)
-    return render(request, "lifecycle/run_new.html", {"form": form, "import_errors": imported.errors,
-                                                  "import_notes": imported.notes},
-                  status=400 if imported.errors else 200)
+    return render(
+        request,
+        "lifecycle/run_new.html",
+        {"form": form, "import_errors": imported.errors, "import_notes": imported.notes},
+        status=400 if imported.errors else 200,
+    )
 
 
 @require_GET

@@ -51,8 +51,14 @@ class DatasetVersion(models.Model):
     path = models.CharField(max_length=500, help_text="The rows: a Parquet file, shared by the mappings of one upload.")
     source_name = models.CharField(max_length=255, blank=True)
     source_format = models.CharField(max_length=16, blank=True, help_text="jsonl, json, csv, parquet or hf")
-    based_on = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                 help_text="The version whose rows this one maps anew.")
+    based_on = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The version whose rows this one maps anew.",
+    )
     columns = models.JSONField(default=list)
     column_types = models.JSONField(default=dict, help_text="Column -> text, integer, number, messages, list, ...")
     row_count = models.PositiveIntegerField()
@@ -69,9 +75,12 @@ class DatasetVersion(models.Model):
     split_column = models.CharField(max_length=200, blank=True)
     train_rows = models.PositiveIntegerField(default=0)
     eval_rows = models.PositiveIntegerField(default=0)
-    provenance = models.JSONField(default=dict, blank=True,
-                                  help_text="Where the rows came from when the app made them: a rejection-sampling "
-                                            "job's model, rewards, threshold and kept share per prompt.")
+    provenance = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Where the rows came from when the app made them: a rejection-sampling "
+        "job's model, rewards, threshold and kept share per prompt.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -90,11 +99,19 @@ class DatasetImport(Job):
     version or the errors that refused it."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dataset_imports")
-    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.CASCADE, related_name="imports",
-                                help_text="Set when the import adds a version to this dataset.")
+    dataset = models.ForeignKey(
+        Dataset,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="imports",
+        help_text="Set when the import adds a version to this dataset.",
+    )
     name = models.CharField(max_length=200, blank=True)
-    source = models.JSONField(default=dict, help_text="local_path (absolute, under an import root) or hub_id, "
-                                                      "config, split; prompt_column, gsm8k_column.")
+    source = models.JSONField(
+        default=dict,
+        help_text="local_path (absolute, under an import root) or hub_id, config, split; prompt_column, gsm8k_column.",
+    )
     status = models.CharField(max_length=16, choices=NOT_CANCELLABLE, default=JobStatus.QUEUED)
     progress = models.CharField(max_length=200, blank=True)
     rows_done = models.BigIntegerField(default=0)

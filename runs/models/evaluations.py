@@ -19,8 +19,9 @@ class Evaluation(Job):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluations")
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    step = models.PositiveIntegerField(null=True, blank=True,
-                                       help_text="Periodic: the training step evaluated. A checkpoint: its step.")
+    step = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Periodic: the training step evaluated. A checkpoint: its step."
+    )
     label = models.CharField(max_length=200, help_text="'step 4', 'base model', 'final model', 'checkpoint-10', ...")
     model = models.CharField(max_length=500, blank=True, help_text="The model folder or hub id evaluated.")
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="evaluations")
@@ -37,8 +38,11 @@ class Evaluation(Job):
 
     class Meta:
         ordering = ["kind", "step", "created_at"]
-        constraints = [models.UniqueConstraint(fields=["run", "step"], condition=models.Q(kind="periodic"),
-                                               name="evaluation_periodic_step")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "step"], condition=models.Q(kind="periodic"), name="evaluation_periodic_step"
+            )
+        ]
 
     def __str__(self):
         return f"{self.run.name}: {self.label}"
@@ -68,5 +72,4 @@ class EvalSample(models.Model):
 
     class Meta:
         ordering = ["prompt_index", "sample"]
-        constraints = [models.UniqueConstraint(fields=["evaluation", "prompt_index", "sample"],
-                                               name="eval_sample_key")]
+        constraints = [models.UniqueConstraint(fields=["evaluation", "prompt_index", "sample"], name="eval_sample_key")]

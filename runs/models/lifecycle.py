@@ -23,27 +23,42 @@ class Run(Job):
         VERL = "verl", "verl"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
-    trainer = models.CharField(max_length=8, choices=Trainer.choices, default=Trainer.TRL,
-                               help_text="trl: TRL's trainer in one process (per GPU); verl: verl's GRPO on Ray with "
-                                         "vLLM rollout (GPU workers), the same config translated to its keys.")
-    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.GRPO,
-                            help_text="grpo: TRL's GRPOTrainer; sft: TRL's SFTTrainer (config holds SFTConfig fields, "
-                                      "rewards only score its evaluations).")
+    trainer = models.CharField(
+        max_length=8,
+        choices=Trainer.choices,
+        default=Trainer.TRL,
+        help_text="trl: TRL's trainer in one process (per GPU); verl: verl's GRPO on Ray with "
+        "vLLM rollout (GPU workers), the same config translated to its keys.",
+    )
+    kind = models.CharField(
+        max_length=8,
+        choices=Kind.choices,
+        default=Kind.GRPO,
+        help_text="grpo: TRL's GRPOTrainer; sft: TRL's SFTTrainer (config holds SFTConfig fields, "
+        "rewards only score its evaluations).",
+    )
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="Names the run's folder.")
     name = models.CharField(max_length=200)
     model = models.CharField(max_length=500, help_text="Local path or Hugging Face hub id.")
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="runs")
     rewards = models.JSONField(help_text="[{name, builtin, weight}] as used by the training program.")
-    tools = models.JSONField(default=list, blank=True,
-                             help_text="[{name, builtin} or {name, version_id}]: functions the model may call as it "
-                                       "generates (TRL's tools), run in the sandbox.")
-    environment = models.JSONField(default=dict, blank=True,
-                                   help_text="{name, builtin} or {name, version_id}, or {} for none: an environment "
-                                             "class whose methods the model calls (TRL's environment_factory), one "
-                                             "instance per rollout, run in the sandbox.")
+    tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="[{name, builtin} or {name, version_id}]: functions the model may call as it "
+        "generates (TRL's tools), run in the sandbox.",
+    )
+    environment = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="{name, builtin} or {name, version_id}, or {} for none: an environment "
+        "class whose methods the model calls (TRL's environment_factory), one "
+        "instance per rollout, run in the sandbox.",
+    )
     config = models.JSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
-    config_extra = models.JSONField(default=dict, blank=True,
-                                    help_text="Further GRPOConfig fields from an imported TRL config, passed through.")
+    config_extra = models.JSONField(
+        default=dict, blank=True, help_text="Further GRPOConfig fields from an imported TRL config, passed through."
+    )
     # Job's status, indexed: the dashboard, the reaper and the dispatcher select runs by it
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     step = models.PositiveIntegerField(default=0)
@@ -51,19 +66,33 @@ class Run(Job):
     error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
     event_offset = models.BigIntegerField(default=0, help_text="Bytes of the event log already ingested.")
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones",
-                               help_text="The run this one was cloned or retried from.")
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="clones",
+        help_text="The run this one was cloned or retried from.",
+    )
     requested_gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs the run needs; 0 runs on a CPU.")
-    engine = models.CharField(max_length=8, choices=[("local", "local"), ("ray", "Ray")], default="local",
-                              help_text="local: a worker trains on its own machine; ray: the worker submits the run "
-                                        "to its Ray cluster (RAY_ADDRESS) as a Ray job (README \"Scale out\").")
-    num_workers = models.PositiveSmallIntegerField(default=1, help_text="Ray Train workers of a Ray run (DDP across "
-                                                                        "them; each gets one GPU when the run asks "
-                                                                        "for GPUs).")
+    engine = models.CharField(
+        max_length=8,
+        choices=[("local", "local"), ("ray", "Ray")],
+        default="local",
+        help_text="local: a worker trains on its own machine; ray: the worker submits the run "
+        'to its Ray cluster (RAY_ADDRESS) as a Ray job (README "Scale out").',
+    )
+    num_workers = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="Ray Train workers of a Ray run (DDP across them; each gets one GPU when the run asks for GPUs).",
+    )
     ray_slot_base = models.PositiveSmallIntegerField(
-        null=True, blank=True, editable=False,
+        null=True,
+        blank=True,
+        editable=False,
         help_text="A Ray run's first sandbox slot on the cluster's nodes, held while an attempt runs (its lease is "
-                  "set): no two live Ray runs hold the same range (workers.placement.ray_slot_base).")
+        "set): no two live Ray runs hold the same range (workers.placement.ray_slot_base).",
+    )
     worker_name = models.CharField(max_length=200, blank=True, help_text="The Celery worker that took the run.")
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1, then +1 for each resume.")
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the supervisor.")
@@ -71,32 +100,54 @@ class Run(Job):
     checkpoint_step = models.PositiveIntegerField(default=0, help_text="Step of the last checkpoint saved.")
     resumable = models.BooleanField(default=False, help_text="Failed or cancelled with a checkpoint to resume from.")
     queued_at = models.DateTimeField(null=True, blank=True, help_text="When this attempt was last put in the queue.")
-    lease = models.UUIDField(null=True, blank=True, editable=False,
-                             help_text="The token of the supervisor that holds the current attempt; cleared when the "
-                                       "attempt is taken from it (reaped), so a late supervisor can change nothing.")
-    reward_faults = models.JSONField(default=dict, blank=True,
-                                     help_text="{reward name: {faults, disabled, error, step}} from the sandbox.")
-    sandbox_weak = models.JSONField(default=dict, blank=True,
-                                    help_text="{reward name: [what its sandbox lacked]} for rewards that ran in weak "
-                                              "mode (GRPO_SANDBOX_ALLOW_WEAK).")
-    evaluation = models.JSONField(default=dict, blank=True,
-                                  help_text="Periodic evaluation settings (workers.training.protocol.config.EvalFields); {}: none.")
-    reflection_phrases = models.JSONField(default=default_reflection_phrases, blank=True,
-                                          help_text="Self-reflection phrases tagged at ingest; /.../ is a regex.")
-    detector_thresholds = models.JSONField(default=dict, blank=True,
-                                           help_text="The reward-hacking detectors' thresholds this run changed "
-                                                     "(runs.rollouts.detectors.DEFAULTS holds the rest).")
+    lease = models.UUIDField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The token of the supervisor that holds the current attempt; cleared when the "
+        "attempt is taken from it (reaped), so a late supervisor can change nothing.",
+    )
+    reward_faults = models.JSONField(
+        default=dict, blank=True, help_text="{reward name: {faults, disabled, error, step}} from the sandbox."
+    )
+    sandbox_weak = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="{reward name: [what its sandbox lacked]} for rewards that ran in weak "
+        "mode (GRPO_SANDBOX_ALLOW_WEAK).",
+    )
+    evaluation = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Periodic evaluation settings (workers.training.protocol.config.EvalFields); {}: none.",
+    )
+    reflection_phrases = models.JSONField(
+        default=default_reflection_phrases,
+        blank=True,
+        help_text="Self-reflection phrases tagged at ingest; /.../ is a regex.",
+    )
+    detector_thresholds = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The reward-hacking detectors' thresholds this run changed "
+        "(runs.rollouts.detectors.DEFAULTS holds the rest).",
+    )
     token_sample_groups = models.SmallIntegerField(
-        default=1, help_text="Groups of each generation batch whose per-token values (TRL's log-probabilities, "
-                             "entropy, ratio, clipping) are kept in <run_dir>/tokens; -1: all, 0: none.")
+        default=1,
+        help_text="Groups of each generation batch whose per-token values (TRL's log-probabilities, "
+        "entropy, ratio, clipping) are kept in <run_dir>/tokens; -1: all, 0: none.",
+    )
     started_at = models.DateTimeField(null=True, blank=True)
 
     objects = SharedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["ray_slot_base"], condition=models.Q(lease__isnull=False),
-                                               name="run_ray_slots_one_live_run")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["ray_slot_base"], condition=models.Q(lease__isnull=False), name="run_ray_slots_one_live_run"
+            )
+        ]
 
     def __str__(self):
         return self.name
@@ -120,8 +171,9 @@ class Run(Job):
     def reward_names(self) -> list[str]:
         """The run's reward columns in TRL's order: its reward functions, then its environment's get_reward
         (named after the class), where it has one."""
-        return [r["name"] for r in self.rewards] + ([self.environment["reward"]] if (self.environment or {}).get(
-            "reward") else [])
+        return [r["name"] for r in self.rewards] + (
+            [self.environment["reward"]] if (self.environment or {}).get("reward") else []
+        )
 
     @property
     def vllm_server(self) -> bool:

@@ -23,8 +23,9 @@ class Recipe(models.Model):
     stages = models.JSONField(help_text="[{kind, name, model, dataset, rewards, config, settings}] in order.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
     current = models.PositiveSmallIntegerField(default=0, help_text="The stage running (or that failed).")
-    outputs = models.JSONField(default=list, help_text="Per stage: {run, job, evaluation, model, dataset_version, "
-                                                       "status, figures}.")
+    outputs = models.JSONField(
+        default=list, help_text="Per stage: {run, job, evaluation, model, dataset_version, status, figures}."
+    )
     error = models.TextField(blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -36,8 +36,7 @@ class Rollout(models.Model):
     # No index of its own: the key (run, step, index) and the indexes below all start with run. No database
     # constraint either: checking it row by row costs the ingest a quarter of its speed (bench/ingest.py), rows come
     # only from the ingest of an existing run, and deleting a run still deletes its rollouts (Django, one DELETE).
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts", db_index=False,
-                            db_constraint=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts", db_index=False, db_constraint=False)
     step = models.PositiveIntegerField()
     index = models.PositiveIntegerField(help_text="Position in the generation batch.")
     group = models.PositiveIntegerField(help_text="index // num_generations: completions of the same prompt.")
@@ -46,24 +45,34 @@ class Rollout(models.Model):
     completion = models.TextField()
     rewards = models.JSONField(help_text="Per reward function, in the run's order; None where the function abstained.")
     reward = models.FloatField(null=True, help_text="Weighted sum of the per-function rewards.")
-    reward_bucket = models.SmallIntegerField(null=True, help_text="reward_bucket(reward): the browser reads rollouts "
-                                                                  "in advantage order bucket by bucket.")
+    reward_bucket = models.SmallIntegerField(
+        null=True, help_text="reward_bucket(reward): the browser reads rollouts in advantage order bucket by bucket."
+    )
     advantage = models.FloatField()
     length = models.PositiveIntegerField(help_text="Completion length in tokens.")
     truncated = models.BooleanField(default=False)
     zero_std = models.BooleanField(default=False, help_text="Its group's rewards were all equal: no learning signal.")
     reflections = models.JSONField(default=list, help_text="Self-reflection phrases found in the completion.")
     reflective = models.BooleanField(default=False, help_text="Holds at least one self-reflection phrase.")
-    reflection_mask = models.BigIntegerField(default=0, help_text="Bit i set: the run's phrase i was found. Kept in "
-                                                                  "the browser's index, so filtering on a phrase "
-                                                                  "reads no row it does not keep.")
+    reflection_mask = models.BigIntegerField(
+        default=0,
+        help_text="Bit i set: the run's phrase i was found. Kept in "
+        "the browser's index, so filtering on a phrase "
+        "reads no row it does not keep.",
+    )
     columns = models.JSONField(default=dict, help_text="The dataset row's other columns, as the rewards saw them.")
-    messages = models.JSONField(null=True, blank=True,
-                                help_text="A conversational completion as TRL produced it: its turns, the tool calls "
-                                          "(name, arguments) and the tools' results. None for plain text.")
-    step_scores = models.JSONField(null=True, blank=True,
-                                   help_text="Per-step (process) scores a reward logged through TRL's log_extra: "
-                                             "{split: the delimiter, scores: [a number or None per step]}.")
+    messages = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A conversational completion as TRL produced it: its turns, the tool calls "
+        "(name, arguments) and the tools' results. None for plain text.",
+    )
+    step_scores = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Per-step (process) scores a reward logged through TRL's log_extra: "
+        "{split: the delimiter, scores: [a number or None per step]}.",
+    )
     first_step_score = models.FloatField(null=True, blank=True, help_text="The first scored step's score.")
 
     class Meta:
@@ -75,8 +84,22 @@ class Rollout(models.Model):
         # prompt across steps; one step's groups read the key. Each index costs the ingest (bench/ingest.py), so
         # sorting by reward and searching text read rows instead.
         indexes = [
-            models.Index(fields=["run", "reward_bucket", "advantage", "id", "reward", "step", "length", "zero_std",
-                                 "reflective", "truncated", "reflection_mask"], name="rollout_run_advantage"),
+            models.Index(
+                fields=[
+                    "run",
+                    "reward_bucket",
+                    "advantage",
+                    "id",
+                    "reward",
+                    "step",
+                    "length",
+                    "zero_std",
+                    "reflective",
+                    "truncated",
+                    "reflection_mask",
+                ],
+                name="rollout_run_advantage",
+            ),
             models.Index(fields=["run", "prompt_key", "step"], name="rollout_run_prompt"),
         ]
 
@@ -88,13 +111,16 @@ class Replay(Job):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="replays")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="replays")
     rewards = models.JSONField(help_text="[{name, weight, version_id | builtin}] in the run's order, as replayed.")
-    filters = models.JSONField(default=dict, blank=True, help_text="The rollout browser's filters that chose the steps.")
+    filters = models.JSONField(
+        default=dict, blank=True, help_text="The rollout browser's filters that chose the steps."
+    )
     steps = models.JSONField(default=list, help_text="The steps replayed (every completion of each).")
     status = models.CharField(max_length=16, choices=NOT_CANCELLABLE, default=JobStatus.QUEUED)
     done = models.PositiveIntegerField(default=0, help_text="Completions re-scored so far.")
     total = models.PositiveIntegerField(default=0)
-    summary = models.JSONField(default=dict, blank=True,
-                               help_text="Per step: zero-variance shares before/after, groups whose best changed.")
+    summary = models.JSONField(
+        default=dict, blank=True, help_text="Per step: zero-variance shares before/after, groups whose best changed."
+    )
     error = models.TextField(blank=True)
 
     class Meta:

@@ -18,20 +18,32 @@ class RejectionJob(Job):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rejection_jobs")
     name = models.CharField(max_length=200)
     model = models.CharField(max_length=500, help_text="The model sampled: 'tiny', a folder, or a hub id.")
-    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="+",
-                                        help_text="The prompts.")
+    dataset_version = models.ForeignKey(
+        DatasetVersion, on_delete=models.PROTECT, related_name="+", help_text="The prompts."
+    )
     split = models.CharField(max_length=8, default="all", help_text="'train', 'eval' or 'all' rows of the version.")
     rewards = models.JSONField(help_text="[{name, weight, version_id, version}] that score the samples.")
-    settings = models.JSONField(help_text="k, temperature, max_new_tokens, max_prompts, solved_by, threshold, "
-                                          "max_per_prompt, mix_rows, seed.")
-    mix_version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                                    help_text="Rows mixed into the output (prompt-completion), if any.")
+    settings = models.JSONField(
+        help_text="k, temperature, max_new_tokens, max_prompts, solved_by, threshold, max_per_prompt, mix_rows, seed."
+    )
+    mix_version = models.ForeignKey(
+        DatasetVersion,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Rows mixed into the output (prompt-completion), if any.",
+    )
     error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
-    stats = models.JSONField(default=dict, blank=True, help_text="prompts, samples, kept, duplicates, mixed_in, "
-                                                                 "kept_share, kept_share_per_prompt.")
-    output_version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="+")
+    stats = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="prompts, samples, kept, duplicates, mixed_in, kept_share, kept_share_per_prompt.",
+    )
+    output_version = models.ForeignKey(
+        DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -51,8 +63,12 @@ class RejectionJob(Job):
         with transaction.atomic():
             if RejectionJob.objects.select_for_update().filter(pk=self.pk, status=self.Status.CANCELLED).exists():
                 return
-            self.status, self.error, self.log_tail, self.finished_at = \
-                self.Status.FAILED, error, log_tail, timezone.now()
+            self.status, self.error, self.log_tail, self.finished_at = (
+                self.Status.FAILED,
+                error,
+                log_tail,
+                timezone.now(),
+            )
             self.save(update_fields=["status", "error", "log_tail", "finished_at"])
 
 

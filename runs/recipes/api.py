@@ -29,14 +29,25 @@ class RecipeIn(Schema):
     template: str | None = Field(None, description="R1, R1-Zero or distill; or give stages.")
     prompts: int | None = Field(None, description="A template's dataset version of prompts.")
     sft: int | None = Field(None, description="A template's dataset version of worked answers (completion column).")
-    stages: list[dict] | None = Field(None, description="[{kind, name, model, dataset, rewards, config, settings}]; "
-                                                        "model/dataset may name an earlier stage as 'stage:N'.")
+    stages: list[dict] | None = Field(
+        None,
+        description="[{kind, name, model, dataset, rewards, config, settings}]; "
+        "model/dataset may name an earlier stage as 'stage:N'.",
+    )
 
 
 def _recipe(recipe) -> dict:
-    return {"id": recipe.pk, "name": recipe.name, "status": recipe.status, "current_stage": recipe.current + 1,
-            "error": recipe.error, "stages": recipe.stages, "pipeline": pipeline(recipe),
-            "parent": recipe.parent_id, "url": recipe.get_absolute_url()}
+    return {
+        "id": recipe.pk,
+        "name": recipe.name,
+        "status": recipe.status,
+        "current_stage": recipe.current + 1,
+        "error": recipe.error,
+        "stages": recipe.stages,
+        "pipeline": pipeline(recipe),
+        "parent": recipe.parent_id,
+        "url": recipe.get_absolute_url(),
+    }
 
 
 def _owned_recipe(request, recipe_id):
@@ -48,8 +59,12 @@ def recipes_list(request):
     return [_recipe(r) for r in Recipe.objects.filter(owner=request.user)]
 
 
-@router.post("/recipes", response={201: dict, 400: Errors}, tags=["recipes"],
-             summary="Make a recipe (a draft) from a template or from stages")
+@router.post(
+    "/recipes",
+    response={201: dict, 400: Errors},
+    tags=["recipes"],
+    summary="Make a recipe (a draft) from a template or from stages",
+)
 def recipe_make(request, body: RecipeIn):
     try:
         if body.stages is not None:
@@ -59,10 +74,13 @@ def recipe_make(request, body: RecipeIn):
             prompts = versions.filter(pk=body.prompts).first() if body.prompts is not None else None
             sft = versions.filter(pk=body.sft).first() if body.sft is not None else None
             if body.template not in TEMPLATES or prompts is None:
-                return Status(400, {"errors": [f"template: one of {', '.join(TEMPLATES)}, with prompts: a dataset "
-                                               f"version of yours"]})
-            recipe = recipe_from_template(owner=request.user, name=body.name or body.template,
-                                          template=body.template, prompts=prompts, sft=sft)
+                return Status(
+                    400,
+                    {"errors": [f"template: one of {', '.join(TEMPLATES)}, with prompts: a dataset version of yours"]},
+                )
+            recipe = recipe_from_template(
+                owner=request.user, name=body.name or body.template, template=body.template, prompts=prompts, sft=sft
+            )
     except RecipeRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(201, _recipe(recipe))
@@ -73,8 +91,12 @@ def recipe_get(request, recipe_id: int):
     return _recipe(_owned_recipe(request, recipe_id))
 
 
-@router.post("/recipes/{int:recipe_id}/{action}", response={200: dict, 400: Errors}, tags=["recipes"],
-             summary="start, cancel or resume (from the failed stage) a recipe")
+@router.post(
+    "/recipes/{int:recipe_id}/{action}",
+    response={200: dict, 400: Errors},
+    tags=["recipes"],
+    summary="start, cancel or resume (from the failed stage) a recipe",
+)
 def recipe_act(request, recipe_id: int, action: str):
     recipe = _owned_recipe(request, recipe_id)
     actions = {"start": recipe_start, "cancel": recipe_cancel, "resume": recipe_resume}

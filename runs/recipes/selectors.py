@@ -34,8 +34,12 @@ def _links(output: dict) -> list[dict]:
     if output.get("job"):
         links.append({"label": "sampling job", "url": reverse("rejection_job_detail", args=[output["job"]])})
     if output.get("evaluation") and output.get("evaluated_run"):
-        links.append({"label": "evaluation", "url": reverse("evaluation_detail",
-                                                            args=[output["evaluated_run"], output["evaluation"]])})
+        links.append(
+            {
+                "label": "evaluation",
+                "url": reverse("evaluation_detail", args=[output["evaluated_run"], output["evaluation"]]),
+            }
+        )
     made = made_model(output["model"]) if output.get("model") and output.get("status") == "completed" else None
     if made and output.get("run"):
         links.append({"label": "model", "url": reverse("models") + f"#model-{output['run']}-{made[1]}"})
@@ -43,8 +47,9 @@ def _links(output: dict) -> list[dict]:
     if output.get("dataset_version"):
         version = DatasetVersion.objects.filter(pk=output["dataset_version"]).first()
         if version is not None:
-            links.append({"label": "dataset", "url": reverse("dataset_version",
-                                                             args=[version.dataset_id, version.number])})
+            links.append(
+                {"label": "dataset", "url": reverse("dataset_version", args=[version.dataset_id, version.number])}
+            )
     return links
 
 
@@ -54,15 +59,32 @@ def pipeline(recipe: Recipe) -> list[dict]:
     out = []
     for n, (stage, output) in enumerate(zip(recipe.stages, recipe.outputs + [{}] * len(recipe.stages)), start=1):
         figures = output.get("figures") or {}
-        shown = [{"label": label, "key": key, "value": figures[key]} for label, key in FIGURES.get(stage.get("kind"), [])
-                 if isinstance(figures.get(key), (int, float)) and not isinstance(figures.get(key), bool)]
-        out.append({"n": n, "kind": stage.get("kind"), "name": stage.get("name") or stage.get("kind"),
-                    "model": _input_label(stage.get("model")), "dataset": _input_label(stage.get("dataset")),
-                    "status": output.get("status") or "waiting", "links": _links(output), "figures": shown,
-                    "error": output.get("error", "")})
+        shown = [
+            {"label": label, "key": key, "value": figures[key]}
+            for label, key in FIGURES.get(stage.get("kind"), [])
+            if isinstance(figures.get(key), (int, float)) and not isinstance(figures.get(key), bool)
+        ]
+        out.append(
+            {
+                "n": n,
+                "kind": stage.get("kind"),
+                "name": stage.get("name") or stage.get("kind"),
+                "model": _input_label(stage.get("model")),
+                "dataset": _input_label(stage.get("dataset")),
+                "status": output.get("status") or "waiting",
+                "links": _links(output),
+                "figures": shown,
+                "error": output.get("error", ""),
+            }
+        )
     return out
 
 
 def pipeline_json(recipe: Recipe) -> dict:
-    return {"id": recipe.pk, "status": recipe.status, "current": recipe.current + 1, "error": recipe.error,
-            "stages": pipeline(recipe)}
+    return {
+        "id": recipe.pk,
+        "status": recipe.status,
+        "current": recipe.current + 1,
+        "error": recipe.error,
+        "stages": pipeline(recipe),
+    }

@@ -24,32 +24,79 @@ from workers.training.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields
 KINDS = ("sft", "grpo", "rejection_sample", "eval")
 MAKES_MODEL = ("sft", "grpo")
 
-_SFT = {k: f.default for k, f in SFT_FIELDS.items()} | {"max_steps": 40, "per_device_train_batch_size": 16,
-                                                          "save_steps": 20}
-_GRPO = {"max_steps": 8, "num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 24,
-         "save_steps": 4}
-_SAMPLE = {"k": 4, "threshold": 1.0, "solved_by": "accuracy", "max_per_prompt": 1, "max_prompts": 24,
-           "max_new_tokens": 24, "mix_rows": 16}
+_SFT = {k: f.default for k, f in SFT_FIELDS.items()} | {
+    "max_steps": 40,
+    "per_device_train_batch_size": 16,
+    "save_steps": 20,
+}
+_GRPO = {
+    "max_steps": 8,
+    "num_generations": 4,
+    "per_device_train_batch_size": 8,
+    "max_completion_length": 24,
+    "save_steps": 4,
+}
+_SAMPLE = {
+    "k": 4,
+    "threshold": 1.0,
+    "solved_by": "accuracy",
+    "max_per_prompt": 1,
+    "max_prompts": 24,
+    "max_new_tokens": 24,
+    "mix_rows": 16,
+}
 
 # "prompts": the dataset version with the questions; "sft": one with worked answers (a completion column).
 TEMPLATES = {
     "R1": [
         {"kind": "sft", "name": "cold-start SFT", "model": "tiny", "dataset": "input:sft", "config": _SFT},
-        {"kind": "grpo", "name": "reasoning GRPO", "model": "stage:1", "dataset": "input:prompts",
-         "rewards": ["accuracy", "think_format"], "config": _GRPO},
-        {"kind": "rejection_sample", "name": "rejection sampling", "model": "stage:2", "dataset": "input:prompts",
-         "rewards": ["accuracy"], "settings": _SAMPLE, "mix": "input:sft"},
+        {
+            "kind": "grpo",
+            "name": "reasoning GRPO",
+            "model": "stage:1",
+            "dataset": "input:prompts",
+            "rewards": ["accuracy", "think_format"],
+            "config": _GRPO,
+        },
+        {
+            "kind": "rejection_sample",
+            "name": "rejection sampling",
+            "model": "stage:2",
+            "dataset": "input:prompts",
+            "rewards": ["accuracy"],
+            "settings": _SAMPLE,
+            "mix": "input:sft",
+        },
         {"kind": "sft", "name": "second SFT", "model": "tiny", "dataset": "stage:3", "config": _SFT},
-        {"kind": "grpo", "name": "final GRPO", "model": "stage:4", "dataset": "input:prompts",
-         "rewards": ["accuracy", "think_format"], "config": _GRPO},
+        {
+            "kind": "grpo",
+            "name": "final GRPO",
+            "model": "stage:4",
+            "dataset": "input:prompts",
+            "rewards": ["accuracy", "think_format"],
+            "config": _GRPO,
+        },
     ],
     "R1-Zero": [
-        {"kind": "grpo", "name": "GRPO from the base model", "model": "tiny", "dataset": "input:prompts",
-         "rewards": ["accuracy", "think_format"], "config": _GRPO},
+        {
+            "kind": "grpo",
+            "name": "GRPO from the base model",
+            "model": "tiny",
+            "dataset": "input:prompts",
+            "rewards": ["accuracy", "think_format"],
+            "config": _GRPO,
+        },
     ],
     "distill": [
-        {"kind": "rejection_sample", "name": "sample the teacher", "model": "tiny-sft", "dataset": "input:prompts",
-         "rewards": ["accuracy"], "settings": _SAMPLE, "mix": "input:sft"},
+        {
+            "kind": "rejection_sample",
+            "name": "sample the teacher",
+            "model": "tiny-sft",
+            "dataset": "input:prompts",
+            "rewards": ["accuracy"],
+            "settings": _SAMPLE,
+            "mix": "input:sft",
+        },
         {"kind": "sft", "name": "SFT the student", "model": "tiny", "dataset": "stage:1", "config": _SFT},
     ],
 }
@@ -89,10 +136,14 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
                 if not 1 <= ref < n:
                     errors.append(f"stage {n}: {key} names stage {ref}, which does not come before it")
                 elif stages[ref - 1].get("kind") not in wants:
-                    errors.append(f"stage {n}: {key} names stage {ref} ({stages[ref - 1].get('kind')}), which makes "
-                                  f"no {key}")
-            elif key != "model" and value is not None and (
-                    isinstance(value, bool) or not isinstance(value, int) or not versions.filter(pk=value).exists()):
+                    errors.append(
+                        f"stage {n}: {key} names stage {ref} ({stages[ref - 1].get('kind')}), which makes no {key}"
+                    )
+            elif (
+                key != "model"
+                and value is not None
+                and (isinstance(value, bool) or not isinstance(value, int) or not versions.filter(pk=value).exists())
+            ):
                 errors.append(f"stage {n}: {key}: you have no dataset version {value!r} (give its id, or stage:N)")
             elif key == "model" and not isinstance(value, str):
                 errors.append(f"stage {n}: model: give a model name, folder or hub id, or stage:N")
@@ -104,13 +155,16 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
             settings = stage["settings"]
             unknown = sorted(set(settings) - set(EVAL_FIELDS)) if isinstance(settings, dict) else None
             if unknown is None or unknown:
-                errors.append(f"stage {n}: settings: give evaluation settings by name ({', '.join(EVAL_FIELDS)})"
-                              + (f"; not {', '.join(map(str, unknown))}" if unknown else ""))
+                errors.append(
+                    f"stage {n}: settings: give evaluation settings by name ({', '.join(EVAL_FIELDS)})"
+                    + (f"; not {', '.join(map(str, unknown))}" if unknown else "")
+                )
     return errors
 
 
-def recipe_from_template(*, owner, name: str, template: str, prompts: DatasetVersion,
-                         sft: DatasetVersion | None = None) -> Recipe:
+def recipe_from_template(
+    *, owner, name: str, template: str, prompts: DatasetVersion, sft: DatasetVersion | None = None
+) -> Recipe:
     stages = copy.deepcopy(TEMPLATES[template])
     inputs = {"input:prompts": prompts.pk, "input:sft": sft.pk if sft else None}
     for stage in stages:
@@ -118,8 +172,9 @@ def recipe_from_template(*, owner, name: str, template: str, prompts: DatasetVer
             if stage.get(key) in inputs:
                 stage[key] = inputs[stage[key]]
                 if stage[key] is None:
-                    raise RecipeRefused([f"{stage['name']}: this template needs a dataset with worked answers (a "
-                                         f"completion column)"])
+                    raise RecipeRefused(
+                        [f"{stage['name']}: this template needs a dataset with worked answers (a completion column)"]
+                    )
     return recipe_create(owner=owner, name=name, stages=stages)
 
 
@@ -127,13 +182,16 @@ def recipe_create(*, owner, name: str, stages: list[dict], parent: Recipe | None
     errors = recipe_problems(stages, owner)
     if errors:
         raise RecipeRefused(errors)
-    return Recipe.objects.create(owner=owner, name=name, stages=stages, parent=parent,
-                                 outputs=[{} for _ in stages])
+    return Recipe.objects.create(owner=owner, name=name, stages=stages, parent=parent, outputs=[{} for _ in stages])
 
 
 def recipe_clone(*, recipe: Recipe, name: str = "", stages: list[dict] | None = None) -> Recipe:
-    return recipe_create(owner=recipe.owner, name=name or f"{recipe.name} (clone)",
-                         stages=stages if stages is not None else recipe.stages, parent=recipe)
+    return recipe_create(
+        owner=recipe.owner,
+        name=name or f"{recipe.name} (clone)",
+        stages=stages if stages is not None else recipe.stages,
+        parent=recipe,
+    )
 
 
 def recipe_start(*, recipe: Recipe) -> Recipe:
@@ -185,8 +243,9 @@ def pinned_rewards(owner, names: list[str]) -> list[dict]:
         rf = RewardFunction.objects.visible_to(owner).filter(name=name, versions__isnull=False).order_by("pk").first()
         if rf is None:
             raise RecipeRefused([f"rewards: you have no reward function {name!r}"])
-        out.append({"name": rf.name, "weight": 1.0, "version_id": rf.latest_version.pk,
-                    "version": rf.latest_version.number})
+        out.append(
+            {"name": rf.name, "weight": 1.0, "version_id": rf.latest_version.pk, "version": rf.latest_version.number}
+        )
     return out
 
 
@@ -213,32 +272,48 @@ def _launch(recipe: Recipe) -> None:
             config = dict(stage.get("config") or {})
             if stage["kind"] == "grpo":
                 config = {k: getattr(GRPOFields(), k) for k in GRPOFields.__dataclass_fields__} | config
-            spec = RunSpec(name=name, model=model, kind=stage["kind"],
-                           dataset_version=_input(recipe, stage["dataset"], "dataset"),
-                           rewards=pinned_rewards(owner, stage.get("rewards") or []), config=config,
-                           evaluation=stage.get("evaluation") or {})
+            spec = RunSpec(
+                name=name,
+                model=model,
+                kind=stage["kind"],
+                dataset_version=_input(recipe, stage["dataset"], "dataset"),
+                rewards=pinned_rewards(owner, stage.get("rewards") or []),
+                config=config,
+                evaluation=stage.get("evaluation") or {},
+            )
             run = run_create(owner=owner, spec=spec, queue_anyway=True, check_rewards=False)
             output["run"] = run.pk
         elif stage["kind"] == "rejection_sample":
-            job = rejection_job_create(owner=owner, name=name, model=model,
-                                       dataset_version=_input(recipe, stage["dataset"], "dataset"),
-                                       rewards=pinned_rewards(owner, stage.get("rewards") or []),
-                                       settings=RejectionSettings(**(stage.get("settings") or {})),
-                                       split=stage.get("split", "all"),
-                                       mix_version=_input(recipe, stage.get("mix"), "dataset"))
+            job = rejection_job_create(
+                owner=owner,
+                name=name,
+                model=model,
+                dataset_version=_input(recipe, stage["dataset"], "dataset"),
+                rewards=pinned_rewards(owner, stage.get("rewards") or []),
+                settings=RejectionSettings(**(stage.get("settings") or {})),
+                split=stage.get("split", "all"),
+                mix_version=_input(recipe, stage.get("mix"), "dataset"),
+            )
             output["job"] = job.pk
         else:  # eval: the final model of an earlier stage's run, on a dataset version's eval split
             source = Run.objects.get(pk=recipe.outputs[_ref(stage["model"]) - 1]["run"])
             version = _input(recipe, stage.get("dataset"), "dataset") or source.dataset_version
-            evaluation = evaluation_create(run=source, model="final", dataset_version=version,
-                                           split=stage.get("split", "eval"),
-                                           settings=EvalFields(**stage["settings"]) if stage.get("settings") else None)
+            evaluation = evaluation_create(
+                run=source,
+                model="final",
+                dataset_version=version,
+                split=stage.get("split", "eval"),
+                settings=EvalFields(**stage["settings"]) if stage.get("settings") else None,
+            )
             output["evaluation"], output["evaluated_run"] = evaluation.pk, source.pk
     except Exception as exc:  # RunRefused, JobRefused, EvaluationRefused, RecipeRefused
         errors = getattr(exc, "errors", None) or [str(exc)]
         recipe.outputs[n] = {"status": "failed", "error": "; ".join(errors)}
-        recipe.status, recipe.error, recipe.finished_at = Recipe.Status.FAILED, \
-            f"stage {n + 1}: {'; '.join(errors)}", timezone.now()
+        recipe.status, recipe.error, recipe.finished_at = (
+            Recipe.Status.FAILED,
+            f"stage {n + 1}: {'; '.join(errors)}",
+            timezone.now(),
+        )
         recipe.save(update_fields=["outputs", "status", "error", "finished_at"])
         return
     recipe.outputs[n] = output

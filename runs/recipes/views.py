@@ -51,14 +51,27 @@ def recipe_list(request):
                 sft = _version(versions, request.POST.get("sft"))
                 if template not in TEMPLATES or prompts is None:
                     raise RecipeRefused(["pick a template and the dataset version of its prompts"])
-                recipe = recipe_from_template(owner=request.user, name=request.POST.get("name", "")[:200] or template,
-                                              template=template, prompts=prompts, sft=sft)
+                recipe = recipe_from_template(
+                    owner=request.user,
+                    name=request.POST.get("name", "")[:200] or template,
+                    template=template,
+                    prompts=prompts,
+                    sft=sft,
+                )
             return redirect(recipe)
         except (RecipeRefused, yaml.YAMLError, RecursionError) as exc:
             errors = getattr(exc, "errors", None) or [f"yaml: not valid YAML ({exc})"]
-    return render(request, "recipes/recipe_list.html", {
-        "recipes": Recipe.objects.filter(owner=request.user), "templates": TEMPLATES, "versions": versions,
-        "errors": errors}, status=400 if errors else 200)
+    return render(
+        request,
+        "recipes/recipe_list.html",
+        {
+            "recipes": Recipe.objects.filter(owner=request.user),
+            "templates": TEMPLATES,
+            "versions": versions,
+            "errors": errors,
+        },
+        status=400 if errors else 200,
+    )
 
 
 def recipe_detail(request, pk):
@@ -77,7 +90,7 @@ def recipe_pipeline_json(request, pk):
 
 
 def _stages_from_yaml(text: str) -> tuple[str, list]:
-    data = yaml.safe_load(text[:256 * 1024])
+    data = yaml.safe_load(text[: 256 * 1024])
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
         raise RecipeRefused(["yaml: give a mapping with name and a list of stages"])
     return str(data.get("name") or "")[:200], data["stages"]
@@ -89,16 +102,23 @@ def recipe_clone_view(request, pk):
     recipe = owned(request, pk)
     errors = []
     name = request.POST.get("name", "").strip()[:200] if request.method == "POST" else f"{recipe.name} (clone)"
-    text = request.POST.get("yaml", "") if request.method == "POST" else \
-        yaml.safe_dump({"stages": recipe.stages}, sort_keys=False, allow_unicode=True)
+    text = (
+        request.POST.get("yaml", "")
+        if request.method == "POST"
+        else yaml.safe_dump({"stages": recipe.stages}, sort_keys=False, allow_unicode=True)
+    )
     if request.method == "POST":
         try:
             _, stages = _stages_from_yaml(text)
             return redirect(recipe_clone(recipe=recipe, name=name, stages=stages))
         except (RecipeRefused, yaml.YAMLError, RecursionError) as exc:
             errors = getattr(exc, "errors", None) or [f"yaml: not valid YAML ({exc})"]
-    return render(request, "recipes/recipe_clone.html", {"recipe": recipe, "name": name, "yaml": text,
-                                                         "errors": errors}, status=400 if errors else 200)
+    return render(
+        request,
+        "recipes/recipe_clone.html",
+        {"recipe": recipe, "name": name, "yaml": text, "errors": errors},
+        status=400 if errors else 200,
+    )
 
 
 @require_POST
@@ -119,7 +139,9 @@ def recipe_action(request, pk, action):
 @require_GET
 def recipe_yaml(request, pk):
     recipe = owned(request, pk)
-    response = HttpResponse(yaml.safe_dump({"name": recipe.name, "stages": recipe.stages}, sort_keys=False),
-                            content_type="application/yaml; charset=utf-8")
+    response = HttpResponse(
+        yaml.safe_dump({"name": recipe.name, "stages": recipe.stages}, sort_keys=False),
+        content_type="application/yaml; charset=utf-8",
+    )
     response["Content-Disposition"] = f'attachment; filename="recipe-{recipe.pk}.yaml"'
     return response

@@ -13,9 +13,11 @@ from runs.models import Run
 from runs.paths import resolve_model
 
 # what a model folder needs to be loaded elsewhere: weights, config, tokenizer (no optimizer or trainer state)
-ARCHIVE_FILES = re.compile(r"(.*\.safetensors|.*\.safetensors\.index\.json|config\.json|generation_config\.json|"
-                           r"tokenizer.*|special_tokens_map\.json|vocab\.json|merges\.txt|chat_template\.jinja|"
-                           r"added_tokens\.json|train_config\.json|grpo_web\.json)")
+ARCHIVE_FILES = re.compile(
+    r"(.*\.safetensors|.*\.safetensors\.index\.json|config\.json|generation_config\.json|"
+    r"tokenizer.*|special_tokens_map\.json|vocab\.json|merges\.txt|chat_template\.jinja|"
+    r"added_tokens\.json|train_config\.json|grpo_web\.json)"
+)
 _MADE = re.compile(r"runs/(?P<uid>[0-9a-f-]{36})/output/(?P<which>final|checkpoint-\d+)$")
 
 

@@ -16,8 +16,11 @@ from runs.registry.services import model_export
 
 def model_list(request):
     entries = registry(request.user)
-    return render(request, "registry/model_list.html", {
-        "made": [e for e in entries if not e.is_base], "bases": [e for e in entries if e.is_base]})
+    return render(
+        request,
+        "registry/model_list.html",
+        {"made": [e for e in entries if not e.is_base], "bases": [e for e in entries if e.is_base]},
+    )
 
 
 def _entry(request, run_id, key):
@@ -37,8 +40,9 @@ def model_download(request, run_id, key):
         for path in archive_files(entry):
             zf.write(path, arcname=f"run-{entry.run.pk}-{entry.key}/{path.name}")
     archive.seek(0)
-    return FileResponse(archive, as_attachment=True, filename=f"run-{entry.run.pk}-{entry.key}.zip",
-                        content_type="application/zip")
+    return FileResponse(
+        archive, as_attachment=True, filename=f"run-{entry.run.pk}-{entry.key}.zip", content_type="application/zip"
+    )
 
 
 @require_POST

@@ -17,20 +17,37 @@ from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
 router = Router()
 
 
-@router.get("/runs/{int:run_id}/metrics", response=dict, tags=["metrics"],
-            summary="TRL's logged metrics per step; smooth: TensorBoard's smoothing weight")
+@router.get(
+    "/runs/{int:run_id}/metrics",
+    response=dict,
+    tags=["metrics"],
+    summary="TRL's logged metrics per step; smooth: TensorBoard's smoothing weight",
+)
 def run_metrics(request, run_id: int, smooth: float = Query(0.0, ge=0, lt=1)):
     return rollout_selectors.metric_series(visible_run(request, run_id), smooth=smooth)
 
 
-@router.get("/runs/{int:run_id}/steps/{int:step}", response=dict, tags=["rollouts"],
-            summary="A page of one step's groups: completions, per-function rewards, advantages")
-def run_step(request, run_id: int, step: int, first_group: int = Query(0, ge=0, alias="from"),
-             groups: int = Query(rollout_selectors.STEP_GROUPS_PAGE, ge=1, le=256)):
+@router.get(
+    "/runs/{int:run_id}/steps/{int:step}",
+    response=dict,
+    tags=["rollouts"],
+    summary="A page of one step's groups: completions, per-function rewards, advantages",
+)
+def run_step(
+    request,
+    run_id: int,
+    step: int,
+    first_group: int = Query(0, ge=0, alias="from"),
+    groups: int = Query(rollout_selectors.STEP_GROUPS_PAGE, ge=1, le=256),
+):
     run = visible_run(request, run_id)
-    return {"step": step, "reward_names": run.reward_names, "scale_rewards": run.config.get("scale_rewards"),
-            "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
-            **rollout_selectors.step_view(run, step, first_group=first_group, groups=groups)}
+    return {
+        "step": step,
+        "reward_names": run.reward_names,
+        "scale_rewards": run.config.get("scale_rewards"),
+        "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
+        **rollout_selectors.step_view(run, step, first_group=first_group, groups=groups),
+    }
 
 
 class RolloutFilters(Schema):
@@ -71,8 +88,12 @@ def _filters(request, run: Run):
     return form.cleaned_data
 
 
-@router.get("/runs/{int:run_id}/rollouts", response=RolloutsOut, tags=["rollouts"],
-            summary="Stored rollouts with the rollout browser's filters, a page at a time")
+@router.get(
+    "/runs/{int:run_id}/rollouts",
+    response=RolloutsOut,
+    tags=["rollouts"],
+    summary="Stored rollouts with the rollout browser's filters, a page at a time",
+)
 def run_rollouts(request, run_id: int, filters: Query[RolloutFilters]):
     run = visible_run(request, run_id)
     try:
@@ -84,17 +105,32 @@ def run_rollouts(request, run_id: int, filters: Query[RolloutFilters]):
     return {"reward_names": names, "rows": rows, "next_cursor": page.next_cursor or None}
 
 
-@router.get("/runs/{int:run_id}/rollouts/export", tags=["rollouts"], openapi_extra={"responses": {200: {
-    "description": "The rows, streamed", "content": {"application/x-ndjson": {"schema": {"type": "string"}},
-                                                     "application/vnd.apache.parquet": {"schema": {
-                                                         "type": "string", "format": "binary"}}}}}},
-            summary="Every rollout the filters select, as JSON lines (format=jsonl) or Parquet (format=parquet)")
-def run_rollouts_export(request, run_id: int, filters: Query[RolloutFilters],
-                        format: str = Query("jsonl", pattern="^(jsonl|parquet)$")):
+@router.get(
+    "/runs/{int:run_id}/rollouts/export",
+    tags=["rollouts"],
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "The rows, streamed",
+                "content": {
+                    "application/x-ndjson": {"schema": {"type": "string"}},
+                    "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+                },
+            }
+        }
+    },
+    summary="Every rollout the filters select, as JSON lines (format=jsonl) or Parquet (format=parquet)",
+)
+def run_rollouts_export(
+    request, run_id: int, filters: Query[RolloutFilters], format: str = Query("jsonl", pattern="^(jsonl|parquet)$")
+):
     run = visible_run(request, run_id)
     data = _filters(request, run)
-    chunks, content_type = ((jsonl_chunks, "application/x-ndjson") if format == "jsonl" else
-                            (parquet_chunks, "application/vnd.apache.parquet"))
+    chunks, content_type = (
+        (jsonl_chunks, "application/x-ndjson")
+        if format == "jsonl"
+        else (parquet_chunks, "application/vnd.apache.parquet")
+    )
     response = StreamingHttpResponse(async_chunks(chunks(run, data)), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.{format}"'
     return response

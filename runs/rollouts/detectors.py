@@ -35,25 +35,63 @@ class Threshold:
 
 
 THRESHOLDS = {
-    "dominance_share": Threshold(0.9, "one function's share of the reward", "Fires when one reward function gives "
-                                 "more than this share of the total reward in recent steps, having given less early "
-                                 "on.", 0.5, 1.0),
-    "ceiling_share": Threshold(0.8, "share of completions at the ceiling", "Fires when more than this share of recent "
-                               "completions score the run's highest reward.", 0.0, 1.0),
-    "variance_drop": Threshold(0.2, "reward std, as a share of its start", "Fires when TRL's within-group reward std "
-                               "falls below this share of its early level.", 0.0, 1.0),
-    "length_z": Threshold(3.0, "completion length |z|", "Fires when the recent mean completion length is this many "
-                          "standard deviations from the first steps' lengths.", 0.5),
-    "cusum_h": Threshold(5.0, "reward CUSUM alarm level", "CUSUM of the step-to-step reward change against the "
-                         "recent slope, in robust standard deviations (slack 1): fires when it passes this level (a "
-                         "sudden slope change).",
-                         1.0),
-    "repetition_ratio": Threshold(3.0, "compression ratio of a degenerate completion", "A completion of 64 characters "
-                                  "or more that zlib shrinks by this factor or more repeats itself.", 1.0),
-    "repetition_share": Threshold(0.2, "share of degenerate completions", "Fires when more than this share of recent "
-                                  "completions are degenerate by the compression ratio.", 0.0, 1.0),
-    "gold_unparsed_share": Threshold(0.0, "share of gold answers the accuracy reward cannot parse", "Fires when more "
-                                     "than this share of the gold answers seen fail math-verify's parse.", 0.0, 1.0),
+    "dominance_share": Threshold(
+        0.9,
+        "one function's share of the reward",
+        "Fires when one reward function gives "
+        "more than this share of the total reward in recent steps, having given less early "
+        "on.",
+        0.5,
+        1.0,
+    ),
+    "ceiling_share": Threshold(
+        0.8,
+        "share of completions at the ceiling",
+        "Fires when more than this share of recent completions score the run's highest reward.",
+        0.0,
+        1.0,
+    ),
+    "variance_drop": Threshold(
+        0.2,
+        "reward std, as a share of its start",
+        "Fires when TRL's within-group reward std falls below this share of its early level.",
+        0.0,
+        1.0,
+    ),
+    "length_z": Threshold(
+        3.0,
+        "completion length |z|",
+        "Fires when the recent mean completion length is this many standard deviations from the first steps' lengths.",
+        0.5,
+    ),
+    "cusum_h": Threshold(
+        5.0,
+        "reward CUSUM alarm level",
+        "CUSUM of the step-to-step reward change against the "
+        "recent slope, in robust standard deviations (slack 1): fires when it passes this level (a "
+        "sudden slope change).",
+        1.0,
+    ),
+    "repetition_ratio": Threshold(
+        3.0,
+        "compression ratio of a degenerate completion",
+        "A completion of 64 characters or more that zlib shrinks by this factor or more repeats itself.",
+        1.0,
+    ),
+    "repetition_share": Threshold(
+        0.2,
+        "share of degenerate completions",
+        "Fires when more than this share of recent completions are degenerate by the compression ratio.",
+        0.0,
+        1.0,
+    ),
+    "gold_unparsed_share": Threshold(
+        0.0,
+        "share of gold answers the accuracy reward cannot parse",
+        "Fires when more than this share of the gold answers seen fail math-verify's parse.",
+        0.0,
+        1.0,
+    ),
     "window": Threshold(3, "recent steps", "How many of the last steps count as recent.", 1, 1000),
 }
 DEFAULTS = {name: t.default for name, t in THRESHOLDS.items()}
@@ -71,8 +109,14 @@ class ThresholdsForm(forms.Form):
         current = thresholds(run)
         for name, t in THRESHOLDS.items():
             field = forms.IntegerField if name == "window" else forms.FloatField
-            self.fields[name] = field(label=t.label, help_text=t.help, min_value=t.min_value, max_value=t.max_value,
-                                      initial=current[name], required=False)
+            self.fields[name] = field(
+                label=t.label,
+                help_text=t.help,
+                min_value=t.min_value,
+                max_value=t.max_value,
+                initial=current[name],
+                required=False,
+            )
 
     def changed_thresholds(self) -> dict:
         return {k: v for k, v in self.cleaned_data.items() if v is not None and v != DEFAULTS[k]}
@@ -80,14 +124,21 @@ class ThresholdsForm(forms.Form):
 
 # --- helpers -----------------------------------------------------------------------------------------------------
 
+
 def _browse(run: Run, **params) -> str:
     params = {k: v for k, v in params.items() if v is not None}
     return reverse("run_rollouts", args=[run.pk]) + ("?" + urlencode(params) if params else "")
 
 
 def _signal(name: str, fired: bool, title: str, detail: str, step, url: str | None = None) -> dict:
-    return {"key": f"detector/{name}", "level": "warn" if fired else "ok", "title": title, "detail": detail,
-            "step": step, "url": url if fired else None}
+    return {
+        "key": f"detector/{name}",
+        "level": "warn" if fired else "ok",
+        "title": title,
+        "detail": detail,
+        "step": step,
+        "url": url if fired else None,
+    }
 
 
 def _points(series: dict, key: str, steps: list[int]) -> list[tuple[int, float]]:
@@ -95,7 +146,7 @@ def _points(series: dict, key: str, steps: list[int]) -> list[tuple[int, float]]
 
 
 def _early(points: list, window: int) -> list:
-    return points[:max(1, min(window, len(points) // 3))]
+    return points[: max(1, min(window, len(points) // 3))]
 
 
 def compression_ratio(text: str) -> float:
@@ -104,6 +155,7 @@ def compression_ratio(text: str) -> float:
 
 
 # --- the detectors -----------------------------------------------------------------------------------------------
+
 
 def dominance(run: Run, series: dict, steps: list[int], t: dict) -> list[dict]:
     """One reward function above ``dominance_share`` of the total in recent steps, where early on it was not: it has
@@ -129,12 +181,22 @@ def dominance(run: Run, series: dict, steps: list[int], t: dict) -> list[dict]:
     top = max(recent, key=recent.get)
     fired = recent[top] > t["dominance_share"] and early[top] <= t["dominance_share"]
     first = rows[-window][0]
-    detail = (f"{top} gives {recent[top]:.0%} of the reward over the last {window} steps ({early[top]:.0%} early on)")
+    detail = f"{top} gives {recent[top]:.0%} of the reward over the last {window} steps ({early[top]:.0%} early on)"
     if fired:
-        detail += (": the policy may be satisfying that one function instead of the task; read what the top-scoring "
-                   "recent completions do")
-    return [_signal("dominance", fired, f"{top} dominates the reward" if fired else "Reward balance", detail,
-                    rows[-1][0], _browse(run, step_min=first, sort="reward_desc"))]
+        detail += (
+            ": the policy may be satisfying that one function instead of the task; read what the top-scoring "
+            "recent completions do"
+        )
+    return [
+        _signal(
+            "dominance",
+            fired,
+            f"{top} dominates the reward" if fired else "Reward balance",
+            detail,
+            rows[-1][0],
+            _browse(run, step_min=first, sort="reward_desc"),
+        )
+    ]
 
 
 def ceiling(run: Run, t: dict, recent_steps: list[int]) -> list[dict]:
@@ -147,7 +209,8 @@ def ceiling(run: Run, t: dict, recent_steps: list[int]) -> list[dict]:
         return []
     floor = top - 1e-6 * max(1.0, abs(top))
     agg = Rollout.objects.filter(run=run, step__in=recent_steps, reward__isnull=False).aggregate(
-        n=Count("id"), at=Count("id", filter=Q(reward__gte=floor)))
+        n=Count("id"), at=Count("id", filter=Q(reward__gte=floor))
+    )
     if not agg["n"]:
         return []
     share = agg["at"] / agg["n"]
@@ -155,8 +218,16 @@ def ceiling(run: Run, t: dict, recent_steps: list[int]) -> list[dict]:
     detail = f"{share:.0%} of the last {len(recent_steps)} steps' completions score the run's highest reward {top:.4g}"
     if fired:
         detail += ": the reward has saturated; check that they earn it (a loophole scores as well as a solution)"
-    return [_signal("ceiling", fired, "Reward at its ceiling" if fired else "Reward ceiling", detail, recent_steps[-1],
-                    _browse(run, step_min=recent_steps[0], reward_min=f"{floor:.9g}"))]
+    return [
+        _signal(
+            "ceiling",
+            fired,
+            "Reward at its ceiling" if fired else "Reward ceiling",
+            detail,
+            recent_steps[-1],
+            _browse(run, step_min=recent_steps[0], reward_min=f"{floor:.9g}"),
+        )
+    ]
 
 
 def variance_collapse(run: Run, series: dict, steps: list[int], t: dict) -> list[dict]:
@@ -173,8 +244,16 @@ def variance_collapse(run: Run, series: dict, steps: list[int], t: dict) -> list
     detail = f"within-group reward std {start:.3g} early on, {now:.3g} over the last {window} steps"
     if fired:
         detail += ": the completions of a group now score alike, so there is little left to learn from"
-    return [_signal("variance_collapse", fired, "Reward variance collapsed" if fired else "Reward variance", detail,
-                    std[-1][0], _browse(run, step_min=std[-window][0], zero_std="yes"))]
+    return [
+        _signal(
+            "variance_collapse",
+            fired,
+            "Reward variance collapsed" if fired else "Reward variance",
+            detail,
+            std[-1][0],
+            _browse(run, step_min=std[-window][0], zero_std="yes"),
+        )
+    ]
 
 
 def length_drift(run: Run, t: dict, early_steps: list[int], recent_steps: list[int]) -> list[dict]:
@@ -188,15 +267,31 @@ def length_drift(run: Run, t: dict, early_steps: list[int], recent_steps: list[i
     now = Rollout.objects.filter(run=run, step__in=recent_steps).aggregate(m=Avg("length"))["m"]
     z = (now - base_mean) / base_std
     fired = abs(z) > t["length_z"]
-    detail = (f"mean completion length {base_mean:.1f} tokens over the first steps, {now:.1f} over the last "
-              f"{len(recent_steps)} (z = {z:+.1f})")
+    detail = (
+        f"mean completion length {base_mean:.1f} tokens over the first steps, {now:.1f} over the last "
+        f"{len(recent_steps)} (z = {z:+.1f})"
+    )
     if fired:
-        detail += ": " + ("completions grow: padding or loops may be paying" if z > 0 else
-                          "completions shrink: the policy may be skipping the reasoning")
-    bound = {"len_min": math.ceil(base_mean + t["length_z"] * base_std)} if z > 0 else \
-        {"len_max": max(0, math.floor(base_mean - t["length_z"] * base_std))}
-    return [_signal("length_drift", fired, "Completion length drifting" if fired else "Completion length", detail,
-                    recent_steps[-1], _browse(run, step_min=recent_steps[0], **bound))]
+        detail += ": " + (
+            "completions grow: padding or loops may be paying"
+            if z > 0
+            else "completions shrink: the policy may be skipping the reasoning"
+        )
+    bound = (
+        {"len_min": math.ceil(base_mean + t["length_z"] * base_std)}
+        if z > 0
+        else {"len_max": max(0, math.floor(base_mean - t["length_z"] * base_std))}
+    )
+    return [
+        _signal(
+            "length_drift",
+            fired,
+            "Completion length drifting" if fired else "Completion length",
+            detail,
+            recent_steps[-1],
+            _browse(run, step_min=recent_steps[0], **bound),
+        )
+    ]
 
 
 def cusum_change(points: list[tuple[int, float]], h: float, k: float = 1.0, span: int = 6) -> tuple[int, int] | None:
@@ -216,7 +311,7 @@ def cusum_change(points: list[tuple[int, float]], h: float, k: float = 1.0, span
     high = low = 0.0
     high_from = low_from = d[0][0]
     for i, (step, v) in enumerate(d):
-        z = (v - statistics.median(values[max(0, i - span):i] or values[:1])) / scale
+        z = (v - statistics.median(values[max(0, i - span) : i] or values[:1])) / scale
         high, low = max(0.0, high + z - k), max(0.0, low - z - k)
         if high == 0.0:
             high_from = step
@@ -237,15 +332,32 @@ def reward_slope(run: Run, series: dict, steps: list[int], t: dict) -> list[dict
         return []
     change = cusum_change(reward, t["cusum_h"])
     if change is None:
-        return [_signal("reward_slope", False, "Reward slope", f"no sudden change over {len(reward)} steps (CUSUM "
-                        f"under {t['cusum_h']:g})", reward[-1][0])]
+        return [
+            _signal(
+                "reward_slope",
+                False,
+                "Reward slope",
+                f"no sudden change over {len(reward)} steps (CUSUM under {t['cusum_h']:g})",
+                reward[-1][0],
+            )
+        ]
     began, fired_at = change
     before = dict(reward)
-    detail = (f"the reward's step-to-step change shifted at step {began} (CUSUM passed {t['cusum_h']:g} at step "
-              f"{fired_at}; reward {before.get(began, float('nan')):.3g} → {before[fired_at]:.3g}): read what the "
-              f"policy started doing there")
-    return [_signal("reward_slope", True, "Sudden reward change", detail, fired_at,
-                    _browse(run, step_min=began, step_max=fired_at, sort="reward_desc"))]
+    detail = (
+        f"the reward's step-to-step change shifted at step {began} (CUSUM passed {t['cusum_h']:g} at step "
+        f"{fired_at}; reward {before.get(began, float('nan')):.3g} → {before[fired_at]:.3g}): read what the "
+        f"policy started doing there"
+    )
+    return [
+        _signal(
+            "reward_slope",
+            True,
+            "Sudden reward change",
+            detail,
+            fired_at,
+            _browse(run, step_min=began, step_max=fired_at, sort="reward_desc"),
+        )
+    ]
 
 
 def repetition(run: Run, t: dict, recent_steps: list[int]) -> list[dict]:
@@ -266,13 +378,23 @@ def repetition(run: Run, t: dict, recent_steps: list[int]) -> list[dict]:
         return []
     share = len(flagged) / long
     fired = share > t["repetition_share"]
-    detail = (f"{share:.0%} of the last {len(recent_steps)} steps' completions of {REPETITION_MIN_CHARS}+ "
-              f"characters compress {t['repetition_ratio']:g}× or more")
+    detail = (
+        f"{share:.0%} of the last {len(recent_steps)} steps' completions of {REPETITION_MIN_CHARS}+ "
+        f"characters compress {t['repetition_ratio']:g}× or more"
+    )
     if fired:
         detail += ": they repeat themselves (loops, padding, gibberish); a reward that counts something may be paying"
     examples = ",".join(str(rid) for _, rid in sorted(flagged, reverse=True)[:EXAMPLES])
-    return [_signal("repetition", fired, "Repetitive completions" if fired else "Repetition", detail,
-                    recent_steps[-1], _browse(run, ids=examples, sort="step_asc"))]
+    return [
+        _signal(
+            "repetition",
+            fired,
+            "Repetitive completions" if fired else "Repetition",
+            detail,
+            recent_steps[-1],
+            _browse(run, ids=examples, sort="step_asc"),
+        )
+    ]
 
 
 def accuracy_names(run: Run) -> list[str]:
@@ -301,8 +423,14 @@ def unparsed_gold(run: Run, t: dict, steps: list[int]) -> list[dict]:
     (the first and the recent ones), so a run of millions of rows costs a few steps' reads."""
     if not accuracy_names(run) or not steps:
         return []
-    answers = [a for a in Rollout.objects.filter(run=run, step__in=steps).order_by()
-               .values_list("columns__answer", flat=True).distinct()[:5000] if a is not None and str(a).strip()]
+    answers = [
+        a
+        for a in Rollout.objects.filter(run=run, step__in=steps)
+        .order_by()
+        .values_list("columns__answer", flat=True)
+        .distinct()[:5000]
+        if a is not None and str(a).strip()
+    ]
     if not answers:
         return []
     bad = [a for a in answers if not gold_parses(a)]
@@ -312,17 +440,31 @@ def unparsed_gold(run: Run, t: dict, steps: list[int]) -> list[dict]:
     if bad:
         detail += " (" + ", ".join(repr(str(a))[:40] for a in bad[:3]) + (", ..." if len(bad) > 3 else "") + ")"
     if fired:
-        detail += (": the accuracy reward cannot judge their prompts' completions (0.0 for a right answer written "
-                   "another way, 1.0 for one that copies the string); fix the dataset's answer column")
+        detail += (
+            ": the accuracy reward cannot judge their prompts' completions (0.0 for a right answer written "
+            "another way, 1.0 for one that copies the string); fix the dataset's answer column"
+        )
     ids = []
     if fired:
         match = Q()
         for a in bad[:EXAMPLES]:
             match |= Q(columns__answer=a)
-        ids = list(Rollout.objects.filter(run=run, step__in=steps).filter(match).order_by("step", "index")
-                   .values_list("id", flat=True)[:EXAMPLES])
-    return [_signal("gold_unparsed", fired, "Gold answers the accuracy reward cannot parse" if fired else
-                    "Gold answers", detail, None, _browse(run, ids=",".join(map(str, ids)), sort="step_asc"))]
+        ids = list(
+            Rollout.objects.filter(run=run, step__in=steps)
+            .filter(match)
+            .order_by("step", "index")
+            .values_list("id", flat=True)[:EXAMPLES]
+        )
+    return [
+        _signal(
+            "gold_unparsed",
+            fired,
+            "Gold answers the accuracy reward cannot parse" if fired else "Gold answers",
+            detail,
+            None,
+            _browse(run, ids=",".join(map(str, ids)), sort="step_asc"),
+        )
+    ]
 
 
 def run_detectors(run: Run, series: dict, steps: list[int]) -> list[dict]:
@@ -331,7 +473,12 @@ def run_detectors(run: Run, series: dict, steps: list[int]) -> list[dict]:
     window = int(t["window"])
     stored = rollout_steps(run)
     early, recent = _early(stored, window), stored[-window:]
-    return (dominance(run, series, steps, t) + ceiling(run, t, recent) +
-            variance_collapse(run, series, steps, t) + length_drift(run, t, early, recent) +
-            reward_slope(run, series, steps, t) + repetition(run, t, recent) +
-            unparsed_gold(run, t, sorted(set(early) | set(recent))))
+    return (
+        dominance(run, series, steps, t)
+        + ceiling(run, t, recent)
+        + variance_collapse(run, series, steps, t)
+        + length_drift(run, t, early, recent)
+        + reward_slope(run, series, steps, t)
+        + repetition(run, t, recent)
+        + unparsed_gold(run, t, sorted(set(early) | set(recent)))
+    )

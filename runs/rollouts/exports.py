@@ -15,8 +15,21 @@ import pyarrow.parquet as pq
 from runs.models import Run
 from runs.rollouts.filters import filtered, sorted_rows
 
-EXPORT_FIELDS = ("step", "index", "group", "prompt", "completion", "rewards", "reward", "advantage", "length",
-                 "truncated", "zero_std", "reflections", "columns")
+EXPORT_FIELDS = (
+    "step",
+    "index",
+    "group",
+    "prompt",
+    "completion",
+    "rewards",
+    "reward",
+    "advantage",
+    "length",
+    "truncated",
+    "zero_std",
+    "reflections",
+    "columns",
+)
 CHUNK_ROWS = 2000
 PARQUET_BATCH_ROWS = 10_000
 
@@ -42,14 +55,24 @@ def jsonl_chunks(run: Run, data: dict) -> Iterator[bytes]:
 
 
 def _schema(run: Run) -> pa.Schema:
-    return pa.schema([
-        ("run", pa.int64()), ("step", pa.int32()), ("index", pa.int32()), ("group", pa.int32()),
-        ("prompt", pa.string()), ("completion", pa.string()),
-        ("rewards", pa.struct([(name, pa.float64()) for name in run.reward_names])),
-        ("reward", pa.float64()), ("advantage", pa.float64()), ("length", pa.int32()), ("truncated", pa.bool_()),
-        ("zero_std", pa.bool_()), ("reflections", pa.list_(pa.string())),
-        ("columns", pa.string()),  # the dataset row's columns vary in type between datasets: kept as JSON text
-    ])
+    return pa.schema(
+        [
+            ("run", pa.int64()),
+            ("step", pa.int32()),
+            ("index", pa.int32()),
+            ("group", pa.int32()),
+            ("prompt", pa.string()),
+            ("completion", pa.string()),
+            ("rewards", pa.struct([(name, pa.float64()) for name in run.reward_names])),
+            ("reward", pa.float64()),
+            ("advantage", pa.float64()),
+            ("length", pa.int32()),
+            ("truncated", pa.bool_()),
+            ("zero_std", pa.bool_()),
+            ("reflections", pa.list_(pa.string())),
+            ("columns", pa.string()),  # the dataset row's columns vary in type between datasets: kept as JSON text
+        ]
+    )
 
 
 def write_parquet(run: Run, data: dict, out) -> int:
@@ -86,8 +109,9 @@ def write_sft_jsonl(run: Run, data: dict, threshold: float, path: Path) -> int:
     seen: set[int] = set()
     n = 0
     with open(path, "w", encoding="utf-8") as fh:
-        for prompt, completion in qs.order_by("step", "index").values_list("prompt", "completion").iterator(
-                chunk_size=CHUNK_ROWS):
+        for prompt, completion in (
+            qs.order_by("step", "index").values_list("prompt", "completion").iterator(chunk_size=CHUNK_ROWS)
+        ):
             key = hash((prompt, completion))
             if key in seen:
                 continue

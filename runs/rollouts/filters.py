@@ -42,9 +42,14 @@ SORTS = {
     "step_asc": ("step", False, "index"),
     "step_desc": ("step", True, "index"),
 }
-SORT_LABELS = {"adv_desc": "advantage, highest first", "adv_asc": "advantage, lowest first",
-               "reward_desc": "reward, highest first", "reward_asc": "reward, lowest first",
-               "step_asc": "step, first to last", "step_desc": "step, last to first"}
+SORT_LABELS = {
+    "adv_desc": "advantage, highest first",
+    "adv_asc": "advantage, lowest first",
+    "reward_desc": "reward, highest first",
+    "reward_asc": "reward, lowest first",
+    "step_asc": "step, first to last",
+    "step_desc": "step, last to first",
+}
 
 
 class SearchTooSlow(Exception):
@@ -60,19 +65,28 @@ class RolloutFilterForm(forms.Form):
     adv_max = forms.FloatField(required=False, label="advantage ≤")
     len_min = forms.IntegerField(min_value=0, required=False, label="tokens ≥")
     len_max = forms.IntegerField(min_value=0, required=False, label="tokens ≤")
-    first_step_below = forms.FloatField(required=False, label="first step scored <",
-                                        help_text="Per-step (process) scores: the first scored step below this.")
+    first_step_below = forms.FloatField(
+        required=False,
+        label="first step scored <",
+        help_text="Per-step (process) scores: the first scored step below this.",
+    )
     truncated = forms.ChoiceField(choices=YES_NO, required=False, label="truncated")
     zero_std = forms.ChoiceField(choices=YES_NO, required=False, label="zero-variance group")
     reflective = forms.ChoiceField(choices=YES_NO, required=False, label="self-reflection")
     reflection = forms.CharField(max_length=200, required=False, label="reflection phrase")
-    phrase = forms.CharField(max_length=200, required=False, label="contains",
-                             help_text="Text the completion contains, any case.")
-    q = forms.CharField(max_length=200, required=False, label="search",
-                        help_text='Words in any order; "a phrase", -excluded, or.')
+    phrase = forms.CharField(
+        max_length=200, required=False, label="contains", help_text="Text the completion contains, any case."
+    )
+    q = forms.CharField(
+        max_length=200, required=False, label="search", help_text='Words in any order; "a phrase", -excluded, or.'
+    )
     prompt = forms.CharField(max_length=16, required=False, widget=forms.HiddenInput)
-    ids = forms.CharField(max_length=MAX_IDS * 12, required=False, widget=forms.HiddenInput,
-                          help_text="Rollout ids, comma-separated: the examples a health alert links to.")
+    ids = forms.CharField(
+        max_length=MAX_IDS * 12,
+        required=False,
+        widget=forms.HiddenInput,
+        help_text="Rollout ids, comma-separated: the examples a health alert links to.",
+    )
     sort = forms.ChoiceField(choices=list(SORT_LABELS.items()), required=False, label="sort by")
     after = forms.CharField(max_length=200, required=False, widget=forms.HiddenInput)
 
@@ -80,7 +94,8 @@ class RolloutFilterForm(forms.Form):
         super().__init__(data, **kwargs)
         self.run = run
         self.fields["reflection"].widget = forms.Select(
-            choices=[("", "any")] + [(p, p) for p in run.reflection_phrases])
+            choices=[("", "any")] + [(p, p) for p in run.reflection_phrases]
+        )
 
     def clean_reflection(self):
         value = self.cleaned_data["reflection"]
@@ -93,8 +108,9 @@ class RolloutFilterForm(forms.Form):
         if not value:
             return ""
         parts = [p for p in value.split(",") if p.strip()]
-        if len(parts) > MAX_IDS or not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) < 19
-                                           for p in parts):
+        if len(parts) > MAX_IDS or not all(
+            p.strip().isascii() and p.strip().isdigit() and len(p.strip()) < 19 for p in parts
+        ):
             raise forms.ValidationError(f"up to {MAX_IDS} rollout ids, comma-separated")
         return ",".join(p.strip() for p in parts)
 
@@ -116,8 +132,12 @@ def _yes(value: str, q: Q) -> Q:
 def filtered(run: Run, data: dict) -> QuerySet:
     """Rollouts of ``run`` that pass the cleaned filters in ``data``, unsorted."""
     qs = Rollout.objects.filter(run=run)
-    ranges = {"step": ("step_min", "step_max"), "reward": ("reward_min", "reward_max"),
-              "advantage": ("adv_min", "adv_max"), "length": ("len_min", "len_max")}
+    ranges = {
+        "step": ("step_min", "step_max"),
+        "reward": ("reward_min", "reward_max"),
+        "advantage": ("adv_min", "adv_max"),
+        "length": ("len_min", "len_max"),
+    }
     for field, (low, high) in ranges.items():
         if data.get(low) is not None:
             qs = qs.filter(**{f"{field}__gte": data[low]})
@@ -129,8 +149,9 @@ def filtered(run: Run, data: dict) -> QuerySet:
         if data.get(field):
             qs = qs.filter(_yes(data[field], Q(**{field: True})))
     if data.get("reflection"):
-        qs = qs.filter(GreaterThan(F("reflection_mask").bitand(matcher(tuple(run.reflection_phrases)).bit(
-            data["reflection"])), 0))
+        qs = qs.filter(
+            GreaterThan(F("reflection_mask").bitand(matcher(tuple(run.reflection_phrases)).bit(data["reflection"])), 0)
+        )
     if data.get("prompt"):
         qs = qs.filter(prompt_key=data["prompt"])
     if data.get("ids"):
@@ -152,8 +173,9 @@ def text_search(q: str):
         # PostgreSQL only: django.contrib.postgres needs psycopg, which a SQLite install may not have
         from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorExact
 
-        return SearchVectorExact(SearchVector("completion", config="english"),
-                                 SearchQuery(q, config="english", search_type="websearch"))
+        return SearchVectorExact(
+            SearchVector("completion", config="english"), SearchQuery(q, config="english", search_type="websearch")
+        )
     clauses: list[Q] = []
     join_next_with_or = False
     for m in _TERMS.finditer(q):
@@ -180,6 +202,7 @@ def text_search(q: str):
 
 # --- sorted keyset pages -----------------------------------------------------------------------------------------
 
+
 def _parse_cursor(cursor: str, sort: str):
     field, _, tie = SORTS.get(sort, SORTS["adv_desc"])
     value, sep, last = cursor.rpartition("~")
@@ -205,7 +228,8 @@ def sorted_rows(qs: QuerySet, sort: str, after: str = "") -> QuerySet:
         op = "lt" if desc else "gt"
         # the first condition alone is what the index can seek to; the second picks up past the tie
         qs = qs.filter(**{f"{field}__{op}e": value}).filter(
-            Q(**{f"{field}__{op}": value}) | Q(**{field: value, f"{tie}__{op}": last}))
+            Q(**{f"{field}__{op}": value}) | Q(**{field: value, f"{tie}__{op}": last})
+        )
     prefix = "-" if desc else ""
     return qs.order_by(f"{prefix}{field}", f"{prefix}{tie}")
 
@@ -216,8 +240,25 @@ class RolloutPage:
     next_cursor: str  # "" on the last page
 
 
-BROWSER_FIELDS = ("id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
-                  "advantage", "length", "truncated", "zero_std", "reflections", "columns", "step_scores", "messages")
+BROWSER_FIELDS = (
+    "id",
+    "step",
+    "index",
+    "group",
+    "prompt",
+    "prompt_key",
+    "completion",
+    "rewards",
+    "reward",
+    "advantage",
+    "length",
+    "truncated",
+    "zero_std",
+    "reflections",
+    "columns",
+    "step_scores",
+    "messages",
+)
 
 
 def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPage:
@@ -232,10 +273,12 @@ def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPag
     if connection.vendor == "postgresql" and SORTS[sort][0] == "advantage":
         ids_qs = _by_bucket(run, qs, data, sort, after, size + 1)
     else:
-        ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[:size + 1]
+        ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[: size + 1]
     # free text, and sorting by reward, read rows rather than an index: those run under the time limit
-    ids = guarded(lambda: [r if isinstance(r, int) else r[0] for r in ids_qs],
-                  text=bool(data.get("phrase") or data.get("q") or SORTS[sort][0] == "reward"))
+    ids = guarded(
+        lambda: [r if isinstance(r, int) else r[0] for r in ids_qs],
+        text=bool(data.get("phrase") or data.get("q") or SORTS[sort][0] == "reward"),
+    )
     by_id = {r["id"]: r for r in Rollout.objects.filter(id__in=ids).values(*BROWSER_FIELDS)}
     rows = [by_id[i] for i in ids]
     more = len(rows) > size
@@ -281,6 +324,8 @@ def guarded(read, *, text: bool):
             return result
     except OperationalError as exc:
         if "statement timeout" in str(exc):
-            raise SearchTooSlow(f"this page took more than {SEARCH_TIMEOUT_MS / 1000:g} s to fill: narrow it with a "
-                                f"step range, a reward range or a longer phrase, or sort by advantage") from None
+            raise SearchTooSlow(
+                f"this page took more than {SEARCH_TIMEOUT_MS / 1000:g} s to fill: narrow it with a "
+                f"step range, a reward range or a longer phrase, or sort by advantage"
+            ) from None
         raise

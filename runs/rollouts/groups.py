@@ -31,8 +31,10 @@ def group_stats(values: list[float]) -> GroupStats:
 def formula(scale_rewards: str | None, aggregation: str | None = None) -> str:
     """How TRL turned rewards into advantages under ``scale_rewards`` and ``multi_objective_aggregation``."""
     if aggregation == "normalize_then_sum":
-        return ("each function's score normalised in its group, (score − group mean) / (group std + 1e-4), then "
-                "weighted and summed; advantage = (sum − step mean) / (step std + 1e-4)")
+        return (
+            "each function's score normalised in its group, (score − group mean) / (group std + 1e-4), then "
+            "weighted and summed; advantage = (sum − step mean) / (step std + 1e-4)"
+        )
     if scale_rewards == "none":
         return "advantage = reward − group mean"
     if scale_rewards == "batch":
@@ -58,8 +60,10 @@ def normalize_then_sum(rows: list[tuple[int, list[float | None]]], weights: list
     by_group: dict[int, list[list[float | None]]] = {}
     for group, scores in rows:
         by_group.setdefault(group, []).append(scores)
-    stats = {group: [group_stats([s[k] for s in members if s[k] is not None]) for k in range(len(weights))]
-             for group, members in by_group.items()}
+    stats = {
+        group: [group_stats([s[k] for s in members if s[k] is not None]) for k in range(len(weights))]
+        for group, members in by_group.items()
+    }
     sums: list[float | None] = []
     for group, scores in rows:
         if all(s is None for s in scores):

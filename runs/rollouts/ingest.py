@@ -25,12 +25,33 @@ from runs.rollouts.reflection import matcher, reflection_mask
 from runs.text import as_text, json_safe, prompt_key
 from workers.training.protocol.events import parse_event, read_lines
 
-ROLLOUT_COLUMNS = ("run_id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward",
-                   "reward_bucket", "advantage", "length", "truncated", "zero_std", "reflections", "reflective",
-                   "reflection_mask", "columns", "step_scores", "first_step_score", "messages")
+ROLLOUT_COLUMNS = (
+    "run_id",
+    "step",
+    "index",
+    "group",
+    "prompt",
+    "prompt_key",
+    "completion",
+    "rewards",
+    "reward",
+    "reward_bucket",
+    "advantage",
+    "length",
+    "truncated",
+    "zero_std",
+    "reflections",
+    "reflective",
+    "reflection_mask",
+    "columns",
+    "step_scores",
+    "first_step_score",
+    "messages",
+)
 READ_LIMIT = 32 * 1024 * 1024  # bytes of event log per transaction when catching up on a long log
-_JSON_AT = tuple(i for i, c in enumerate(ROLLOUT_COLUMNS) if c in ("rewards", "reflections", "columns",
-                                                                    "step_scores", "messages"))
+_JSON_AT = tuple(
+    i for i, c in enumerate(ROLLOUT_COLUMNS) if c in ("rewards", "reflections", "columns", "step_scores", "messages")
+)
 _JSONB = b"\x01"
 _JSONB_EMPTY_LIST = b"\x01[]"
 
@@ -54,11 +75,16 @@ MAX_STEP_SCORES = 4096
 def step_scores(value) -> tuple[dict | None, float | None]:
     """A row's per-step (process) scores as a reward function logged them ({"split": the delimiter or pattern,
     "scores": a number or None per step}), checked; and the first step's score (the first that was scored)."""
-    if not isinstance(value, dict) or not isinstance(value.get("split"), str) or not isinstance(value.get("scores"),
-                                                                                               list):
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("split"), str)
+        or not isinstance(value.get("scores"), list)
+    ):
         return None, None
-    scores = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-              for v in value["scores"][:MAX_STEP_SCORES]]
+    scores = [
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+        for v in value["scores"][:MAX_STEP_SCORES]
+    ]
     kept = {"split": value["split"][:200], "scores": scores}
     if isinstance(value.get("pattern"), bool):
         kept["pattern"] = value["pattern"]
@@ -83,12 +109,29 @@ def rollout_rows(run_id: int, event: dict, phrases: tuple[str, ...]):
         tags = find(completion)
         reward = row["reward"]
         scores, first_score = step_scores(row.get("step_scores"))
-        yield (run_id, step, row["index"], row["group"], prompt, key, completion, _JSONB + _dumps(row["rewards"]),
-               reward, reward_bucket(reward), row["advantage"], row["length"], row["truncated"], zero_std[row["group"]],
-               _JSONB + _dumps(tags) if tags else _JSONB_EMPTY_LIST, bool(tags),
-               sum(bits[t] for t in tags) if tags else 0, _JSONB + _json_text(row.get("columns") or {}),
-               _JSONB + _dumps(scores) if scores is not None else None, first_score,
-               _JSONB + _json_text(row["completion"]) if isinstance(row["completion"], list) else None)
+        yield (
+            run_id,
+            step,
+            row["index"],
+            row["group"],
+            prompt,
+            key,
+            completion,
+            _JSONB + _dumps(row["rewards"]),
+            reward,
+            reward_bucket(reward),
+            row["advantage"],
+            row["length"],
+            row["truncated"],
+            zero_std[row["group"]],
+            _JSONB + _dumps(tags) if tags else _JSONB_EMPTY_LIST,
+            bool(tags),
+            sum(bits[t] for t in tags) if tags else 0,
+            _JSONB + _json_text(row.get("columns") or {}),
+            _JSONB + _dumps(scores) if scores is not None else None,
+            first_score,
+            _JSONB + _json_text(row["completion"]) if isinstance(row["completion"], list) else None,
+        )
 
 
 def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
@@ -98,22 +141,47 @@ def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
     columns = ", ".join(connection.ops.quote_name(c) for c in ROLLOUT_COLUMNS)
     if connection.vendor == "postgresql":
         return _copy_rollouts(table, columns, rows)
-    rows = [tuple(v[1:].decode() if i in _JSON_AT and v is not None else v for i, v in enumerate(row))
-            for row in rows()]
+    rows = [
+        tuple(v[1:].decode() if i in _JSON_AT and v is not None else v for i, v in enumerate(row)) for row in rows()
+    ]
     placeholders = "(" + ", ".join(["%s"] * len(ROLLOUT_COLUMNS)) + ")"
     per_statement = 8000 // len(ROLLOUT_COLUMNS)  # well inside SQLite's limit of bound parameters (32766)
     with connection.cursor() as cursor:
         for i in range(0, len(rows), per_statement):
-            chunk = rows[i:i + per_statement]
-            cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))} "
-                           f"ON CONFLICT DO NOTHING", [v for row in chunk for v in row])
+            chunk = rows[i : i + per_statement]
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) VALUES {', '.join([placeholders] * len(chunk))} "
+                f"ON CONFLICT DO NOTHING",
+                [v for row in chunk for v in row],
+            )
     return len(rows)
 
 
 # Binary COPY: the server parses no text. The JSON columns already hold jsonb's binary form, which psycopg's bytea
 # dumper sends as it is (in C).
-_COPY_TYPES = ["int8", "int4", "int4", "int4", "text", "text", "text", "bytea", "float8", "int2", "float8", "int4",
-               "bool", "bool", "bytea", "bool", "int8", "bytea", "bytea", "float8", "bytea"]
+_COPY_TYPES = [
+    "int8",
+    "int4",
+    "int4",
+    "int4",
+    "text",
+    "text",
+    "text",
+    "bytea",
+    "float8",
+    "int2",
+    "float8",
+    "int4",
+    "bool",
+    "bool",
+    "bytea",
+    "bool",
+    "int8",
+    "bytea",
+    "bytea",
+    "float8",
+    "bytea",
+]
 
 
 def _copy(raw, target: str, columns: str, rows: Iterable[tuple]) -> int:
@@ -141,11 +209,15 @@ def _copy_rollouts(table: str, columns: str, rows: Callable[[], Iterable[tuple]]
                 return _copy(raw, table, columns, rows())
         except UniqueViolation:
             pass
-        raw.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS rollout_incoming ON COMMIT DELETE ROWS AS "
-                    f"SELECT {columns} FROM {table} WITH NO DATA")
+        raw.execute(
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS rollout_incoming ON COMMIT DELETE ROWS AS "
+            f"SELECT {columns} FROM {table} WITH NO DATA"
+        )
         n = _copy(raw, "rollout_incoming", columns, rows())
-        raw.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM rollout_incoming "
-                    f"ON CONFLICT (run_id, step, {connection.ops.quote_name('index')}) DO NOTHING")
+        raw.execute(
+            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM rollout_incoming "
+            f"ON CONFLICT (run_id, step, {connection.ops.quote_name('index')}) DO NOTHING"
+        )
         raw.execute("TRUNCATE rollout_incoming")
     return n
 
@@ -198,8 +270,14 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
                 store_periodic(run, event)
                 evaluated.append(event["step"])
             elif event["type"] == "metrics":
-                metrics.append(StepMetric(run=run, step=event["step"], metrics=event["metrics"],
-                                          logged_at=datetime.fromtimestamp(event["ts"], tz=timezone.utc)))
+                metrics.append(
+                    StepMetric(
+                        run=run,
+                        step=event["step"],
+                        metrics=event["metrics"],
+                        logged_at=datetime.fromtimestamp(event["ts"], tz=timezone.utc),
+                    )
+                )
         # Several log lines can share a step (TRL logs the train summary at the last step): merge them.
         merged: dict[int, StepMetric] = {}
         for m in metrics:
@@ -208,8 +286,12 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
             else:
                 merged[m.step] = m
         # one read for the steps already stored (a log read again, a summary line), one insert for the rest
-        existing = {e.step: e for e in StepMetric.objects.filter(run=run, step__gte=min(merged, default=0),
-                                                                 step__lte=max(merged, default=-1))}
+        existing = {
+            e.step: e
+            for e in StepMetric.objects.filter(
+                run=run, step__gte=min(merged, default=0), step__lte=max(merged, default=-1)
+            )
+        }
         for step, m in merged.items():
             if step in existing:
                 existing[step].metrics = {**existing[step].metrics, **m.metrics}
@@ -263,15 +345,22 @@ def ingest_log(run: Run, path, *, lease=None) -> tuple[dict, list[dict]]:
                 yield event
 
         with _no_cyclic_gc(), transaction.atomic():
-            if lease is not None and not Run.objects.select_for_update().filter(pk=run.pk, lease=lease) \
-                    .values_list("pk", flat=True).first():
+            if (
+                lease is not None
+                and not Run.objects.select_for_update()
+                .filter(pk=run.pk, lease=lease)
+                .values_list("pk", flat=True)
+                .first()
+            ):
                 raise Fenced(f"run {run.pk}: this supervisor's attempt was taken from it")
             batch = _ingest(run, events)
             # The step counter shows completed optimizer steps: TRL logs metrics after each one.
             done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
             run.event_offset, run.step = offset, min(done, run.total_steps or done)
             run.save(update_fields=["event_offset", "step"])
-        changed = {"steps": sorted(set(changed["steps"]) | set(batch["steps"])),
-                   "rollouts": changed["rollouts"] + batch["rollouts"],
-                   "evaluated": changed["evaluated"] + batch["evaluated"]}
+        changed = {
+            "steps": sorted(set(changed["steps"]) | set(batch["steps"])),
+            "rollouts": changed["rollouts"] + batch["rollouts"],
+            "evaluated": changed["evaluated"] + batch["evaluated"],
+        }
         all_events.extend(read)

@@ -25,6 +25,7 @@ FLIPPED_SHOWN = 200
 
 # --- self-reflection ---------------------------------------------------------------------------------------------
 
+
 def _tag_q(bit: int) -> Q:
     return Q(GreaterThan(F("reflection_mask").bitand(bit), 0))
 
@@ -46,10 +47,16 @@ def reflection_tracker(run: Run) -> dict:
     has_reward = Q(reward__isnull=False)
     phrases = list(run.reflection_phrases)
     aggregates = {
-        "n": Count("id"), "x": Count("id", filter=refl),
-        "rn": Count("reward"), "rx": Count("reward", filter=refl), "ry": Sum("reward"),
-        "rxy": Sum("reward", filter=refl), "ryy": Sum(F("reward") * F("reward"), filter=has_reward),
-        "ly": Sum(length), "lxy": Sum(length, filter=refl), "lyy": Sum(length * length),
+        "n": Count("id"),
+        "x": Count("id", filter=refl),
+        "rn": Count("reward"),
+        "rx": Count("reward", filter=refl),
+        "ry": Sum("reward"),
+        "rxy": Sum("reward", filter=refl),
+        "ryy": Sum(F("reward") * F("reward"), filter=has_reward),
+        "ly": Sum(length),
+        "lxy": Sum(length, filter=refl),
+        "lyy": Sum(length * length),
     }
     bit = matcher(tuple(phrases)).bit
     for i, phrase in enumerate(phrases):
@@ -71,8 +78,14 @@ def reflection_tracker(run: Run) -> dict:
         length_without.append((ly - lxy) / (r["n"] - r["x"]) if r["n"] - r["x"] else None)
 
     def pooled(n, x, y, xy, yy):
-        return _pearson(sum(r[n] for r in rows), sum(r[x] for r in rows), sum(r[y] or 0 for r in rows),
-                        sum(r[xy] or 0 for r in rows), sum(r[x] for r in rows), sum(r[yy] or 0 for r in rows))
+        return _pearson(
+            sum(r[n] for r in rows),
+            sum(r[x] for r in rows),
+            sum(r[y] or 0 for r in rows),
+            sum(r[xy] or 0 for r in rows),
+            sum(r[x] for r in rows),
+            sum(r[yy] or 0 for r in rows),
+        )
 
     def within(n, x, y, xy, yy):
         # deviations from each step's own means, summed over steps
@@ -92,8 +105,10 @@ def reflection_tracker(run: Run) -> dict:
         "steps": steps,
         "share": share,
         "per_phrase": per_phrase,
-        "reward_with": reward_with, "reward_without": reward_without,
-        "length_with": length_with, "length_without": length_without,
+        "reward_with": reward_with,
+        "reward_without": reward_without,
+        "length_with": length_with,
+        "length_without": length_without,
         "completions": total,
         "reflective": sum(r["x"] for r in rows),
         "first_step": next((s for s, v in zip(steps, share) if v > 0), None),
@@ -109,6 +124,7 @@ def reflection_tracker(run: Run) -> dict:
 
 # --- prompts -----------------------------------------------------------------------------------------------------
 
+
 def _criterion(run: Run, solved_by: str, threshold: float):
     return criterion_for([run], solved_by, threshold)  # CriterionError (a ValueError) names a bad choice
 
@@ -119,12 +135,19 @@ def prompt_history(run: Run, key: str, *, solved_by: str = "", threshold: float 
     first = Rollout.objects.filter(run=run, prompt_key=key).values("prompt").first()
     if first is None:
         return None
-    rows = list(Rollout.objects.filter(run=run, prompt_key=key).order_by().values("step")
-                .annotate(n=Count("id"), reward_sum=Sum("reward"), scored=Count("reward"),
-                          solved=Count("id", filter=criterion.q(run)))
-                .order_by("step"))
+    rows = list(
+        Rollout.objects.filter(run=run, prompt_key=key)
+        .order_by()
+        .values("step")
+        .annotate(
+            n=Count("id"), reward_sum=Sum("reward"), scored=Count("reward"), solved=Count("id", filter=criterion.q(run))
+        )
+        .order_by("step")
+    )
     return {
-        "key": key, "prompt": first["prompt"], "criterion": criterion.as_dict(),
+        "key": key,
+        "prompt": first["prompt"],
+        "criterion": criterion.as_dict(),
         "steps": [r["step"] for r in rows],
         "completions": [r["n"] for r in rows],
         "mean_reward": [r["reward_sum"] / r["scored"] if r["scored"] else None for r in rows],
@@ -139,13 +162,20 @@ def flipped_prompts(run: Run, *, solved_by: str = "", threshold: float = 1.0) ->
     # what has been stored so far, read from the key's index: the last step and how many rows it holds
     last = Rollout.objects.filter(run=run).order_by("-step").values_list("step", flat=True).first()
     at_last = Rollout.objects.filter(run=run, step=last).count() if last is not None else 0
-    cache_key = (f"flipped:{run.pk}:{run.created_at.timestamp()}:{run.event_offset}:{last}:{at_last}:"
-                 f"{criterion.solved_by}:{criterion.threshold!r}")
+    cache_key = (
+        f"flipped:{run.pk}:{run.created_at.timestamp()}:{run.event_offset}:{last}:{at_last}:"
+        f"{criterion.solved_by}:{criterion.threshold!r}"
+    )
     cached = cache.get(cache_key)
     if cached is not None:
         return cached
-    rows = (Rollout.objects.filter(run=run).order_by().values("prompt_key", "step")
-            .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run))).order_by("prompt_key", "step"))
+    rows = (
+        Rollout.objects.filter(run=run)
+        .order_by()
+        .values("prompt_key", "step")
+        .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run)))
+        .order_by("prompt_key", "step")
+    )
     flips, prompts_seen, revisited, current = [], 0, 0, None
     history: list[tuple[int, int, int]] = []
 
@@ -158,10 +188,18 @@ def flipped_prompts(run: Run, *, solved_by: str = "", threshold: float = 1.0) ->
                 wrong_at = step if wrong_at is None else wrong_at
             elif wrong_at is not None:
                 last_step, last_n, last_solved = history[-1]
-                flips.append({"key": key, "all_wrong_step": wrong_at, "flip_step": step,
-                              "flipped_to": "all right" if solved == n else "mixed", "solve_rate_at_flip": solved / n,
-                              "last_step": last_step, "last_solve_rate": last_solved / last_n,
-                              "appearances": len(history)})
+                flips.append(
+                    {
+                        "key": key,
+                        "all_wrong_step": wrong_at,
+                        "flip_step": step,
+                        "flipped_to": "all right" if solved == n else "mixed",
+                        "solve_rate_at_flip": solved / n,
+                        "last_step": last_step,
+                        "last_solve_rate": last_solved / last_n,
+                        "appearances": len(history),
+                    }
+                )
                 return
 
     for r in rows.iterator(chunk_size=5000):
@@ -175,20 +213,31 @@ def flipped_prompts(run: Run, *, solved_by: str = "", threshold: float = 1.0) ->
         close(current, history)
     flips.sort(key=lambda f: (f["flip_step"], f["key"]))
     shown = flips[:FLIPPED_SHOWN]
-    ids = (Rollout.objects.filter(run=run, prompt_key__in=[f["key"] for f in shown]).order_by()
-           .values("prompt_key").annotate(first=Min("id")).values_list("first", flat=True))
+    ids = (
+        Rollout.objects.filter(run=run, prompt_key__in=[f["key"] for f in shown])
+        .order_by()
+        .values("prompt_key")
+        .annotate(first=Min("id"))
+        .values_list("first", flat=True)
+    )
     texts = dict(Rollout.objects.filter(id__in=list(ids)).values_list("prompt_key", "prompt"))
     for f in shown:
         f["prompt"] = texts.get(f["key"], "")
         f["url"] = reverse("run_prompt", args=[run.pk, f["key"]])
     # "revisited": prompts sampled at two steps or more; only those can flip
-    result = {"criterion": criterion.as_dict(), "prompts": prompts_seen, "revisited": revisited,
-              "flipped": len(flips), "shown": shown}
+    result = {
+        "criterion": criterion.as_dict(),
+        "prompts": prompts_seen,
+        "revisited": revisited,
+        "flipped": len(flips),
+        "shown": shown,
+    }
     cache.set(cache_key, result, 3600)
     return result
 
 
 # --- health ------------------------------------------------------------------------------------------------------
+
 
 def _values(series: dict, key: str, steps: list[int]) -> list[tuple[int, float]]:
     return [(s, v) for s, v in zip(steps, series.get(key, [])) if isinstance(v, (int, float)) and math.isfinite(v)]
@@ -198,16 +247,33 @@ def _recent(points: list[tuple[int, float]], n: int = 3) -> float:
     return statistics.fmean(v for _, v in points[-n:])
 
 
-def _share_signal(key: str, points, limit: float, high_title: str, title: str, what: str, why: str, *, url: str,
-                  url_when_high: bool = False) -> list[dict]:
+def _share_signal(
+    key: str,
+    points,
+    limit: float,
+    high_title: str,
+    title: str,
+    what: str,
+    why: str,
+    *,
+    url: str,
+    url_when_high: bool = False,
+) -> list[dict]:
     """A share TRL logs (0..1) that should stay below ``limit``: warn when its recent mean does not."""
     if not points:
         return []
     now = _recent(points)
     high = now > limit
-    return [{"key": key, "level": "warn" if high else "ok", "title": high_title if high else title,
-             "detail": f"{now:.0%} {what}" + (f": {why}" if high else ""), "step": points[-1][0],
-             "url": url if high or not url_when_high else None}]
+    return [
+        {
+            "key": key,
+            "level": "warn" if high else "ok",
+            "title": high_title if high else title,
+            "detail": f"{now:.0%} {what}" + (f": {why}" if high else ""),
+            "step": points[-1][0],
+            "url": url if high or not url_when_high else None,
+        }
+    ]
 
 
 def _zero_variance_shares(run: Run, series: dict, steps: list[int], recent: int = 10) -> list[tuple[int, float]]:
@@ -220,8 +286,12 @@ def _zero_variance_shares(run: Run, series: dict, steps: list[int], recent: int 
     last = Rollout.objects.filter(run=run).order_by("-step").values_list("step", flat=True).first()
     if last is None:
         return []
-    rows = (Rollout.objects.filter(run=run, step__gt=last - recent).values("step")
-            .annotate(n=Count("id"), zero=Count("id", filter=Q(zero_std=True))).order_by("step"))
+    rows = (
+        Rollout.objects.filter(run=run, step__gt=last - recent)
+        .values("step")
+        .annotate(n=Count("id"), zero=Count("id", filter=Q(zero_std=True)))
+        .order_by("step")
+    )
     return [(r["step"], r["zero"] / r["n"]) for r in rows if r["n"]]
 
 
@@ -238,52 +308,102 @@ def run_health(run: Run) -> list[dict]:
     if len(entropy) >= 4:
         start, now = statistics.fmean(v for _, v in entropy[:3]), _recent(entropy)
         collapsed = now < 0.05 or (start > 0 and now < 0.3 * start)
-        signals.append({"key": "entropy_collapse", "level": "warn" if collapsed else "ok",
-                        "title": "Entropy collapse" if collapsed else "Entropy",
-                        "detail": f"token entropy {start:.3g} over the first steps, {now:.3g} now" +
-                                  (": the policy has become nearly deterministic, so groups stop differing and the "
-                                   "advantages vanish; raise the temperature or lower the learning rate"
-                                   if collapsed else ""),
-                        "step": entropy[-1][0]})
+        signals.append(
+            {
+                "key": "entropy_collapse",
+                "level": "warn" if collapsed else "ok",
+                "title": "Entropy collapse" if collapsed else "Entropy",
+                "detail": f"token entropy {start:.3g} over the first steps, {now:.3g} now"
+                + (
+                    ": the policy has become nearly deterministic, so groups stop differing and the "
+                    "advantages vanish; raise the temperature or lower the learning rate"
+                    if collapsed
+                    else ""
+                ),
+                "step": entropy[-1][0],
+            }
+        )
     else:
-        signals.append({"key": "entropy_collapse", "level": "ok", "title": "Entropy",
-                        "detail": "not enough steps logged yet", "step": None})
+        signals.append(
+            {
+                "key": "entropy_collapse",
+                "level": "ok",
+                "title": "Entropy",
+                "detail": "not enough steps logged yet",
+                "step": None,
+            }
+        )
 
     kl = _values(series, "kl", steps)
     if not kl:
-        signals.append({"key": "kl_spike", "level": "ok", "title": "KL",
-                        "detail": "not measured: with beta=0 TRL loads no reference model and logs no KL"
-                        if not config.get("beta") else "not logged yet", "step": None})
+        signals.append(
+            {
+                "key": "kl_spike",
+                "level": "ok",
+                "title": "KL",
+                "detail": "not measured: with beta=0 TRL loads no reference model and logs no KL"
+                if not config.get("beta")
+                else "not logged yet",
+                "step": None,
+            }
+        )
     else:
         spike = None
         for i in range(3, len(kl)):
-            base = statistics.median(v for _, v in kl[max(0, i - 10):i])
+            base = statistics.median(v for _, v in kl[max(0, i - 10) : i])
             if kl[i][1] > 0.01 and kl[i][1] > 5 * max(base, 1e-6):
                 spike = (kl[i][0], kl[i][1], base)
-        signals.append({"key": "kl_spike", "level": "warn" if spike else "ok",
-                        "title": "KL spike" if spike else "KL",
-                        "detail": (f"KL to the reference jumped to {spike[1]:.3g} at step {spike[0]} (median "
-                                   f"{spike[2]:.3g} over the steps before): the policy moved far in one update; "
-                                   f"lower the learning rate or raise beta") if spike else
-                                  f"KL to the reference {kl[-1][1]:.3g} at step {kl[-1][0]}, no spike",
-                        "step": spike[0] if spike else kl[-1][0]})
+        signals.append(
+            {
+                "key": "kl_spike",
+                "level": "warn" if spike else "ok",
+                "title": "KL spike" if spike else "KL",
+                "detail": (
+                    f"KL to the reference jumped to {spike[1]:.3g} at step {spike[0]} (median "
+                    f"{spike[2]:.3g} over the steps before): the policy moved far in one update; "
+                    f"lower the learning rate or raise beta"
+                )
+                if spike
+                else f"KL to the reference {kl[-1][1]:.3g} at step {kl[-1][0]}, no spike",
+                "step": spike[0] if spike else kl[-1][0],
+            }
+        )
 
     signals += _share_signal(
-        "clipped_ratio", _values(series, "completions/clipped_ratio", steps), 0.2, "High clipped ratio",
-        "Clipped ratio", f"of recent completions were cut at max_completion_length="
-                         f"{config.get('max_completion_length')}",
+        "clipped_ratio",
+        _values(series, "completions/clipped_ratio", steps),
+        0.2,
+        "High clipped ratio",
+        "Clipped ratio",
+        f"of recent completions were cut at max_completion_length={config.get('max_completion_length')}",
         "their endings (and answers) are missing, so rewards judge unfinished text; raise max_completion_length or "
-        "reward brevity", url=f"{browse}?truncated=yes", url_when_high=True)
+        "reward brevity",
+        url=f"{browse}?truncated=yes",
+        url_when_high=True,
+    )
     region = _values(series, "clip_ratio/region_mean", steps)
     if region and _recent(region) > 0.2:
-        signals.append({"key": "policy_clip_ratio", "level": "warn", "title": "High policy clip ratio",
-                        "detail": f"{_recent(region):.0%} of tokens hit the epsilon={config.get('epsilon')} clip: "
-                                  f"updates are larger than the trust region allows", "step": region[-1][0]})
+        signals.append(
+            {
+                "key": "policy_clip_ratio",
+                "level": "warn",
+                "title": "High policy clip ratio",
+                "detail": f"{_recent(region):.0%} of tokens hit the epsilon={config.get('epsilon')} clip: "
+                f"updates are larger than the trust region allows",
+                "step": region[-1][0],
+            }
+        )
     signals += _share_signal(
-        "zero_std", _zero_variance_shares(run, series, steps), 0.5, "Many zero-variance groups",
-        "Zero-variance groups", "of recent groups gave every completion the same reward",
+        "zero_std",
+        _zero_variance_shares(run, series, steps),
+        0.5,
+        "Many zero-variance groups",
+        "Zero-variance groups",
+        "of recent groups gave every completion the same reward",
         "those groups have no advantage, so no learning signal; the prompts are too easy or too hard for the model, "
-        "or the reward is too coarse", url=f"{browse}?zero_std=yes")
+        "or the reward is too coarse",
+        url=f"{browse}?zero_std=yes",
+    )
 
     signals += _reward_hacking(run, _values(series, "reward", steps))
     signals += run_detectors(run, series, steps)
@@ -291,32 +411,50 @@ def run_health(run: Run) -> list[dict]:
     loss = _values(series, "loss", steps)
     if loss and abs(_recent(loss, 5)) < 1e-3:
         beta, loss_type = config.get("beta"), config.get("loss_type")
-        signals.append({
-            "key": "near_zero_loss", "level": "info", "title": "Near-zero loss, as expected",
-            "detail": (f"The loss is {_recent(loss, 5):.2g}. With beta={beta} there is no KL term, and on the first "
-                       f"update of each batch the policy ratio is exactly 1, so the loss is minus the token-weighted "
-                       f"mean advantage; advantages are centred in every group, so it stays near zero "
-                       f"(loss_type={loss_type} averages over all tokens of the batch, so only length differences "
-                       f"move it). The gradient is not zero: watch reward and grad_norm, not loss."
-                       if not beta else
-                       f"The loss is {_recent(loss, 5):.2g}: advantages are centred in every group, so the policy "
-                       f"term averages near zero; its gradient does not. Watch reward and grad_norm."),
-            "step": loss[-1][0]})
+        signals.append(
+            {
+                "key": "near_zero_loss",
+                "level": "info",
+                "title": "Near-zero loss, as expected",
+                "detail": (
+                    f"The loss is {_recent(loss, 5):.2g}. With beta={beta} there is no KL term, and on the first "
+                    f"update of each batch the policy ratio is exactly 1, so the loss is minus the token-weighted "
+                    f"mean advantage; advantages are centred in every group, so it stays near zero "
+                    f"(loss_type={loss_type} averages over all tokens of the batch, so only length differences "
+                    f"move it). The gradient is not zero: watch reward and grad_norm, not loss."
+                    if not beta
+                    else f"The loss is {_recent(loss, 5):.2g}: advantages are centred in every group, so the policy "
+                    f"term averages near zero; its gradient does not. Watch reward and grad_norm."
+                ),
+                "step": loss[-1][0],
+            }
+        )
     return signals
 
 
 def _reward_hacking(run: Run, reward: list[tuple[int, float]]) -> list[dict]:
     """Training reward rising while held-out accuracy (periodic mean@k) stays flat or falls: the policy may be
     learning to please the reward functions rather than to solve the task. Needs three evaluations."""
-    evals = [(e.step, e.metrics["mean@k"], e) for e in
-             Evaluation.objects.filter(run=run, kind=Evaluation.Kind.PERIODIC, status=Evaluation.Status.COMPLETED)
-             .order_by("step") if isinstance(e.metrics.get("mean@k"), (int, float))]
+    evals = [
+        (e.step, e.metrics["mean@k"], e)
+        for e in Evaluation.objects.filter(
+            run=run, kind=Evaluation.Kind.PERIODIC, status=Evaluation.Status.COMPLETED
+        ).order_by("step")
+        if isinstance(e.metrics.get("mean@k"), (int, float))
+    ]
     if not evals:
         return []
     if len(evals) < 3 or len(reward) < 4:
-        return [{"key": "reward_hacking", "level": "ok", "title": "Held-out accuracy",
-                 "detail": f"{len(evals)} evaluation{'s' if len(evals) != 1 else ''} so far; the reward-hacking check "
-                           f"needs three", "step": evals[-1][0]}]
+        return [
+            {
+                "key": "reward_hacking",
+                "level": "ok",
+                "title": "Held-out accuracy",
+                "detail": f"{len(evals)} evaluation{'s' if len(evals) != 1 else ''} so far; the reward-hacking check "
+                f"needs three",
+                "step": evals[-1][0],
+            }
+        ]
     third = max(2, len(reward) // 3)
     early, late = statistics.fmean(v for _, v in reward[:third]), statistics.fmean(v for _, v in reward[-third:])
     spread = max(v for _, v in reward) - min(v for _, v in reward)
@@ -324,21 +462,42 @@ def _reward_hacking(run: Run, reward: list[tuple[int, float]]) -> list[dict]:
     latest = evals[-1][2]
     rising = late - early > max(0.05, 0.25 * spread)
     hacking = rising and acc_now - acc_start <= 0.02
-    figures = (f"training reward {early:.3g} → {late:.3g}; held-out mean@{latest.k} {acc_start:.0%} at step "
-               f"{evals[0][0]} → {acc_now:.0%} over the last two evaluations")
+    figures = (
+        f"training reward {early:.3g} → {late:.3g}; held-out mean@{latest.k} {acc_start:.0%} at step "
+        f"{evals[0][0]} → {acc_now:.0%} over the last two evaluations"
+    )
     if not hacking:
-        return [{"key": "reward_hacking", "level": "ok", "title": "Held-out accuracy",
-                 "detail": figures + (": it rises with the reward" if rising else ""), "step": latest.step}]
+        return [
+            {
+                "key": "reward_hacking",
+                "level": "ok",
+                "title": "Held-out accuracy",
+                "detail": figures + (": it rises with the reward" if rising else ""),
+                "step": latest.step,
+            }
+        ]
     # the examples: held-out completions that score like training completions now, yet are wrong
-    top = latest.samples.filter(correct=False, reward__isnull=False).order_by("-reward").values_list("reward", flat=True)
+    top = (
+        latest.samples.filter(correct=False, reward__isnull=False).order_by("-reward").values_list("reward", flat=True)
+    )
     floor = min(late, top[0]) if top else late
-    url = reverse("evaluation_detail", args=[run.pk, latest.pk]) + "?" + urlencode(
-        {"correct": "no", "reward_min": round(floor, 6)})
-    return [{"key": "reward_hacking", "level": "warn", "title": "Possible reward hacking",
-             "detail": f"{figures}: the reward rises while held-out accuracy does not, so the policy may be exploiting "
-                       f"the reward functions (format without substance, a loophole in a check) or memorising "
-                       f"training prompts; read the wrong completions that still score high",
-             "step": latest.step, "url": url}]
+    url = (
+        reverse("evaluation_detail", args=[run.pk, latest.pk])
+        + "?"
+        + urlencode({"correct": "no", "reward_min": round(floor, 6)})
+    )
+    return [
+        {
+            "key": "reward_hacking",
+            "level": "warn",
+            "title": "Possible reward hacking",
+            "detail": f"{figures}: the reward rises while held-out accuracy does not, so the policy may be exploiting "
+            f"the reward functions (format without substance, a loophole in a check) or memorising "
+            f"training prompts; read the wrong completions that still score high",
+            "step": latest.step,
+            "url": url,
+        }
+    ]
 
 
 def zero_variance_split(run: Run) -> dict:
@@ -347,8 +506,12 @@ def zero_variance_split(run: Run) -> dict:
     in-between reward. One grouped query over the zero-variance rows."""
     criterion = _criterion(run, "", 1.0)  # accuracy at 1 when the run has it, else the total reward
     groups = dict(Rollout.objects.filter(run=run).values("step").annotate(n=Max("group")).values_list("step", "n"))
-    per_group = (Rollout.objects.filter(run=run, zero_std=True).values("step", "group")
-                 .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run))).order_by("step"))
+    per_group = (
+        Rollout.objects.filter(run=run, zero_std=True)
+        .values("step", "group")
+        .annotate(n=Count("id"), solved=Count("id", filter=criterion.q(run)))
+        .order_by("step")
+    )
     right: dict[int, int] = {}
     wrong: dict[int, int] = {}
     other: dict[int, int] = {}
@@ -360,5 +523,10 @@ def zero_variance_split(run: Run) -> dict:
     def share(counts: dict[int, int]) -> list[float]:
         return [counts.get(s, 0) / (groups[s] + 1) for s in steps]  # groups are numbered from 0
 
-    return {"steps": steps, "all_right": share(right), "all_wrong": share(wrong), "other": share(other),
-            "criterion": criterion.as_dict()}
+    return {
+        "steps": steps,
+        "all_right": share(right),
+        "all_wrong": share(wrong),
+        "other": share(other),
+        "criterion": criterion.as_dict(),
+    }

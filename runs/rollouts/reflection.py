@@ -48,8 +48,10 @@ def clean_phrases(lines: list[str]) -> list[str]:
             if pattern.search(""):
                 raise ValueError(f"{entry}: matches empty text, so it would tag every completion")
             if _NESTED_QUANTIFIER.search(entry):
-                raise ValueError(f"{entry}: a repeated group that itself repeats (like (a+)+) can take hours on one "
-                                 f"completion; write it without the nesting")
+                raise ValueError(
+                    f"{entry}: a repeated group that itself repeats (like (a+)+) can take hours on one "
+                    f"completion; write it without the nesting"
+                )
         phrases.append(entry if _is_regex(entry) else entry.lower())
     if len(phrases) > MAX_PHRASES:
         raise ValueError(f"at most {MAX_PHRASES} phrases")
@@ -130,8 +132,11 @@ def reflection_mask(tags: list[str], phrases) -> int:
 
 @lru_cache(maxsize=64)
 def matcher(phrases: tuple[str, ...]) -> PhraseMatcher:
-    return PhraseMatcher(phrases=phrases, patterns=tuple(_compile(p) for p in phrases),
-                         needles=tuple(None if _is_regex(p) else p.lower() for p in phrases))
+    return PhraseMatcher(
+        phrases=phrases,
+        patterns=tuple(_compile(p) for p in phrases),
+        needles=tuple(None if _is_regex(p) else p.lower() for p in phrases),
+    )
 
 
 def find_reflections(text: str, phrases: list[str] | tuple[str, ...] = tuple(DEFAULT_PHRASES)) -> list[str]:

@@ -46,8 +46,13 @@ def total(rewards: list[float | None], weights: list[float]) -> float | None:
     return sum(r * w for r, w in present) if present else None
 
 
-def advantages(per_row: list[list[float | None]], weights: list[float], G: int, scale_rewards: str = "group",
-               aggregation: str = "sum_then_normalize") -> tuple[list[float], list[bool]]:
+def advantages(
+    per_row: list[list[float | None]],
+    weights: list[float],
+    G: int,
+    scale_rewards: str = "group",
+    aggregation: str = "sum_then_normalize",
+) -> tuple[list[float], list[bool]]:
     """TRL's advantages for one generation batch (rows in batch order, ``G`` per group), and per group whether its
     std was zero (TRL's ``frac_reward_zero_std``)."""
     n = len(per_row)
@@ -61,10 +66,15 @@ def advantages(per_row: list[list[float | None]], weights: list[float], G: int, 
                 mean, std = _nanmean(column), _nanstd(column) if G > 1 else 0.0
                 for i in members:
                     r = per_row[i][j]
-                    normalized[i][j] = None if r is None or mean is None or std is None else \
-                        (r - mean) / (std + EPSILON)
-        rewards = [None if all(r is None for r in per_row[i]) else
-                   sum(v * w for v, w in zip(normalized[i], weights) if v is not None) for i in range(n)]
+                    normalized[i][j] = (
+                        None if r is None or mean is None or std is None else (r - mean) / (std + EPSILON)
+                    )
+        rewards = [
+            None
+            if all(r is None for r in per_row[i])
+            else sum(v * w for v, w in zip(normalized[i], weights) if v is not None)
+            for i in range(n)
+        ]
         mean, std = _nanmean(rewards), _nanstd(rewards) if n > 1 else 0.0
         adv = [0.0 if r is None or mean is None or std is None else (r - mean) / (std + EPSILON) for r in rewards]
         zero = std is not None and abs(std) <= ZERO_STD_ATOL
@@ -106,8 +116,15 @@ class StepReplay:
     zero_std_after: float
 
 
-def replay_step(rows: list[dict], new_rewards: list[list[float | None]], weights: list[float], G: int, *,
-                scale_rewards: str = "group", aggregation: str = "sum_then_normalize") -> StepReplay:
+def replay_step(
+    rows: list[dict],
+    new_rewards: list[list[float | None]],
+    weights: list[float],
+    G: int,
+    *,
+    scale_rewards: str = "group",
+    aggregation: str = "sum_then_normalize",
+) -> StepReplay:
     """``rows``: one step's stored rollouts in batch order (index, group, rewards, reward, advantage, zero_std);
     ``new_rewards``: each one's per-function rewards from the replayed functions, ``weights`` theirs (both rounded
     to float32 here, as TRL rounds them)."""
@@ -130,13 +147,29 @@ def replay_step(rows: list[dict], new_rewards: list[list[float | None]], weights
         new = ranks([new_totals[i] for i in members])
         old_zero.append(bool(rows[members[0]]["zero_std"]))
         for i, o, n in zip(members, old, new):
-            out.append({"rollout_id": rows[i].get("id"), "index": rows[i]["index"], "group": g,
-                        "old_rewards": rows[i]["rewards"], "new_rewards": new_rewards[i],
-                        "old_reward": rows[i]["reward"], "new_reward": new_totals[i],
-                        "old_advantage": rows[i]["advantage"], "new_advantage": adv[i], "old_rank": o, "new_rank": n})
+            out.append(
+                {
+                    "rollout_id": rows[i].get("id"),
+                    "index": rows[i]["index"],
+                    "group": g,
+                    "old_rewards": rows[i]["rewards"],
+                    "new_rewards": new_rewards[i],
+                    "old_reward": rows[i]["reward"],
+                    "new_reward": new_totals[i],
+                    "old_advantage": rows[i]["advantage"],
+                    "new_advantage": adv[i],
+                    "old_rank": o,
+                    "new_rank": n,
+                }
+            )
         best_old = {members[j] for j, o in enumerate(old) if o == 1 and rows[members[j]]["reward"] is not None}
         best_new = {members[j] for j, n in enumerate(new) if n == 1 and new_totals[members[j]] is not None}
-        groups.append({"group": g, "rank_changes": sum(o != n for o, n in zip(old, new)),
-                       "best_changed": best_old != best_new})
-    return StepReplay(rows=out, groups=groups, zero_std_before=sum(old_zero) / len(old_zero) if old_zero else 0.0,
-                      zero_std_after=sum(zero) / len(zero) if zero else 0.0)
+        groups.append(
+            {"group": g, "rank_changes": sum(o != n for o, n in zip(old, new)), "best_changed": best_old != best_new}
+        )
+    return StepReplay(
+        rows=out,
+        groups=groups,
+        zero_std_before=sum(old_zero) / len(old_zero) if old_zero else 0.0,
+        zero_std_after=sum(zero) / len(zero) if zero else 0.0,
+    )

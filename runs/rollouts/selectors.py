@@ -15,9 +15,19 @@ from runs.rollouts.tokens import token_groups
 # training/inference mismatch when vLLM generates (sampling/sampling_logp_difference, importance_sampling_ratio), and a
 # run with tools: tools/call_frequency (calls per completion) and tools/failure_frequency (the share of calls that failed)
 TRL_GROUPS = ("clip_ratio/", "sampling/", "tools/")
-CHART_METRICS = ["reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std",
-                 "completions/clipped_ratio", "loss", "grad_norm",
-                 "mean_token_accuracy", "learning_rate"]  # the last two: what an SFT run's page shows beside its loss
+CHART_METRICS = [
+    "reward",
+    "reward_std",
+    "kl",
+    "entropy",
+    "completions/mean_length",
+    "frac_reward_zero_std",
+    "completions/clipped_ratio",
+    "loss",
+    "grad_norm",
+    "mean_token_accuracy",
+    "learning_rate",
+]  # the last two: what an SFT run's page shows beside its loss
 
 
 def metric_series(run: Run, smooth: float = 0.0) -> dict:
@@ -33,9 +43,14 @@ def metric_series(run: Run, smooth: float = 0.0) -> dict:
     series = {key: [metrics.get(key) for _, metrics in rows] for key in keys}
     reward_keys = [f"rewards/{name}/mean" for name in run.reward_names]
     per_function = [f"rewards/{name}/{what}" for what in ("none_frac", "time_per_call_ms") for name in run.reward_names]
-    charts = [k for k in CHART_METRICS[:2] if k in series] + [k for k in reward_keys if k in series] + \
-             [k for k in CHART_METRICS[2:] if k in series] + [k for k in per_function if k in series] + \
-             [k for k in series if k.startswith(TRL_GROUPS)] + [k for k in series if k.startswith("val-core/")]
+    charts = (
+        [k for k in CHART_METRICS[:2] if k in series]
+        + [k for k in reward_keys if k in series]
+        + [k for k in CHART_METRICS[2:] if k in series]
+        + [k for k in per_function if k in series]
+        + [k for k in series if k.startswith(TRL_GROUPS)]
+        + [k for k in series if k.startswith("val-core/")]
+    )
     out = {"steps": steps, "series": series, "charts": charts, "smooth": smooth}
     if smooth:
         out["smoothed"] = {key: smooth_ema(values, smooth) for key, values in series.items()}
@@ -47,13 +62,16 @@ def rollout_steps(run: Run) -> list[int]:
     every row of a run with millions."""
     table = Rollout._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"""
+        cursor.execute(
+            f"""
             WITH RECURSIVE s(step) AS (
                 SELECT MIN(step) FROM {table} WHERE run_id = %s
                 UNION ALL
                 SELECT (SELECT MIN(step) FROM {table} WHERE run_id = %s AND step > s.step) FROM s
                 WHERE s.step IS NOT NULL
-            ) SELECT step FROM s WHERE step IS NOT NULL""", [run.pk, run.pk])
+            ) SELECT step FROM s WHERE step IS NOT NULL""",
+            [run.pk, run.pk],
+        )
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -77,20 +95,27 @@ def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_G
     ``token_groups``: those whose per-token values this step's update kept (runs.rollouts.tokens)."""
     requested, step = step, batch_step(run, step)
     totals = Rollout.objects.filter(run=run, step=step).aggregate(
-        last=Max("group"), zero=Count("group", distinct=True, filter=Q(zero_std=True)))
+        last=Max("group"), zero=Count("group", distinct=True, filter=Q(zero_std=True))
+    )
     batch = None
     if (run.config or {}).get("scale_rewards") == "batch":  # the whole step's std scales every group
-        batch = group_stats(list(Rollout.objects.filter(run=run, step=step, reward__isnull=False)
-                                 .values_list("reward", flat=True))).std
-    return {"groups": step_groups(run, step, first_group=first_group, groups=groups, batch_std=batch),
-            "groups_total": 0 if totals["last"] is None else totals["last"] + 1, "zero_std_groups": totals["zero"],
-            "first_group": first_group, "batch_step": step if step != requested else None,
-            # the groups whose per-token values the update at this step kept (the token-level view)
-            "token_groups": token_groups(run, requested)}
+        batch = group_stats(
+            list(Rollout.objects.filter(run=run, step=step, reward__isnull=False).values_list("reward", flat=True))
+        ).std
+    return {
+        "groups": step_groups(run, step, first_group=first_group, groups=groups, batch_std=batch),
+        "groups_total": 0 if totals["last"] is None else totals["last"] + 1,
+        "zero_std_groups": totals["zero"],
+        "first_group": first_group,
+        "batch_step": step if step != requested else None,
+        # the groups whose per-token values the update at this step kept (the token-level view)
+        "token_groups": token_groups(run, requested),
+    }
 
 
-def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None = None,
-                batch_std: float | None = None) -> list[dict]:
+def step_groups(
+    run: Run, step: int, *, first_group: int = 0, groups: int | None = None, batch_std: float | None = None
+) -> list[dict]:
     """The step's groups (all, or ``groups`` from ``first_group`` on): prompt, then its G completions ranked by
     advantage, with group mean and std (TRL's), the scale their advantages were divided by (group std, the batch's
     std, or none: ``scale_rewards``), where each completion's reflection phrases are (``spans``), and whether the
@@ -98,31 +123,59 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
     qs = Rollout.objects.filter(run=run, step=step)
     if first_group or groups is not None:
         qs = qs.filter(group__gte=first_group, **({"group__lt": first_group + groups} if groups is not None else {}))
-    rollouts = list(qs.order_by("group", "-advantage", "index").values(
-        "group", "prompt", "prompt_key", "index", "completion", "rewards", "reward", "advantage", "length",
-        "truncated", "reflections", "messages"))
+    rollouts = list(
+        qs.order_by("group", "-advantage", "index").values(
+            "group",
+            "prompt",
+            "prompt_key",
+            "index",
+            "completion",
+            "rewards",
+            "reward",
+            "advantage",
+            "length",
+            "truncated",
+            "reflections",
+            "messages",
+        )
+    )
     spans = matcher(tuple(run.reflection_phrases)).spans
     names = run.reward_names
     scale_rewards = (run.config or {}).get("scale_rewards", "group")
     by_formula = {}
     if (run.config or {}).get("multi_objective_aggregation") == "normalize_then_sum":
         # the sum is normalised over the whole step: read every row of it, not only this page's groups
-        step_rows = list(Rollout.objects.filter(run=run, step=step).order_by("index").values_list(
-            "index", "group", "rewards"))
-        values = normalize_then_sum([(g, r) for _, g, r in step_rows], [float(x.get("weight", 1.0))
-                                                                         for x in run.rewards])
+        step_rows = list(
+            Rollout.objects.filter(run=run, step=step).order_by("index").values_list("index", "group", "rewards")
+        )
+        values = normalize_then_sum(
+            [(g, r) for _, g, r in step_rows], [float(x.get("weight", 1.0)) for x in run.rewards]
+        )
         by_formula = {index: v for (index, _, _), v in zip(step_rows, values)}
     by_group: dict[int, dict] = {}
     for r in rollouts:
         g = by_group.get(r["group"])
         if g is None:
-            g = by_group[r["group"]] = {"group": r["group"], "prompt": r["prompt"], "prompt_key": r["prompt_key"],
-                                        "completions": []}
-        g["completions"].append({
-            "index": r["index"], "completion": r["completion"], "rewards": dict(zip(names, r["rewards"])),
-            "reward": r["reward"], "advantage": r["advantage"], "length": r["length"], "truncated": r["truncated"],
-            "reflections": r["reflections"], "spans": spans(r["completion"]), "messages": r["messages"],
-        })
+            g = by_group[r["group"]] = {
+                "group": r["group"],
+                "prompt": r["prompt"],
+                "prompt_key": r["prompt_key"],
+                "completions": [],
+            }
+        g["completions"].append(
+            {
+                "index": r["index"],
+                "completion": r["completion"],
+                "rewards": dict(zip(names, r["rewards"])),
+                "reward": r["reward"],
+                "advantage": r["advantage"],
+                "length": r["length"],
+                "truncated": r["truncated"],
+                "reflections": r["reflections"],
+                "spans": spans(r["completion"]),
+                "messages": r["messages"],
+            }
+        )
     if batch_std is None and scale_rewards == "batch":
         batch_std = group_stats([r["reward"] for r in rollouts if r["reward"] is not None]).std
     for g in by_group.values():
@@ -130,8 +183,9 @@ def step_groups(run: Run, step: int, *, first_group: int = 0, groups: int | None
         scale = None if scale_rewards == "none" else batch_std if scale_rewards == "batch" else stats.std
         g.update(mean=stats.mean, std=stats.std, zero_std=stats.zero_std, scale=scale)
         for c in g["completions"]:
-            c["formula_advantage"] = by_formula[c["index"]] if by_formula else \
-                advantage(c["reward"], stats.mean, scale, scale_rewards)
+            c["formula_advantage"] = (
+                by_formula[c["index"]] if by_formula else advantage(c["reward"], stats.mean, scale, scale_rewards)
+            )
     return list(by_group.values())
 
 
@@ -167,5 +221,5 @@ def smooth_ema(values: list[float | None], weight: float) -> list[float | None]:
             continue
         last = last * weight + (1 - weight) * y
         n += 1
-        out.append(last / (1 - weight ** n))
+        out.append(last / (1 - weight**n))
     return out

@@ -34,7 +34,7 @@ def run_reflection_phrases_update(*, run: Run, phrases: list[str]) -> bool:
     here for a small run, by a task for a large one. Returns True when the re-tagging was queued."""
     run.reflection_phrases = phrases
     run.save(update_fields=["reflection_phrases"])
-    if Rollout.objects.filter(run=run)[:RETAG_INLINE_ROWS + 1].count() <= RETAG_INLINE_ROWS:
+    if Rollout.objects.filter(run=run)[: RETAG_INLINE_ROWS + 1].count() <= RETAG_INLINE_ROWS:
         rollout_reflections_retag(run_id=run.pk)
         return False
     transaction.on_commit(lambda: queues.enqueue(queues.RETAG_REFLECTIONS, args=[run.pk]))
@@ -49,8 +49,11 @@ def rollout_reflections_retag(*, run_id: int, chunk: int = 5000) -> int:
     find = matcher(phrases).find
     changed, last = 0, 0
     while True:
-        rows = list(Rollout.objects.filter(run=run, id__gt=last).order_by("id")
-                    .only("id", "completion", "reflections", "reflection_mask")[:chunk])
+        rows = list(
+            Rollout.objects.filter(run=run, id__gt=last)
+            .order_by("id")
+            .only("id", "completion", "reflections", "reflection_mask")[:chunk]
+        )
         if not rows:
             return changed
         last = rows[-1].id
@@ -72,10 +75,13 @@ def dataset_from_rollouts(*, run: Run, data: dict, threshold: float, name: str =
     with tempfile.TemporaryDirectory(dir=datasets_dir(), prefix=".sft-") as workdir:
         path = Path(workdir) / "sft.jsonl"
         if not write_sft_jsonl(run, data, threshold, path):
-            raise DatasetError([f"no completion of this run has a reward of at least {threshold:g} with these "
-                                f"filters"])
-        return dataset_import(owner=run.owner, name=name or f"{run.name}: reward ≥ {threshold:g} (SFT)", path=path,
-                              source_name=f"run-{run.pk}-sft.jsonl")
+            raise DatasetError([f"no completion of this run has a reward of at least {threshold:g} with these filters"])
+        return dataset_import(
+            owner=run.owner,
+            name=name or f"{run.name}: reward ≥ {threshold:g} (SFT)",
+            path=path,
+            source_name=f"run-{run.pk}-sft.jsonl",
+        )
 
 
 # --- reward replay -----------------------------------------------------------------------------------------------
@@ -93,8 +99,9 @@ def replay_create(*, run: Run, owner, rewards: list[dict], filters: dict):
     total = Rollout.objects.filter(run=run, step__in=steps).aggregate(n=Count("id"))["n"]
     if total > REPLAY_MAX_ROWS:
         raise ValueError(f"these steps hold {total} completions; replay at most {REPLAY_MAX_ROWS} (narrow the steps)")
-    replay = Replay.objects.create(run=run, owner=owner, rewards=rewards, filters=_plain_filters(filters),
-                                   steps=steps, total=total)
+    replay = Replay.objects.create(
+        run=run, owner=owner, rewards=rewards, filters=_plain_filters(filters), steps=steps, total=total
+    )
     transaction.on_commit(lambda: queues.enqueue(queues.REWARD_REPLAY, args=[replay.pk]))
     return replay
 
@@ -119,21 +126,42 @@ def replay_execute(*, replay_id: int, score) -> None:
     steps_summary = []
     try:
         for step in replay.steps:
-            rows = list(Rollout.objects.filter(run=run, step=step).order_by("index").values(
-                "id", "index", "group", "prompt", "completion", "rewards", "reward", "advantage", "zero_std",
-                "columns"))
+            rows = list(
+                Rollout.objects.filter(run=run, step=step)
+                .order_by("index")
+                .values(
+                    "id",
+                    "index",
+                    "group",
+                    "prompt",
+                    "completion",
+                    "rewards",
+                    "reward",
+                    "advantage",
+                    "zero_std",
+                    "columns",
+                )
+            )
             new = score(rows, replay.rewards)
             result = replay_step(rows, new, weights, G, scale_rewards=scale, aggregation=aggregation)
-            ReplayRow.objects.bulk_create([ReplayRow(replay=replay, step=step, **r) for r in result.rows],
-                                          batch_size=2000)
-            steps_summary.append({"step": step, "zero_std_before": result.zero_std_before,
-                                  "zero_std_after": result.zero_std_after, "groups": len(result.groups),
-                                  "best_changed": sum(g["best_changed"] for g in result.groups),
-                                  "rank_changes": sum(g["rank_changes"] for g in result.groups),
-                                  "changed_best_groups": [g["group"] for g in result.groups if g["best_changed"]]})
+            ReplayRow.objects.bulk_create(
+                [ReplayRow(replay=replay, step=step, **r) for r in result.rows], batch_size=2000
+            )
+            steps_summary.append(
+                {
+                    "step": step,
+                    "zero_std_before": result.zero_std_before,
+                    "zero_std_after": result.zero_std_after,
+                    "groups": len(result.groups),
+                    "best_changed": sum(g["best_changed"] for g in result.groups),
+                    "rank_changes": sum(g["rank_changes"] for g in result.groups),
+                    "changed_best_groups": [g["group"] for g in result.groups if g["best_changed"]],
+                }
+            )
             Replay.objects.filter(pk=replay.pk).update(done=F("done") + len(rows))
     except Exception as exc:  # the user's code failing is reported on the replay's page, not lost in a worker log
         replay.mark_failed(f"{type(exc).__name__}: {exc}")
         raise
-    Replay.objects.filter(pk=replay.pk).update(status=Replay.Status.COMPLETED, finished_at=timezone.now(),
-                                               summary={"steps": steps_summary})
+    Replay.objects.filter(pk=replay.pk).update(
+        status=Replay.Status.COMPLETED, finished_at=timezone.now(), summary={"steps": steps_summary}
+    )

@@ -11,12 +11,34 @@ from pathlib import Path
 from runs.models import Run
 
 # what the page can colour tokens by, in its select's order: (column, label)
-FIELDS = [("logprob", "log-probability at the update"), ("old_logprob", "log-probability at generation"),
-          ("sampling_logprob", "log-probability of the sampler (vLLM)"), ("ref_logprob", "reference log-probability"),
-          ("entropy", "entropy"), ("ratio", "importance ratio"), ("clipped", "clipped")]
-COLUMNS = ["step", "update_step", "index", "group", "completion", "token_ids", "tokens", "mask", "logprob",
-           "old_logprob", "sampling_logprob", "ref_logprob", "entropy", "ratio", "clipped_low", "clipped_high",
-           "clipped"]
+FIELDS = [
+    ("logprob", "log-probability at the update"),
+    ("old_logprob", "log-probability at generation"),
+    ("sampling_logprob", "log-probability of the sampler (vLLM)"),
+    ("ref_logprob", "reference log-probability"),
+    ("entropy", "entropy"),
+    ("ratio", "importance ratio"),
+    ("clipped", "clipped"),
+]
+COLUMNS = [
+    "step",
+    "update_step",
+    "index",
+    "group",
+    "completion",
+    "token_ids",
+    "tokens",
+    "mask",
+    "logprob",
+    "old_logprob",
+    "sampling_logprob",
+    "ref_logprob",
+    "entropy",
+    "ratio",
+    "clipped_low",
+    "clipped_high",
+    "clipped",
+]
 LISTED = 5  # tokens listed per completion as most clipped, and as least probable
 
 
@@ -51,13 +73,18 @@ def _listed(row: dict) -> tuple[list[dict], list[dict]]:
     (lowest log-probability at generation)."""
     tokens, ratio, clipped = row["tokens"], row["ratio"] or [], row["clipped"] or []
     logps = row["old_logprob"] or row["logprob"] or []
-    most_clipped = sorted((i for i, c in enumerate(clipped) if c and ratio[i] is not None),
-                          key=lambda i: -abs(ratio[i] - 1.0))[:LISTED]
+    most_clipped = sorted(
+        (i for i, c in enumerate(clipped) if c and ratio[i] is not None), key=lambda i: -abs(ratio[i] - 1.0)
+    )[:LISTED]
     least = sorted((i for i, v in enumerate(logps) if _finite(v) is not None), key=lambda i: logps[i])[:LISTED]
     low = row["clipped_low"] or [False] * len(tokens)
-    return ([{"position": i, "text": tokens[i], "ratio": ratio[i], "side": "low" if low[i] else "high"}
-             for i in most_clipped],
-            [{"position": i, "text": tokens[i], "logprob": logps[i], "prob": math.exp(logps[i])} for i in least])
+    return (
+        [
+            {"position": i, "text": tokens[i], "ratio": ratio[i], "side": "low" if low[i] else "high"}
+            for i in most_clipped
+        ],
+        [{"position": i, "text": tokens[i], "logprob": logps[i], "prob": math.exp(logps[i])} for i in least],
+    )
 
 
 def step_tokens(run: Run, step: int, group: int | None = None) -> dict:
@@ -68,15 +95,30 @@ def step_tokens(run: Run, step: int, group: int | None = None) -> dict:
     completions = []
     for row in sorted(rows, key=lambda r: r["index"]):
         most_clipped, least_probable = _listed(row)
-        completions.append({
-            "step": row["step"], "update_step": row["update_step"], "index": row["index"], "group": row["group"],
-            "completion": row["completion"], "tokens": row["tokens"], "mask": row["mask"],
-            "values": {name: [_finite(v) for v in row[name]] if row[name] is not None else None
-                       for name in ("logprob", "old_logprob", "sampling_logprob", "ref_logprob", "entropy", "ratio")},
-            "clipped": row["clipped"], "clipped_low": row["clipped_low"], "clipped_high": row["clipped_high"],
-            "most_clipped": most_clipped, "least_probable": least_probable,
-        })
+        completions.append(
+            {
+                "step": row["step"],
+                "update_step": row["update_step"],
+                "index": row["index"],
+                "group": row["group"],
+                "completion": row["completion"],
+                "tokens": row["tokens"],
+                "mask": row["mask"],
+                "values": {
+                    name: [_finite(v) for v in row[name]] if row[name] is not None else None
+                    for name in ("logprob", "old_logprob", "sampling_logprob", "ref_logprob", "entropy", "ratio")
+                },
+                "clipped": row["clipped"],
+                "clipped_low": row["clipped_low"],
+                "clipped_high": row["clipped_high"],
+                "most_clipped": most_clipped,
+                "least_probable": least_probable,
+            }
+        )
     present = {name for c in completions for name, v in c["values"].items() if v is not None}
-    fields = [{"name": name, "label": label} for name, label in FIELDS
-              if name in present or (name == "clipped" and any(c["clipped"] is not None for c in completions))]
+    fields = [
+        {"name": name, "label": label}
+        for name, label in FIELDS
+        if name in present or (name == "clipped" and any(c["clipped"] is not None for c in completions))
+    ]
     return {"step": step, "group": group, "fields": fields, "completions": completions}

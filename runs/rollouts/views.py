@@ -45,6 +45,7 @@ def _number(value, default: float) -> float:
 
 # --- the rollout browser -----------------------------------------------------------------------------------------
 
+
 @require_GET
 def run_rollouts(request, pk):
     run = visible_run(request, pk)
@@ -52,11 +53,17 @@ def run_rollouts(request, pk):
     form.is_valid()
     params = request.GET.copy()
     params.pop("after", None)
-    return render(request, "rollouts/run_rollouts.html", {
-        "run": run, "form": form, "formula": formula(run.config.get("scale_rewards"),
-                                                     run.config.get("multi_objective_aggregation")),
-        "filter_query": params.urlencode(), "replay_rewards": _replay_choices(run),
-    })
+    return render(
+        request,
+        "rollouts/run_rollouts.html",
+        {
+            "run": run,
+            "form": form,
+            "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
+            "filter_query": params.urlencode(),
+            "replay_rewards": _replay_choices(run),
+        },
+    )
 
 
 def _replay_choices(run) -> list[dict]:
@@ -65,10 +72,20 @@ def _replay_choices(run) -> list[dict]:
     choices = []
     for i, r in enumerate(run.rewards):
         version = pinned.get(r.get("version_id"))
-        versions = list(RewardFunctionVersion.objects.filter(function_id=version.function_id)
-                        .values_list("pk", "number")) if version else []
-        choices.append({"i": i, "name": r["name"], "weight": r.get("weight", 1.0),
-                        "version_id": r.get("version_id"), "versions": versions})
+        versions = (
+            list(RewardFunctionVersion.objects.filter(function_id=version.function_id).values_list("pk", "number"))
+            if version
+            else []
+        )
+        choices.append(
+            {
+                "i": i,
+                "name": r["name"],
+                "weight": r.get("weight", 1.0),
+                "version_id": r.get("version_id"),
+                "versions": versions,
+            }
+        )
     return choices
 
 
@@ -155,8 +172,9 @@ def run_rollouts_sft(request, pk):
         messages.error(request, "Give a reward threshold.")
         return redirect(back)
     try:
-        version = dataset_from_rollouts(run=run, data=data, threshold=threshold,
-                                        name=request.POST.get("name", "").strip()[:200])
+        version = dataset_from_rollouts(
+            run=run, data=data, threshold=threshold, name=request.POST.get("name", "").strip()[:200]
+        )
     except DatasetError as exc:
         messages.error(request, "; ".join(exc.errors))
         return redirect(back)
@@ -165,6 +183,7 @@ def run_rollouts_sft(request, pk):
 
 
 # --- self-reflection ---------------------------------------------------------------------------------------------
+
 
 def run_reflection(request, pk):
     # changing the phrase list re-tags the run's stored completions: a change to the run
@@ -178,13 +197,20 @@ def run_reflection(request, pk):
             error = str(exc)
         else:
             queued = run_reflection_phrases_update(run=run, phrases=phrases)
-            messages.success(request, "Saved the phrase list; " + (
-                "a worker is re-tagging the stored completions." if queued else "stored completions re-tagged."))
+            messages.success(
+                request,
+                "Saved the phrase list; "
+                + ("a worker is re-tagging the stored completions." if queued else "stored completions re-tagged."),
+            )
             return redirect("run_reflection", pk=run.pk)
     else:
         text = "\n".join(run.reflection_phrases)
-    return render(request, "rollouts/run_reflection.html", {"run": run, "phrases_text": text, "error": error},
-                  status=400 if error else 200)
+    return render(
+        request,
+        "rollouts/run_reflection.html",
+        {"run": run, "phrases_text": text, "error": error},
+        status=400 if error else 200,
+    )
 
 
 @require_GET
@@ -194,16 +220,20 @@ def run_reflection_json(request, pk):
 
 # --- prompts -----------------------------------------------------------------------------------------------------
 
+
 def _criterion_args(request) -> dict:
-    return {"solved_by": request.GET.get("solved_by", "")[:200],
-            "threshold": _number(request.GET.get("threshold"), 1.0)}
+    return {
+        "solved_by": request.GET.get("solved_by", "")[:200],
+        "threshold": _number(request.GET.get("threshold"), 1.0),
+    }
 
 
 @require_GET
 def run_prompts(request, pk):
     run = visible_run(request, pk)
-    return render(request, "rollouts/run_prompts.html", {"run": run, "query": request.GET.urlencode(),
-                                                     **_criterion_args(request)})
+    return render(
+        request, "rollouts/run_prompts.html", {"run": run, "query": request.GET.urlencode(), **_criterion_args(request)}
+    )
 
 
 @require_GET
@@ -220,10 +250,16 @@ def run_prompt(request, pk, key):
     run = visible_run(request, pk)
     if not run.rollouts.filter(prompt_key=key).exists():
         raise Http404
-    return render(request, "rollouts/run_prompt.html", {
-        "run": run, "key": key, "query": request.GET.urlencode(),
-        "browse_url": f"{reverse('run_rollouts', args=[run.pk])}?{urlencode({'prompt': key, 'sort': 'step_asc'})}",
-    })
+    return render(
+        request,
+        "rollouts/run_prompt.html",
+        {
+            "run": run,
+            "key": key,
+            "query": request.GET.urlencode(),
+            "browse_url": f"{reverse('run_rollouts', args=[run.pk])}?{urlencode({'prompt': key, 'sort': 'step_asc'})}",
+        },
+    )
 
 
 @require_GET
@@ -240,6 +276,7 @@ def run_prompt_json(request, pk, key):
 
 # --- health ------------------------------------------------------------------------------------------------------
 
+
 def run_detectors(request, pk):
     """The reward-hacking detectors' thresholds for this run; the alerts themselves are health signals."""
     run = writable_run(request, pk) if request.method == "POST" else visible_run(request, pk)
@@ -248,8 +285,9 @@ def run_detectors(request, pk):
         run_detector_thresholds_update(run=run, thresholds=form.changed_thresholds())
         messages.success(request, "Saved the detector thresholds.")
         return redirect("run_detectors", pk=run.pk)
-    return render(request, "rollouts/run_detectors.html", {"run": run, "form": form},
-                  status=400 if form.errors else 200)
+    return render(
+        request, "rollouts/run_detectors.html", {"run": run, "form": form}, status=400 if form.errors else 200
+    )
 
 
 @require_GET
@@ -264,6 +302,7 @@ def run_zero_variance_json(request, pk):
 
 
 # --- the token-level view ---------------------------------------------------------------------------------------
+
 
 @require_GET
 def run_step_tokens_json(request, pk, step):
@@ -294,8 +333,9 @@ def _replay_rewards(request, run) -> list[dict]:
         version = request.POST.get(f"version-{i}", "")
         if version and r.get("version_id"):
             pinned = RewardFunctionVersion.objects.filter(pk=r["version_id"]).first()
-            chosen = RewardFunctionVersion.objects.filter(pk=whole_number(version) or 0,
-                                                          function_id=pinned.function_id if pinned else None).first()
+            chosen = RewardFunctionVersion.objects.filter(
+                pk=whole_number(version) or 0, function_id=pinned.function_id if pinned else None
+            ).first()
             if chosen is None:
                 raise ValueError(f"version of {r['name']}: not one of that function's versions")
             entry["version_id"] = chosen.pk
@@ -330,23 +370,52 @@ def _visible_replay(request, pk, replay_id):
 @require_GET
 def run_replay(request, pk, replay_id):
     run, replay = _visible_replay(request, pk, replay_id)
-    return render(request, "rollouts/run_replay.html", {"run": run, "replay": replay,
-                                                        "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation"))})
+    return render(
+        request,
+        "rollouts/run_replay.html",
+        {
+            "run": run,
+            "replay": replay,
+            "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
+        },
+    )
 
 
 @require_GET
 def run_replay_json(request, pk, replay_id):
     """Progress, the per-step summary, and the rows whose advantage moved most (all of them up to 500)."""
     run, replay = _visible_replay(request, pk, replay_id)
-    rows = list(replay.rows.annotate(moved=Abs(F("new_advantage") - F("old_advantage"))).order_by("-moved", "step",
-                                                                                                     "index")
-                .values("rollout_id", "step", "index", "group", "old_reward", "new_reward", "old_advantage",
-                        "new_advantage", "old_rank", "new_rank")[:REPLAY_ROWS_SHOWN])
+    rows = list(
+        replay.rows.annotate(moved=Abs(F("new_advantage") - F("old_advantage")))
+        .order_by("-moved", "step", "index")
+        .values(
+            "rollout_id",
+            "step",
+            "index",
+            "group",
+            "old_reward",
+            "new_reward",
+            "old_advantage",
+            "new_advantage",
+            "old_rank",
+            "new_rank",
+        )[:REPLAY_ROWS_SHOWN]
+    )
     base = reverse("run_detail", args=[run.pk])
     for r in rows:
         r["group_url"] = f"{base}?step={r['step']}#group-{r['group']}"
-    return JsonResponse({"status": replay.status, "done": replay.done, "total": replay.total, "error": replay.error,
-                         "steps": replay.steps, "rewards": replay.rewards, "summary": replay.summary, "rows": rows})
+    return JsonResponse(
+        {
+            "status": replay.status,
+            "done": replay.done,
+            "total": replay.total,
+            "error": replay.error,
+            "steps": replay.steps,
+            "rewards": replay.rewards,
+            "summary": replay.summary,
+            "rows": rows,
+        }
+    )
 
 
 @require_GET

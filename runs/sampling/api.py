@@ -25,16 +25,29 @@ class RejectionJobIn(Schema):
     split: str = Field("all", description="train, eval or all.")
     rewards: list[str] = Field(description="Names of your (or shared) reward functions, each at its latest version.")
     mix_version: int | None = Field(None, description="A version with a completion column whose rows are mixed in.")
-    settings: dict = Field(default_factory=dict, description="k, threshold, solved_by, max_per_prompt, temperature, "
-                                                              "max_new_tokens, max_prompts, mix_rows, seed.")
+    settings: dict = Field(
+        default_factory=dict,
+        description="k, threshold, solved_by, max_per_prompt, temperature, "
+        "max_new_tokens, max_prompts, mix_rows, seed.",
+    )
 
 
 def _job(job) -> dict:
-    return {"id": job.pk, "name": job.name, "model": job.model, "dataset_version_id": job.dataset_version_id,
-            "split": job.split, "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in job.rewards],
-            "settings": job.settings, "status": job.status, "error": job.error, "stats": job.stats,
-            "output_version_id": job.output_version_id, "created_at": job.created_at.isoformat(),
-            "url": job.get_absolute_url()}
+    return {
+        "id": job.pk,
+        "name": job.name,
+        "model": job.model,
+        "dataset_version_id": job.dataset_version_id,
+        "split": job.split,
+        "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in job.rewards],
+        "settings": job.settings,
+        "status": job.status,
+        "error": job.error,
+        "stats": job.stats,
+        "output_version_id": job.output_version_id,
+        "created_at": job.created_at.isoformat(),
+        "url": job.get_absolute_url(),
+    }
 
 
 @router.get("/rejection-jobs", response=list[dict], tags=["rejection sampling"], summary="Your rejection-sampling jobs")
@@ -42,8 +55,12 @@ def rejection_jobs(request):
     return [_job(job) for job in owned_jobs(request.user)]
 
 
-@router.post("/rejection-jobs", response={201: dict, 400: Errors}, tags=["rejection sampling"],
-             summary="Queue a rejection-sampling job: k samples per prompt, the kept ones saved as an SFT dataset")
+@router.post(
+    "/rejection-jobs",
+    response={201: dict, 400: Errors},
+    tags=["rejection sampling"],
+    summary="Queue a rejection-sampling job: k samples per prompt, the kept ones saved as an SFT dataset",
+)
 def rejection_job_start(request, body: RejectionJobIn):
     versions = visible_versions(request.user)
     version = versions.filter(pk=body.dataset_version).first()
@@ -52,22 +69,36 @@ def rejection_job_start(request, body: RejectionJobIn):
     if body.mix_version is not None and mix is None:
         errors.append(f"mix_version: you have no dataset version {body.mix_version}")
     known = {f.name for f in fields(RejectionSettings)}
-    errors += [f"settings: {key} is not a setting ({', '.join(sorted(known))})" for key in body.settings
-               if key not in known]
+    errors += [
+        f"settings: {key} is not a setting ({', '.join(sorted(known))})" for key in body.settings if key not in known
+    ]
     rewards = []
     for name in body.rewards:
         rf = RewardFunction.objects.visible_to(request.user).filter(name=name, versions__isnull=False).first()
         if rf is None:
             errors.append(f"rewards: you have no reward function {name!r}")
         else:
-            rewards.append({"name": rf.name, "weight": 1.0, "version_id": rf.latest_version.pk,
-                            "version": rf.latest_version.number})
+            rewards.append(
+                {
+                    "name": rf.name,
+                    "weight": 1.0,
+                    "version_id": rf.latest_version.pk,
+                    "version": rf.latest_version.number,
+                }
+            )
     if errors:
         return Status(400, {"errors": errors})
     try:
-        job = rejection_job_create(owner=request.user, name=body.name, model=body.model, dataset_version=version,
-                                   rewards=rewards, settings=RejectionSettings(**body.settings), split=body.split,
-                                   mix_version=mix)
+        job = rejection_job_create(
+            owner=request.user,
+            name=body.name,
+            model=body.model,
+            dataset_version=version,
+            rewards=rewards,
+            settings=RejectionSettings(**body.settings),
+            split=body.split,
+            mix_version=mix,
+        )
     except (JobRefused, TypeError) as exc:
         return Status(400, {"errors": getattr(exc, "errors", [str(exc)])})
     return Status(201, _job(job))
@@ -78,12 +109,30 @@ def rejection_job_get(request, job_id: int):
     return _job(get_object_or_404(owned_jobs(request.user), pk=job_id))
 
 
-@router.get("/rejection-jobs/{int:job_id}/samples", response=dict, tags=["rejection sampling"],
-            summary="A page of a job's samples; show: kept, passed, rejected or duplicate")
+@router.get(
+    "/rejection-jobs/{int:job_id}/samples",
+    response=dict,
+    tags=["rejection sampling"],
+    summary="A page of a job's samples; show: kept, passed, rejected or duplicate",
+)
 def rejection_job_samples(request, job_id: int, show: str = "", page: int = Query(1, ge=1)):
     job = get_object_or_404(owned_jobs(request.user), pk=job_id)
     found = samples_page(job, show=show, page=page)
-    return {"page": found.number, "pages": found.paginator.num_pages, "samples": [
-        {"prompt_index": s.prompt_index, "sample": s.sample, "prompt": s.prompt, "completion": s.completion,
-         "rewards": s.rewards, "reward": s.reward, "passed": s.passed, "duplicate": s.duplicate, "kept": s.kept}
-        for s in found]}
+    return {
+        "page": found.number,
+        "pages": found.paginator.num_pages,
+        "samples": [
+            {
+                "prompt_index": s.prompt_index,
+                "sample": s.sample,
+                "prompt": s.prompt,
+                "completion": s.completion,
+                "rewards": s.rewards,
+                "reward": s.reward,
+                "passed": s.passed,
+                "duplicate": s.duplicate,
+                "kept": s.kept,
+            }
+            for s in found
+        ],
+    }

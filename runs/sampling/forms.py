@@ -15,7 +15,7 @@ HELP = {
     "k": "Completions sampled per prompt.",
     "threshold": "A sample passes when the deciding reward is at least this.",
     "solved_by": "The deciding reward: a chosen function's name, or 'reward' for the weighted total. Blank: "
-                 "'accuracy' if chosen, else the total.",
+    "'accuracy' if chosen, else the total.",
     "max_per_prompt": "m: passing samples kept per prompt at most (best reward first, the same text once).",
     "temperature": "Sampling temperature.",
     "max_new_tokens": "Tokens generated per sample at most.",
@@ -27,23 +27,24 @@ HELP = {
 
 class RejectionJobForm(forms.Form):
     name = forms.CharField(max_length=200, initial="rejection-sampled SFT set")
-    model = forms.CharField(max_length=500, initial="tiny-sft",
-                            help_text="'tiny', 'tiny-sft', a model folder (a run's final output or checkpoint), or "
-                                      "a hub id.")
+    model = forms.CharField(
+        max_length=500,
+        initial="tiny-sft",
+        help_text="'tiny', 'tiny-sft', a model folder (a run's final output or checkpoint), or a hub id.",
+    )
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), label="Prompts")
     split = forms.ChoiceField(choices=[(s, s) for s in SPLITS], initial="all")
-    rewards = PkMultipleChoiceField(queryset=RewardFunction.objects.none(),
-                                             widget=forms.CheckboxSelectMultiple)
-    mix_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), required=False,
-                                         label="Mix in rows of")
+    rewards = PkMultipleChoiceField(queryset=RewardFunction.objects.none(), widget=forms.CheckboxSelectMultiple)
+    mix_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), required=False, label="Mix in rows of")
 
     def __init__(self, *args, owner, **kwargs):
         super().__init__(*args, **kwargs)
         versions = visible_versions(owner).select_related("dataset").order_by("-created_at")
         self.fields["dataset_version"].queryset = versions
         self.fields["mix_version"].queryset = versions
-        self.fields["rewards"].queryset = RewardFunction.objects.visible_to(owner).filter(
-            versions__isnull=False).distinct().order_by("name")
+        self.fields["rewards"].queryset = (
+            RewardFunction.objects.visible_to(owner).filter(versions__isnull=False).distinct().order_by("name")
+        )
         for f in fields(RejectionSettings):
             kind = {int: forms.IntegerField, float: forms.FloatField}.get(type(f.default), forms.CharField)
             self.fields[f.name] = kind(initial=f.default, help_text=HELP[f.name], required=kind is not forms.CharField)
@@ -53,14 +54,20 @@ class RejectionJobForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        data["rewards_pinned"] = [{"name": rf.name, "weight": 1.0, "version_id": rf.latest_version.pk,
-                                   "version": rf.latest_version.number} for rf in data.get("rewards") or []]
+        data["rewards_pinned"] = [
+            {"name": rf.name, "weight": 1.0, "version_id": rf.latest_version.pk, "version": rf.latest_version.number}
+            for rf in data.get("rewards") or []
+        ]
         names = [r["name"] for r in data["rewards_pinned"]]
         if len(set(names)) != len(names):
             self.add_error("rewards", "Two chosen reward functions share a name: pick one.")
         try:
-            data["settings"] = RejectionSettings(**{f.name: data[f.name] if data.get(f.name) is not None
-                                                    else f.default for f in fields(RejectionSettings)})
+            data["settings"] = RejectionSettings(
+                **{
+                    f.name: data[f.name] if data.get(f.name) is not None else f.default
+                    for f in fields(RejectionSettings)
+                }
+            )
         except KeyError:
             pass
         return data

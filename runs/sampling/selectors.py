@@ -7,8 +7,12 @@ from django.core.paginator import Paginator
 from runs.models import RejectionJob
 
 SAMPLES_PAGE = 50
-SAMPLE_FILTERS = {"kept": {"kept": True}, "passed": {"passed": True}, "rejected": {"passed": False},
-                  "duplicate": {"duplicate": True}}
+SAMPLE_FILTERS = {
+    "kept": {"kept": True},
+    "passed": {"passed": True},
+    "rejected": {"passed": False},
+    "duplicate": {"duplicate": True},
+}
 
 
 def owned_jobs(user):

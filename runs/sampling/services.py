@@ -45,9 +45,17 @@ class RejectionSettings:
     seed: int = 0
 
     def problems(self, reward_names: list[str]) -> list[str]:
-        errors = [f"{name}: must be at least {low}" for name, low in
-                  (("k", 1), ("max_per_prompt", 1), ("max_new_tokens", 1), ("max_prompts", 0), ("mix_rows", 0))
-                  if getattr(self, name) < low]
+        errors = [
+            f"{name}: must be at least {low}"
+            for name, low in (
+                ("k", 1),
+                ("max_per_prompt", 1),
+                ("max_new_tokens", 1),
+                ("max_prompts", 0),
+                ("mix_rows", 0),
+            )
+            if getattr(self, name) < low
+        ]
         if self.temperature < 0:
             errors.append("temperature: must be at least 0")
         try:
@@ -57,9 +65,17 @@ class RejectionSettings:
         return errors
 
 
-def rejection_job_create(*, owner, name: str, model: str, dataset_version: DatasetVersion, rewards: list[dict],
-                         settings: RejectionSettings, split: str = "all",
-                         mix_version: DatasetVersion | None = None) -> RejectionJob:
+def rejection_job_create(
+    *,
+    owner,
+    name: str,
+    model: str,
+    dataset_version: DatasetVersion,
+    rewards: list[dict],
+    settings: RejectionSettings,
+    split: str = "all",
+    mix_version: DatasetVersion | None = None,
+) -> RejectionJob:
     """Validate and queue a job once its row is committed; JobRefused names each problem."""
     errors = model_problems(model) + settings.problems([r["name"] for r in rewards])
     if not rewards:
@@ -75,9 +91,16 @@ def rejection_job_create(*, owner, name: str, model: str, dataset_version: Datas
     if errors:
         raise JobRefused(errors)
     with transaction.atomic():
-        job = RejectionJob.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                                          split=split, rewards=rewards, settings=asdict(settings),
-                                          mix_version=mix_version if settings.mix_rows else None)
+        job = RejectionJob.objects.create(
+            owner=owner,
+            name=name,
+            model=model,
+            dataset_version=dataset_version,
+            split=split,
+            rewards=rewards,
+            settings=asdict(settings),
+            mix_version=mix_version if settings.mix_rows else None,
+        )
         transaction.on_commit(lambda: _enqueue(job))
     return job
 
@@ -88,8 +111,9 @@ def _enqueue(job: RejectionJob) -> None:
 
 def rejection_job_redispatch(*, grace_seconds: float = 30) -> list[RejectionJob]:
     """Queued jobs whose message the broker lost: sent again (the claim is idempotent)."""
-    return jobs_redispatch(RejectionJob.objects.all(), task=queues.REJECTION_SAMPLE, enqueue=_enqueue,
-                           grace_seconds=grace_seconds)
+    return jobs_redispatch(
+        RejectionJob.objects.all(), task=queues.REJECTION_SAMPLE, enqueue=_enqueue, grace_seconds=grace_seconds
+    )
 
 
 def rejection_job_claim(job_id: int) -> RejectionJob | None:
@@ -152,39 +176,72 @@ def rejection_job_store(*, job: RejectionJob, event: dict) -> RejectionJob:
     for row in rows:
         per_prompt.setdefault(row["prompt_index"], [0, 0])[0] += 1
         per_prompt[row["prompt_index"]][1] += row["kept"]
-    stats = {"prompts": event["prompts"], "samples": len(rows), "passed": sum(r["passed"] for r in rows),
-             "kept": len(kept), "duplicates": sum(r["duplicate"] for r in rows), "mixed_in": len(mixed),
-             "kept_share": len(kept) / len(rows) if rows else 0.0,
-             "prompts_with_a_kept_sample": sum(1 for _, k in per_prompt.values() if k),
-             "kept_share_per_prompt": {str(p): k / n for p, (n, k) in sorted(per_prompt.items())},
-             "solved_by": event["solved_by"], "seconds": event.get("seconds"),
-             "generator": event.get("generator", "transformers")}
+    stats = {
+        "prompts": event["prompts"],
+        "samples": len(rows),
+        "passed": sum(r["passed"] for r in rows),
+        "kept": len(kept),
+        "duplicates": sum(r["duplicate"] for r in rows),
+        "mixed_in": len(mixed),
+        "kept_share": len(kept) / len(rows) if rows else 0.0,
+        "prompts_with_a_kept_sample": sum(1 for _, k in per_prompt.values() if k),
+        "kept_share_per_prompt": {str(p): k / n for p, (n, k) in sorted(per_prompt.items())},
+        "solved_by": event["solved_by"],
+        "seconds": event.get("seconds"),
+        "generator": event.get("generator", "transformers"),
+    }
     with transaction.atomic():
         RejectionSample.objects.filter(job=job).delete()
-        RejectionSample.objects.bulk_create([RejectionSample(
-            job=job, prompt_index=r["prompt_index"], sample=r["sample"], prompt=as_text(r["prompt"]),
-            completion=as_text(r["completion"]), rewards=r["rewards"], reward=r["reward"], passed=r["passed"],
-            duplicate=r["duplicate"], kept=r["kept"], length=r.get("length") or 0,
-            truncated=bool(r.get("truncated")), columns=r.get("columns") or {}) for r in rows])
+        RejectionSample.objects.bulk_create(
+            [
+                RejectionSample(
+                    job=job,
+                    prompt_index=r["prompt_index"],
+                    sample=r["sample"],
+                    prompt=as_text(r["prompt"]),
+                    completion=as_text(r["completion"]),
+                    rewards=r["rewards"],
+                    reward=r["reward"],
+                    passed=r["passed"],
+                    duplicate=r["duplicate"],
+                    kept=r["kept"],
+                    length=r.get("length") or 0,
+                    truncated=bool(r.get("truncated")),
+                    columns=r.get("columns") or {},
+                )
+                for r in rows
+            ]
+        )
         job.stats = stats
         job.save(update_fields=["stats"])
     out_rows = [{"prompt": r["prompt"], "completion": r["completion"], **(r.get("columns") or {})} for r in kept]
     out_rows += mixed
     if not out_rows:
-        raise DatasetError([f"no sample reached {stats['solved_by']} ≥ {settings.threshold:g}, and nothing was "
-                            f"mixed in"])
+        raise DatasetError(
+            [f"no sample reached {stats['solved_by']} ≥ {settings.threshold:g}, and nothing was mixed in"]
+        )
     common = set.intersection(*(set(r) for r in out_rows))  # mixed-in rows may lack the reward columns
     version = _save_dataset(job, [{k: v for k, v in r.items() if k in common} for r in out_rows])
     version.provenance = {
-        "kind": "rejection_sampling", "job": job.pk, "model": job.model,
-        "prompts_from": {"dataset_version": job.dataset_version_id, "name": str(job.dataset_version),
-                         "split": job.split},
+        "kind": "rejection_sampling",
+        "job": job.pk,
+        "model": job.model,
+        "prompts_from": {
+            "dataset_version": job.dataset_version_id,
+            "name": str(job.dataset_version),
+            "split": job.split,
+        },
         "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in job.rewards],
-        "solved_by": stats["solved_by"], "threshold": settings.threshold, "k": settings.k,
-        "max_per_prompt": settings.max_per_prompt, "kept": len(kept), "kept_share": stats["kept_share"],
+        "solved_by": stats["solved_by"],
+        "threshold": settings.threshold,
+        "k": settings.k,
+        "max_per_prompt": settings.max_per_prompt,
+        "kept": len(kept),
+        "kept_share": stats["kept_share"],
         "kept_share_per_prompt": stats["kept_share_per_prompt"],
         "mixed_in": {"dataset_version": job.mix_version_id, "name": str(job.mix_version), "rows": len(mixed)}
-        if mixed else None,
+        if mixed
+        else None,
     }
     version.save(update_fields=["provenance"])
     with transaction.atomic():
@@ -197,8 +254,9 @@ def rejection_job_store(*, job: RejectionJob, event: dict) -> RejectionJob:
 
 def mix_rows(job: RejectionJob, n: int) -> list[dict]:
     """The first ``n`` rows of the job's mix-in version, as prompt-completion rows."""
-    path = version_training_file(version=job.mix_version, out=job.job_dir / "mix.jsonl", split="all",
-                                 extra_columns=("completion",))
+    path = version_training_file(
+        version=job.mix_version, out=job.job_dir / "mix.jsonl", split="all", extra_columns=("completion",)
+    )
     rows = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
@@ -213,6 +271,5 @@ def mix_rows(job: RejectionJob, n: int) -> list[dict]:
 def _save_dataset(job: RejectionJob, rows: list[dict]) -> DatasetVersion:
     with tempfile.TemporaryDirectory(dir=datasets_dir(), prefix=".rejection-") as workdir:
         path = Path(workdir) / "kept.jsonl"
-        path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows),
-                        encoding="utf-8")
+        path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows), encoding="utf-8")
         return dataset_import(owner=job.owner, name=job.name, path=path, source_name=f"rejection-{job.pk}.jsonl")

@@ -21,10 +21,16 @@ def job_new(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            job = rejection_job_create(owner=request.user, name=data["name"], model=data["model"],
-                                       dataset_version=data["dataset_version"], rewards=data["rewards_pinned"],
-                                       settings=data["settings"], split=data["split"],
-                                       mix_version=data.get("mix_version"))
+            job = rejection_job_create(
+                owner=request.user,
+                name=data["name"],
+                model=data["model"],
+                dataset_version=data["dataset_version"],
+                rewards=data["rewards_pinned"],
+                settings=data["settings"],
+                split=data["split"],
+                mix_version=data.get("mix_version"),
+            )
         except JobRefused as exc:
             for error in exc.errors:
                 form.add_error(None, error)
@@ -41,14 +47,28 @@ def job_detail(request, pk):
         number = max(1, int(request.GET.get("page", 1)))
     except ValueError:
         number = 1
-    return render(request, "sampling/job_detail.html", {
-        "job": job, "settings": RejectionSettings(**job.settings), "page": samples_page(job, show=show, page=number),
-        "show": show, "filters": list(SAMPLE_FILTERS),
-    })
+    return render(
+        request,
+        "sampling/job_detail.html",
+        {
+            "job": job,
+            "settings": RejectionSettings(**job.settings),
+            "page": samples_page(job, show=show, page=number),
+            "show": show,
+            "filters": list(SAMPLE_FILTERS),
+        },
+    )
 
 
 @require_GET
 def job_status_json(request, pk):
     job = get_object_or_404(owned_jobs(request.user), pk=pk)
-    return JsonResponse({"status": job.status, "finished": job.is_finished, "error": job.error, "stats": job.stats,
-                         "output_version": job.output_version_id})
+    return JsonResponse(
+        {
+            "status": job.status,
+            "finished": job.is_finished,
+            "error": job.error,
+            "stats": job.stats,
+            "output_version": job.output_version_id,
+        }
+    )

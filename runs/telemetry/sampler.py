@@ -45,8 +45,14 @@ class ResourceSampler(ResourceMeter):
         if tree is None:
             return None
         cpu, rss = tree
-        return ResourceSample.objects.create(run=self.run, at=timezone.now(), step=self.run.step, cpu_percent=cpu,
-                                             rss_bytes=rss, gpus=self.measure_gpus())
+        return ResourceSample.objects.create(
+            run=self.run,
+            at=timezone.now(),
+            step=self.run.step,
+            cpu_percent=cpu,
+            rss_bytes=rss,
+            gpus=self.measure_gpus(),
+        )
 
 
 class RaySampler:
@@ -86,9 +92,13 @@ class RaySampler:
                     seen.add((node, gpu["index"]))
                     gpus.append({**gpu, "rank": rank, "node": node})
         return ResourceSample.objects.create(
-            run=self.run, at=timezone.now(), step=self.run.step, gpus=gpus,
+            run=self.run,
+            at=timezone.now(),
+            step=self.run.step,
+            gpus=gpus,
             cpu_percent=sum(self.latest[r]["cpu_percent"] for r in ranks),
-            rss_bytes=sum(self.latest[r]["rss_bytes"] for r in ranks))
+            rss_bytes=sum(self.latest[r]["rss_bytes"] for r in ranks),
+        )
 
     def new_lines(self, rank: int) -> list[bytes]:
         """The whole lines rank ``rank`` appended since the last call; none while its file is not there."""

@@ -39,8 +39,9 @@ def test_a_token_made_in_the_browser_works_from_a_script_until_revoked(web_serve
     assert me()[0] == 401
 
 
-def test_share_a_dataset_with_a_team_and_a_colleague_sees_it(web_server, owner, dataset_version, django_user_model,
-                                                            browser):
+def test_share_a_dataset_with_a_team_and_a_colleague_sees_it(
+    web_server, owner, dataset_version, django_user_model, browser
+):
     django_user_model.objects.create_user(username="colleague", password="colleague-pass")
     context = browser.new_context()
     page = context.new_page()

@@ -36,9 +36,16 @@ def team(owner, member):
 
 @pytest.fixture
 def run(owner, dataset_version):
-    return Run.objects.create(owner=owner, name="shared run", model="tiny", dataset_version=dataset_version,
-                              rewards=[{"name": "digit_ratio", "weight": 1.0}], config={"max_steps": 2},
-                              total_steps=2, status=Run.Status.RUNNING)
+    return Run.objects.create(
+        owner=owner,
+        name="shared run",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0}],
+        config={"max_steps": 2},
+        total_steps=2,
+        status=Run.Status.RUNNING,
+    )
 
 
 def share(owner, url, team, access):
@@ -51,8 +58,10 @@ def test_a_team_is_made_and_members_are_added_by_username(team, owner, member, d
     assert "math lab" in page and "owner" in page
     stranger = django_user_model.objects.create_user(username="stranger", password="x")
     # a non-member cannot add anyone, nor tell the team exists
-    assert logged_in(stranger).post(reverse("team_member_add", args=[team.pk]), {"username": "stranger"}
-                                    ).status_code == 404
+    assert (
+        logged_in(stranger).post(reverse("team_member_add", args=[team.pk]), {"username": "stranger"}).status_code
+        == 404
+    )
     assert not team.user_set.filter(pk=stranger.pk).exists()
 
 
@@ -100,8 +109,9 @@ def test_a_run_shared_for_writing_can_be_cancelled_by_a_member(team, owner, memb
 
 def test_only_the_owner_shares_and_only_with_their_own_teams(team, owner, member, outsider, run):
     share(owner, reverse("run_share", args=[run.pk]), team, "read")
-    response = logged_in(member).post(reverse("run_share", args=[run.pk]), {"team": team.pk, "access": "write"},
-                                      follow=True)
+    response = logged_in(member).post(
+        reverse("run_share", args=[run.pk]), {"team": team.pk, "access": "write"}, follow=True
+    )
     assert "only the owner can share it" in response.content.decode()
     assert not run.shares.get().can_write
     other = Group.objects.create(name="not mine")

@@ -34,11 +34,18 @@ def reader_api(owner):
 def inspected_run(owner, dataset_version):
     """A finished run with two steps of rollouts and metrics, through the real ingest."""
     run = make_run(owner, dataset_version, name="api run")
-    ingest(run,
-           rollouts_event(1, [("1+1?", [("I think 2", [1.0, 0.5]), ("3", [0.0, 1.0])]),
-                              ("2+2?", [("4", [1.0, 1.0]), ("Wait, 4", [1.0, 0.8])])]),
-           metrics_event(1, reward=1.2, loss=0.1),
-           rollouts_event(2, [("1+1?", [("2", [1.0, 1.0]), ("2, wait", [1.0, 0.6])])]),
-           metrics_event(2, reward=1.6, loss=0.05))
+    ingest(
+        run,
+        rollouts_event(
+            1,
+            [
+                ("1+1?", [("I think 2", [1.0, 0.5]), ("3", [0.0, 1.0])]),
+                ("2+2?", [("4", [1.0, 1.0]), ("Wait, 4", [1.0, 0.8])]),
+            ],
+        ),
+        metrics_event(1, reward=1.2, loss=0.1),
+        rollouts_event(2, [("1+1?", [("2", [1.0, 1.0]), ("2, wait", [1.0, 0.6])])]),
+        metrics_event(2, reward=1.6, loss=0.05),
+    )
     run.refresh_from_db()
     return run

@@ -23,8 +23,14 @@ def test_the_served_schema_is_valid_openapi(owner_api):
     schema = response.json()
     validate(schema)
     assert schema["info"]["title"] == "grpo-web API"
-    assert {"/api/runs", "/api/runs/{run_id}/rollouts", "/api/datasets", "/api/rewards",
-            "/api/runs/{run_id}/evaluations", "/api/runs/{run_id}/metrics"} <= set(schema["paths"])
+    assert {
+        "/api/runs",
+        "/api/runs/{run_id}/rollouts",
+        "/api/datasets",
+        "/api/rewards",
+        "/api/runs/{run_id}/evaluations",
+        "/api/runs/{run_id}/metrics",
+    } <= set(schema["paths"])
     assert schema["components"]["securitySchemes"]["TokenAuth"]["scheme"] == "bearer"
 
 
@@ -41,8 +47,16 @@ def test_the_reference_page_is_served_without_a_cdn(owner_client):
 
 def _object_calls(run, dataset, reward, job, recipe):
     """(method, path, template) for every operation of the schema that names an object, filled with the owner's."""
-    ids = {"run_id": run.pk, "dataset_id": dataset.pk, "reward_id": reward.pk, "number": 1, "step": 1,
-           "job_id": job.pk, "recipe_id": recipe.pk, "action": "cancel"}
+    ids = {
+        "run_id": run.pk,
+        "dataset_id": dataset.pk,
+        "reward_id": reward.pk,
+        "number": 1,
+        "step": 1,
+        "job_id": job.pk,
+        "recipe_id": recipe.pk,
+        "action": "cancel",
+    }
     calls = []
     for path, operations in _schema()["paths"].items():
         names = re.findall(r"{(\w+)}", path)
@@ -59,10 +73,14 @@ def _send(client, method, path, template, dataset_version):
         return client.get(path)
     bodies = {
         "/api/datasets/{dataset_id}/versions": None,
-        "/api/rewards/{reward_id}/versions": {"source": "def f(completions, **kw):\n    return [1.0]\n",
-                                             "entrypoint": "f"},
+        "/api/rewards/{reward_id}/versions": {
+            "source": "def f(completions, **kw):\n    return [1.0]\n",
+            "entrypoint": "f",
+        },
         "/api/runs/{run_id}/evaluations": {"dataset_version": dataset_version.pk},
-        "/api/runs/{run_id}/cancel": {}, "/api/runs/{run_id}/resume": {}, "/api/runs/{run_id}/retry": {},
+        "/api/runs/{run_id}/cancel": {},
+        "/api/runs/{run_id}/resume": {},
+        "/api/runs/{run_id}/retry": {},
         "/api/recipes/{recipe_id}/{action}": {},
     }
     assert template in bodies, f"{template}: give this new endpoint a well-formed body here"
@@ -77,10 +95,21 @@ def _send(client, method, path, template, dataset_version):
 def objects(inspected_run, dataset_version, owner):
     from runs.models import Recipe, RejectionJob
 
-    job = RejectionJob.objects.create(owner=owner, name="kept", model="tiny", dataset_version=dataset_version,
-                                      rewards=[], settings={}, status=RejectionJob.Status.COMPLETED)
-    recipe = Recipe.objects.create(owner=owner, name="mine", stages=[{"kind": "grpo", "model": "tiny",
-                                                                      "dataset": dataset_version.pk}], outputs=[{}])
+    job = RejectionJob.objects.create(
+        owner=owner,
+        name="kept",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        settings={},
+        status=RejectionJob.Status.COMPLETED,
+    )
+    recipe = Recipe.objects.create(
+        owner=owner,
+        name="mine",
+        stages=[{"kind": "grpo", "model": "tiny", "dataset": dataset_version.pk}],
+        outputs=[{}],
+    )
     return inspected_run, dataset_version.dataset, RewardFunction.objects.filter(owner=owner).first(), job, recipe
 
 
@@ -124,8 +153,7 @@ def test_every_json_answer_matches_its_schema(owner_api, objects):
         response = owner_api.get(path)
         if not response["Content-Type"].startswith("application/json"):
             continue  # a streamed export or a YAML file: its own tests read it
-        validator = Draft202012Validator({**declared["application/json"]["schema"],
-                                          "components": schema["components"]})
+        validator = Draft202012Validator({**declared["application/json"]["schema"], "components": schema["components"]})
         errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(response.json())]
         assert not errors, (path, errors[:5])
         checked += 1

@@ -28,8 +28,9 @@ def test_a_token_reads_the_api_without_a_session(owner):
     assert response.json() == {"username": "owner", "teams": [], "scope": "write"}
 
 
-@pytest.mark.parametrize("header", [None, "Bearer gwp_not-a-token", "Bearer ", "Token abc", "Bearer " + "x" * 5000,
-                                    "Bearer gwp_\x00\x01"])
+@pytest.mark.parametrize(
+    "header", [None, "Bearer gwp_not-a-token", "Bearer ", "Token abc", "Bearer " + "x" * 5000, "Bearer gwp_\x00\x01"]
+)
 def test_no_or_a_wrong_token_is_a_401_in_json_never_a_login_page(header):
     client = Client(headers={"Authorization": header} if header else {})
     response = client.get("/api/runs")
@@ -47,8 +48,9 @@ def test_a_revoked_token_stops_working_at_once(owner_client, owner):
 
 def test_a_read_token_may_only_read(reader_api):
     assert reader_api.get("/api/runs").status_code == 200
-    response = reader_api.post("/api/rewards", {"name": "nope", "template": "digit_ratio"},
-                               content_type="application/json")
+    response = reader_api.post(
+        "/api/rewards", {"name": "nope", "template": "digit_ratio"}, content_type="application/json"
+    )
     assert response.status_code == 403
     assert "only read" in response.json()["detail"]
     assert reader_api.get("/api/me").json()["scope"] == "read"

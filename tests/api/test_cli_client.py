@@ -15,8 +15,10 @@ from runs.models import Run
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 CLI = str(Path(sys.executable).with_name("grpo-web"))
-CONFIG = ("name: from the cli\nmodel_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [digit_ratio]\n"
-          "num_generations: 4\nper_device_train_batch_size: 8\nmax_steps: 2\nlogging_steps: 1\n")
+CONFIG = (
+    "name: from the cli\nmodel_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [digit_ratio]\n"
+    "num_generations: 4\nper_device_train_batch_size: 8\nmax_steps: 2\nlogging_steps: 1\n"
+)
 
 
 def cli(web_server, token, *args, cwd=None) -> subprocess.CompletedProcess:
@@ -76,8 +78,15 @@ def test_names_print_with_terminal_controls_escaped(web_server, owner, dataset_v
     teammate's run name never acts on the terminal of whoever lists runs."""
     _, token = token_create(owner=owner, name="cli", scope="read")
     hostile = "ok\x1b]0;pwned\x07\x1b[2J\u202egnp.exe"
-    Run.objects.create(owner=owner, name=hostile, model="tiny", dataset_version=dataset_version, rewards=[],
-                       config={"max_steps": 3}, total_steps=3)
+    Run.objects.create(
+        owner=owner,
+        name=hostile,
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        config={"max_steps": 3},
+        total_steps=3,
+    )
     listed = cli(web_server, token, "runs")
     assert listed.returncode == 0, listed.stderr
     assert "ok\\x1b]0;pwned\\x07\\x1b[2J\\u202egnp.exe" in listed.stdout

@@ -16,8 +16,14 @@ PACKAGES = ("grpo_web", "runs", "rewards", "workers")
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
     """``lint-imports`` on the tree at ``cwd``, with that tree first on the import path."""
     command = [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"]
-    return subprocess.run(command, cwd=cwd, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_import_contracts_hold():
@@ -44,24 +50,33 @@ TRAINING = "The training program (workers.training) has no Django"
 
 BREAKS = {
     "runs imports workers": ("runs/models/lifecycle.py", "from workers import tasks", LAYERS),
-    "rewards imports workers": ("rewards/services.py", "import workers.supervisor",
-                                LAYERS),
+    "rewards imports workers": ("rewards/services.py", "import workers.supervisor", LAYERS),
     "the training program reads a reward's row": ("workers/training/train.py", "import rewards.selectors", TRAINING),
-    "the training program reads the settings": ("workers/training/protocol/config.py", "from grpo_web import env",
-                                                TRAINING),
-    "rewards imports the training program": ("rewards/toolspec.py", "import workers.training.protocol.config",
-                                             LAYERS),
+    "the training program reads the settings": (
+        "workers/training/protocol/config.py",
+        "from grpo_web import env",
+        TRAINING,
+    ),
+    "rewards imports the training program": ("rewards/toolspec.py", "import workers.training.protocol.config", LAYERS),
     "torch in the workers' Django side": ("workers/supervisor.py", "import torch", "torch, transformers, trl"),
-    "a cycle between capabilities": ("runs/rollouts/ingest.py", "from runs.lifecycle import services",
-                                     "No import cycles"),
-    "Django in the training program": ("workers/training/capture.py", "from django.conf import settings",
-                                       TRAINING),
+    "a cycle between capabilities": (
+        "runs/rollouts/ingest.py",
+        "from runs.lifecycle import services",
+        "No import cycles",
+    ),
+    "Django in the training program": ("workers/training/capture.py", "from django.conf import settings", TRAINING),
     "torch in the web side": ("runs/rollouts/groups.py", "import torch", "torch, transformers, trl"),
-    "Django in the command-line client": ("grpo_web/client.py", "import django",
-                                          "The command-line client is the standard library only"),
+    "Django in the command-line client": (
+        "grpo_web/client.py",
+        "import django",
+        "The command-line client is the standard library only",
+    ),
     "rewards reads the runs API": ("rewards/api.py", "import runs.lifecycle.api", LAYERS),
-    "a private name from another module": ("runs/compare/views.py", "from runs.rollouts.views import _number",
-                                           "No module imports another module's private"),
+    "a private name from another module": (
+        "runs/compare/views.py",
+        "from runs.rollouts.views import _number",
+        "No module imports another module's private",
+    ),
 }
 
 
@@ -85,6 +100,9 @@ def test_the_layers_name_every_module_of_the_workers_django_side():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     layers = next(c for c in config if c["id"] == "layers")["layers"]
     listed = {m.strip() for layer in layers for m in layer.replace("|", ":").split(":")}
-    present = {f"workers.{p.stem}" for p in (ROOT / "workers").iterdir()
-               if p.name != "training" and p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    present = {
+        f"workers.{p.stem}"
+        for p in (ROOT / "workers").iterdir()
+        if p.name != "training" and p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())
+    }
     assert present and present <= listed, sorted(present - listed)

@@ -26,7 +26,13 @@ def test_the_tree_is_formatted_as_ruff_formats_it():
 
 def test_the_lint_fails_on_an_unused_import_and_unsorted_imports():
     """The configuration is read and its rules are on: a module with an unused, unsorted import is refused."""
-    result = ruff("check", "--no-cache", "--stdin-filename", "runs/example.py", "-",
-                  stdin="import sys\nimport os\n\nprint(os.sep)\n")
+    result = ruff(
+        "check",
+        "--no-cache",
+        "--stdin-filename",
+        "runs/example.py",
+        "-",
+        stdin="import sys\nimport os\n\nprint(os.sep)\n",
+    )
     assert result.returncode == 1
     assert "F401" in result.stdout and "I001" in result.stdout

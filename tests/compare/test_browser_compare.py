@@ -33,11 +33,21 @@ def two_runs(owner, dataset_version):
     log_metrics(a, {"reward": [0.1, 0.2, 0.4], "kl": [0.0, 0.1, 0.2]})
     log_metrics(b, {"reward": [0.3, 0.6, 0.9], "kl": [0.0, 0.2, 0.4]})
     for step in (1, 2, 3):
-        add_group(a, step, PROMPT, [[1.0, 0.5], [0.0, 0.5], [0.0, 0.0], [0.0, 0.0]],
-                  completions=[f"a{step}: 3", f"a{step}: 2", f"a{step}: wait, 2", f"a{step}: none"],
-                  reflections=[[], [], ["wait"], []])
-        add_group(b, step, PROMPT, [[1.0, 1.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]],
-                  completions=[f"b{step}: 3", f"b{step}: three", XSS, f"b{step}: 1"])
+        add_group(
+            a,
+            step,
+            PROMPT,
+            [[1.0, 0.5], [0.0, 0.5], [0.0, 0.0], [0.0, 0.0]],
+            completions=[f"a{step}: 3", f"a{step}: 2", f"a{step}: wait, 2", f"a{step}: none"],
+            reflections=[[], [], ["wait"], []],
+        )
+        add_group(
+            b,
+            step,
+            PROMPT,
+            [[1.0, 1.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]],
+            completions=[f"b{step}: 3", f"b{step}: three", XSS, f"b{step}: 1"],
+        )
     add_group(a, 1, "Spell 'cat' backwards.", [[0.0, 0.0]] * 4)
     add_group(b, 1, "Spell 'cat' backwards.", [[1.0, 0.0]] * 4)
     return a, b
@@ -58,8 +68,9 @@ def test_pick_two_runs_and_see_curves_the_diff_and_transcripts_side_by_side(web_
     assert [t["name"] for t in traces] == ["baseline", "higher lr"]
     assert [t["x"] for t in traces] == [[1, 2, 3], [1, 2, 3]]
     w = 0.6  # s_n = (1 - w) * sum(w^(n-i) y_i) / (1 - w^n) over y = 0.3, 0.6, 0.9
-    assert traces[1]["y"] == pytest.approx([0.3, (1 - w) * (w * 0.3 + 0.6) / (1 - w ** 2),
-                                            (1 - w) * (w * w * 0.3 + w * 0.6 + 0.9) / (1 - w ** 3)])
+    assert traces[1]["y"] == pytest.approx(
+        [0.3, (1 - w) * (w * 0.3 + 0.6) / (1 - w**2), (1 - w) * (w * w * 0.3 + w * 0.6 + 0.9) / (1 - w**3)]
+    )
     assert "smooth=0.6" in page.url
 
     # the config diff: only what differs
@@ -89,8 +100,7 @@ def test_pick_two_runs_and_see_curves_the_diff_and_transcripts_side_by_side(web_
     # stepping moves every column to the same step
     page.click("#step-prev")
     page.wait_for_selector("#columns[data-step='2']")
-    assert [columns.nth(i).locator("[data-field=shown]").inner_text().strip() for i in range(2)] == \
-        ["step 2", "step 2"]
+    assert [columns.nth(i).locator("[data-field=shown]").inner_text().strip() for i in range(2)] == ["step 2", "step 2"]
     assert columns.nth(0).locator(".completion").first.inner_text() == "a2: 3"
     assert "step=2" in page.url
     assert not page.is_checked("#follow")
@@ -112,8 +122,10 @@ def test_pick_two_runs_and_see_curves_the_diff_and_transcripts_side_by_side(web_
     page.select_option("#metric", "kl")
     page.select_option("#x-axis", "time")
     page.wait_for_function("document.getElementById('compare-chart').dataset.x === 'time'")
-    page.evaluate("(() => { const s = document.getElementById('smooth'); s.value = '0'; "
-                  "s.dispatchEvent(new Event('change')); })()")
+    page.evaluate(
+        "(() => { const s = document.getElementById('smooth'); s.value = '0'; "
+        "s.dispatchEvent(new Event('change')); })()"
+    )
     page.wait_for_function("document.getElementById('compare-chart').data.length === 2")
     assert [t["x"] for t in _traces(page)] == [[5, 15, 25], [5, 15, 25]]
     assert [t["y"] for t in _traces(page)] == [[0.0, 0.1, 0.2], [0.0, 0.2, 0.4]]
@@ -145,8 +157,10 @@ def test_a_run_still_training_updates_the_comparison_without_a_reload(web_server
     publish(b.pk, status="running", step=4, steps=[4], rollouts=4)
     page.wait_for_function("document.getElementById('compare-chart').data[1].y.length === 4")
     page.wait_for_selector("#columns[data-step='4']")  # following the latest step
-    assert page.locator(".compare-column").nth(0).locator("[data-field=shown]").inner_text().strip() == \
-        "step 3 (its last before 4)"
+    assert (
+        page.locator(".compare-column").nth(0).locator("[data-field=shown]").inner_text().strip()
+        == "step 3 (its last before 4)"
+    )
     assert page.locator(".compare-column").nth(1).locator(".completion").first.inner_text() == "b4: 3"
 
     Run.objects.filter(pk=b.pk).update(status=Run.Status.COMPLETED)
@@ -158,15 +172,38 @@ def test_a_run_still_training_updates_the_comparison_without_a_reload(web_server
 
 def test_two_real_runs_compared_while_they_train(web_server, celery_worker, owner, dataset_version, page):
     """The realistic path: two tiny runs trained by the Celery worker, compared live from the dashboard."""
-    rewards = [{"name": name, "weight": 1.0, "version": 1,
-                "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk}
-               for name in ("digit_ratio", "accuracy")]
-    config = {"num_generations": 4, "max_completion_length": 16, "beta": 0.0, "max_steps": 4,
-              "per_device_train_batch_size": 8, "seed": 7, "loss_type": "dapo", "scale_rewards": "group"}
-    runs = [run_create(owner=owner, spec=RunSpec(
-        name=name, model="tiny", dataset_version=dataset_version, rewards=rewards,
-        config={**config, "learning_rate": lr}))
-            for name, lr in (("slow", 1e-3), ("fast", 3e-2))]
+    rewards = [
+        {
+            "name": name,
+            "weight": 1.0,
+            "version": 1,
+            "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk,
+        }
+        for name in ("digit_ratio", "accuracy")
+    ]
+    config = {
+        "num_generations": 4,
+        "max_completion_length": 16,
+        "beta": 0.0,
+        "max_steps": 4,
+        "per_device_train_batch_size": 8,
+        "seed": 7,
+        "loss_type": "dapo",
+        "scale_rewards": "group",
+    }
+    runs = [
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name=name,
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=rewards,
+                config={**config, "learning_rate": lr},
+            ),
+        )
+        for name, lr in (("slow", 1e-3), ("fast", 3e-2))
+    ]
 
     log_in(page, web_server)
     for run in runs:
@@ -182,14 +219,17 @@ def test_two_real_runs_compared_while_they_train(web_server, celery_worker, owne
     for run in runs:
         run.refresh_from_db()
         assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
-    page.wait_for_function("document.getElementById('compare-chart').data.filter((t) => t.showlegend !== false)"
-                           ".every((t) => t.x.length === 4)")
+    page.wait_for_function(
+        "document.getElementById('compare-chart').data.filter((t) => t.showlegend !== false)"
+        ".every((t) => t.x.length === 4)"
+    )
     assert [t["name"] for t in _traces(page)] == ["slow", "fast"]
     # the same seed and dataset: the runs sample the same prompts, shown side by side with G=4 completions each
     page.wait_for_selector(".compare-column >> nth=1")
     assert page.locator(".compare-column").nth(0).locator(".completion-row").count() == 4
     assert page.locator(".compare-column").nth(1).locator(".completion-row").count() == 4
-    stored = json.loads(page.evaluate("JSON.stringify([...document.querySelectorAll('#prompt-select option')]"
-                                      ".map((o) => o.value))"))
+    stored = json.loads(
+        page.evaluate("JSON.stringify([...document.querySelectorAll('#prompt-select option')].map((o) => o.value))")
+    )
     assert len(stored) >= 1
     assert page.evaluate("window.loadMarker") == "same page"

@@ -8,8 +8,13 @@ from tests.compare.compare_data import add_group, make_run
 
 pytestmark = pytest.mark.django_db
 
-ENDPOINTS = ["run_compare", "run_compare_metrics", "run_compare_prompts", "run_compare_transcripts",
-             "run_compare_events"]
+ENDPOINTS = [
+    "run_compare",
+    "run_compare_metrics",
+    "run_compare_prompts",
+    "run_compare_transcripts",
+    "run_compare_events",
+]
 
 
 @pytest.fixture

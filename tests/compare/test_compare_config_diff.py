@@ -20,22 +20,34 @@ def _pinned(owner, name, number=1, weight=1.0):
 
 
 def _run(owner, dataset_version, name="r", *, model="tiny", rewards=None, config=None):
-    return Run.objects.create(owner=owner, name=name, model=model, dataset_version=dataset_version,
-                              rewards=rewards or [_pinned(owner, "accuracy")],
-                              config=config or {"learning_rate": 0.01, "num_generations": 8}, total_steps=3)
+    return Run.objects.create(
+        owner=owner,
+        name=name,
+        model=model,
+        dataset_version=dataset_version,
+        rewards=rewards or [_pinned(owner, "accuracy")],
+        config=config or {"learning_rate": 0.01, "num_generations": 8},
+        total_steps=3,
+    )
 
 
 @pytest.fixture
 def accuracy_v2(owner):
     function = RewardFunction.objects.get(owner=owner, name="accuracy")
-    return RewardFunctionVersion.objects.create(function=function, number=2, source="def f(completions, **kw): ...",
-                                                entrypoint="f")
+    return RewardFunctionVersion.objects.create(
+        function=function, number=2, source="def f(completions, **kw): ...", entrypoint="f"
+    )
 
 
 @pytest.fixture
 def second_version(dataset_version):
-    return DatasetVersion.objects.create(dataset=dataset_version.dataset, number=2, path=dataset_version.path,
-                                         columns=dataset_version.columns, row_count=dataset_version.row_count)
+    return DatasetVersion.objects.create(
+        dataset=dataset_version.dataset,
+        number=2,
+        path=dataset_version.path,
+        columns=dataset_version.columns,
+        row_count=dataset_version.row_count,
+    )
 
 
 def test_identical_setups_have_no_diff(owner, dataset_version):
@@ -43,12 +55,25 @@ def test_identical_setups_have_no_diff(owner, dataset_version):
 
 
 def test_it_lists_only_the_fields_that_differ_in_display_order(owner, dataset_version, accuracy_v2, second_version):
-    a = _run(owner, dataset_version, "a", rewards=[_pinned(owner, "accuracy"), _pinned(owner, "digit_ratio")],
-             config={"learning_rate": 0.01, "num_generations": 8, "beta": 0.0})
-    b = _run(owner, second_version, "b", model="Qwen/Qwen2.5-0.5B-Instruct",
-             rewards=[_pinned(owner, "think_format", weight=0.5), _pinned(owner, "accuracy", 2),
-                      _pinned(owner, "digit_ratio", weight=2.0)],
-             config={"learning_rate": 1e-3, "num_generations": 8, "beta": 0.04})
+    a = _run(
+        owner,
+        dataset_version,
+        "a",
+        rewards=[_pinned(owner, "accuracy"), _pinned(owner, "digit_ratio")],
+        config={"learning_rate": 0.01, "num_generations": 8, "beta": 0.0},
+    )
+    b = _run(
+        owner,
+        second_version,
+        "b",
+        model="Qwen/Qwen2.5-0.5B-Instruct",
+        rewards=[
+            _pinned(owner, "think_format", weight=0.5),
+            _pinned(owner, "accuracy", 2),
+            _pinned(owner, "digit_ratio", weight=2.0),
+        ],
+        config={"learning_rate": 1e-3, "num_generations": 8, "beta": 0.04},
+    )
     assert config_diff(a, b) == [
         {"field": "model", "kind": "model", "a": "tiny", "b": "Qwen/Qwen2.5-0.5B-Instruct"},
         {"field": "dataset_version", "kind": "dataset", "a": "arithmetic v1", "b": "arithmetic v2"},
@@ -56,9 +81,13 @@ def test_it_lists_only_the_fields_that_differ_in_display_order(owner, dataset_ve
         {"field": "digit_ratio weight", "kind": "reward", "a": 1.0, "b": 2.0},
         {"field": "think_format version", "kind": "reward", "a": None, "b": "v1"},
         {"field": "think_format weight", "kind": "reward", "a": None, "b": 0.5},
-        *sorted([{"field": "learning_rate", "kind": "config", "a": 0.01, "b": 0.001},
-                 {"field": "beta", "kind": "config", "a": 0.0, "b": 0.04}],
-                key=lambda row: list(GRPO_FIELDS).index(row["field"])),  # GRPOConfig fields in the form's order
+        *sorted(
+            [
+                {"field": "learning_rate", "kind": "config", "a": 0.01, "b": 0.001},
+                {"field": "beta", "kind": "config", "a": 0.0, "b": 0.04},
+            ],
+            key=lambda row: list(GRPO_FIELDS).index(row["field"]),
+        ),  # GRPOConfig fields in the form's order
     ]
 
 
@@ -82,15 +111,19 @@ def test_datasets_of_the_same_name_and_number_still_differ(owner, dataset_versio
     from runs.datasets.services import dataset_import
 
     # a second upload named "arithmetic": its own dataset, also v1
-    other = dataset_import(owner=owner, name="arithmetic", stream=io.BytesIO(b'{"prompt": "1 + 1?"}\n'),
-                           source_name="again.jsonl")
+    other = dataset_import(
+        owner=owner, name="arithmetic", stream=io.BytesIO(b'{"prompt": "1 + 1?"}\n'), source_name="again.jsonl"
+    )
     diff = config_diff(_run(owner, dataset_version, "a"), _run(owner, other, "b"))
     assert [(d["field"], d["a"], d["b"]) for d in diff] == [("dataset_version", "arithmetic v1", "arithmetic v1")]
 
 
 def test_the_table_of_several_runs_keeps_rows_where_any_run_differs(owner, dataset_version):
-    runs = [_run(owner, dataset_version, "a"), _run(owner, dataset_version, "b"),
-            _run(owner, dataset_version, "c", config={"learning_rate": 0.05, "num_generations": 8})]
+    runs = [
+        _run(owner, dataset_version, "a"),
+        _run(owner, dataset_version, "b"),
+        _run(owner, dataset_version, "c", config={"learning_rate": 0.05, "num_generations": 8}),
+    ]
     assert config_table(runs) == [{"field": "learning_rate", "kind": "config", "values": [0.01, 0.01, 0.05]}]
 
 

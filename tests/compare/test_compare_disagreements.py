@@ -14,8 +14,13 @@ SOLVES, FAILS = [1.0, 0.5], [0.0, 0.5]  # [accuracy, digit_ratio]
 
 @pytest.fixture
 def other_dataset(dataset_version):
-    return DatasetVersion.objects.create(dataset=dataset_version.dataset, number=2, path=dataset_version.path,
-                                         columns=dataset_version.columns, row_count=dataset_version.row_count)
+    return DatasetVersion.objects.create(
+        dataset=dataset_version.dataset,
+        number=2,
+        path=dataset_version.path,
+        columns=dataset_version.columns,
+        row_count=dataset_version.row_count,
+    )
 
 
 @pytest.fixture
@@ -51,10 +56,14 @@ def test_the_table_lists_prompts_where_one_run_solves_and_another_does_not(owner
     data = table(owner_client, runs)
     assert data["criterion"]["solved_by"] == "accuracy" and data["criterion"]["threshold"] == 1.0
     assert data["criterion"]["text"] == "A completion solves its prompt when its accuracy reward is at least 1."
-    assert data["disagreements"] == [{
-        "hash": prompt_hash("two"), "prompt": "two", "spread": 0.75,
-        "runs": [{"id": a.pk, "n": 8, "solved": 6, "rate": 0.75}, {"id": b.pk, "n": 4, "solved": 0, "rate": 0.0}],
-    }]
+    assert data["disagreements"] == [
+        {
+            "hash": prompt_hash("two"),
+            "prompt": "two",
+            "spread": 0.75,
+            "runs": [{"id": a.pk, "n": 8, "solved": 6, "rate": 0.75}, {"id": b.pk, "n": 4, "solved": 0, "rate": 0.0}],
+        }
+    ]
 
 
 def test_the_largest_disagreement_comes_first(owner_client, runs):
@@ -70,8 +79,9 @@ def test_the_criterion_is_a_url_parameter(owner_client, runs):
     assert table(owner_client, runs, solved_by="reward")["disagreements"][0]["runs"][0]["solved"] == 6
     # at least 0.5 every completion solves: nobody disagrees
     lenient = table(owner_client, runs, solved_by="reward", threshold="0.5")
-    assert lenient["criterion"]["text"] == ("A completion solves its prompt when its total (weighted) reward is at "
-                                            "least 0.5.")
+    assert lenient["criterion"]["text"] == (
+        "A completion solves its prompt when its total (weighted) reward is at least 0.5."
+    )
     assert lenient["disagreements"] == []
     # digit_ratio at least 0.5: every completion solves too
     assert table(owner_client, runs, solved_by="digit_ratio", threshold="0.5")["disagreements"] == []
@@ -102,13 +112,14 @@ def test_without_accuracy_in_every_run_the_total_reward_decides(owner_client, ow
     assert data["criterion"]["solved_by"] == "reward"
     response = owner_client.get(reverse("run_compare_prompts"), {"runs": f"{a.pk},{b.pk}", "solved_by": "accuracy"})
     assert response.status_code == 400
-    assert response.json()["error"] == ("solved_by: give one of reward, digit_ratio (a reward every compared run "
-                                        "has)")
+    assert response.json()["error"] == ("solved_by: give one of reward, digit_ratio (a reward every compared run has)")
 
 
 def test_the_page_states_the_criterion(owner_client, runs):
     a, b = runs
-    response = owner_client.get(reverse("run_compare"), {"runs": f"{a.pk},{b.pk}", "solved_by": "reward",
-                                                         "threshold": "1.5"})
-    assert "A completion solves its prompt when its total (weighted) reward is at least 1.5." in \
-        response.content.decode()
+    response = owner_client.get(
+        reverse("run_compare"), {"runs": f"{a.pk},{b.pk}", "solved_by": "reward", "threshold": "1.5"}
+    )
+    assert (
+        "A completion solves its prompt when its total (weighted) reward is at least 1.5." in response.content.decode()
+    )

@@ -15,8 +15,15 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def runs(owner, dataset_version):
     a = make_run(owner, dataset_version, "a")
-    log_metrics(a, {"reward": [0.1, 0.2, 0.4], "rewards/accuracy/mean": [0.0, 0.5, 1.0], "kl": [0.0, 0.01, 0.02],
-                    "loss": [0.3, 0.2, 0.1]})
+    log_metrics(
+        a,
+        {
+            "reward": [0.1, 0.2, 0.4],
+            "rewards/accuracy/mean": [0.0, 0.5, 1.0],
+            "kl": [0.0, 0.01, 0.02],
+            "loss": [0.3, 0.2, 0.1],
+        },
+    )
     b = make_run(owner, dataset_version, "b", rewards=("digit_ratio",), started_at=T0 + timedelta(hours=1))
     log_metrics(b, {"reward": [0.5, 0.7], "rewards/digit_ratio/mean": [0.5, 0.7]}, first=2.0, every=2.0)
     return a, b
@@ -58,12 +65,14 @@ def test_wall_time_counts_seconds_from_each_runs_start(owner_client, runs):
     assert data["runs"][1]["y"] == [0.5, 0.7]
 
 
-def test_wall_time_without_a_recorded_start_counts_from_the_first_logged_step(owner_client, owner, dataset_version,
-                                                                              runs):
+def test_wall_time_without_a_recorded_start_counts_from_the_first_logged_step(
+    owner_client, owner, dataset_version, runs
+):
     c = make_run(owner, dataset_version, "c", started_at=None)
     for step, seconds in ((1, 0), (2, 7.5), (3, 30)):
-        StepMetric.objects.create(run=c, step=step, metrics={"reward": step / 10},
-                                  logged_at=T0 + timedelta(seconds=100 + seconds))
+        StepMetric.objects.create(
+            run=c, step=step, metrics={"reward": step / 10}, logged_at=T0 + timedelta(seconds=100 + seconds)
+        )
     StepMetric.objects.create(run=c, step=4, metrics={"reward": 0.4}, logged_at=None)  # no time: not on a time axis
     data = curves(owner_client, [runs[0], c], metric="reward", x="time")
     assert data["runs"][1]["x"] == [0.0, 7.5, 30.0]
@@ -78,8 +87,16 @@ def test_each_reward_functions_mean_is_drawn_for_the_runs_that_have_it(owner_cli
 
 def test_the_metrics_offered_put_the_usual_ones_first_then_whatever_else_was_logged(owner_client, runs):
     data = curves(owner_client, runs, metric="reward")
-    assert data["available"] == ["reward", "rewards/accuracy/mean", "rewards/digit_ratio/mean", "kl", "entropy",
-                                 "completions/mean_length", "reflection_rate", "loss"]
+    assert data["available"] == [
+        "reward",
+        "rewards/accuracy/mean",
+        "rewards/digit_ratio/mean",
+        "kl",
+        "entropy",
+        "completions/mean_length",
+        "reflection_rate",
+        "loss",
+    ]
 
 
 def test_reflection_rate_is_the_share_of_a_steps_completions_with_a_reflection_phrase(owner_client, runs):
@@ -111,10 +128,16 @@ def test_a_run_still_training_compares_as_far_as_it_has_got(owner_client, owner,
     assert curves(owner_client, [runs[0], live], metric="reward")["runs"][1]["y"] == [0.2, 0.3, 0.9]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"smooth": "1"}, "smooth"), ({"smooth": "-0.1"}, "smooth"), ({"smooth": "lots"}, "smooth"),
-    ({"smooth": "nan"}, "smooth"), ({"x": "wall"}, "x:"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"smooth": "1"}, "smooth"),
+        ({"smooth": "-0.1"}, "smooth"),
+        ({"smooth": "lots"}, "smooth"),
+        ({"smooth": "nan"}, "smooth"),
+        ({"x": "wall"}, "x:"),
+    ],
+)
 def test_a_bad_parameter_is_refused_naming_it(owner_client, runs, params, message):
     query = {"runs": f"{runs[0].pk},{runs[1].pk}", **params}
     response = owner_client.get(reverse("run_compare_metrics"), query)

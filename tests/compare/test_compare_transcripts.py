@@ -19,12 +19,23 @@ def runs(owner, dataset_version):
     a = make_run(owner, dataset_version, "a")
     b = make_run(owner, dataset_version, "b", rewards=("digit_ratio", "accuracy"))
     add_group(a, 1, "other", [[0.0, 0.0]] * 4)
-    add_group(a, 1, PROMPT, [[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]],
-              completions=["5", "six", "<think>hmm</think>", "7"])
+    add_group(
+        a,
+        1,
+        PROMPT,
+        [[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]],
+        completions=["5", "six", "<think>hmm</think>", "7"],
+    )
     add_group(a, 3, PROMPT, [[1.0, 1.0]] * 4)
     add_group(b, 1, "other", [[0.0, 0.0]] * 4)
-    add_group(b, 2, PROMPT, [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [0.5, None]],
-              completions=["12", "5", "", "2.5"], reflections=[[], ["wait"], [], []])
+    add_group(
+        b,
+        2,
+        PROMPT,
+        [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [0.5, None]],
+        completions=["12", "5", "", "2.5"],
+        reflections=[[], ["wait"], [], []],
+    )
     return a, b
 
 
@@ -49,7 +60,8 @@ def test_each_run_shows_its_group_of_the_prompt_with_rewards_and_advantages(owne
     assert [c["completion"] for c in group["completions"]] == ["5", "12", "2.5", ""]
     assert [c["reward"] for c in group["completions"]] == [2.0, 1.0, 0.5, 0.0]
     assert [c["advantage"] for c in group["completions"]] == pytest.approx(
-        [(t - 0.875) / (0.853913 + 1e-4) for t in (2.0, 1.0, 0.5, 0.0)], abs=1e-4)
+        [(t - 0.875) / (0.853913 + 1e-4) for t in (2.0, 1.0, 0.5, 0.0)], abs=1e-4
+    )
     assert group["completions"][0]["rewards"] == {"digit_ratio": 1.0, "accuracy": 1.0}
     assert group["completions"][2]["rewards"] == {"digit_ratio": 0.5, "accuracy": None}
     assert group["mean"] == pytest.approx(0.875)
@@ -79,16 +91,26 @@ def test_the_solve_criterion_marks_the_completions(owner_client, runs):
 
 def test_a_prompt_is_named_by_a_hash_of_its_text(owner_client, runs):
     assert prompt_hash(PROMPT) == hashlib.sha256(PROMPT.encode()).hexdigest()[:16]
-    response = owner_client.get(reverse("run_compare_transcripts"),
-                                {"runs": ",".join(str(r.pk) for r in runs), "prompt": prompt_hash("never asked")})
+    response = owner_client.get(
+        reverse("run_compare_transcripts"),
+        {"runs": ",".join(str(r.pk) for r in runs), "prompt": prompt_hash("never asked")},
+    )
     assert response.status_code == 404
 
 
 def test_the_page_keeps_its_state_in_the_url(owner_client, runs):
     a, b = runs
-    response = owner_client.get(reverse("run_compare"), {
-        "runs": f"{a.pk},{b.pk}", "metric": "kl", "smooth": "0.3", "x": "time", "prompt": prompt_hash(PROMPT),
-        "step": "2"})
+    response = owner_client.get(
+        reverse("run_compare"),
+        {
+            "runs": f"{a.pk},{b.pk}",
+            "metric": "kl",
+            "smooth": "0.3",
+            "x": "time",
+            "prompt": prompt_hash(PROMPT),
+            "step": "2",
+        },
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert '<option value="kl" selected>' in html

@@ -11,9 +11,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 def test_upload_map_and_preview_a_dataset(web_server, owner, tiny_model, page, tmp_path):
     upload = tmp_path / "questions.csv"
-    upload.write_text("question,answer,level\n"
-                      "What is 2 + 2?,4,easy\n"
-                      "\"<b>Bold</b> question, with a comma\",=1+1,hard\n")
+    upload.write_text('question,answer,level\nWhat is 2 + 2?,4,easy\n"<b>Bold</b> question, with a comma",=1+1,hard\n')
     log_in(page, web_server)
 
     page.click("text=Upload dataset")
@@ -35,8 +33,10 @@ def test_upload_map_and_preview_a_dataset(web_server, owner, tiny_model, page, t
     page.click("button:text('Preview')")
     page.wait_for_selector("#mapping-preview")
     first = page.locator("#mapping-preview .rendered").first.inner_text()
-    assert first == ("<|im_start|>system\nAnswer with a number.<|im_end|>\n"
-                     "<|im_start|>user\nQuestion: What is 2 + 2?<|im_end|>\n<|im_start|>assistant\n")
+    assert first == (
+        "<|im_start|>system\nAnswer with a number.<|im_end|>\n"
+        "<|im_start|>user\nQuestion: What is 2 + 2?<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert page.locator("#mapping-preview .preview-row").count() == 2
 
     page.click("button:text('Save as a new version')")

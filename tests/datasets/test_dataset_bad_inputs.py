@@ -103,26 +103,33 @@ def test_a_number_where_the_prompt_text_belongs_is_named(owner):
     assert errors[0] == "row 1: column 'prompt' must be text or a list of {role, content} messages, got a number"
 
 
-@pytest.mark.parametrize("prompt, problem", [
-    ([], "column 'prompt' is an empty list of messages"),
-    (["hi"], "column 'prompt' message 1 must be an object with 'role' and 'content', got text"),
-    ([{"content": "hi"}], "column 'prompt' message 1 has no 'role'"),
-    ([{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}],
-     "column 'prompt' message 2 has role 'robot'; expected one of system, developer, user, assistant, tool"),
-    ([{"role": "user"}], "column 'prompt' message 1 has no 'content'"),
-    ([{"role": "user", "content": ["a", "b"]}], "column 'prompt' message 1 content must be text, got a list"),
-])
+@pytest.mark.parametrize(
+    "prompt, problem",
+    [
+        ([], "column 'prompt' is an empty list of messages"),
+        (["hi"], "column 'prompt' message 1 must be an object with 'role' and 'content', got text"),
+        ([{"content": "hi"}], "column 'prompt' message 1 has no 'role'"),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}],
+            "column 'prompt' message 2 has role 'robot'; expected one of system, developer, user, assistant, tool",
+        ),
+        ([{"role": "user"}], "column 'prompt' message 1 has no 'content'"),
+        ([{"role": "user", "content": ["a", "b"]}], "column 'prompt' message 1 content must be text, got a list"),
+    ],
+)
 def test_malformed_messages_are_named(owner, prompt, problem):
-    errors = _refused(owner, _jsonl({"prompt": [{"role": "user", "content": "fine"}]}, {"prompt": prompt}),
-                      "chat.jsonl")
+    errors = _refused(
+        owner, _jsonl({"prompt": [{"role": "user", "content": "fine"}]}, {"prompt": prompt}), "chat.jsonl"
+    )
     assert errors == [f"line 2: {problem}"]
 
 
 def test_malformed_messages_in_parquet_name_the_row(owner):
     messages = pa.array([[{"role": "user", "content": "ok"}], [{"role": "robot", "content": "x"}]])
     errors = _refused(owner, _parquet(pa.table({"prompt": messages})), "chat.parquet")
-    assert errors == ["row 2: column 'prompt' message 1 has role 'robot'; expected one of system, developer, user, "
-                      "assistant, tool"]
+    assert errors == [
+        "row 2: column 'prompt' message 1 has role 'robot'; expected one of system, developer, user, assistant, tool"
+    ]
 
 
 def test_a_duplicate_csv_header_is_named(owner):
@@ -168,13 +175,16 @@ def test_an_empty_json_array_has_no_rows(owner):
     assert _refused(owner, b"[]", "rows.json") == ["the file has no rows"]
 
 
-@pytest.mark.parametrize("content, name, error", [
-    (b"\x89PNG\r\n\x1a\n" + b"\x00" * 20, "rows.jsonl", "rows.jsonl is not JSON lines: it looks like a PNG image"),
-    (b'{"prompt": "a"}\n', "rows.parquet", "rows.parquet is not a Parquet file: it looks like text"),
-    (gzip.compress(b"prompt\na\n"), "rows.csv", "rows.csv is not CSV: it looks like a gzip file"),
-    (b"prompt\na\n", "rows.csv.gz", "rows.csv.gz is not gzip-compressed: it looks like text"),
-    (b"PAR1" + b"\x00" * 10, "rows.zip", "rows.zip is not a zip archive: it looks like a Parquet file"),
-])
+@pytest.mark.parametrize(
+    "content, name, error",
+    [
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 20, "rows.jsonl", "rows.jsonl is not JSON lines: it looks like a PNG image"),
+        (b'{"prompt": "a"}\n', "rows.parquet", "rows.parquet is not a Parquet file: it looks like text"),
+        (gzip.compress(b"prompt\na\n"), "rows.csv", "rows.csv is not CSV: it looks like a gzip file"),
+        (b"prompt\na\n", "rows.csv.gz", "rows.csv.gz is not gzip-compressed: it looks like text"),
+        (b"PAR1" + b"\x00" * 10, "rows.zip", "rows.zip is not a zip archive: it looks like a Parquet file"),
+    ],
+)
 def test_a_file_that_is_not_what_its_extension_says_is_refused(owner, content, name, error):
     assert _refused(owner, content, name) == [error]
 
@@ -225,8 +235,9 @@ def test_a_nested_archive_is_refused(owner):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("rows.jsonl.gz", gzip.compress(b'{"prompt": "a"}\n'))
-    assert _refused(owner, buffer.getvalue(), "rows.zip") == ["rows.zip: nested archives are not accepted "
-                                                              "(rows.jsonl.gz)"]
+    assert _refused(owner, buffer.getvalue(), "rows.zip") == [
+        "rows.zip: nested archives are not accepted (rows.jsonl.gz)"
+    ]
 
 
 def test_a_file_over_the_size_limit_is_refused(owner, settings):
@@ -236,8 +247,13 @@ def test_a_file_over_the_size_limit_is_refused(owner, settings):
 
 
 def test_a_gsm8k_answer_without_its_marker_is_named(owner):
-    errors = _refused(owner, _jsonl({"question": "q", "answer": "1 + 1 = 2\n#### 2"}, {"question": "q", "answer": "2"}),
-                      "gsm8k.jsonl", prompt_column="question", gsm8k_column="answer")
+    errors = _refused(
+        owner,
+        _jsonl({"question": "q", "answer": "1 + 1 = 2\n#### 2"}, {"question": "q", "answer": "2"}),
+        "gsm8k.jsonl",
+        prompt_column="question",
+        gsm8k_column="answer",
+    )
     assert errors == ["line 2: column 'answer' has no '#### <answer>' line"]
 
 

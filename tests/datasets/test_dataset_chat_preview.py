@@ -24,8 +24,9 @@ def chat(owner):
 
 def test_the_tiny_models_chat_template_is_applied_with_a_generation_prompt(chat, tiny_model):
     preview = dataset_preview(chat, Mapping.of(chat), model="tiny")
-    assert preview.rows[0]["rendered"] == ("<|im_start|>user\nWhat is 2 + 2? <script>x</script><|im_end|>\n"
-                                           "<|im_start|>assistant\n")
+    assert preview.rows[0]["rendered"] == (
+        "<|im_start|>user\nWhat is 2 + 2? <script>x</script><|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_the_rendering_matches_transformers_apply_chat_template(chat, tiny_model):
@@ -52,9 +53,17 @@ def test_a_template_cannot_leave_its_sandbox():
 
 def test_the_preview_page_escapes_the_rendered_prompt(owner_client, chat, tiny_model):
     url = reverse("dataset_mapping", args=[chat.dataset.pk, 1])
-    response = owner_client.post(url, {"action": "preview", "prompt_column": "prompt",
-                                       "prompt_format": "conversational", "reward_columns": ["answer"],
-                                       "split": "none", "model": "tiny"})
+    response = owner_client.post(
+        url,
+        {
+            "action": "preview",
+            "prompt_column": "prompt",
+            "prompt_format": "conversational",
+            "reward_columns": ["answer"],
+            "split": "none",
+            "model": "tiny",
+        },
+    )
     body = response.content.decode()
     assert "&lt;|im_start|&gt;user\nWhat is 2 + 2? &lt;script&gt;x&lt;/script&gt;" in body
     assert "<script>x</script>" not in body

@@ -20,8 +20,12 @@ def _rows(name):
 def test_load_demo_creates_the_five_demo_datasets(capsys):
     call_command("load_demo")
     assert sorted(Dataset.objects.values_list("name", flat=True)) == [
-        "arithmetic (demo)", "arithmetic with a calculator (demo)", "letter counting (demo)", "python tasks (demo)",
-        "word problems (demo)"]
+        "arithmetic (demo)",
+        "arithmetic with a calculator (demo)",
+        "letter counting (demo)",
+        "python tasks (demo)",
+        "word problems (demo)",
+    ]
 
 
 def test_the_calculator_set_is_conversational_and_offers_the_tool():
@@ -45,8 +49,7 @@ def test_loading_the_demo_again_changes_nothing():
 def test_letter_counting_answers_are_the_true_counts():
     demo_load(password="demo")
     rows = _rows("letter counting (demo)")
-    assert rows[0] == {"prompt": "How many r's are in strawberry?", "answer": "3", "word": "strawberry",
-                       "letter": "r"}
+    assert rows[0] == {"prompt": "How many r's are in strawberry?", "answer": "3", "word": "strawberry", "letter": "r"}
     for row in rows:
         letter, word = re.fullmatch(r"How many (\w)'s are in (\w+)\?", row["prompt"]).groups()
         assert (row["answer"], row["word"], row["letter"]) == (str(word.count(letter)), word, letter)

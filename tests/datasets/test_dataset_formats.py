@@ -91,8 +91,9 @@ def test_a_zip_holding_one_data_file_is_read(owner):
 
 
 def test_conversational_prompts_are_recognised_as_messages(owner):
-    rows = [{"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2 + 2?"}],
-             "answer": "4"}]
+    rows = [
+        {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2 + 2?"}], "answer": "4"}
+    ]
     version = _import(owner, _jsonl(rows), "chat.jsonl")
     assert version.column_types["prompt"] == "messages"
     assert version.prompt_format == "conversational"
@@ -142,8 +143,10 @@ def test_a_prompt_column_of_another_name_can_be_chosen_at_upload(owner):
 
 
 def test_gsm8k_answers_are_parsed_into_an_answer_column_keeping_the_solution(owner):
-    rows = [{"question": "Tom has 2 apples and buys 3. How many?", "answer": "2 + 3 = 5\n#### 5"},
-            {"question": "Half of 10?", "answer": "10 / 2 = 5\n####  5 \n"}]
+    rows = [
+        {"question": "Tom has 2 apples and buys 3. How many?", "answer": "2 + 3 = 5\n#### 5"},
+        {"question": "Half of 10?", "answer": "10 / 2 = 5\n####  5 \n"},
+    ]
     version = _import(owner, _jsonl(rows), "gsm8k.jsonl", prompt_column="question", gsm8k_column="answer")
     assert version.columns == ["question", "answer", "solution"]
     stored = _rows(version)

@@ -15,8 +15,10 @@ from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db
 
-ROWS = [{"question": "Tom has 3 apples and eats 1. How many are left?", "answer": "3 - 1 = 2\n#### 2"},
-        {"question": "What is 6 / 2?", "answer": "6 / 2 = 3\n#### 3"}]
+ROWS = [
+    {"question": "Tom has 3 apples and eats 1. How many are left?", "answer": "3 - 1 = 2\n#### 2"},
+    {"question": "What is 6 / 2?", "answer": "6 / 2 = 3\n#### 3"},
+]
 
 
 @pytest.fixture
@@ -31,8 +33,9 @@ def test_a_dataset_saved_with_save_to_disk_is_imported(owner, imports):
     import datasets
 
     datasets.Dataset.from_list(ROWS).save_to_disk(str(imports / "saved"))
-    version = dataset_import_hf(owner=owner, name="gsm", local_path=f"{imports.name}/saved",
-                                prompt_column="question", gsm8k_column="answer")
+    version = dataset_import_hf(
+        owner=owner, name="gsm", local_path=f"{imports.name}/saved", prompt_column="question", gsm8k_column="answer"
+    )
     assert (version.source_format, version.row_count) == ("hf", 2)
     assert version.columns == ["question", "answer", "solution"]
 
@@ -40,10 +43,12 @@ def test_a_dataset_saved_with_save_to_disk_is_imported(owner, imports):
 def test_a_saved_dataset_dict_imports_the_split_asked_for(owner, imports):
     import datasets
 
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS),
-                          "test": datasets.Dataset.from_list(ROWS[:1])}).save_to_disk(str(imports / "dict"))
-    version = dataset_import_hf(owner=owner, name="gsm", local_path=f"{imports.name}/dict", split="test",
-                                prompt_column="question")
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(ROWS), "test": datasets.Dataset.from_list(ROWS[:1])}
+    ).save_to_disk(str(imports / "dict"))
+    version = dataset_import_hf(
+        owner=owner, name="gsm", local_path=f"{imports.name}/dict", split="test", prompt_column="question"
+    )
     assert version.row_count == 1
 
 
@@ -83,6 +88,7 @@ def test_the_hub_form_refuses_a_malformed_hub_id(owner_client):
 
 # --- the background job, from the page ----------------------------------------------------------------------------
 
+
 def test_the_form_lists_the_import_roots_and_offers_what_is_under_them(owner_client, imports):
     (imports / "data").mkdir()
     (imports / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
@@ -94,17 +100,30 @@ def test_the_form_lists_the_import_roots_and_offers_what_is_under_them(owner_cli
 def test_a_local_import_from_the_page_runs_as_a_job_and_lands_as_a_version(owner_client, owner, imports):
     (imports / "data").mkdir()
     (imports / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    response = owner_client.post(reverse("dataset_upload"), {
-        "source": "hf", "hf-name": "gsm", "hf-local_path": str(imports / "data"), "hf-prompt_column": "question",
-        "hf-gsm8k_column": ""})
+    response = owner_client.post(
+        reverse("dataset_upload"),
+        {
+            "source": "hf",
+            "hf-name": "gsm",
+            "hf-local_path": str(imports / "data"),
+            "hf-prompt_column": "question",
+            "hf-gsm8k_column": "",
+        },
+    )
     job = DatasetImport.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("dataset_import_detail", args=[job.pk])
     assert owner_client.get(reverse("dataset_import_json", args=[job.pk])).json()["status"] == "queued"
     dataset_import_job_run(job_id=job.pk)  # what the worker's task does
     state = owner_client.get(reverse("dataset_import_json", args=[job.pk])).json()
     version = Dataset.objects.get(name="gsm").latest_version
-    assert state == {"status": "completed", "progress": "", "rows_done": 2, "errors": [], "finished": True,
-                     "version_url": version.get_absolute_url()}
+    assert state == {
+        "status": "completed",
+        "progress": "",
+        "rows_done": 2,
+        "errors": [],
+        "finished": True,
+        "version_url": version.get_absolute_url(),
+    }
     assert dataset_import_job_run(job_id=job.pk) is None  # a redelivered message changes nothing
 
 
@@ -116,14 +135,24 @@ def test_a_path_outside_the_import_roots_is_refused_before_any_job(owner_client)
 
 def test_a_hub_id_on_an_offline_server_fails_its_job_with_a_clear_error(owner_client, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    response = owner_client.post(reverse("dataset_upload"), {
-        "source": "hf", "hf-name": "gsm8k", "hf-hub_id": "openai/gsm8k", "hf-config": "main", "hf-split": "train",
-        "hf-prompt_column": "question"})
+    response = owner_client.post(
+        reverse("dataset_upload"),
+        {
+            "source": "hf",
+            "hf-name": "gsm8k",
+            "hf-hub_id": "openai/gsm8k",
+            "hf-config": "main",
+            "hf-split": "train",
+            "hf-prompt_column": "question",
+        },
+    )
     assert response.status_code == 302
     job = dataset_import_job_run(job_id=DatasetImport.objects.get().pk)
     assert job.status == DatasetImport.Status.FAILED
-    assert job.errors == ["cannot reach the Hugging Face hub for 'openai/gsm8k': this server runs offline "
-                          "(HF_HUB_OFFLINE=1); import a local copy by path instead"]
+    assert job.errors == [
+        "cannot reach the Hugging Face hub for 'openai/gsm8k': this server runs offline "
+        "(HF_HUB_OFFLINE=1); import a local copy by path instead"
+    ]
     page = owner_client.get(job.get_absolute_url()).content.decode()
     assert "cannot reach the Hugging Face hub for &#x27;openai/gsm8k&#x27;" in page
     assert not Dataset.objects.exists()
@@ -139,9 +168,15 @@ def test_an_outsider_gets_404_on_someone_elses_import(outsider_client, owner):
 def test_a_worker_runs_the_import_started_from_the_page(celery_worker, owner_client, imports):
     (imports / "data").mkdir()
     (imports / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    owner_client.post(reverse("dataset_upload"), {"source": "hf", "hf-name": "via worker",
-                                                  "hf-local_path": str(imports / "data"),
-                                                  "hf-prompt_column": "question"})
+    owner_client.post(
+        reverse("dataset_upload"),
+        {
+            "source": "hf",
+            "hf-name": "via worker",
+            "hf-local_path": str(imports / "data"),
+            "hf-prompt_column": "question",
+        },
+    )
     job = DatasetImport.objects.get()
     wait_for(lambda: job.refresh_from_db() or job.is_finished, timeout=60, what="the worker to run the import")
     assert job.status == DatasetImport.Status.COMPLETED and job.version.row_count == 2

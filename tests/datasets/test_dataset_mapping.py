@@ -14,15 +14,23 @@ from runs.models import DatasetVersion
 
 pytestmark = pytest.mark.django_db
 
-GSM = [{"question": f"What is {i} + {i}?", "answer": str(2 * i), "source": "gen", "split": "test" if i % 4 == 0
-        else "train"} for i in range(40)]
+GSM = [
+    {
+        "question": f"What is {i} + {i}?",
+        "answer": str(2 * i),
+        "source": "gen",
+        "split": "test" if i % 4 == 0 else "train",
+    }
+    for i in range(40)
+]
 
 
 @pytest.fixture
 def questions(owner):
     data = "".join(json.dumps(r) + "\n" for r in GSM).encode()
-    return dataset_import(owner=owner, name="questions", stream=io.BytesIO(data), source_name="q.jsonl",
-                          prompt_column="question")
+    return dataset_import(
+        owner=owner, name="questions", stream=io.BytesIO(data), source_name="q.jsonl", prompt_column="question"
+    )
 
 
 def _lines(path):
@@ -56,13 +64,18 @@ def test_a_template_fills_in_columns_and_keeps_literal_braces(questions, tmp_pat
 def test_a_system_prompt_is_a_system_message_in_conversational_format(questions, tmp_path):
     version = _map(questions, prompt_format="conversational", system_prompt="Think, then answer.")
     rows = _lines(version_training_file(version=version, out=tmp_path / "train.jsonl"))
-    assert rows[0]["prompt"] == [{"role": "system", "content": "Think, then answer."},
-                                 {"role": "user", "content": "What is 0 + 0?"}]
+    assert rows[0]["prompt"] == [
+        {"role": "system", "content": "Think, then answer."},
+        {"role": "user", "content": "What is 0 + 0?"},
+    ]
 
 
 def test_a_system_prompt_comes_first_in_standard_format(questions, tmp_path):
     version = _map(questions, system_prompt="Be brief.")
-    assert _lines(version_training_file(version=version, out=tmp_path / "t.jsonl"))[0]["prompt"] == "Be brief.\n\nWhat is 0 + 0?"
+    assert (
+        _lines(version_training_file(version=version, out=tmp_path / "t.jsonl"))[0]["prompt"]
+        == "Be brief.\n\nWhat is 0 + 0?"
+    )
 
 
 def test_a_fraction_split_holds_out_the_same_rows_every_time(questions, tmp_path):
@@ -90,8 +103,9 @@ def test_a_split_column_without_train_rows_is_refused(questions):
 def test_a_template_naming_a_missing_column_is_refused_naming_it(questions):
     with pytest.raises(DatasetError) as caught:
         _map(questions, prompt_template="{problem}")
-    assert caught.value.errors == ["template: column 'problem' does not exist (columns: question, answer, source, "
-                                   "split)"]
+    assert caught.value.errors == [
+        "template: column 'problem' does not exist (columns: question, answer, source, split)"
+    ]
     assert DatasetVersion.objects.count() == 1
 
 
@@ -129,23 +143,28 @@ def test_messages_cannot_be_used_in_the_standard_format(owner):
 
 def test_a_reward_column_may_not_take_a_name_trl_passes_itself(owner):
     data = b'{"question": "a", "prompt": "b", "completions": "c"}\n'
-    version = dataset_import(owner=owner, name="d", stream=io.BytesIO(data), source_name="d.jsonl",
-                             prompt_column="question")
+    version = dataset_import(
+        owner=owner, name="d", stream=io.BytesIO(data), source_name="d.jsonl", prompt_column="question"
+    )
     with pytest.raises(DatasetError) as caught:
         _map(version, reward_columns=("completions",))
-    assert caught.value.errors == ["reward column 'completions': TRL passes its own 'completions' to reward "
-                                   "functions; rename the column"]
+    assert caught.value.errors == [
+        "reward column 'completions': TRL passes its own 'completions' to reward functions; rename the column"
+    ]
 
 
 def test_new_uploads_send_every_other_column_to_the_rewards_by_default(questions):
     assert questions.reward_columns == ["answer", "source", "split"]
 
 
-@pytest.mark.parametrize("template, error", [
-    ("Solve {question", "unmatched '{' at character 7; write {{ for a literal brace"),
-    ("Solve {}", "empty field '{}' at character 7; name a column"),
-    ("a } b", "unmatched '}' at character 3; write }} for a literal brace"),
-])
+@pytest.mark.parametrize(
+    "template, error",
+    [
+        ("Solve {question", "unmatched '{' at character 7; write {{ for a literal brace"),
+        ("Solve {}", "empty field '{}' at character 7; name a column"),
+        ("a } b", "unmatched '}' at character 3; write }} for a literal brace"),
+    ],
+)
 def test_a_template_with_a_stray_brace_is_refused(template, error):
     with pytest.raises(ValueError, match=error.replace("{", r"\{").replace("}", r"\}")):
         template_fields(template)
@@ -159,9 +178,17 @@ def test_a_template_cannot_reach_into_attributes():
 
 def test_the_mapping_page_saves_a_new_version(owner_client, questions):
     url = reverse("dataset_mapping", args=[questions.dataset.pk, 1])
-    response = owner_client.post(url, {"action": "save", "prompt_column": "question", "prompt_format": "standard",
-                                       "prompt_template": "Q: {question}", "reward_columns": ["answer"],
-                                       "split": "none"})
+    response = owner_client.post(
+        url,
+        {
+            "action": "save",
+            "prompt_column": "question",
+            "prompt_format": "standard",
+            "prompt_template": "Q: {question}",
+            "reward_columns": ["answer"],
+            "split": "none",
+        },
+    )
     assert response.status_code == 302
     new = questions.dataset.versions.first()
     assert (new.number, new.prompt_template, new.reward_columns) == (2, "Q: {question}", ["answer"])
@@ -169,8 +196,16 @@ def test_the_mapping_page_saves_a_new_version(owner_client, questions):
 
 def test_the_mapping_page_previews_without_saving(owner_client, questions):
     url = reverse("dataset_mapping", args=[questions.dataset.pk, 1])
-    response = owner_client.post(url, {"action": "preview", "prompt_column": "question", "prompt_format": "standard",
-                                       "prompt_template": "<Q> {question}", "split": "none"})
+    response = owner_client.post(
+        url,
+        {
+            "action": "preview",
+            "prompt_column": "question",
+            "prompt_format": "standard",
+            "prompt_template": "<Q> {question}",
+            "split": "none",
+        },
+    )
     body = response.content.decode()
     assert response.status_code == 200
     assert "&lt;Q&gt; What is 0 + 0?" in body and "<Q>" not in body
@@ -179,8 +214,16 @@ def test_the_mapping_page_previews_without_saving(owner_client, questions):
 
 def test_the_mapping_page_shows_errors_and_saves_nothing(owner_client, questions):
     url = reverse("dataset_mapping", args=[questions.dataset.pk, 1])
-    response = owner_client.post(url, {"action": "save", "prompt_column": "question", "prompt_format": "standard",
-                                       "prompt_template": "{nope}", "split": "none"})
+    response = owner_client.post(
+        url,
+        {
+            "action": "save",
+            "prompt_column": "question",
+            "prompt_format": "standard",
+            "prompt_template": "{nope}",
+            "split": "none",
+        },
+    )
     assert response.status_code == 400
     assert "template: column &#x27;nope&#x27; does not exist" in response.content.decode()
     assert questions.dataset.versions.count() == 1
@@ -189,14 +232,27 @@ def test_the_mapping_page_shows_errors_and_saves_nothing(owner_client, questions
 def test_an_outsider_gets_404_on_the_mapping_page(outsider_client, questions):
     url = reverse("dataset_mapping", args=[questions.dataset.pk, 1])
     assert outsider_client.get(url).status_code == 404
-    assert outsider_client.post(url, {"action": "save", "prompt_column": "question", "prompt_format": "standard",
-                                      "split": "none"}).status_code == 404
+    assert (
+        outsider_client.post(
+            url, {"action": "save", "prompt_column": "question", "prompt_format": "standard", "split": "none"}
+        ).status_code
+        == 404
+    )
 
 
 def test_a_preview_naming_a_missing_column_says_which(owner_client, questions):
     url = reverse("dataset_mapping", args=[questions.dataset.pk, 1])
-    response = owner_client.post(url, {"action": "preview", "prompt_column": "question", "prompt_format": "standard",
-                                       "prompt_template": "{nope}", "split": "none"})
+    response = owner_client.post(
+        url,
+        {
+            "action": "preview",
+            "prompt_column": "question",
+            "prompt_format": "standard",
+            "prompt_template": "{nope}",
+            "split": "none",
+        },
+    )
     assert response.status_code == 400
-    assert "column &#x27;nope&#x27; does not exist (columns: question, answer, source, split)" in \
-        response.content.decode()
+    assert (
+        "column &#x27;nope&#x27; does not exist (columns: question, answer, source, split)" in response.content.decode()
+    )

@@ -50,8 +50,10 @@ def test_search_results_are_paged(numbers):
 
 
 def test_search_looks_inside_messages(owner):
-    rows = [{"prompt": [{"role": "user", "content": "plain"}]},
-            {"prompt": [{"role": "system", "content": "x"}, {"role": "user", "content": "find me"}]}]
+    rows = [
+        {"prompt": [{"role": "user", "content": "plain"}]},
+        {"prompt": [{"role": "system", "content": "x"}, {"role": "user", "content": "find me"}]},
+    ]
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()
     version = dataset_import(owner=owner, name="chat", stream=io.BytesIO(data), source_name="c.jsonl")
     assert [n for n, _ in dataset_rows(version, q="FIND").rows] == [2]

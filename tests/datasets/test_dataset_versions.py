@@ -17,8 +17,9 @@ def _file(rows, name="rows.jsonl"):
 
 def test_uploading_to_a_dataset_again_creates_its_next_version(owner_client, dataset_version):
     dataset = dataset_version.dataset
-    response = owner_client.post(reverse("dataset_upload_version", args=[dataset.pk]),
-                                 {"file": _file([{"prompt": "new?", "answer": "1"}])})
+    response = owner_client.post(
+        reverse("dataset_upload_version", args=[dataset.pk]), {"file": _file([{"prompt": "new?", "answer": "1"}])}
+    )
     assert response.status_code == 302
     assert list(dataset.versions.values_list("number", "row_count")) == [(2, 1), (1, 64)]
     assert response["Location"] == reverse("dataset_version", args=[dataset.pk, 2])
@@ -26,24 +27,28 @@ def test_uploading_to_a_dataset_again_creates_its_next_version(owner_client, dat
 
 def test_the_earlier_version_keeps_its_rows_and_page(owner_client, dataset_version):
     dataset = dataset_version.dataset
-    owner_client.post(reverse("dataset_upload_version", args=[dataset.pk]),
-                      {"file": _file([{"prompt": "new?", "answer": "1"}])})
+    owner_client.post(
+        reverse("dataset_upload_version", args=[dataset.pk]), {"file": _file([{"prompt": "new?", "answer": "1"}])}
+    )
     page = owner_client.get(reverse("dataset_version", args=[dataset.pk, 1])).content.decode()
     assert "64 rows" in page and "new?" not in page
 
 
 def test_a_run_keeps_the_version_it_was_started_on(owner_client, owner, dataset_version):
-    run = Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version,
-                             rewards=[], config={}, total_steps=1)
-    owner_client.post(reverse("dataset_upload_version", args=[dataset_version.dataset.pk]),
-                      {"file": _file([{"prompt": "new?"}])})
+    run = Run.objects.create(
+        owner=owner, name="r", model="tiny", dataset_version=dataset_version, rewards=[], config={}, total_steps=1
+    )
+    owner_client.post(
+        reverse("dataset_upload_version", args=[dataset_version.dataset.pk]), {"file": _file([{"prompt": "new?"}])}
+    )
     run.refresh_from_db()
     assert run.dataset_version.number == 1
 
 
 def test_an_outsider_cannot_upload_a_version_of_someone_elses_dataset(outsider_client, dataset_version):
-    response = outsider_client.post(reverse("dataset_upload_version", args=[dataset_version.dataset.pk]),
-                                    {"file": _file([{"prompt": "mine now"}])})
+    response = outsider_client.post(
+        reverse("dataset_upload_version", args=[dataset_version.dataset.pk]), {"file": _file([{"prompt": "mine now"}])}
+    )
     assert response.status_code == 404
     assert DatasetVersion.objects.count() == 1
 
@@ -82,8 +87,9 @@ def test_an_outsider_gets_404_on_the_new_version_page(outsider_client, dataset_v
 def test_the_newest_version_is_the_latest_and_versions_list_newest_first(owner_client, dataset_version):
     dataset = dataset_version.dataset
     for question in ("second?", "third?"):
-        owner_client.post(reverse("dataset_upload_version", args=[dataset.pk]),
-                          {"file": _file([{"prompt": question, "answer": "1"}])})
+        owner_client.post(
+            reverse("dataset_upload_version", args=[dataset.pk]), {"file": _file([{"prompt": question, "answer": "1"}])}
+        )
     newest = owner_client.get(reverse("dataset_version", args=[dataset.pk, 3])).content.decode()
     assert "not the latest" not in newest
     listed = newest.split('id="versions"', 1)[1].split("</ul>", 1)[0]

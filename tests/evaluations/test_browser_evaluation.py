@@ -24,15 +24,27 @@ def _evaluate(page, model: str) -> None:
     page.wait_for_selector(f".flash:text('Queued an evaluation: {model} model.')")
 
 
-def test_the_base_and_the_final_model_are_compared_on_the_run_page(web_server, celery_worker, owner, eval_version,
-                                                                    coldstart_model, page):
-    rewards = [{"name": name, "weight": 1.0,
-                "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk}
-               for name in ("accuracy", "digit_ratio")]
-    run = run_create(owner=owner, spec=RunSpec(
-        name="evaluated", model=str(coldstart_model), dataset_version=eval_version,
-        rewards=rewards,
-        config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, "save_steps": 0}))
+def test_the_base_and_the_final_model_are_compared_on_the_run_page(
+    web_server, celery_worker, owner, eval_version, coldstart_model, page
+):
+    rewards = [
+        {
+            "name": name,
+            "weight": 1.0,
+            "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk,
+        }
+        for name in ("accuracy", "digit_ratio")
+    ]
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="evaluated",
+            model=str(coldstart_model),
+            dataset_version=eval_version,
+            rewards=rewards,
+            config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, "save_steps": 0},
+        ),
+    )
     wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=180, what="the run to train")
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
 

@@ -20,14 +20,28 @@ K, PROMPTS = 4, 12
 
 
 def _rewards(owner):
-    return [{"name": name, "weight": weight,
-             "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk}
-            for name, weight in (("accuracy", 1.0), ("think_format", 0.5))]
+    return [
+        {
+            "name": name,
+            "weight": weight,
+            "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk,
+        }
+        for name, weight in (("accuracy", 1.0), ("think_format", 0.5))
+    ]
 
 
 def _config(**overrides):
-    return {"num_generations": 4, "max_completion_length": 24, "learning_rate": 1e-3, "beta": 0.0, "max_steps": 4,
-            "per_device_train_batch_size": 8, "seed": 5, "save_steps": 0, **overrides}
+    return {
+        "num_generations": 4,
+        "max_completion_length": 24,
+        "learning_rate": 1e-3,
+        "beta": 0.0,
+        "max_steps": 4,
+        "per_device_train_batch_size": 8,
+        "seed": 5,
+        "save_steps": 0,
+        **overrides,
+    }
 
 
 def _expected(samples: list[EvalSample]) -> dict:
@@ -51,16 +65,28 @@ def _expected(samples: list[EvalSample]) -> dict:
             winner = next(s for s in group if s.answer and votes[s.answer] == top)  # ties: the answer seen first
             maj_k += winner.correct
     n = len(by_prompt)
-    return {"mean@k": mean_k / n, "pass@k": pass_k / n, "maj@k": maj_k / n,
-            "greedy": sum(s.correct for s in greedy.values()) / n}
+    return {
+        "mean@k": mean_k / n,
+        "pass@k": pass_k / n,
+        "maj@k": maj_k / n,
+        "greedy": sum(s.correct for s in greedy.values()) / n,
+    }
 
 
 def test_eval_every_two_steps_stores_figures_that_match_the_stored_completions(
-        celery_worker, owner, eval_version, coldstart_model):
-    run = run_create(owner=owner, spec=RunSpec(
-        name="eval", model=str(coldstart_model), dataset_version=eval_version,
-        rewards=_rewards(owner), config=_config(),
-        evaluation={"eval_steps": 2, "eval_num_samples": K, "eval_max_prompts": PROMPTS}))
+    celery_worker, owner, eval_version, coldstart_model
+):
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="eval",
+            model=str(coldstart_model),
+            dataset_version=eval_version,
+            rewards=_rewards(owner),
+            config=_config(),
+            evaluation={"eval_steps": 2, "eval_num_samples": K, "eval_max_prompts": PROMPTS},
+        ),
+    )
     wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=300, what="the run to finish")
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
@@ -106,13 +132,29 @@ def test_eval_every_two_steps_stores_figures_that_match_the_stored_completions(
 
 def test_eval_steps_needs_an_eval_split(owner, dataset_version, tiny_model):
     with pytest.raises(RunRefused) as refused:
-        run_create(owner=owner, spec=RunSpec(
-            name="no split", model="tiny", dataset_version=dataset_version,
-            rewards=_rewards(owner), config=_config(), evaluation={"eval_steps": 2}))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="no split",
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=_rewards(owner),
+                config=_config(),
+                evaluation={"eval_steps": 2},
+            ),
+        )
     assert any(e.startswith("eval_steps:") and "no eval split" in e for e in refused.value.errors)
     with pytest.raises(RunRefused) as refused:
-        run_create(owner=owner, spec=RunSpec(
-            name="bad criterion", model="tiny", dataset_version=dataset_version,
-            rewards=_rewards(owner), config=_config(), evaluation={"eval_solved_by": "nope"}))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="bad criterion",
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=_rewards(owner),
+                config=_config(),
+                evaluation={"eval_solved_by": "nope"},
+            ),
+        )
     assert any(e.startswith("eval_solved_by:") and "'nope'" in e for e in refused.value.errors)
     assert not Run.objects.exists()

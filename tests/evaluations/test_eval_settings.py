@@ -15,8 +15,14 @@ from tests.rollouts.inspect_data import make_run
 
 pytestmark = pytest.mark.django_db
 
-EVAL = {"eval_steps": 5, "eval_num_samples": 3, "eval_max_prompts": 10, "eval_temperature": 0.7,
-        "eval_solved_by": "accuracy", "eval_threshold": 1.0}
+EVAL = {
+    "eval_steps": 5,
+    "eval_num_samples": 3,
+    "eval_max_prompts": 10,
+    "eval_temperature": 0.7,
+    "eval_solved_by": "accuracy",
+    "eval_threshold": 1.0,
+}
 
 
 def _form_data(owner, version, **fields):
@@ -24,8 +30,17 @@ def _form_data(owner, version, **fields):
     data = {name: value for name, value in form.initial.items() if value is not None}
     data.update({f.name: f.initial for f in form if f.initial is not None and f.name not in data})
     rf = RewardFunction.objects.get(owner=owner, name="accuracy")
-    data.update({"name": "with eval", "model": "tiny", "dataset_version": version.pk, f"reward_{rf.pk}": "on",
-                 f"weight_{rf.pk}": 1.0, f"version_{rf.pk}": rf.latest_version.number, **fields})
+    data.update(
+        {
+            "name": "with eval",
+            "model": "tiny",
+            "dataset_version": version.pk,
+            f"reward_{rf.pk}": "on",
+            f"weight_{rf.pk}": 1.0,
+            f"version_{rf.pk}": rf.latest_version.number,
+            **fields,
+        }
+    )
     return {k: ("on" if v is True else v) for k, v in data.items() if v is not False}
 
 
@@ -39,11 +54,17 @@ def test_the_form_refuses_eval_steps_without_an_eval_split(owner, dataset_versio
 
 
 def test_the_form_takes_eval_settings_and_blank_means_the_default(owner, eval_version):
-    form = RunForm(_form_data(owner, eval_version, eval_steps=4, eval_num_samples="", eval_solved_by=" accuracy "),
-                   owner=owner)
+    form = RunForm(
+        _form_data(owner, eval_version, eval_steps=4, eval_num_samples="", eval_solved_by=" accuracy "), owner=owner
+    )
     assert form.is_valid(), form.errors
-    assert form.cleaned_data["evaluation"] == {**EVAL, "eval_steps": 4, "eval_num_samples": 4,
-                                               "eval_max_prompts": 32, "eval_temperature": 1.0}
+    assert form.cleaned_data["evaluation"] == {
+        **EVAL,
+        "eval_steps": 4,
+        "eval_num_samples": 4,
+        "eval_max_prompts": 32,
+        "eval_temperature": 1.0,
+    }
 
 
 def test_yaml_round_trip_and_clone_keep_the_eval_settings(owner, eval_version):

@@ -36,7 +36,8 @@ def _run(owner, dataset_version, rewards: list[float], accuracies: list[float], 
 
 
 def test_rising_reward_with_flat_eval_accuracy_warns_and_links_the_wrong_high_scoring_completions(
-        owner_client, owner, dataset_version):
+    owner_client, owner, dataset_version
+):
     run = _run(owner, dataset_version, [0.2, 0.25, 0.3, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2], [0.25, 0.25, 0.25], hacked=True)
     signal = _signal(owner_client, run)
     assert signal["level"] == "warn" and signal["title"] == "Possible reward hacking"

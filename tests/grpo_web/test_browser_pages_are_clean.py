@@ -37,8 +37,11 @@ def import_yaml(page, world):
     """The run form filled from a TRL config: the page run_import answers a POST with."""
     page.wait_for_load_state("networkidle")  # what the page fetches has arrived: leaving cancels nothing
     page.click("details.import > summary")
-    page.fill("#import-form textarea[name=yaml]", f"model_name_or_path: tiny\ndataset_name: {world['dataset_name']}\n"
-                                                  "reward_funcs: [digit_ratio]\nlearning_rate: 0.01\n")
+    page.fill(
+        "#import-form textarea[name=yaml]",
+        f"model_name_or_path: tiny\ndataset_name: {world['dataset_name']}\n"
+        "reward_funcs: [digit_ratio]\nlearning_rate: 0.01\n",
+    )
     page.click("#import-form button[type=submit]")
     page.wait_for_url("**/runs/import/")
 
@@ -59,10 +62,17 @@ PAGES = {
     "run_new": ("/runs/new/", "#id_name"),
     "run_import": ("/runs/new/", "#run-form", import_yaml),
     "run_cancel": ("/runs/{running}/", "#cancel-confirmed", post_cancel_without_confirming),
-    **{f"run_detail#{tab}": (f"/runs/{{run}}/#{tab}", ready) for tab, ready in [
-        ("overview", "#health li[data-key]"), ("metrics", "#chart-reward .main-svg"), ("rollouts", ".group-card"),
-        ("evaluations", "#evaluation-table tbody tr"), ("resources", "#chart-step-split .main-svg"),
-        ("log", "#log-tail")]},
+    **{
+        f"run_detail#{tab}": (f"/runs/{{run}}/#{tab}", ready)
+        for tab, ready in [
+            ("overview", "#health li[data-key]"),
+            ("metrics", "#chart-reward .main-svg"),
+            ("rollouts", ".group-card"),
+            ("evaluations", "#evaluation-table tbody tr"),
+            ("resources", "#chart-step-split .main-svg"),
+            ("log", "#log-tail"),
+        ]
+    },
     # the other states the run page shows: training (the Cancel button, the running badge), and failed with an error
     # and a faulted reward function
     "run_detail#overview running": ("/runs/{running}/#overview", "#cancel-button"),
@@ -101,28 +111,103 @@ PAGES = {
 }
 NOT_PAGES = {
     # data for the pages' scripts (checked through the pages that read them: a failed one is a finding there)
-    **dict.fromkeys(["run_status_json", "run_metrics_json", "run_step_json", "run_progress_json", "run_health_json",
-                     "run_evaluations_json", "run_telemetry_json", "run_rollouts_json", "run_reflection_json",
-                     "run_prompts_json", "run_prompt_json", "run_compare_metrics", "run_compare_prompts",
-                     "run_compare_transcripts", "dataset_import_json", "reward_lint", "reward_test_result",
-                     "run_zero_variance_json", "run_replay_json", "rejection_job_status", "run_step_tokens_json",
-                     "recipe_pipeline_json"],
-                    "JSON for a page's script"),
+    **dict.fromkeys(
+        [
+            "run_status_json",
+            "run_metrics_json",
+            "run_step_json",
+            "run_progress_json",
+            "run_health_json",
+            "run_evaluations_json",
+            "run_telemetry_json",
+            "run_rollouts_json",
+            "run_reflection_json",
+            "run_prompts_json",
+            "run_prompt_json",
+            "run_compare_metrics",
+            "run_compare_prompts",
+            "run_compare_transcripts",
+            "dataset_import_json",
+            "reward_lint",
+            "reward_test_result",
+            "run_zero_variance_json",
+            "run_replay_json",
+            "rejection_job_status",
+            "run_step_tokens_json",
+            "recipe_pipeline_json",
+        ],
+        "JSON for a page's script",
+    ),
     **dict.fromkeys(["run_events", "run_compare_events"], "a server-sent event stream"),
-    **dict.fromkeys(["run_yaml", "run_rollouts_jsonl", "run_rollouts_parquet", "evaluation_jsonl", "run_replay_jsonl",
-                     "recipe_yaml", "model_download"], "a download"),
-    **dict.fromkeys(["token_revoke", "team_member_add", "team_leave", "dataset_share", "run_share", "reward_share",
-                     "run_resume", "run_retry", "run_evaluate", "run_rollouts_sft", "reward_test_start",
-                     "logout", "run_replay_new", "recipe_action", "model_export"],
-                    "POST only: answers with a redirect or JSON"),
+    **dict.fromkeys(
+        [
+            "run_yaml",
+            "run_rollouts_jsonl",
+            "run_rollouts_parquet",
+            "evaluation_jsonl",
+            "run_replay_jsonl",
+            "recipe_yaml",
+            "model_download",
+        ],
+        "a download",
+    ),
+    **dict.fromkeys(
+        [
+            "token_revoke",
+            "team_member_add",
+            "team_leave",
+            "dataset_share",
+            "run_share",
+            "reward_share",
+            "run_resume",
+            "run_retry",
+            "run_evaluate",
+            "run_rollouts_sft",
+            "reward_test_start",
+            "logout",
+            "run_replay_new",
+            "recipe_action",
+            "model_export",
+        ],
+        "POST only: answers with a redirect or JSON",
+    ),
     # the JSON API (grpo_web/api.py) and its schema; its reference, openapi-view, is a page above
-    **dict.fromkeys(["api-root", "openapi-json", "me", "datasets_list", "dataset_create", "dataset_get", "dataset_rows",
-                     "dataset_version_create", "runs_list", "run_start", "run_get", "run_cancel_api", "run_resume_api",
-                     "run_retry_api", "run_config_yaml", "run_metrics", "run_step", "run_rollouts_export",
-                     "run_evaluations", "rewards_list", "reward_get", "reward_version_get", "reward_version_new",
-                     "models_list", "recipe_act", "recipe_get", "recipe_make", "recipes_list", "rejection_job_get",
-                     "rejection_job_samples", "rejection_job_start"],
-                    "the JSON API, for scripts"),
+    **dict.fromkeys(
+        [
+            "api-root",
+            "openapi-json",
+            "me",
+            "datasets_list",
+            "dataset_create",
+            "dataset_get",
+            "dataset_rows",
+            "dataset_version_create",
+            "runs_list",
+            "run_start",
+            "run_get",
+            "run_cancel_api",
+            "run_resume_api",
+            "run_retry_api",
+            "run_config_yaml",
+            "run_metrics",
+            "run_step",
+            "run_rollouts_export",
+            "run_evaluations",
+            "rewards_list",
+            "reward_get",
+            "reward_version_get",
+            "reward_version_new",
+            "models_list",
+            "recipe_act",
+            "recipe_get",
+            "recipe_make",
+            "recipes_list",
+            "rejection_job_get",
+            "rejection_job_samples",
+            "rejection_job_start",
+        ],
+        "the JSON API, for scripts",
+    ),
     # the one unnamed URL
     None: "favicon.ico: a redirect to static/favicon.svg (each page's own icon request is checked with the page)",
 }
@@ -141,51 +226,126 @@ def world(owner, eval_version):
     other = make_run(owner, eval_version, name="other run", config={"learning_rate": 0.02}, step=3)
     for r in (run, other):
         for step in (1, 2, 3):
-            ingest(r, rollouts_event(step, [("What is 2 + 2?", [("Wait, <think>4</think> $\\boxed{4}$", [1.0, 1.0]),
-                                                                ("5", [0.0, 0.5])]),
-                                            ("What is 3 + 3?", [("6", [1.0, 0.5]), ("6", [1.0, 0.5])])]),
-                   metrics_event(step, reward=0.25 * step, loss=0.01, entropy=1.0, frac_reward_zero_std=0.5))
-    StepMetric.objects.filter(run=run).update(metrics={"reward": 0.5, "timing/step_s": 2.0, "timing/generation_s": 1.0,
-                                                       "timing/update_s": 0.9, "timing/tokens_per_s": 40.0})
+            ingest(
+                r,
+                rollouts_event(
+                    step,
+                    [
+                        ("What is 2 + 2?", [("Wait, <think>4</think> $\\boxed{4}$", [1.0, 1.0]), ("5", [0.0, 0.5])]),
+                        ("What is 3 + 3?", [("6", [1.0, 0.5]), ("6", [1.0, 0.5])]),
+                    ],
+                ),
+                metrics_event(step, reward=0.25 * step, loss=0.01, entropy=1.0, frac_reward_zero_std=0.5),
+            )
+    StepMetric.objects.filter(run=run).update(
+        metrics={
+            "reward": 0.5,
+            "timing/step_s": 2.0,
+            "timing/generation_s": 1.0,
+            "timing/update_s": 0.9,
+            "timing/tokens_per_s": 40.0,
+        }
+    )
     start = timezone.now() - timedelta(minutes=5)
-    ResourceSample.objects.bulk_create(ResourceSample(run=run, at=start + timedelta(seconds=2 * i), step=i,
-                                                      cpu_percent=120.0, rss_bytes=700 * 10**6, gpus=[])
-                                       for i in range(4))
-    evaluation = Evaluation.objects.create(run=run, kind=Evaluation.Kind.STANDALONE, step=0, label="base model",
-                                           model="tiny", dataset_version=eval_version, k=1,
-                                           status=Evaluation.Status.COMPLETED, prompts=1,
-                                           metrics={"mean@k": 0.5, "pass@k": 1.0, "maj@k": 1.0, "greedy": 1.0})
+    ResourceSample.objects.bulk_create(
+        ResourceSample(
+            run=run, at=start + timedelta(seconds=2 * i), step=i, cpu_percent=120.0, rss_bytes=700 * 10**6, gpus=[]
+        )
+        for i in range(4)
+    )
+    evaluation = Evaluation.objects.create(
+        run=run,
+        kind=Evaluation.Kind.STANDALONE,
+        step=0,
+        label="base model",
+        model="tiny",
+        dataset_version=eval_version,
+        k=1,
+        status=Evaluation.Status.COMPLETED,
+        prompts=1,
+        metrics={"mean@k": 0.5, "pass@k": 1.0, "maj@k": 1.0, "greedy": 1.0},
+    )
     for sample, greedy in ((0, False), (1, True)):
-        EvalSample.objects.create(evaluation=evaluation, prompt_index=0, sample=sample, greedy=greedy,
-                                  prompt="What is 2 + 2?", prompt_key="0" * 16, completion="$\\boxed{4}$",
-                                  rewards=[1.0, 0.5], reward=1.5, correct=True, answer="4", length=5)
+        EvalSample.objects.create(
+            evaluation=evaluation,
+            prompt_index=0,
+            sample=sample,
+            greedy=greedy,
+            prompt="What is 2 + 2?",
+            prompt_key="0" * 16,
+            completion="$\\boxed{4}$",
+            rewards=[1.0, 0.5],
+            reward=1.5,
+            correct=True,
+            answer="4",
+            length=5,
+        )
     reward = RewardFunction.objects.filter(owner=owner).first()
-    reward_save(function=reward, source_code=reward.latest_version.source + "\n# edited\n",
-                entrypoint=reward.latest_version.entrypoint)
+    reward_save(
+        function=reward,
+        source_code=reward.latest_version.source + "\n# edited\n",
+        entrypoint=reward.latest_version.entrypoint,
+    )
     running = make_run(owner, eval_version, name="training run", status=Run.Status.RUNNING, step=1)
-    failed = make_run(owner, eval_version, name="failed run", status=Run.Status.FAILED, step=1,
-                      error="Traceback (most recent call last):\nValueError: boom",
-                      reward_faults={"accuracy": {"faults": 3, "disabled": True, "step": 1,
-                                                  "error": "ZeroDivisionError"}})
+    failed = make_run(
+        owner,
+        eval_version,
+        name="failed run",
+        status=Run.Status.FAILED,
+        step=1,
+        error="Traceback (most recent call last):\nValueError: boom",
+        reward_faults={"accuracy": {"faults": 3, "disabled": True, "step": 1, "error": "ZeroDivisionError"}},
+    )
     now = timezone.now()
-    Worker.objects.create(name="gpu@host", hostname="host", queues=["training"], started_at=now, last_seen=now,
-                          gpus=[{"index": 0, "name": "NVIDIA H200", "memory_mb": 143771}])
+    Worker.objects.create(
+        name="gpu@host",
+        hostname="host",
+        queues=["training"],
+        started_at=now,
+        last_seen=now,
+        gpus=[{"index": 0, "name": "NVIDIA H200", "memory_mb": 143771}],
+    )
     job = DatasetImport.objects.create(owner=owner, name="from the hub", source={"hub_id": "a/b"})
-    replay = Replay.objects.create(run=run, owner=owner, rewards=run.rewards, steps=[1, 2, 3], total=12, done=12,
-                                   status=Replay.Status.COMPLETED, finished_at=now,
-                                   summary={str(s): {"zero_std_before": 0.5, "zero_std_after": 0.5, "best_changed": 0,
-                                                     "groups": 2} for s in (1, 2, 3)})
+    replay = Replay.objects.create(
+        run=run,
+        owner=owner,
+        rewards=run.rewards,
+        steps=[1, 2, 3],
+        total=12,
+        done=12,
+        status=Replay.Status.COMPLETED,
+        finished_at=now,
+        summary={
+            str(s): {"zero_std_before": 0.5, "zero_std_after": 0.5, "best_changed": 0, "groups": 2} for s in (1, 2, 3)
+        },
+    )
     rejection_job = RejectionJob.objects.create(
-        owner=owner, name="keep the right ones", model="tiny", dataset_version=eval_version,
+        owner=owner,
+        name="keep the right ones",
+        model="tiny",
+        dataset_version=eval_version,
         rewards=[{"name": reward.name, "weight": 1.0, "version_id": reward.latest_version.pk, "version": 2}],
-        settings={"k": 2, "threshold": 1.0}, status=RejectionJob.Status.COMPLETED,
-        stats={"prompts": 1, "samples": 2, "kept": 1, "kept_share": 0.5})
+        settings={"k": 2, "threshold": 1.0},
+        status=RejectionJob.Status.COMPLETED,
+        stats={"prompts": 1, "samples": 2, "kept": 1, "kept_share": 0.5},
+    )
     recipe = recipe_from_template(owner=owner, name="r1-zero", template="R1-Zero", prompts=eval_version)
-    return {"run": run.pk, "other": other.pk, "running": running.pk, "failed": failed.pk,
-            "key": run.rollouts.values_list("prompt_key", flat=True).first(), "evaluation": evaluation.pk,
-            "dataset": eval_version.dataset_id, "number": eval_version.number,
-            "reward": reward.pk, "job": job.pk, "dataset_name": eval_version.dataset.name, "replay": replay.pk,
-            "rejection_job": rejection_job.pk, "recipe": recipe.pk}
+    return {
+        "run": run.pk,
+        "other": other.pk,
+        "running": running.pk,
+        "failed": failed.pk,
+        "key": run.rollouts.values_list("prompt_key", flat=True).first(),
+        "evaluation": evaluation.pk,
+        "dataset": eval_version.dataset_id,
+        "number": eval_version.number,
+        "reward": reward.pk,
+        "job": job.pk,
+        "dataset_name": eval_version.dataset.name,
+        "replay": replay.pk,
+        "rejection_job": rejection_job.pk,
+        "recipe": recipe.pk,
+    }
 
 
 # Known, not yet fixed: django-ninja's bundled Swagger UI (the API reference) nests its buttons (nested-interactive) and
@@ -194,10 +354,12 @@ def world(owner, eval_version):
 KNOWN = {"openapi-view": "django-ninja's Swagger UI: nested-interactive and color-contrast violations"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n])) if n in KNOWN
-                                  else n for n in PAGES])
-def test_the_page_has_no_console_error_failed_request_or_serious_accessibility_violation(name, web_server, world,
-                                                                                       browser):
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n])) if n in KNOWN else n for n in PAGES]
+)
+def test_the_page_has_no_console_error_failed_request_or_serious_accessibility_violation(
+    name, web_server, world, browser
+):
     path, ready, *action = PAGES[name]
     context = browser.new_context(viewport={"width": 1300, "height": 900})
     try:

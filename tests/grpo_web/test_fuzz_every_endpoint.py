@@ -21,13 +21,74 @@ from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollout
 
 pytestmark = pytest.mark.django_db
 
-GARBAGE = ["", " ", "x", "-1", "0", "1e309", "nan", "-inf", "99999999999999999999999999", "\x00", "\u202e\ufeff",
-           "<script>alert(1)</script>", "[" * 3000, '{"a": ' * 3000, "é" * 20000, "1,2,3", "true", "null",
-           "../../etc/passwd", "%s%s%n", "'; DROP TABLE runs_run; --"]
-EXTRA = ["template", "prompts", "sft", "confirm", "source", "action", "phrases", "threshold", "name", "yaml", "q", "page", "from", "groups", "step",
-         "runs", "metric", "smooth", "x", "prompt", "solved_by", "cursor", "sort", "show", "a", "b", "model",
-         "model_path", "split", "file", "text", "hf-local_path", "hf-hub_id", "queue_anyway", "ids", "ceiling_share",
-         "window", "cusum_h", "first_step_below", "weight-0", "weight-1", "version-0", "replay"]
+GARBAGE = [
+    "",
+    " ",
+    "x",
+    "-1",
+    "0",
+    "1e309",
+    "nan",
+    "-inf",
+    "99999999999999999999999999",
+    "\x00",
+    "\u202e\ufeff",
+    "<script>alert(1)</script>",
+    "[" * 3000,
+    '{"a": ' * 3000,
+    "é" * 20000,
+    "1,2,3",
+    "true",
+    "null",
+    "../../etc/passwd",
+    "%s%s%n",
+    "'; DROP TABLE runs_run; --",
+]
+EXTRA = [
+    "template",
+    "prompts",
+    "sft",
+    "confirm",
+    "source",
+    "action",
+    "phrases",
+    "threshold",
+    "name",
+    "yaml",
+    "q",
+    "page",
+    "from",
+    "groups",
+    "step",
+    "runs",
+    "metric",
+    "smooth",
+    "x",
+    "prompt",
+    "solved_by",
+    "cursor",
+    "sort",
+    "show",
+    "a",
+    "b",
+    "model",
+    "model_path",
+    "split",
+    "file",
+    "text",
+    "hf-local_path",
+    "hf-hub_id",
+    "queue_anyway",
+    "ids",
+    "ceiling_share",
+    "window",
+    "cusum_h",
+    "first_step_below",
+    "weight-0",
+    "weight-1",
+    "version-0",
+    "replay",
+]
 SKIPPED = {"run_events", "run_compare_events", "admin", "logout"}  # endless event streams; Django's own admin; logout
 
 
@@ -44,50 +105,116 @@ def url_patterns(resolvers=None, prefix=""):
 @pytest.fixture
 def world(owner, dataset_version, eval_version):
     run = make_run(owner, eval_version)
-    ingest(run, metrics_event(1, reward=0.5), rollouts_event(1, [("What is 2 + 2?", [("4", [1.0, 1.0]),
-                                                                                     ("5", [0.0, 1.0])])]))
-    evaluation = Evaluation.objects.create(run=run, kind=Evaluation.Kind.STANDALONE, label="base", model="tiny",
-                                           dataset_version=eval_version, status=Evaluation.Status.COMPLETED, k=2,
-                                           metrics={"mean@k": 0.5})
-    EvalSample.objects.create(evaluation=evaluation, prompt_index=0, sample=0, prompt="p", prompt_key="0" * 16,
-                              completion="c", rewards=[1.0], reward=1.0, correct=True, length=1)
+    ingest(
+        run,
+        metrics_event(1, reward=0.5),
+        rollouts_event(1, [("What is 2 + 2?", [("4", [1.0, 1.0]), ("5", [0.0, 1.0])])]),
+    )
+    evaluation = Evaluation.objects.create(
+        run=run,
+        kind=Evaluation.Kind.STANDALONE,
+        label="base",
+        model="tiny",
+        dataset_version=eval_version,
+        status=Evaluation.Status.COMPLETED,
+        k=2,
+        metrics={"mean@k": 0.5},
+    )
+    EvalSample.objects.create(
+        evaluation=evaluation,
+        prompt_index=0,
+        sample=0,
+        prompt="p",
+        prompt_key="0" * 16,
+        completion="c",
+        rewards=[1.0],
+        reward=1.0,
+        correct=True,
+        length=1,
+    )
     reward = RewardFunction.objects.filter(owner=owner).first()
     key = run.rollouts.values_list("prompt_key", flat=True).first()
     job = DatasetImport.objects.create(owner=owner, name="job", source={"hub_id": "a/b"})
-    sampling = RejectionJob.objects.create(owner=owner, name="kept", model="tiny", dataset_version=eval_version,
-                                           rewards=[], settings={"k": 2}, status=RejectionJob.Status.COMPLETED,
-                                           stats={"kept": 1, "samples": 1})
-    RejectionSample.objects.create(job=sampling, prompt_index=0, sample=0, prompt="p", completion="c", rewards=[1.0],
-                                   reward=1.0, passed=True, kept=True)
-    recipe = Recipe.objects.create(owner=owner, name="recipe", stages=[{"kind": "grpo", "model": "tiny",
-                                                                        "dataset": eval_version.pk}], outputs=[{}])
-    return {"run": run, "version": eval_version, "reward": reward, "evaluation": evaluation, "key": key, "job": job,
-            "sampling": sampling, "recipe": recipe}
+    sampling = RejectionJob.objects.create(
+        owner=owner,
+        name="kept",
+        model="tiny",
+        dataset_version=eval_version,
+        rewards=[],
+        settings={"k": 2},
+        status=RejectionJob.Status.COMPLETED,
+        stats={"kept": 1, "samples": 1},
+    )
+    RejectionSample.objects.create(
+        job=sampling,
+        prompt_index=0,
+        sample=0,
+        prompt="p",
+        completion="c",
+        rewards=[1.0],
+        reward=1.0,
+        passed=True,
+        kept=True,
+    )
+    recipe = Recipe.objects.create(
+        owner=owner, name="recipe", stages=[{"kind": "grpo", "model": "tiny", "dataset": eval_version.pk}], outputs=[{}]
+    )
+    return {
+        "run": run,
+        "version": eval_version,
+        "reward": reward,
+        "evaluation": evaluation,
+        "key": key,
+        "job": job,
+        "sampling": sampling,
+        "recipe": recipe,
+    }
 
 
 def fill(route: str, world) -> str:
     """The route with each <converter:name> replaced by an object of the signed-in user."""
     run, version = world["run"], world["version"]
-    values = {"datasets/imports/<int:pk>": "imports/" + str(world["job"].pk),
-              "datasets/<int:pk>": str(version.dataset_id), "rewards/<int:pk>": str(world["reward"].pk),
-              "runs/<int:pk>": str(run.pk), "sampling/<int:pk>": str(world["sampling"].pk),
-              "recipes/<int:pk>": str(world["recipe"].pk)}
+    values = {
+        "datasets/imports/<int:pk>": "imports/" + str(world["job"].pk),
+        "datasets/<int:pk>": str(version.dataset_id),
+        "rewards/<int:pk>": str(world["reward"].pk),
+        "runs/<int:pk>": str(run.pk),
+        "sampling/<int:pk>": str(world["sampling"].pk),
+        "recipes/<int:pk>": str(world["recipe"].pk),
+    }
     for prefix, value in values.items():
         route = route.replace(prefix, prefix.split("/")[0] + "/" + value)
-    return (route.replace("<int:number>", str(version.number)).replace("<int:evaluation_id>",
-                                                                        str(world["evaluation"].pk))
-            .replace("<int:step>", "1").replace("<int:other>", str(run.pk)).replace("<slug:key>", world["key"])
-            .replace("<str:task_id>", "not-a-task").replace("<int:run_id>", str(run.pk))
-            .replace("<str:key>", "final").replace("<slug:action>", "cancel"))
+    return (
+        route.replace("<int:number>", str(version.number))
+        .replace("<int:evaluation_id>", str(world["evaluation"].pk))
+        .replace("<int:step>", "1")
+        .replace("<int:other>", str(run.pk))
+        .replace("<slug:key>", world["key"])
+        .replace("<str:task_id>", "not-a-task")
+        .replace("<int:run_id>", str(run.pk))
+        .replace("<str:key>", "final")
+        .replace("<slug:action>", "cancel")
+    )
 
 
 def field_names(owner, world) -> list[str]:
     run, version = world["run"], world["version"]
-    forms = [RunForm(owner=owner), DatasetMappingForm(version=version), DatasetUploadForm(),
-             DatasetHubForm(prefix="hf"), EvaluationForm(run=run), RejectionJobForm(owner=owner)]
+    forms = [
+        RunForm(owner=owner),
+        DatasetMappingForm(version=version),
+        DatasetUploadForm(),
+        DatasetHubForm(prefix="hf"),
+        EvaluationForm(run=run),
+        RejectionJobForm(owner=owner),
+    ]
     names = [form.add_prefix(name) for form in forms for name in form.fields]
-    return sorted(set(names + EXTRA + ["source_code", "entrypoint", "description", "completions", "rows",
-                                       "dataset_version", "run", "weight"]))
+    return sorted(
+        set(
+            names
+            + EXTRA
+            + ["source_code", "entrypoint", "description", "completions", "rows", "dataset_version", "run", "weight"]
+        )
+    )
 
 
 def fixed_payloads(names: list[str]) -> list[dict]:
@@ -100,8 +227,12 @@ def random_payloads(names: list[str], seed: int) -> list[dict]:
     out = []
     for _ in range(6):  # a random half of the fields, each with its own garbage, and a repeated key
         chosen = rng.sample(names, len(names) // 2)
-        out.append({name: [rng.choice(GARBAGE), rng.choice(GARBAGE)] if rng.random() < 0.2 else rng.choice(GARBAGE)
-                    for name in chosen})
+        out.append(
+            {
+                name: [rng.choice(GARBAGE), rng.choice(GARBAGE)] if rng.random() < 0.2 else rng.choice(GARBAGE)
+                for name in chosen
+            }
+        )
     return out
 
 
@@ -122,18 +253,32 @@ def test_no_url_answers_a_server_error_to_garbage(owner_client, owner, world):
         chosen = random_payloads(names, seed=i)
         for payload, query in [*fixed, *((p, urlencode(p, doseq=True)) for p in chosen)]:
             for method in ("get", "post"):
-                response = (owner_client.get("/" + url, QUERY_STRING=query) if method == "get"
-                            else owner_client.post("/" + url, payload))
+                response = (
+                    owner_client.get("/" + url, QUERY_STRING=query)
+                    if method == "get"
+                    else owner_client.post("/" + url, payload)
+                )
                 if response.status_code >= 500:
                     error = getattr(response, "exc_info", None)
-                    failures.append(f"{method.upper()} /{url} {sorted(payload)[:4]}... -> {response.status_code} "
-                                    f"{error[1]!r:.300}" if error else "")
+                    failures.append(
+                        f"{method.upper()} /{url} {sorted(payload)[:4]}... -> {response.status_code} {error[1]!r:.300}"
+                        if error
+                        else ""
+                    )
     assert not failures, "\n".join(failures[:30])
 
 
 def test_a_run_form_with_a_reward_but_not_its_version_names_the_field(owner_client, owner, dataset_version):
     reward = RewardFunction.objects.filter(owner=owner).first()
-    response = owner_client.post("/runs/new/", {"name": "r", "model": "tiny", "dataset_version": dataset_version.pk,
-                                                f"reward_{reward.pk}": "on", f"weight_{reward.pk}": "1"})
+    response = owner_client.post(
+        "/runs/new/",
+        {
+            "name": "r",
+            "model": "tiny",
+            "dataset_version": dataset_version.pk,
+            f"reward_{reward.pk}": "on",
+            f"weight_{reward.pk}": "1",
+        },
+    )
     assert response.status_code == 400
     assert "This field is required." in response.content.decode()

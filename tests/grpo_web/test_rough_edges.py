@@ -36,11 +36,16 @@ def test_yaml_import_notes_are_a_warning_not_a_success(owner_client, owner, data
 
 @pytest.mark.django_db(transaction=True)
 def test_a_clone_lands_on_the_new_run_which_links_to_the_diff(celery_worker, owner_client, owner, dataset_version):
-    parent = Run.objects.create(owner=owner, name="base", model="tiny", dataset_version=dataset_version,
-                                rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None,
-                                          "builtin": "digit_ratio"}],
-                                config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2},
-                                total_steps=2, status=Run.Status.COMPLETED)
+    parent = Run.objects.create(
+        owner=owner,
+        name="base",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None, "builtin": "digit_ratio"}],
+        config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2},
+        total_steps=2,
+        status=Run.Status.COMPLETED,
+    )
     data = {**run_form_data(owner, run=parent), "max_steps": 1}
     response = owner_client.post(reverse("run_clone", args=[parent.pk]), data)  # the sandbox worker checks its reward
     clone = Run.objects.exclude(pk=parent.pk).get()

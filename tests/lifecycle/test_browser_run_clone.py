@@ -13,11 +13,16 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 def test_clone_with_an_edit_see_the_diff_and_cancel_it(web_server, celery_worker, owner, dataset_version, page):
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    parent = run_create(owner=owner, spec=RunSpec(
-        name="base", model="tiny", dataset_version=dataset_version,
-        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk,
-                  "version": 1}],
-        config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2}))
+    parent = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="base",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk, "version": 1}],
+            config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2},
+        ),
+    )
     wait_for(lambda: parent.refresh_from_db() or parent.is_finished, timeout=120, what="the parent run")
 
     log_in(page, web_server)

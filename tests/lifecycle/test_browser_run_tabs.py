@@ -17,13 +17,25 @@ TABS = ["overview", "metrics", "rollouts", "evaluations", "resources", "log"]
 def run(owner, dataset_version):
     run = make_run(owner, dataset_version, name="tabbed run", status=Run.Status.RUNNING, step=3)
     for step in (1, 2, 3):
-        ingest(run, rollouts_event(step, [("What is 2 + 2?", [("4", [1.0, 1.0]), ("5", [0.0, 0.5])])]),
-               metrics_event(step, reward=0.25 * step, loss=0.1, entropy=1.0 - 0.1 * step))
-    StepMetric.objects.filter(run=run, step=3).update(metrics={"reward": 0.75, "loss": 0.1, "entropy": 0.7,
-                                                               "timing/step_s": 1.5, "timing/generation_s": 1.0})
-    Evaluation.objects.create(run=run, kind=Evaluation.Kind.STANDALONE, step=0, label="base model", model="tiny",
-                              dataset_version=dataset_version, status=Evaluation.Status.COMPLETED, k=4,
-                              metrics={"mean@k": 0.375})
+        ingest(
+            run,
+            rollouts_event(step, [("What is 2 + 2?", [("4", [1.0, 1.0]), ("5", [0.0, 0.5])])]),
+            metrics_event(step, reward=0.25 * step, loss=0.1, entropy=1.0 - 0.1 * step),
+        )
+    StepMetric.objects.filter(run=run, step=3).update(
+        metrics={"reward": 0.75, "loss": 0.1, "entropy": 0.7, "timing/step_s": 1.5, "timing/generation_s": 1.0}
+    )
+    Evaluation.objects.create(
+        run=run,
+        kind=Evaluation.Kind.STANDALONE,
+        step=0,
+        label="base model",
+        model="tiny",
+        dataset_version=dataset_version,
+        status=Evaluation.Status.COMPLETED,
+        k=4,
+        metrics={"mean@k": 0.375},
+    )
     return run
 
 
@@ -85,9 +97,15 @@ def test_the_arrow_keys_home_and_end_move_between_tabs(web_server, run, page):
     page.focus("#tab-overview")
     assert page.get_attribute("#tab-overview", "tabindex") == "0"
     assert {page.get_attribute(f"#tab-{n}", "tabindex") for n in TABS[1:]} == {"-1"}  # one tab stop for the list
-    for key, expected in [("ArrowRight", "metrics"), ("ArrowRight", "rollouts"), ("End", "log"),
-                          ("ArrowRight", "overview"), ("ArrowLeft", "log"), ("Home", "overview"),
-                          ("ArrowLeft", "log")]:
+    for key, expected in [
+        ("ArrowRight", "metrics"),
+        ("ArrowRight", "rollouts"),
+        ("End", "log"),
+        ("ArrowRight", "overview"),
+        ("ArrowLeft", "log"),
+        ("Home", "overview"),
+        ("ArrowLeft", "log"),
+    ]:
         page.keyboard.press(key)
         assert selected(page) == [expected], key
         assert page.evaluate("document.activeElement.id") == f"tab-{expected}"
@@ -117,8 +135,11 @@ def test_hidden_tabs_keep_receiving_live_steps(web_server, run, page):
     page.goto(f"{web_server}/runs/{run.pk}/#log")
     page.wait_for_selector("#chart-reward .main-svg", state="attached")
     page.wait_for_selector("#figure-reward:text('0.750 (step 3)')", state="attached")
-    ingest(run, rollouts_event(4, [("What is 3 + 3?", [("6", [1.0, 1.0]), ("7", [0.0, 0.5])])]),
-           metrics_event(4, reward=1.25, loss=0.1, entropy=0.5))
+    ingest(
+        run,
+        rollouts_event(4, [("What is 3 + 3?", [("6", [1.0, 1.0]), ("7", [0.0, 0.5])])]),
+        metrics_event(4, reward=1.25, loss=0.1, entropy=0.5),
+    )
     publish(run.pk, status=run.status, step=4, steps=[4], rollouts=2)
     page.wait_for_function("document.getElementById('chart-reward').data[0].x.includes(4)", timeout=15_000)
     page.wait_for_selector("#shown-step:text('Step 4')", state="attached")

@@ -11,9 +11,18 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def running(owner, dataset_version):
-    return Run.objects.create(owner=owner, name="long run", model="tiny", dataset_version=dataset_version,
-                              rewards=[], config={"max_steps": 50}, total_steps=50, status=Run.Status.RUNNING,
-                              step=12, checkpoint_step=10)
+    return Run.objects.create(
+        owner=owner,
+        name="long run",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        config={"max_steps": 50},
+        total_steps=50,
+        status=Run.Status.RUNNING,
+        step=12,
+        checkpoint_step=10,
+    )
 
 
 def test_a_cancel_without_confirmation_asks_and_changes_nothing(owner_client, running):

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def tasks(owner):
     data = "".join(json.dumps(r) + "\n" for r in python_task_rows(24, seed=0)).encode()
-    return dataset_import(owner=owner, name="verifiable-coding-problems-python", stream=io.BytesIO(data),
-                          source_name="tasks.jsonl")
+    return dataset_import(
+        owner=owner, name="verifiable-coding-problems-python", stream=io.BytesIO(data), source_name="tasks.jsonl"
+    )
 
 
 def test_the_run_form_offers_code_tests_and_a_run_uses_it_as_a_built_in(owner_client, owner, tasks, tiny_model):

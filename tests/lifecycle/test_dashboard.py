@@ -20,11 +20,16 @@ def test_runs_come_with_their_latest_reward_mean_at_k_and_curve(owner, runs):
     assert rows["alpha"].spark == "0.0,19.0 50.0,13.0 100.0,1.0" and rows["gamma"].spark == ""  # up is less y
 
 
-@pytest.mark.parametrize("sort, order", [
-    ("-reward", ["alpha", "beta", "gamma"]), ("reward", ["beta", "alpha", "gamma"]),  # no reward: last either way
-    ("name", ["alpha", "beta", "gamma"]), ("-name", ["gamma", "beta", "alpha"]),
-    ("-progress", ["alpha", "beta", "gamma"]),
-])
+@pytest.mark.parametrize(
+    "sort, order",
+    [
+        ("-reward", ["alpha", "beta", "gamma"]),
+        ("reward", ["beta", "alpha", "gamma"]),  # no reward: last either way
+        ("name", ["alpha", "beta", "gamma"]),
+        ("-name", ["gamma", "beta", "alpha"]),
+        ("-progress", ["alpha", "beta", "gamma"]),
+    ],
+)
 def test_runs_sort_by_any_column(owner, runs, sort, order):
     assert names(dashboard_runs(owner, sort=sort)) == order
 

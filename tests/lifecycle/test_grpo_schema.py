@@ -38,16 +38,23 @@ def picked(owner) -> dict:
 
 
 def test_other_fields_are_passed_to_grpoconfig_and_a_bad_json_one_is_named(owner_client, owner, dataset_version):
-    data = {**picked(owner), "name": "extra", "trl_top_entropy_quantile": "0.2",
-            "trl_generation_kwargs": '{"min_new_tokens": 2}', "trl_use_bias_correction_kl": "true"}
+    data = {
+        **picked(owner),
+        "name": "extra",
+        "trl_top_entropy_quantile": "0.2",
+        "trl_generation_kwargs": '{"min_new_tokens": 2}',
+        "trl_use_bias_correction_kl": "true",
+    }
     response = owner_client.post(reverse("run_new"), {**data, "trl_generation_kwargs": "{not json"})
     assert response.status_code == 400
     assert "not JSON" in str(response.context["form"].errors["trl_generation_kwargs"])
     form = RunForm(data, owner=owner)
     assert form.is_valid(), form.errors
-    assert form.cleaned_data["config_extra"] == {"top_entropy_quantile": 0.2,
-                                                 "generation_kwargs": {"min_new_tokens": 2},
-                                                 "use_bias_correction_kl": True}
+    assert form.cleaned_data["config_extra"] == {
+        "top_entropy_quantile": 0.2,
+        "generation_kwargs": {"min_new_tokens": 2},
+        "use_bias_correction_kl": True,
+    }
 
 
 def test_a_field_a_new_trl_adds_appears_on_the_form_and_in_the_yaml_round_trip(owner, dataset_version, monkeypatch):
@@ -62,8 +69,9 @@ def test_a_field_a_new_trl_adds_appears_on_the_form_and_in_the_yaml_round_trip(o
                 Something the next TRL lets you tune.
         """
 
-        brand_new_option: float = dataclasses.field(default=0.5, metadata={"help": "Something the next TRL lets "
-                                                                                     "you tune."})
+        brand_new_option: float = dataclasses.field(
+            default=0.5, metadata={"help": "Something the next TRL lets you tune."}
+        )
 
     monkeypatch.setattr(trl_fields, "GRPO_SCHEMA", grpo_schema(NewerGRPOConfig))
     form = RunForm(owner=owner)
@@ -75,9 +83,16 @@ def test_a_field_a_new_trl_adds_appears_on_the_form_and_in_the_yaml_round_trip(o
     form = RunForm(data, owner=owner)
     assert form.is_valid(), form.errors
     assert form.cleaned_data["config_extra"] == {"brand_new_option": 0.75}
-    run = Run.objects.create(owner=owner, name="newer", model="tiny", dataset_version=dataset_version,
-                             rewards=form.cleaned_data["rewards"], config=form.cleaned_data["config"],
-                             config_extra=form.cleaned_data["config_extra"], total_steps=3)
+    run = Run.objects.create(
+        owner=owner,
+        name="newer",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=form.cleaned_data["rewards"],
+        config=form.cleaned_data["config"],
+        config_extra=form.cleaned_data["config_extra"],
+        total_steps=3,
+    )
     text = run_yaml(run)
     assert "brand_new_option: 0.75" in text
     again = parse_run_yaml(text, owner=owner)

@@ -16,9 +16,11 @@ from runs.models import Run
 from tests.conftest import wait_for
 from workers.training.demo_data import arithmetic_rows
 
-SYSTEM = ("You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first think about "
-          "the reasoning process as an internal monologue and then provide the user with the answer. Respond in the "
-          "following format: <think>\\n...\\n</think>\\n<answer>\\n...\\n</answer>")
+SYSTEM = (
+    "You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first think about "
+    "the reasoning process as an internal monologue and then provide the user with the answer. Respond in the "
+    "following format: <think>\\n...\\n</think>\\n<answer>\\n...\\n</answer>"
+)
 
 # open-r1's recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml, as published
 QWEN_DEMO = f"""# Model arguments
@@ -130,15 +132,18 @@ lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
 """
 
 RECIPES = {"qwen_demo": QWEN_DEMO, "qwen_math_simple_rl": QWEN_MATH_SIMPLE_RL, "r1_zero": R1_ZERO}
-MATH_ROWS = [{"problem": r["prompt"], "solution": f"Adding or subtracting gives \\boxed{{{r['answer']}}}."}
-             for r in arithmetic_rows(48)]
+MATH_ROWS = [
+    {"problem": r["prompt"], "solution": f"Adding or subtracting gives \\boxed{{{r['answer']}}}."}
+    for r in arithmetic_rows(48)
+]
 
 
 def _datasets(owner):
     data = "".join(json.dumps(r) + "\n" for r in MATH_ROWS).encode()
     for name in ("OpenR1-Math-220k", "MATH-lighteval"):
-        dataset_import(owner=owner, name=name, stream=io.BytesIO(data), source_name=f"{name}.jsonl",
-                       prompt_column="problem")
+        dataset_import(
+            owner=owner, name=name, stream=io.BytesIO(data), source_name=f"{name}.jsonl", prompt_column="problem"
+        )
 
 
 @pytest.mark.django_db
@@ -163,8 +168,10 @@ def test_a_recipe_imports_with_every_key_applied_or_explained(owner, recipe):
     if "max_prompt_length" in RECIPES[recipe]:
         assert "TRL 1.x removed it" in notes["max_prompt_length"]
     if "max_steps: -1" in RECIPES[recipe]:
-        G, B, GA = (imported.config[k] for k in ("num_generations", "per_device_train_batch_size",
-                                                 "gradient_accumulation_steps"))
+        G, B, GA = (
+            imported.config[k]
+            for k in ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps")
+        )
         assert imported.config["max_steps"] == -(-48 // max(1, B * GA * max(1, imported.requested_gpus) // G))
     if "vllm_device" in RECIPES[recipe]:
         assert imported.config["vllm_mode"] == "server" and "TRL removed it" in notes["vllm_device"]
@@ -199,10 +206,12 @@ def test_importing_twice_reuses_the_mapped_version_and_the_copies(owner):
 @pytest.mark.django_db
 def test_a_prompt_column_the_dataset_lacks_is_named(owner):
     _datasets(owner)
-    imported = parse_run_yaml(QWEN_DEMO.replace("dataset_prompt_column: problem", "dataset_prompt_column: question"),
-                              owner=owner)
-    assert any(e.startswith("dataset_prompt_column: OpenR1-Math-220k has no column 'question'") for e in
-               imported.errors)
+    imported = parse_run_yaml(
+        QWEN_DEMO.replace("dataset_prompt_column: problem", "dataset_prompt_column: question"), owner=owner
+    )
+    assert any(
+        e.startswith("dataset_prompt_column: OpenR1-Math-220k has no column 'question'") for e in imported.errors
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -210,18 +219,40 @@ def test_each_imported_recipe_trains_the_tiny_model(celery_worker, owner):
     _datasets(owner)
     runs = []
     for name, text in RECIPES.items():
-        imported = parse_run_yaml(text.replace(text.split("\n")[0] if name != "qwen_demo" else
-                                               "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct",
-                                               "model_name_or_path: tiny"), owner=owner)
+        imported = parse_run_yaml(
+            text.replace(
+                text.split("\n")[0] if name != "qwen_demo" else "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct",
+                "model_name_or_path: tiny",
+            ),
+            owner=owner,
+        )
         assert imported.errors == [] and imported.model == "tiny"
         # shrunk to fit a CPU in seconds; everything else as imported
-        config = {**imported.config, "num_generations": 4, "per_device_train_batch_size": 8,
-                  "gradient_accumulation_steps": 1, "max_completion_length": 16, "max_steps": 1, "use_vllm": False,
-                  "bf16": "no", "save_steps": 0}
-        runs.append(run_create(owner=owner, spec=RunSpec(
-            name=name, model="tiny", dataset_version=imported.dataset_version,
-            rewards=imported.rewards, config=config, config_extra=imported.extra,
-            evaluation={**imported.evaluation, "eval_steps": 0})))
+        config = {
+            **imported.config,
+            "num_generations": 4,
+            "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 1,
+            "max_completion_length": 16,
+            "max_steps": 1,
+            "use_vllm": False,
+            "bf16": "no",
+            "save_steps": 0,
+        }
+        runs.append(
+            run_create(
+                owner=owner,
+                spec=RunSpec(
+                    name=name,
+                    model="tiny",
+                    dataset_version=imported.dataset_version,
+                    rewards=imported.rewards,
+                    config=config,
+                    config_extra=imported.extra,
+                    evaluation={**imported.evaluation, "eval_steps": 0},
+                ),
+            )
+        )
     wait_for(lambda: all(r.refresh_from_db() or r.is_finished for r in runs), timeout=300, what="the imported runs")
     for run in runs:
         assert run.status == Run.Status.COMPLETED, (run.name, run.error, run.log_tail[-2000:])

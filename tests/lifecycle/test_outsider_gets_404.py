@@ -11,9 +11,15 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(owner, dataset_version):
-    return Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version,
-                              rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None}],
-                              config={"max_steps": 3}, total_steps=3)
+    return Run.objects.create(
+        owner=owner,
+        name="r",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None}],
+        config={"max_steps": 3},
+        total_steps=3,
+    )
 
 
 def _urls(run, dataset_version, owner):
@@ -56,27 +62,40 @@ def test_the_run_form_offers_only_the_users_own_datasets(outsider_client, datase
 
 
 def test_posting_someone_elses_dataset_version_is_refused(outsider_client, dataset_version):
-    response = outsider_client.post(reverse("run_new"), {"name": "steal", "model": "tiny",
-                                                          "dataset_version": dataset_version.pk})
+    response = outsider_client.post(
+        reverse("run_new"), {"name": "steal", "model": "tiny", "dataset_version": dataset_version.pk}
+    )
     assert response.status_code == 400
     assert not Run.objects.filter(name="steal").exists()
 
 
 def test_an_outsider_cannot_test_or_read_tests_of_someone_elses_reward(outsider_client, owner, dataset_version):
     reward = RewardFunction.objects.filter(owner=owner).first()
-    start = outsider_client.post(reverse("reward_test_start", args=[reward.pk]),
-                                 {"source": "x", "entrypoint": "x", "dataset_version": dataset_version.pk, "rows": 1,
-                                  "completions": "a"})
+    start = outsider_client.post(
+        reverse("reward_test_start", args=[reward.pk]),
+        {"source": "x", "entrypoint": "x", "dataset_version": dataset_version.pk, "rows": 1, "completions": "a"},
+    )
     assert start.status_code == 404
     result = outsider_client.get(reverse("reward_test_result", args=[reward.pk, "any-task-id"]))
     assert result.status_code == 404
 
 
 def test_an_outsider_gets_404_on_every_lifecycle_url(outsider_client, run, owner, dataset_version):
-    other = Run.objects.create(owner=owner, name="other", model="tiny", dataset_version=dataset_version, rewards=[],
-                               config={"max_steps": 3}, total_steps=3)
-    for url in [reverse("run_progress_json", args=[run.pk]), reverse("run_clone", args=[run.pk]),
-                reverse("run_diff", args=[run.pk, other.pk]), reverse("run_yaml", args=[run.pk])]:
+    other = Run.objects.create(
+        owner=owner,
+        name="other",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        config={"max_steps": 3},
+        total_steps=3,
+    )
+    for url in [
+        reverse("run_progress_json", args=[run.pk]),
+        reverse("run_clone", args=[run.pk]),
+        reverse("run_diff", args=[run.pk, other.pk]),
+        reverse("run_yaml", args=[run.pk]),
+    ]:
         assert outsider_client.get(url).status_code == 404, url
     for name in ("run_cancel", "run_resume", "run_retry"):
         assert outsider_client.post(reverse(name, args=[run.pk])).status_code == 404, name

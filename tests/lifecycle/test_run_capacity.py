@@ -19,18 +19,31 @@ CONFIG = {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4
 
 def announce(name: str, gpus: int, vllm: bool = False, seen_ago: float = 1.0) -> Worker:
     now = timezone.now()
-    return Worker.objects.create(name=name, hostname="gpu-host", gpus=[{"index": i, "name": "H200"} for i in
-                                                                        range(gpus)],
-                                 queues=[f"training-gpu{n}" for n in range(1, gpus + 1)], vllm=vllm,
-                                 started_at=now - timedelta(hours=1), last_seen=now - timedelta(seconds=seen_ago))
+    return Worker.objects.create(
+        name=name,
+        hostname="gpu-host",
+        gpus=[{"index": i, "name": "H200"} for i in range(gpus)],
+        queues=[f"training-gpu{n}" for n in range(1, gpus + 1)],
+        vllm=vllm,
+        started_at=now - timedelta(hours=1),
+        last_seen=now - timedelta(seconds=seen_ago),
+    )
 
 
 def create(owner, dataset_version, gpus: int, **kwargs) -> Run:
     config = {**CONFIG, **kwargs.pop("config", {})}
-    return run_create(owner=owner, spec=RunSpec(
-        name="gpu", model="tiny", dataset_version=dataset_version,
-        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None, "builtin": "digit_ratio"}],
-        config=config, requested_gpus=gpus), **kwargs)
+    return run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="gpu",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None, "builtin": "digit_ratio"}],
+            config=config,
+            requested_gpus=gpus,
+        ),
+        **kwargs,
+    )
 
 
 def refused(owner, dataset_version, gpus: int, **kwargs) -> list[str]:
@@ -43,29 +56,35 @@ def refused(owner, dataset_version, gpus: int, **kwargs) -> list[str]:
 def test_a_gpu_run_with_no_worker_online_is_refused_with_the_reason(owner, dataset_version):
     assert refused(owner, dataset_version, 1) == [
         "requested_gpus: no online worker has 1 GPU (online: none); start one with `manage.py run_worker`, or queue "
-        "anyway for a worker that is not up yet"]
+        "anyway for a worker that is not up yet"
+    ]
 
 
 def test_a_worker_with_fewer_gpus_does_not_count(owner, dataset_version):
     announce("small@host", gpus=1)
     assert refused(owner, dataset_version, 2)[0].startswith(
-        "requested_gpus: no online worker has 2 GPUs (online: small@host (1 GPU))")
+        "requested_gpus: no online worker has 2 GPUs (online: small@host (1 GPU))"
+    )
 
 
 def test_a_worker_not_heard_from_for_minutes_is_offline(owner, dataset_version):
     announce("gone@host", gpus=4, seen_ago=600)
-    assert refused(owner, dataset_version, 2)[0].startswith("requested_gpus: no online worker has 2 GPUs (online: none)")
+    assert refused(owner, dataset_version, 2)[0].startswith(
+        "requested_gpus: no online worker has 2 GPUs (online: none)"
+    )
 
 
 def test_vllm_needs_a_worker_with_vllm(owner, dataset_version):
     announce("plain@host", gpus=2)
     assert refused(owner, dataset_version, 2, config={"use_vllm": True}) == [
-        "use_vllm: no online worker with 2 GPUs has vLLM installed (pip install '.[gpu]' there), or queue anyway"]
+        "use_vllm: no online worker with 2 GPUs has vLLM installed (pip install '.[gpu]' there), or queue anyway"
+    ]
 
 
 def test_vllm_without_a_gpu_is_refused(owner, dataset_version):
     assert refused(owner, dataset_version, 0, config={"use_vllm": True}) == [
-        "use_vllm: vLLM generates on a GPU; ask for at least one GPU"]
+        "use_vllm: vLLM generates on a GPU; ask for at least one GPU"
+    ]
 
 
 def test_a_worker_with_the_gpus_and_vllm_takes_it(owner, dataset_version):
@@ -84,8 +103,17 @@ def test_a_cpu_run_is_never_refused_for_capacity(owner, dataset_version):
 def test_the_run_form_shows_the_reason_and_offers_queue_anyway(owner_client, owner, dataset_version):
     data = run_form_data(owner)
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    data.update({"name": "gpu", "model": "tiny", "dataset_version": dataset_version.pk, "requested_gpus": 1,
-                 f"reward_{digits.pk}": "on", f"weight_{digits.pk}": "1", f"version_{digits.pk}": "1"})
+    data.update(
+        {
+            "name": "gpu",
+            "model": "tiny",
+            "dataset_version": dataset_version.pk,
+            "requested_gpus": 1,
+            f"reward_{digits.pk}": "on",
+            f"weight_{digits.pk}": "1",
+            f"version_{digits.pk}": "1",
+        }
+    )
     response = owner_client.post(reverse("run_new"), data)
     assert response.status_code == 400
     body = response.content.decode()

@@ -19,18 +19,37 @@ WEIGHTS = {"digit_ratio": 1.0, "think_format": 0.5, "accuracy": 2.0}
 
 def _rewards(owner):
     """The owner's copies of the library functions, pinned at their latest version (they run in the sandbox)."""
-    return [{"name": name, "weight": weight,
-             "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk}
-            for name, weight in WEIGHTS.items()]
+    return [
+        {
+            "name": name,
+            "weight": weight,
+            "version_id": RewardFunction.objects.get(owner=owner, name=name).latest_version.pk,
+        }
+        for name, weight in WEIGHTS.items()
+    ]
 
 
 def _submit(owner, dataset_version, model="tiny", **config):
-    base = {"num_generations": 4, "max_completion_length": 16, "learning_rate": 1e-2, "beta": 0.0, "epsilon": 0.2,
-            "temperature": 1.0, "max_steps": 3, "per_device_train_batch_size": 8, "seed": 7, "loss_type": "dapo",
-            "scale_rewards": "group", "log_completions": True}
-    return run_create(owner=owner, spec=RunSpec(
-        name="e2e", model=model, dataset_version=dataset_version, rewards=_rewards(owner),
-        config={**base, **config}))
+    base = {
+        "num_generations": 4,
+        "max_completion_length": 16,
+        "learning_rate": 1e-2,
+        "beta": 0.0,
+        "epsilon": 0.2,
+        "temperature": 1.0,
+        "max_steps": 3,
+        "per_device_train_batch_size": 8,
+        "seed": 7,
+        "loss_type": "dapo",
+        "scale_rewards": "group",
+        "log_completions": True,
+    }
+    return run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="e2e", model=model, dataset_version=dataset_version, rewards=_rewards(owner), config={**base, **config}
+        ),
+    )
 
 
 def _finished(run):
@@ -70,12 +89,14 @@ def test_stored_rewards_and_advantages_are_trls_own(celery_worker, owner, datase
     for step in (1, 2, 3):
         rows = [r for r in stored if r.step == step]
         assert metrics[step]["rewards/digit_ratio/mean"] == pytest.approx(
-            sum(r.rewards[0] for r in rows) / len(rows), abs=1e-5)
+            sum(r.rewards[0] for r in rows) / len(rows), abs=1e-5
+        )
         assert "entropy" in metrics[step] and "completions/mean_length" in metrics[step]
 
 
-def test_a_training_process_that_fails_marks_the_run_failed_with_its_log(celery_worker, owner, dataset_version,
-                                                                         tiny_model, tmp_path):
+def test_a_training_process_that_fails_marks_the_run_failed_with_its_log(
+    celery_worker, owner, dataset_version, tiny_model, tmp_path
+):
     broken = tmp_path / "broken-model"
     shutil.copytree(tiny_model, broken)
     (broken / "model.safetensors").write_bytes(b"not weights")

@@ -15,17 +15,28 @@ from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-CONFIG = {"num_generations": 4, "max_completion_length": 8, "per_device_train_batch_size": 8, "seed": 11,
-          "save_steps": 3}
+CONFIG = {
+    "num_generations": 4,
+    "max_completion_length": 8,
+    "per_device_train_batch_size": 8,
+    "seed": 11,
+    "save_steps": 3,
+}
 
 
 def submit(owner, dataset_version, max_steps=12, requested_gpus=0, **extra):
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    return run_create(owner=owner, spec=RunSpec(
-        name="life", model="tiny", dataset_version=dataset_version,
-        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk,
-                  "version": 1}],
-        config={**CONFIG, "max_steps": max_steps, **extra}, requested_gpus=requested_gpus))
+    return run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="life",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk, "version": 1}],
+            config={**CONFIG, "max_steps": max_steps, **extra},
+            requested_gpus=requested_gpus,
+        ),
+    )
 
 
 def refreshed(run):
@@ -57,8 +68,7 @@ def assert_complete_and_unique(run, steps, per_step=8):
     assert sorted(StepMetric.objects.filter(run=run).values_list("step", flat=True)) == list(range(1, steps + 1))
 
 
-def test_cancel_stops_training_within_five_seconds_and_keeps_what_was_ingested(celery_worker, owner,
-                                                                              dataset_version):
+def test_cancel_stops_training_within_five_seconds_and_keeps_what_was_ingested(celery_worker, owner, dataset_version):
     run = submit(owner, dataset_version, max_steps=2000)
     wait_for(lambda: refreshed(run).step >= 3, timeout=120, what="a few steps")
     pid = training_pid(run)
@@ -67,8 +77,11 @@ def test_cancel_stops_training_within_five_seconds_and_keeps_what_was_ingested(c
     run_cancel(run=run)
     started = time.monotonic()
     wait_for(lambda: refreshed(run).status == Run.Status.CANCELLED, timeout=5, what="the run to be cancelled")
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid),
-             timeout=max(0.1, 5 - (time.monotonic() - started)), what="the training process to exit")
+    wait_for(
+        lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid),
+        timeout=max(0.1, 5 - (time.monotonic() - started)),
+        what="the training process to exit",
+    )
     assert Rollout.objects.filter(run=run).count() >= stored > 0
     assert run.step < 2000
 
@@ -82,13 +95,13 @@ def _zombie(pid) -> bool:
 
 
 def test_a_queued_run_is_cancelled_at_once(owner, dataset_version):
-    run = Run.objects.create(owner=owner, name="q", model="tiny", dataset_version=dataset_version, rewards=[],
-                             config=CONFIG, total_steps=5)
+    run = Run.objects.create(
+        owner=owner, name="q", model="tiny", dataset_version=dataset_version, rewards=[], config=CONFIG, total_steps=5
+    )
     assert run_cancel(run=run).status == Run.Status.CANCELLED
 
 
-def test_killing_the_training_process_fails_the_run_and_resume_completes_it(celery_worker, owner,
-                                                                           dataset_version):
+def test_killing_the_training_process_fails_the_run_and_resume_completes_it(celery_worker, owner, dataset_version):
     run = submit(owner, dataset_version, max_steps=40)
     wait_for(lambda: refreshed(run).checkpoint_step >= 3 and run.step >= 4, timeout=120, what="a checkpoint")
     os.kill(training_pid(run), signal.SIGKILL)
@@ -104,14 +117,25 @@ def test_killing_the_training_process_fails_the_run_and_resume_completes_it(cele
     # the resumed attempt started at the checkpoint: its event log holds only the steps after it
     import json
 
-    resumed = [json.loads(line)["step"] for line in event_log_path(run).read_text().splitlines()
-               if '"type": "rollouts"' in line]
+    resumed = [
+        json.loads(line)["step"]
+        for line in event_log_path(run).read_text().splitlines()
+        if '"type": "rollouts"' in line
+    ]
     assert resumed[0] == checkpoint + 1
 
 
 def test_resume_is_refused_without_a_checkpoint(owner, dataset_version):
-    run = Run.objects.create(owner=owner, name="f", model="tiny", dataset_version=dataset_version, rewards=[],
-                             config=CONFIG, total_steps=5, status=Run.Status.FAILED)
+    run = Run.objects.create(
+        owner=owner,
+        name="f",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        config=CONFIG,
+        total_steps=5,
+        status=Run.Status.FAILED,
+    )
     with pytest.raises(RunRefused, match="checkpoint"):
         run_resume(run=run)
 
@@ -133,9 +157,18 @@ def test_a_run_needing_a_gpu_waits_for_a_gpu_worker(celery_worker, owner, datase
     assert [training_queue(n) for n in (0, 1, 4)] == ["training", "training-gpu1", "training-gpu4"]
     run = submit(owner, dataset_version, max_steps=2, requested_gpus=0)
     run = Run.objects.get(pk=run.pk)
-    gpu_run = run_create(owner=owner, spec=RunSpec(
-        name="gpu", model="tiny", dataset_version=dataset_version, rewards=run.rewards,
-        config=run.config, requested_gpus=1), queue_anyway=True)  # no GPU worker is up
+    gpu_run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="gpu",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=run.rewards,
+            config=run.config,
+            requested_gpus=1,
+        ),
+        queue_anyway=True,
+    )  # no GPU worker is up
     wait_for(lambda: refreshed(run).is_finished, timeout=120, what="the CPU run")
     time.sleep(1)
     assert refreshed(gpu_run).status == Run.Status.QUEUED  # the CPU-only worker does not take it
@@ -145,8 +178,9 @@ def test_a_run_needing_a_gpu_waits_for_a_gpu_worker(celery_worker, owner, datase
 def test_the_worker_announced_itself(celery_worker, owner_client):
     from runs.models import Worker
 
-    worker = wait_for(lambda: Worker.objects.filter(name__startswith="test-").first(), timeout=30,
-                      what="the worker row")
+    worker = wait_for(
+        lambda: Worker.objects.filter(name__startswith="test-").first(), timeout=30, what="the worker row"
+    )
     assert "training" in worker.queues and "sandbox" in worker.queues
     page = owner_client.get("/workers/").content.decode()
     assert worker.name in page and "online" in page

@@ -8,20 +8,30 @@ from runs.lifecycle.selectors import log_view
 from runs.models import StepMetric
 from tests.rollouts.inspect_data import make_run
 
-TAIL = """loading the model
+TAIL = (
+    """loading the model
 {'loss': 0.0123, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'reward': 0.25, 'epoch': 0.1}
   0%|          | 1/30 [00:01<00:30, 1.0it/s]
 {'loss': 0.011, 'grad_norm': 0.4, 'learning_rate': 9e-06, 'reward': 0.5, 'epoch': 0.2}
 {'not': __import__('os').system('echo pwned')}
-{'deep': """ + "[" * 5000 + "]" * 5000 + """}
+{'deep': """
+    + "[" * 5000
+    + "]" * 5000
+    + """}
 """
+)
 
 
 def test_logged_metric_dicts_become_a_table_and_the_rest_stays_text():
     view = log_view(TAIL)
     assert view["logged"] == 2
-    assert view["metrics"] == [["loss", [0.0123, 0.011]], ["grad_norm", [0.5, 0.4]],
-                               ["learning_rate", [1e-05, 9e-06]], ["reward", [0.25, 0.5]], ["epoch", [0.1, 0.2]]]
+    assert view["metrics"] == [
+        ["loss", [0.0123, 0.011]],
+        ["grad_norm", [0.5, 0.4]],
+        ["learning_rate", [1e-05, 9e-06]],
+        ["reward", [0.25, 0.5]],
+        ["epoch", [0.1, 0.2]],
+    ]
     lines = view["text"].splitlines()
     assert lines[0] == "loading the model" and "1/30" in lines[1]
     assert lines[2].startswith("{'not': __import__") and lines[3].startswith("{'deep'")  # read, never run: text

@@ -18,9 +18,20 @@ pytestmark = pytest.mark.django_db
 def running(owner, dataset_version):
     def make(age_seconds, checkpoint_step=0):
         now = timezone.now()
-        return Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version, rewards=[],
-                                  config={}, total_steps=10, status=Run.Status.RUNNING, worker_name="w1@host",
-                                  heartbeat_at=now - timedelta(seconds=age_seconds), checkpoint_step=checkpoint_step)
+        return Run.objects.create(
+            owner=owner,
+            name="r",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[],
+            config={},
+            total_steps=10,
+            status=Run.Status.RUNNING,
+            worker_name="w1@host",
+            heartbeat_at=now - timedelta(seconds=age_seconds),
+            checkpoint_step=checkpoint_step,
+        )
+
     return make
 
 
@@ -43,10 +54,26 @@ def test_a_reaped_run_with_a_checkpoint_is_resumable_and_its_log_is_ingested(run
     run = running(300)
     log = event_log_path(run)
     log.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{"index": i, "group": 0, "prompt": "p", "completion": "c", "rewards": [1.0], "reward": 1.0,
-             "advantage": 0.0, "length": 1, "truncated": True} for i in range(2)]
-    log.write_text(json.dumps({"type": "rollouts", "ts": 1.0, "step": 5, "rows": rows}) + "\n"
-                   + json.dumps({"type": "checkpoint", "ts": 2.0, "step": 4, "path": "x"}) + "\n")
+    rows = [
+        {
+            "index": i,
+            "group": 0,
+            "prompt": "p",
+            "completion": "c",
+            "rewards": [1.0],
+            "reward": 1.0,
+            "advantage": 0.0,
+            "length": 1,
+            "truncated": True,
+        }
+        for i in range(2)
+    ]
+    log.write_text(
+        json.dumps({"type": "rollouts", "ts": 1.0, "step": 5, "rows": rows})
+        + "\n"
+        + json.dumps({"type": "checkpoint", "ts": 2.0, "step": 4, "path": "x"})
+        + "\n"
+    )
     run_reap_stale(timeout=60)
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and run.resumable and run.checkpoint_step == 4
@@ -63,8 +90,12 @@ def test_a_run_whose_training_finished_before_its_supervisor_died_is_completed(r
     run = running(300, checkpoint_step=10)
     log = event_log_path(run)
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(json.dumps({"type": "metrics", "ts": 1.0, "step": 10, "metrics": {"reward": 1.0}}) + "\n"
-                   + json.dumps({"type": "finished", "ts": 2.0, "step": 10}) + "\n")
+    log.write_text(
+        json.dumps({"type": "metrics", "ts": 1.0, "step": 10, "metrics": {"reward": 1.0}})
+        + "\n"
+        + json.dumps({"type": "finished", "ts": 2.0, "step": 10})
+        + "\n"
+    )
     run_reap_stale(timeout=60)
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and run.step == 10

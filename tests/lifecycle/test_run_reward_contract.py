@@ -12,9 +12,20 @@ from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-CONFIG = {"num_generations": 4, "max_completion_length": 8, "learning_rate": 1e-2, "beta": 0.0, "epsilon": 0.2,
-          "temperature": 1.0, "max_steps": 5, "per_device_train_batch_size": 8, "seed": 3, "loss_type": "dapo",
-          "scale_rewards": "group", "log_completions": False}
+CONFIG = {
+    "num_generations": 4,
+    "max_completion_length": 8,
+    "learning_rate": 1e-2,
+    "beta": 0.0,
+    "epsilon": 0.2,
+    "temperature": 1.0,
+    "max_steps": 5,
+    "per_device_train_batch_size": 8,
+    "seed": 3,
+    "loss_type": "dapo",
+    "scale_rewards": "group",
+    "log_completions": False,
+}
 
 
 def _pinned(rf, weight=1.0):
@@ -22,12 +33,16 @@ def _pinned(rf, weight=1.0):
 
 
 def test_a_reward_returning_the_wrong_length_is_refused_before_the_run(celery_worker, owner, dataset_version):
-    bad = reward_create(owner=owner, name="short", entrypoint="short",
-                        source_code="def short(completions, **kw):\n    return [1.0]\n")
+    bad = reward_create(
+        owner=owner, name="short", entrypoint="short", source_code="def short(completions, **kw):\n    return [1.0]\n"
+    )
     with pytest.raises(RunRefused) as refused:
-        run_create(owner=owner, spec=RunSpec(
-            name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(bad)],
-            config=CONFIG))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(bad)], config=CONFIG
+            ),
+        )
     assert "reward 'short'" in str(refused.value) and "InvalidResult" in str(refused.value)
     assert not Run.objects.exists()
 
@@ -37,9 +52,17 @@ def test_trls_own_start_up_checks_are_made_before_the_run_is_queued(celery_worke
     fields, comes back before anything is queued."""
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
     with pytest.raises(RunRefused) as refused:
-        run_create(owner=owner, spec=RunSpec(
-            name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(digits)],
-            config={**CONFIG, "steps_per_generation": 2}, config_extra={"generation_batch_size": 16}))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="r",
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=[_pinned(digits)],
+                config={**CONFIG, "steps_per_generation": 2},
+                config_extra={"generation_batch_size": 16},
+            ),
+        )
     assert "GRPOConfig refuses this configuration" in str(refused.value)
     assert "'generation_batch_size' and 'steps_per_generation' can not be both configured" in str(refused.value)
     assert not Run.objects.exists()
@@ -48,23 +71,40 @@ def test_trls_own_start_up_checks_are_made_before_the_run_is_queued(celery_worke
 def test_a_reward_needing_a_missing_column_is_refused(celery_worker, owner, dataset_version):
     letter_count = RewardFunction.objects.get(owner=owner, name="letter_count")
     with pytest.raises(RunRefused, match="reward 'letter_count'.*word"):
-        run_create(owner=owner, spec=RunSpec(
-            name="r", model="tiny", dataset_version=dataset_version,
-            rewards=[_pinned(letter_count)], config=CONFIG))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(letter_count)], config=CONFIG
+            ),
+        )
 
 
-def test_a_reward_that_faults_during_training_is_disabled_and_shown(celery_worker, owner, dataset_version,
-                                                                    owner_client):
+def test_a_reward_that_faults_during_training_is_disabled_and_shown(
+    celery_worker, owner, dataset_version, owner_client
+):
     # fine at the contract check (global_step 0), then fails from the second step on
-    flaky = reward_create(owner=owner, name="flaky", entrypoint="flaky", source_code=(
-        "def flaky(completions, trainer_state=None, **kw):\n"
-        "    if trainer_state.global_step >= 1:\n"
-        "        raise RuntimeError('broke at step %d' % trainer_state.global_step)\n"
-        "    return [0.5 for _ in completions]\n"))
+    flaky = reward_create(
+        owner=owner,
+        name="flaky",
+        entrypoint="flaky",
+        source_code=(
+            "def flaky(completions, trainer_state=None, **kw):\n"
+            "    if trainer_state.global_step >= 1:\n"
+            "        raise RuntimeError('broke at step %d' % trainer_state.global_step)\n"
+            "    return [0.5 for _ in completions]\n"
+        ),
+    )
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    run = run_create(owner=owner, spec=RunSpec(
-        name="flaky run", model="tiny", dataset_version=dataset_version,
-        rewards=[_pinned(digits), _pinned(flaky)], config=CONFIG))
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="flaky run",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[_pinned(digits), _pinned(flaky)],
+            config=CONFIG,
+        ),
+    )
     wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=180, what="the run to finish")
     assert run.status == Run.Status.COMPLETED, run.error
     fault = run.reward_faults["flaky"]

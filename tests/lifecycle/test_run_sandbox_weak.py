@@ -24,9 +24,15 @@ SOURCE = "def f(completions, **kw):\n    return [1.0] * len(completions)\n"
 
 @pytest.fixture
 def run(owner, dataset_version):
-    return Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version,
-                              rewards=[{"name": "mine", "source": SOURCE, "entrypoint": "f", "weight": 1.0}],
-                              config={"max_steps": 5}, total_steps=5)
+    return Run.objects.create(
+        owner=owner,
+        name="r",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "mine", "source": SOURCE, "entrypoint": "f", "weight": 1.0}],
+        config={"max_steps": 5},
+        total_steps=5,
+    )
 
 
 class NoPrivateRoot(sandbox.Sandbox):
@@ -40,8 +46,13 @@ class NoPrivateRoot(sandbox.Sandbox):
 def score_once(log, allow_weak: bool, n: int = 2) -> list:
     events = EventWriter(str(log))
     try:
-        reward = SandboxedReward(RewardSpec(name="mine", source=SOURCE, entrypoint="f"), slot=11, events=events,
-                                 max_faults=3, allow_weak=allow_weak)
+        reward = SandboxedReward(
+            RewardSpec(name="mine", source=SOURCE, entrypoint="f"),
+            slot=11,
+            events=events,
+            max_faults=3,
+            allow_weak=allow_weak,
+        )
         try:
             return reward(["a"] * n)
         finally:

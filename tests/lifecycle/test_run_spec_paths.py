@@ -23,24 +23,36 @@ from workers.training.demo_data import arithmetic_tool_rows
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
 # a GPU run, queued anyway: no worker of the test session serves the GPU queue, so none of these is trained
-COMMON = ("model_name_or_path: tiny\nreward_funcs: [digit_ratio]\nnum_generations: 4\nper_device_train_batch_size: 8\n"
-          "max_steps: 2\nrequested_gpus: 1\n")
+COMMON = (
+    "model_name_or_path: tiny\nreward_funcs: [digit_ratio]\nnum_generations: 4\nper_device_train_batch_size: 8\n"
+    "max_steps: 2\nrequested_gpus: 1\n"
+)
 YAMLS = {
     "verl": COMMON + "name: by verl\ndataset_name: arithmetic\ntrainer: verl\n",
     "tools": COMMON + "name: with tools\ndataset_name: arithmetic with a calculator\ntools: [calculator]\n",
     "environment": COMMON + "name: in an environment\ndataset_name: arithmetic with a calculator\n"
-                            "environment: calculator_session\n",
+    "environment: calculator_session\n",
     "lora": COMMON + "name: lora\ndataset_name: arithmetic\nuse_peft: true\nlora_r: 8\nlora_alpha: 16\n"
-                     "lora_target_modules: [q_proj, v_proj]\nadam_beta1: 0.8\ntoken_sample_groups: 2\n",
+    "lora_target_modules: [q_proj, v_proj]\nadam_beta1: 0.8\ntoken_sample_groups: 2\n",
 }
 # what each YAML is about, as its run must hold it whichever way it came in
 EXPECTED = {
     "verl": lambda run: run.trainer == Run.Trainer.VERL,
     "tools": lambda run: run.tools == [{"name": "calculator", "builtin": "calculator"}],
-    "environment": lambda run: run.environment == {"name": "calculator_session", "builtin": "calculator_session",
-                                                   "reward": "CalculatorSession"},
-    "lora": lambda run: (run.config["use_peft"], run.config["lora_r"], run.config["lora_target_modules"],
-                         run.config_extra, run.token_sample_groups) == (True, 8, "q_proj,v_proj", {"adam_beta1": 0.8}, 2),
+    "environment": lambda run: (
+        run.environment
+        == {"name": "calculator_session", "builtin": "calculator_session", "reward": "CalculatorSession"}
+    ),
+    "lora": lambda run: (
+        (
+            run.config["use_peft"],
+            run.config["lora_r"],
+            run.config["lora_target_modules"],
+            run.config_extra,
+            run.token_sample_groups,
+        )
+        == (True, 8, "q_proj,v_proj", {"adam_beta1": 0.8}, 2)
+    ),
 }
 
 
@@ -48,8 +60,9 @@ EXPECTED = {
 def tool_version(owner, dataset_version):
     """The arithmetic-with-a-calculator demo rows: conversational prompts, as tools and environments need."""
     data = "".join(json.dumps(r) + "\n" for r in arithmetic_tool_rows(16)).encode()
-    return dataset_import(owner=owner, name="arithmetic with a calculator", stream=io.BytesIO(data),
-                          source_name="arith_tools.jsonl")
+    return dataset_import(
+        owner=owner, name="arithmetic with a calculator", stream=io.BytesIO(data), source_name="arith_tools.jsonl"
+    )
 
 
 def posted(form) -> dict:
@@ -73,8 +86,9 @@ def by_form(client, text: str) -> Run:
 
 
 def by_api(owner, text: str) -> Run:
-    response = api_client(owner).post("/api/runs", {"yaml": text, "queue_anyway": True},
-                                      content_type="application/json")
+    response = api_client(owner).post(
+        "/api/runs", {"yaml": text, "queue_anyway": True}, content_type="application/json"
+    )
     assert response.status_code == 201, response.json()
     return Run.objects.get(pk=response.json()["id"])
 
@@ -98,12 +112,17 @@ def made_of(run: Run) -> dict:
 
 
 @pytest.mark.parametrize("case", list(YAMLS))
-def test_the_form_the_api_the_cli_and_submit_run_make_the_same_run(case, web_server, owner, owner_client,
-                                                                   dataset_version, tool_version, tmp_path):
+def test_the_form_the_api_the_cli_and_submit_run_make_the_same_run(
+    case, web_server, owner, owner_client, dataset_version, tool_version, tmp_path
+):
     path = tmp_path / f"{case}.yaml"
     path.write_text(YAMLS[case])
-    runs = {"form": by_form(owner_client, YAMLS[case]), "api": by_api(owner, YAMLS[case]),
-            "grpo-web submit": by_cli(web_server, owner, path), "submit_run": by_command(owner, path)}
+    runs = {
+        "form": by_form(owner_client, YAMLS[case]),
+        "api": by_api(owner, YAMLS[case]),
+        "grpo-web submit": by_cli(web_server, owner, path),
+        "submit_run": by_command(owner, path),
+    }
     assert len({run.pk for run in runs.values()}) == 4
     for way, run in runs.items():
         assert EXPECTED[case](run), f"{way}: {made_of(run)}"

@@ -20,8 +20,9 @@ T0 = timezone.now() - timedelta(hours=1)
 
 def log_steps(run, seconds_apart: float, steps: int, start=T0):
     for step in range(1, steps + 1):
-        StepMetric.objects.create(run=run, step=step, metrics={"reward": 0.1},
-                                  logged_at=start + timedelta(seconds=step * seconds_apart))
+        StepMetric.objects.create(
+            run=run, step=step, metrics={"reward": 0.1}, logged_at=start + timedelta(seconds=step * seconds_apart)
+        )
     run.step = steps
     run.save(update_fields=["step"])
     return start + timedelta(seconds=steps * seconds_apart)
@@ -29,8 +30,17 @@ def log_steps(run, seconds_apart: float, steps: int, start=T0):
 
 @pytest.fixture
 def running(owner, dataset_version):
-    return Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version, rewards=[],
-                              config={"max_steps": 100}, total_steps=100, status=Run.Status.RUNNING, started_at=T0)
+    return Run.objects.create(
+        owner=owner,
+        name="r",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        config={"max_steps": 100},
+        total_steps=100,
+        status=Run.Status.RUNNING,
+        started_at=T0,
+    )
 
 
 @pytest.mark.django_db
@@ -70,8 +80,9 @@ def test_a_finished_run_is_never_stalled(running, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_stopped_trainer_shows_stalled_and_recovers_when_it_goes_on(celery_worker, owner, owner_client,
-                                                                     dataset_version, settings):
+def test_a_stopped_trainer_shows_stalled_and_recovers_when_it_goes_on(
+    celery_worker, owner, owner_client, dataset_version, settings
+):
     settings.GRPO_STALL_SECONDS = 1  # the tiny model's ten median steps decide
     run = submit(owner, dataset_version, max_steps=3000)
     url = reverse("run_progress_json", args=[run.pk])
@@ -79,13 +90,19 @@ def test_a_stopped_trainer_shows_stalled_and_recovers_when_it_goes_on(celery_wor
     pid = training_pid(run)
     os.kill(pid, signal.SIGSTOP)
     try:
-        progress = wait_for(lambda: (p := owner_client.get(url).json())["stalled_seconds"] and p, timeout=60,
-                            what="the run to show as stalled")
+        progress = wait_for(
+            lambda: (p := owner_client.get(url).json())["stalled_seconds"] and p,
+            timeout=60,
+            what="the run to show as stalled",
+        )
         assert progress["status"] == "running" and progress["eta_seconds"] is None
         stopped_at = refreshed(run).step
     finally:
         os.kill(pid, signal.SIGCONT)
-    wait_for(lambda: refreshed(run).step > stopped_at + 2 and owner_client.get(url).json()["stalled_seconds"] is None,
-             timeout=60, what="the stall to clear once steps come again")
+    wait_for(
+        lambda: refreshed(run).step > stopped_at + 2 and owner_client.get(url).json()["stalled_seconds"] is None,
+        timeout=60,
+        what="the stall to clear once steps come again",
+    )
     run_cancel(run=run)
     wait_for(lambda: refreshed(run).is_finished, timeout=30, what="the run to be cancelled")

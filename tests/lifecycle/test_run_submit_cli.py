@@ -11,8 +11,10 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 def test_submit_run_from_a_trl_yaml(celery_worker, owner, dataset_version, tmp_path, capsys):
     path = tmp_path / "grpo.yaml"
-    path.write_text("name: from yaml\nmodel_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [digit_ratio]\n"
-                    "num_generations: 4\nper_device_train_batch_size: 8\nmax_steps: 2\nadam_beta1: 0.8\n")
+    path.write_text(
+        "name: from yaml\nmodel_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [digit_ratio]\n"
+        "num_generations: 4\nper_device_train_batch_size: 8\nmax_steps: 2\nadam_beta1: 0.8\n"
+    )
     call_command("submit_run", str(path), "--user", owner.username)
     assert "queued run" in capsys.readouterr().out
     run = Run.objects.get(name="from yaml")

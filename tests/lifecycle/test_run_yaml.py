@@ -57,24 +57,38 @@ def test_a_trl_config_comes_in_unchanged(owner, dataset_version):
     assert any(n.startswith("report_to:") for n in imported.notes)
 
 
-@pytest.mark.parametrize("text, error", [
-    ("model_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [digit_ratio]\nlearning_rat: 0.1\n",
-     "learning_rat: not a GRPOConfig field"),
-    ("dataset_name: nope\nreward_funcs: [digit_ratio]\n", "dataset_name: you have no dataset named 'nope'"),
-    ("dataset_name: arithmetic\nreward_funcs: [missing]\n", "reward_funcs: you have no reward function 'missing'"),
-    ("dataset_name: arithmetic\nreward_funcs: [digit_ratio]\nnum_generations: many\n",
-     "num_generations: 'many' is not a valid value"),
-    ("dataset_name: arithmetic\n  reward_funcs: [\n", "line 2: not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        (
+            "model_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [digit_ratio]\nlearning_rat: 0.1\n",
+            "learning_rat: not a GRPOConfig field",
+        ),
+        ("dataset_name: nope\nreward_funcs: [digit_ratio]\n", "dataset_name: you have no dataset named 'nope'"),
+        ("dataset_name: arithmetic\nreward_funcs: [missing]\n", "reward_funcs: you have no reward function 'missing'"),
+        (
+            "dataset_name: arithmetic\nreward_funcs: [digit_ratio]\nnum_generations: many\n",
+            "num_generations: 'many' is not a valid value",
+        ),
+        ("dataset_name: arithmetic\n  reward_funcs: [\n", "line 2: not valid YAML"),
+    ],
+)
 def test_a_bad_config_names_the_key(owner, dataset_version, text, error):
     assert any(e.startswith(error) for e in parse_run_yaml(text, owner=owner).errors)
 
 
 def test_export_then_import_gives_the_same_setup(owner, dataset_version):
     imported = parse_run_yaml(TRL_CONFIG, owner=owner)
-    run = Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version,
-                             rewards=imported.rewards, config=imported.config, config_extra=imported.extra,
-                             total_steps=3)
+    run = Run.objects.create(
+        owner=owner,
+        name="r",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=imported.rewards,
+        config=imported.config,
+        config_extra=imported.extra,
+        total_steps=3,
+    )
     again = parse_run_yaml(run_yaml(run), owner=owner)
     assert again.errors == []
     assert (again.config, again.extra, again.rewards) == (run.config, run.config_extra, run.rewards)
@@ -82,8 +96,15 @@ def test_export_then_import_gives_the_same_setup(owner, dataset_version):
 
 def test_the_yaml_download_and_import_page(owner_client, owner, dataset_version):
     imported = parse_run_yaml(TRL_CONFIG, owner=owner)
-    run = Run.objects.create(owner=owner, name="exported", model="tiny", dataset_version=dataset_version,
-                             rewards=imported.rewards, config=imported.config, total_steps=3)
+    run = Run.objects.create(
+        owner=owner,
+        name="exported",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=imported.rewards,
+        config=imported.config,
+        total_steps=3,
+    )
     text = owner_client.get(reverse("run_yaml", args=[run.pk])).content.decode()
     assert "learning_rate: 0.005" in text and "reward_funcs:" in text
     page = owner_client.post(reverse("run_import"), {"yaml": text}).content.decode()
@@ -94,8 +115,15 @@ def test_the_run_form_names_the_field_of_a_bad_batch(owner_client, dataset_versi
     from rewards.models import RewardFunction
 
     rf = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    form = {"name": "x", "model": "tiny", "dataset_version": dataset_version.pk, "requested_gpus": 0,
-            f"reward_{rf.pk}": "on", f"weight_{rf.pk}": 1.0, f"version_{rf.pk}": 1}
+    form = {
+        "name": "x",
+        "model": "tiny",
+        "dataset_version": dataset_version.pk,
+        "requested_gpus": 0,
+        f"reward_{rf.pk}": "on",
+        f"weight_{rf.pk}": 1.0,
+        f"version_{rf.pk}": 1,
+    }
     from workers.training.protocol.config import GRPO_FIELDS
 
     for name, f in GRPO_FIELDS.items():
@@ -106,8 +134,10 @@ def test_the_run_form_names_the_field_of_a_bad_batch(owner_client, dataset_versi
     assert response.status_code == 400
     assert "must be a multiple of num_generations (3)" in response.content.decode()
     form.update(num_generations=1, per_device_train_batch_size=8)
-    assert "Ensure this value is greater than or equal to 2" in owner_client.post(reverse("run_new"),
-                                                                                  form).content.decode()
+    assert (
+        "Ensure this value is greater than or equal to 2"
+        in owner_client.post(reverse("run_new"), form).content.decode()
+    )
 
 
 def test_submit_run_refuses_a_bad_config_with_its_reasons(owner, dataset_version, tmp_path):

@@ -27,18 +27,33 @@ def sft_version(owner):
     rows = [{**r, "answer": r["completion"].rsplit("{", 1)[1].rstrip("}")} for r in cold_start_rows(48)]
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()
     version = dataset_import(owner=owner, name="worked answers", stream=io.BytesIO(data), source_name="sft.jsonl")
-    return dataset_version_map(version=version, mapping=dataclasses.replace(
-        Mapping.of(version), split="fraction", eval_fraction=0.25, split_seed=3))
+    return dataset_version_map(
+        version=version,
+        mapping=dataclasses.replace(Mapping.of(version), split="fraction", eval_fraction=0.25, split_seed=3),
+    )
 
 
 def _submit(owner, version, rewards=(), evaluation=None, **config):
     base = {k: f.default for k, f in SFT_FIELDS.items()}
-    return run_create(owner=owner, spec=RunSpec(
-        name="sft e2e", model="tiny", dataset_version=version, kind="sft",
-        rewards=[{"name": n, "weight": 1.0,
-                  "version_id": RewardFunction.objects.get(owner=owner, name=n).latest_version.pk}
-                 for n in rewards],
-        config={**base, **config}, evaluation=evaluation))
+    return run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="sft e2e",
+            model="tiny",
+            dataset_version=version,
+            kind="sft",
+            rewards=[
+                {
+                    "name": n,
+                    "weight": 1.0,
+                    "version_id": RewardFunction.objects.get(owner=owner, name=n).latest_version.pk,
+                }
+                for n in rewards
+            ],
+            config={**base, **config},
+            evaluation=evaluation,
+        ),
+    )
 
 
 def _finished(run):
@@ -47,9 +62,15 @@ def _finished(run):
 
 
 def test_an_sft_run_trains_on_a_worker_with_its_curves_and_evaluations(celery_worker, owner, sft_version):
-    run = _submit(owner, sft_version, rewards=["accuracy"], evaluation={"eval_steps": 4, "eval_num_samples": 2,
-                                                                          "eval_max_prompts": 4},
-                  max_steps=4, save_steps=2, per_device_train_batch_size=8)
+    run = _submit(
+        owner,
+        sft_version,
+        rewards=["accuracy"],
+        evaluation={"eval_steps": 4, "eval_num_samples": 2, "eval_max_prompts": 4},
+        max_steps=4,
+        save_steps=2,
+        per_device_train_batch_size=8,
+    )
     wait_for(lambda: _finished(run), timeout=240, what="the SFT run to finish")
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
     assert (run.step, run.checkpoint_step) == (4, 4)
@@ -66,18 +87,17 @@ def test_an_sft_run_trains_on_a_worker_with_its_curves_and_evaluations(celery_wo
 
 def test_a_cancelled_sft_run_resumes_from_its_checkpoint(celery_worker, owner, sft_version):
     run = _submit(owner, sft_version, max_steps=400, save_steps=2, per_device_train_batch_size=4)
-    wait_for(lambda: (run.refresh_from_db(), run.checkpoint_step >= 2)[1], timeout=240,
-             what="a first checkpoint")
+    wait_for(lambda: (run.refresh_from_db(), run.checkpoint_step >= 2)[1], timeout=240, what="a first checkpoint")
     run_cancel(run=run)
     wait_for(lambda: _finished(run), timeout=60, what="the cancel to land")
     assert run.status == Run.Status.CANCELLED and run.resumable
     stopped_at = run.checkpoint_step
-    Run.objects.filter(pk=run.pk).update(total_steps=stopped_at + 2,
-                                         config={**run.config, "max_steps": stopped_at + 2})
+    Run.objects.filter(pk=run.pk).update(total_steps=stopped_at + 2, config={**run.config, "max_steps": stopped_at + 2})
     run.refresh_from_db()
     run_resume(run=run)
     wait_for(lambda: _finished(run), timeout=240, what="the resumed run to finish")
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
     assert run.attempt == 2 and run.step == stopped_at + 2
-    assert sorted(StepMetric.objects.filter(run=run, metrics__has_key="loss").values_list("step", flat=True)) == \
-        list(range(1, stopped_at + 3))
+    assert sorted(StepMetric.objects.filter(run=run, metrics__has_key="loss").values_list("step", flat=True)) == list(
+        range(1, stopped_at + 3)
+    )

@@ -65,30 +65,58 @@ def test_the_sft_form_starts_an_sft_run_without_rewards(owner_client, owner, sft
 
 def test_an_sft_run_on_rows_without_completions_is_refused(owner, dataset_version):
     with pytest.raises(RunRefused, match="neither a 'completion' column"):
-        run_create(owner=owner, spec=RunSpec(
-            name="x", model="tiny", dataset_version=dataset_version, rewards=[],
-            config={"max_steps": 3}, kind="sft"))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="x", model="tiny", dataset_version=dataset_version, rewards=[], config={"max_steps": 3}, kind="sft"
+            ),
+        )
 
 
 def test_an_sft_run_with_evaluations_needs_rewards_to_score_them(owner, sft_version):
     with pytest.raises(RunRefused, match="rewards: pick the reward functions that score the evaluations"):
-        run_create(owner=owner, spec=RunSpec(
-            name="x", model="tiny", dataset_version=sft_version, rewards=[],
-            config={"max_steps": 3}, kind="sft", evaluation={"eval_steps": 1}))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="x",
+                model="tiny",
+                dataset_version=sft_version,
+                rewards=[],
+                config={"max_steps": 3},
+                kind="sft",
+                evaluation={"eval_steps": 1},
+            ),
+        )
 
 
 def test_a_grpo_field_in_an_sft_config_is_refused_by_name(owner, sft_version):
     with pytest.raises(RunRefused, match="num_generations"):
-        run_create(owner=owner, spec=RunSpec(
-            name="x", model="tiny", dataset_version=sft_version, rewards=[],
-            config={"max_steps": 3, "num_generations": 4}, kind="sft"))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="x",
+                model="tiny",
+                dataset_version=sft_version,
+                rewards=[],
+                config={"max_steps": 3, "num_generations": 4},
+                kind="sft",
+            ),
+        )
 
 
 def test_an_sft_run_exports_and_imports_as_sftconfig_yaml(owner, sft_version, tiny_model, monkeypatch):
     monkeypatch.setattr("runs.lifecycle.services._enqueue", lambda run: None)
-    run = run_create(owner=owner, spec=RunSpec(
-        name="cold start", model="tiny", dataset_version=sft_version, rewards=[],
-        config={**{k: f.default for k, f in SFT_FIELDS.items()}, "max_steps": 7}, kind="sft"))
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="cold start",
+            model="tiny",
+            dataset_version=sft_version,
+            rewards=[],
+            config={**{k: f.default for k, f in SFT_FIELDS.items()}, "max_steps": 7},
+            kind="sft",
+        ),
+    )
     text = run_yaml(run)
     assert text.startswith("# grpo-web run") and "SFTConfig" in text and "trainer: sft" in text
     imported = parse_run_yaml(text, owner=owner)
@@ -101,8 +129,16 @@ def test_an_sft_run_exports_and_imports_as_sftconfig_yaml(owner, sft_version, ti
 
 
 def test_the_sft_run_page_names_its_trainer_and_hides_rollouts(owner_client, owner, sft_version):
-    run = Run.objects.create(owner=owner, name="cold start", kind="sft", model="tiny", dataset_version=sft_version,
-                             rewards=[], config={k: f.default for k, f in SFT_FIELDS.items()}, total_steps=30)
+    run = Run.objects.create(
+        owner=owner,
+        name="cold start",
+        kind="sft",
+        model="tiny",
+        dataset_version=sft_version,
+        rewards=[],
+        config={k: f.default for k, f in SFT_FIELDS.items()},
+        total_steps=30,
+    )
     page = owner_client.get(run.get_absolute_url()).content.decode()
     assert 'id="run-kind">SFT<' in page and "SFTTrainer" in page
     # no Rollouts tab, and its panel (the group view and the inspection links) stays hidden

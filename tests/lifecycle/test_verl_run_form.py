@@ -20,17 +20,28 @@ def no_enqueue(monkeypatch):
 def form(owner, dataset_version, **extra) -> dict:
     data = run_form_data(owner)
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    data.update({"name": "v", "model": "tiny", "dataset_version": dataset_version.pk, "num_generations": 4,
-                 "per_device_train_batch_size": 8, f"reward_{digits.pk}": "on", f"weight_{digits.pk}": "1",
-                 f"version_{digits.pk}": "1", **extra})
+    data.update(
+        {
+            "name": "v",
+            "model": "tiny",
+            "dataset_version": dataset_version.pk,
+            "num_generations": 4,
+            "per_device_train_batch_size": 8,
+            f"reward_{digits.pk}": "on",
+            f"weight_{digits.pk}": "1",
+            f"version_{digits.pk}": "1",
+            **extra,
+        }
+    )
     return data
 
 
 def test_the_form_creates_a_verl_run_and_a_clone_keeps_its_trainer(owner_client, owner, dataset_version):
     page = owner_client.get(reverse("run_new")).content.decode()
     assert 'name="trainer"' in page and 'value="verl"' in page
-    response = owner_client.post(reverse("run_new"), form(owner, dataset_version, trainer="verl", requested_gpus=1,
-                                                          queue_anyway="on"))
+    response = owner_client.post(
+        reverse("run_new"), form(owner, dataset_version, trainer="verl", requested_gpus=1, queue_anyway="on")
+    )
     assert response.status_code == 302, response.content.decode()[-2000:]
     run = Run.objects.get()
     assert run.trainer == Run.Trainer.VERL and run.requested_gpus == 1

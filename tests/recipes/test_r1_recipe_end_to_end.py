@@ -33,8 +33,16 @@ def test_the_r1_template_runs_end_to_end_and_resumes_after_a_failed_stage(celery
     recipe_start(recipe=recipe)
 
     # the last stage's trainer dies mid-run
-    wait_for(lambda: _recipe(recipe).status != "running" or recipe.current == 4 and recipe.outputs[4].get("run")
-             and Run.objects.get(pk=recipe.outputs[4]["run"]).step >= 1, timeout=900, what="the final GRPO stage")
+    wait_for(
+        lambda: (
+            _recipe(recipe).status != "running"
+            or recipe.current == 4
+            and recipe.outputs[4].get("run")
+            and Run.objects.get(pk=recipe.outputs[4]["run"]).step >= 1
+        ),
+        timeout=900,
+        what="the final GRPO stage",
+    )
     assert recipe.status == "running", recipe.error
     killed = Run.objects.get(pk=recipe.outputs[4]["run"])
     os.kill(training_pid(killed), signal.SIGKILL)

@@ -31,16 +31,36 @@ def worked(owner):
     return dataset_import(owner=owner, name="worked answers", stream=io.BytesIO(data), source_name="w.jsonl")
 
 
-def test_an_eval_stage_evaluates_the_model_an_earlier_stage_made(celery_worker, owner, owner_client, dataset_version,
-                                                                  worked):
-    sft = {k: f.default for k, f in SFT_FIELDS.items()} | {"max_steps": 3, "per_device_train_batch_size": 8,
-                                                            "save_steps": 0}
-    recipe = recipe_create(owner=owner, name="sft then eval", stages=[
-        {"kind": "sft", "name": "cold start", "model": "tiny", "dataset": worked.pk, "rewards": ["accuracy"],
-         "config": sft},
-        {"kind": "eval", "name": "held out", "model": "stage:1", "dataset": dataset_version.pk, "split": "all",
-         "settings": {"eval_num_samples": 3, "eval_max_prompts": 6}},
-    ])
+def test_an_eval_stage_evaluates_the_model_an_earlier_stage_made(
+    celery_worker, owner, owner_client, dataset_version, worked
+):
+    sft = {k: f.default for k, f in SFT_FIELDS.items()} | {
+        "max_steps": 3,
+        "per_device_train_batch_size": 8,
+        "save_steps": 0,
+    }
+    recipe = recipe_create(
+        owner=owner,
+        name="sft then eval",
+        stages=[
+            {
+                "kind": "sft",
+                "name": "cold start",
+                "model": "tiny",
+                "dataset": worked.pk,
+                "rewards": ["accuracy"],
+                "config": sft,
+            },
+            {
+                "kind": "eval",
+                "name": "held out",
+                "model": "stage:1",
+                "dataset": dataset_version.pk,
+                "split": "all",
+                "settings": {"eval_num_samples": 3, "eval_max_prompts": 6},
+            },
+        ],
+    )
     recipe_start(recipe=recipe)
     wait_for(lambda: _recipe(recipe).status != "running", timeout=300, what="the recipe to finish")
     assert recipe.status == "completed", recipe.error
@@ -50,7 +70,11 @@ def test_an_eval_stage_evaluates_the_model_an_earlier_stage_made(celery_worker, 
     assert (evaluation.status, evaluation.kind, evaluation.run_id) == ("completed", "standalone", run.pk)
     assert evaluation.model == str(run.run_dir / "output" / "final") == recipe.outputs[0]["model"]
     assert (evaluation.dataset_version, evaluation.split, evaluation.k, evaluation.prompts) == (
-        dataset_version, "all", 3, 6)
+        dataset_version,
+        "all",
+        3,
+        6,
+    )
     assert evaluation.samples.count() == 6 * (3 + 1)  # k samples and one greedy per prompt
     assert 0.0 <= evaluation.metrics["mean@k"] <= evaluation.metrics["pass@k"] <= 1.0
 
@@ -90,17 +114,29 @@ def _alive(pid: int) -> bool:
 
 
 def test_cancelling_a_recipe_stops_its_running_sampling_job(celery_worker, owner, dataset_version):
-    recipe = recipe_create(owner=owner, name="long sampling", stages=[
-        {"kind": "rejection_sample", "name": "sample a lot", "model": "tiny", "dataset": dataset_version.pk,
-         "rewards": ["accuracy"],
-         # far more than the test waits for: it runs until cancelled
-         "settings": {"k": 64, "max_prompts": 64, "max_new_tokens": 512, "threshold": 1.0}},
-    ])
+    recipe = recipe_create(
+        owner=owner,
+        name="long sampling",
+        stages=[
+            {
+                "kind": "rejection_sample",
+                "name": "sample a lot",
+                "model": "tiny",
+                "dataset": dataset_version.pk,
+                "rewards": ["accuracy"],
+                # far more than the test waits for: it runs until cancelled
+                "settings": {"k": 64, "max_prompts": 64, "max_new_tokens": 512, "threshold": 1.0},
+            },
+        ],
+    )
     recipe_start(recipe=recipe)
     job = RejectionJob.objects.get(pk=_recipe(recipe).outputs[0]["job"])
     started = job.job_dir / "events.jsonl"
-    wait_for(lambda: started.is_file() and '"started"' in started.read_text(), timeout=120,
-             what="the sampling program to load its model and start sampling")
+    wait_for(
+        lambda: started.is_file() and '"started"' in started.read_text(),
+        timeout=120,
+        what="the sampling program to load its model and start sampling",
+    )
     pid = _sampling_pid(job)
     assert pid and _alive(pid)
 

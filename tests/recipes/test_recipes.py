@@ -46,27 +46,34 @@ def test_every_template_is_a_valid_recipe(owner, dataset_version, sft_version):
 
 
 def test_an_input_must_name_an_earlier_stage_that_makes_it(owner, dataset_version):
-    errors = recipe_problems([
-        {"kind": "sft", "model": "stage:2", "dataset": dataset_version.pk},
-        {"kind": "grpo", "model": "tiny", "dataset": "stage:1"},
-        {"kind": "bake"},
-    ], owner)
-    assert errors == ["stage 1: model names stage 2, which does not come before it",
-                      "stage 2: dataset names stage 1 (sft), which makes no dataset",
-                      "stage 3: kind must be one of sft, grpo, rejection_sample, eval"]
+    errors = recipe_problems(
+        [
+            {"kind": "sft", "model": "stage:2", "dataset": dataset_version.pk},
+            {"kind": "grpo", "model": "tiny", "dataset": "stage:1"},
+            {"kind": "bake"},
+        ],
+        owner,
+    )
+    assert errors == [
+        "stage 1: model names stage 2, which does not come before it",
+        "stage 2: dataset names stage 1 (sft), which makes no dataset",
+        "stage 3: kind must be one of sft, grpo, rejection_sample, eval",
+    ]
 
 
 def test_each_stage_feeds_the_next(owner, dataset_version, sft_version, tiny_model, coldstart_model):
-    recipe = recipe_from_template(owner=owner, name="distill", template="distill", prompts=dataset_version,
-                                  sft=sft_version)
+    recipe = recipe_from_template(
+        owner=owner, name="distill", template="distill", prompts=dataset_version, sft=sft_version
+    )
     recipe_start(recipe=recipe)
     recipe.refresh_from_db()
     assert "job" in recipe.outputs[0], (recipe.status, recipe.error, recipe.outputs)
     job = RejectionJob.objects.get(pk=recipe.outputs[0]["job"])
     assert job.model == "tiny-sft" and job.dataset_version == dataset_version and job.mix_version == sft_version
     assert recipe_advance(recipe_id=recipe.pk).current == 0  # still running: nothing moves
-    RejectionJob.objects.filter(pk=job.pk).update(status="completed", output_version=sft_version,
-                                                  stats={"kept": 3, "kept_share": 0.25, "mixed_in": 16})
+    RejectionJob.objects.filter(pk=job.pk).update(
+        status="completed", output_version=sft_version, stats={"kept": 3, "kept_share": 0.25, "mixed_in": 16}
+    )
     recipe = recipe_advance(recipe_id=recipe.pk)
     assert recipe.current == 1 and recipe.outputs[0]["dataset_version"] == sft_version.pk
     assert recipe.outputs[0]["figures"]["kept_share"] == 0.25
@@ -95,8 +102,9 @@ def test_a_failed_stage_stops_the_recipe_and_resume_starts_it_again(owner, datas
 
 
 def test_a_recipe_exports_and_imports_as_yaml(owner_client, owner, dataset_version, sft_version):
-    recipe = recipe_from_template(owner=owner, name="distill", template="distill", prompts=dataset_version,
-                                  sft=sft_version)
+    recipe = recipe_from_template(
+        owner=owner, name="distill", template="distill", prompts=dataset_version, sft=sft_version
+    )
     text = owner_client.get(reverse("recipe_yaml", args=[recipe.pk])).content.decode()
     assert yaml.safe_load(text) == {"name": "distill", "stages": recipe.stages}
     response = owner_client.post(reverse("recipes"), {"yaml": text.replace("name: distill", "name: again", 1)})
@@ -114,22 +122,24 @@ def test_the_recipe_page_draws_the_pipeline(owner_client, owner, dataset_version
     assert "output of stage 2" in page and 'src="/static/js/recipe.js"' not in page  # a draft does not poll
 
 
-def test_the_pipeline_json_has_each_stages_status_links_and_key_figures(owner_client, owner, dataset_version,
-                                                                         sft_version, tiny_model, coldstart_model):
-    recipe = recipe_from_template(owner=owner, name="distill", template="distill", prompts=dataset_version,
-                                  sft=sft_version)
+def test_the_pipeline_json_has_each_stages_status_links_and_key_figures(
+    owner_client, owner, dataset_version, sft_version, tiny_model, coldstart_model
+):
+    recipe = recipe_from_template(
+        owner=owner, name="distill", template="distill", prompts=dataset_version, sft=sft_version
+    )
     recipe_start(recipe=recipe)
     recipe.refresh_from_db()
     job = recipe.outputs[0]["job"]
-    RejectionJob.objects.filter(pk=job).update(status="completed", output_version=sft_version,
-                                               stats={"kept": 3, "kept_share": 0.25, "mixed_in": 16})
+    RejectionJob.objects.filter(pk=job).update(
+        status="completed", output_version=sft_version, stats={"kept": 3, "kept_share": 0.25, "mixed_in": 16}
+    )
     recipe = recipe_advance(recipe_id=recipe.pk)
     data = owner_client.get(reverse("recipe_pipeline_json", args=[recipe.pk])).json()
     assert (data["status"], data["current"]) == ("running", 2)
     first, second = data["stages"]
     assert first["status"] == "completed" and second["status"] == "queued" or second["status"] == "running"
-    assert [(f["label"], f["value"]) for f in first["figures"]] == [("kept share", 0.25), ("kept", 3),
-                                                                    ("mixed in", 16)]
+    assert [(f["label"], f["value"]) for f in first["figures"]] == [("kept share", 0.25), ("kept", 3), ("mixed in", 16)]
     links = {link["label"]: link["url"] for link in first["links"]}
     assert links["sampling job"] == reverse("rejection_job_detail", args=[job])
     assert links["dataset"] == reverse("dataset_version", args=[sft_version.dataset_id, sft_version.number])
@@ -148,18 +158,22 @@ def test_clone_with_edits_opens_the_recipe_as_yaml_and_saves_the_edited_copy(own
     assert 'value="zero (clone)"' in form.content.decode()
     edited = yaml.safe_load(text)
     edited["stages"][0]["config"]["max_steps"] = 3
-    edited["stages"].append({"kind": "eval", "name": "held out", "model": "stage:1", "dataset": dataset_version.pk,
-                             "split": "all"})
-    response = owner_client.post(reverse("recipe_clone", args=[recipe.pk]),
-                                 {"name": "zero, shorter", "yaml": yaml.safe_dump(edited)})
+    edited["stages"].append(
+        {"kind": "eval", "name": "held out", "model": "stage:1", "dataset": dataset_version.pk, "split": "all"}
+    )
+    response = owner_client.post(
+        reverse("recipe_clone", args=[recipe.pk]), {"name": "zero, shorter", "yaml": yaml.safe_dump(edited)}
+    )
     clone = Recipe.objects.get(parent=recipe)
     assert response.status_code == 302 and response["Location"] == clone.get_absolute_url()
     assert (clone.name, clone.status, len(clone.outputs)) == ("zero, shorter", "draft", 2)
     assert clone.stages[0]["config"]["max_steps"] == 3 and clone.stages[1]["kind"] == "eval"
     assert recipe.stages[0]["config"]["max_steps"] == 8  # the original is unchanged
 
-    bad = owner_client.post(reverse("recipe_clone", args=[recipe.pk]),
-                            {"name": "x", "yaml": "stages:\n- {kind: sft, model: stage:2, dataset: 1}\n"})
+    bad = owner_client.post(
+        reverse("recipe_clone", args=[recipe.pk]),
+        {"name": "x", "yaml": "stages:\n- {kind: sft, model: stage:2, dataset: 1}\n"},
+    )
     assert bad.status_code == 400 and "stage 1: model names stage 2" in bad.content.decode()
     assert "stage:2" in bad.content.decode()  # the editor keeps what was typed
     broken = owner_client.post(reverse("recipe_clone", args=[recipe.pk]), {"name": "x", "yaml": "stages: [\n"})
@@ -167,20 +181,32 @@ def test_clone_with_edits_opens_the_recipe_as_yaml_and_saves_the_edited_copy(own
     assert Recipe.objects.filter(parent=recipe).count() == 1
 
 
-def test_cancel_stops_a_queued_sampling_job_or_evaluation_stage(owner, dataset_version, sft_version, tiny_model,
-                                                                 coldstart_model):
-    recipe = recipe_from_template(owner=owner, name="distill", template="distill", prompts=dataset_version,
-                                  sft=sft_version)
+def test_cancel_stops_a_queued_sampling_job_or_evaluation_stage(
+    owner, dataset_version, sft_version, tiny_model, coldstart_model
+):
+    recipe = recipe_from_template(
+        owner=owner, name="distill", template="distill", prompts=dataset_version, sft=sft_version
+    )
     recipe_start(recipe=recipe)
     recipe_cancel(recipe=recipe)
     recipe.refresh_from_db()
     job = RejectionJob.objects.get(pk=recipe.outputs[0]["job"])
     assert recipe.status == "cancelled" and job.status == "cancelled" and recipe.outputs[0]["status"] == "cancelled"
 
-    source = recipe_create(owner=owner, name="eval", stages=[
-        {"kind": "sft", "model": "tiny", "dataset": sft_version.pk, "rewards": ["accuracy"],
-         "config": TEMPLATES["distill"][1]["config"]},
-        {"kind": "eval", "model": "stage:1", "dataset": dataset_version.pk, "split": "all"}])
+    source = recipe_create(
+        owner=owner,
+        name="eval",
+        stages=[
+            {
+                "kind": "sft",
+                "model": "tiny",
+                "dataset": sft_version.pk,
+                "rewards": ["accuracy"],
+                "config": TEMPLATES["distill"][1]["config"],
+            },
+            {"kind": "eval", "model": "stage:1", "dataset": dataset_version.pk, "split": "all"},
+        ],
+    )
     recipe_start(recipe=source)
     source.refresh_from_db()
     trained = Run.objects.get(pk=source.outputs[0]["run"])
@@ -195,8 +221,9 @@ def test_cancel_stops_a_queued_sampling_job_or_evaluation_stage(owner, dataset_v
 
 
 def test_an_outsider_gets_404_for_a_recipe(outsider_client, owner, dataset_version):
-    recipe = recipe_create(owner=owner, name="mine", stages=[{"kind": "grpo", "model": "tiny",
-                                                              "dataset": dataset_version.pk}])
+    recipe = recipe_create(
+        owner=owner, name="mine", stages=[{"kind": "grpo", "model": "tiny", "dataset": dataset_version.pk}]
+    )
     assert outsider_client.get(recipe.get_absolute_url()).status_code == 404
     assert outsider_client.get(reverse("recipe_yaml", args=[recipe.pk])).status_code == 404
     assert outsider_client.post(reverse("recipe_action", args=[recipe.pk, "start"])).status_code == 404
@@ -206,5 +233,8 @@ def test_an_outsider_gets_404_for_a_recipe(outsider_client, owner, dataset_versi
     with pytest.raises(RecipeRefused, match="no dataset version"):
         from django.contrib.auth import get_user_model
 
-        recipe_create(owner=get_user_model().objects.get(username="outsider"), name="x",
-                      stages=[{"kind": "grpo", "model": "tiny", "dataset": dataset_version.pk}])
+        recipe_create(
+            owner=get_user_model().objects.get(username="outsider"),
+            name="x",
+            stages=[{"kind": "grpo", "model": "tiny", "dataset": dataset_version.pk}],
+        )

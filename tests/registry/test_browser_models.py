@@ -22,10 +22,22 @@ def test_a_made_model_is_listed_and_downloads(web_server, celery_worker, owner, 
 
     data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(16)).encode()
     version = dataset_import(owner=owner, name="worked", stream=io.BytesIO(data), source_name="w.jsonl")
-    run = run_create(owner=owner, spec=RunSpec(
-        name="cold start", model="tiny", dataset_version=version, rewards=[], kind="sft",
-        config={**{k: f.default for k, f in SFT_FIELDS.items()}, "max_steps": 2, "save_steps": 0,
-                "per_device_train_batch_size": 8}))
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="cold start",
+            model="tiny",
+            dataset_version=version,
+            rewards=[],
+            kind="sft",
+            config={
+                **{k: f.default for k, f in SFT_FIELDS.items()},
+                "max_steps": 2,
+                "save_steps": 0,
+                "per_device_train_batch_size": 8,
+            },
+        ),
+    )
     wait_for(lambda: (run.refresh_from_db(), run.is_finished)[1], timeout=180, what="the SFT run to finish")
     assert run.status == "completed", run.error + run.log_tail
 

@@ -16,14 +16,29 @@ pytestmark = pytest.mark.django_db
 
 def _model_folder(path: Path):
     path.mkdir(parents=True)
-    for name in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "optimizer.pt",
-                 "trainer_state.json"):
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "optimizer.pt",
+        "trainer_state.json",
+    ):
         (path / name).write_text(name)
 
 
 def _run(owner, version, name, model, kind="grpo"):
-    return Run.objects.create(owner=owner, name=name, kind=kind, model=model, dataset_version=version, rewards=[],
-                              config={}, total_steps=4, status=Run.Status.COMPLETED)
+    return Run.objects.create(
+        owner=owner,
+        name=name,
+        kind=kind,
+        model=model,
+        dataset_version=version,
+        rewards=[],
+        config={},
+        total_steps=4,
+        status=Run.Status.COMPLETED,
+    )
 
 
 @pytest.fixture
@@ -61,8 +76,9 @@ def test_a_download_holds_weights_config_and_tokenizer_only(owner_client, lineag
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     names = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))).namelist()
     folder = f"run-{sft.pk}-checkpoint-2/"
-    assert sorted(names) == [folder + n for n in ("config.json", "model.safetensors", "tokenizer.json",
-                                                  "tokenizer_config.json")]
+    assert sorted(names) == [
+        folder + n for n in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+    ]
 
 
 def test_export_copies_the_model_to_the_exports_folder(owner_client, owner, lineage, settings, tmp_path):
@@ -71,8 +87,12 @@ def test_export_copies_the_model_to_the_exports_folder(owner_client, owner, line
     response = owner_client.post(reverse("model_export", args=[grpo.pk, "final"]))
     assert response.status_code == 302
     folder = tmp_path / "exports" / owner.username / f"run-{grpo.pk}-final"
-    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json",
-                                                        "tokenizer_config.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
 
 
 def test_an_outsider_gets_404_and_an_empty_registry(outsider_client, outsider, lineage):

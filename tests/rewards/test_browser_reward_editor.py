@@ -7,16 +7,16 @@ from tests.conftest import log_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-GOOD = '''def has_answer(completions, answer, **kwargs):
+GOOD = """def has_answer(completions, answer, **kwargs):
     print("scoring", len(completions))
     return [1.0 if a in c else 0.0 for c, a in zip(completions, answer)]
-'''
-BAD = '''def has_answer(completions, answer, **kwargs):
+"""
+BAD = """def has_answer(completions, answer, **kwargs):
     scores = []
     for c in completions:
         scores.append(1 / 0)
     return scores
-'''
+"""
 
 
 def _set_code(page, code):
@@ -70,8 +70,11 @@ def test_the_editor_lints_as_you_type(web_server, owner, page):
     rf = RewardFunction.objects.filter(owner=owner).first()
     page.goto(f"{web_server}/rewards/{rf.pk}/")
     page.wait_for_selector("[data-testid=code-editor] .cm-content")
-    _set_code(page, "import os\n\ndef %s(completions, **kwargs):\n    return [scor(c) for c in completions]\n"
-              % rf.latest_version.entrypoint)
+    _set_code(
+        page,
+        "import os\n\ndef %s(completions, **kwargs):\n    return [scor(c) for c in completions]\n"
+        % rf.latest_version.entrypoint,
+    )
     page.wait_for_selector(".cm-gutter-lint .cm-lint-marker-error", timeout=10_000)  # without Save or Test
     assert page.locator(".cm-gutter-lint .cm-lint-marker-warning").count() == 1  # the unused import
     page.hover(".cm-lintRange-error")

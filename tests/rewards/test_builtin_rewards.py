@@ -6,31 +6,40 @@ from rewards.library import NAMES, function, source
 from rewards.library.accuracy import last_boxed
 
 accuracy, think_format, length_penalty = function("accuracy"), function("think_format"), function("length_penalty")
-letter_count, language_consistency, digit_ratio = (function("letter_count"), function("language_consistency"),
-                                                   function("digit_ratio"))
+letter_count, language_consistency, digit_ratio = (
+    function("letter_count"),
+    function("language_consistency"),
+    function("digit_ratio"),
+)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("<think>3 + 4 = 7</think> The answer is \\boxed{7}", 1.0),
-    ("  <think>\nwait\n</think>\\boxed{x^{2}}", 1.0),
-    ("\\boxed{7}", 0.0),
-    ("<think>no answer</think>", 0.0),
-    ("answer <think>late</think> \\boxed{7}", 0.0),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<think>3 + 4 = 7</think> The answer is \\boxed{7}", 1.0),
+        ("  <think>\nwait\n</think>\\boxed{x^{2}}", 1.0),
+        ("\\boxed{7}", 0.0),
+        ("<think>no answer</think>", 0.0),
+        ("answer <think>late</think> \\boxed{7}", 0.0),
+    ],
+)
 def test_think_format(text, expected):
     assert think_format([text]) == [expected]
 
 
-@pytest.mark.parametrize("text, answer, expected", [
-    ("<think>x</think> \\boxed{7}", "7", 1.0),
-    ("\\boxed{\\frac{1}{2}}", "0.5", 1.0),
-    ("\\boxed{0.5}", "1/2", 1.0),
-    ("\\boxed{7.0}", "7", 1.0),
-    ("\\boxed{8}", "7", 0.0),
-    ("no box", "7", 0.0),
-    ("\\boxed{}", "7", 0.0),
-    ("\\boxed{7}", "", None),
-])
+@pytest.mark.parametrize(
+    "text, answer, expected",
+    [
+        ("<think>x</think> \\boxed{7}", "7", 1.0),
+        ("\\boxed{\\frac{1}{2}}", "0.5", 1.0),
+        ("\\boxed{0.5}", "1/2", 1.0),
+        ("\\boxed{7.0}", "7", 1.0),
+        ("\\boxed{8}", "7", 0.0),
+        ("no box", "7", 0.0),
+        ("\\boxed{}", "7", 0.0),
+        ("\\boxed{7}", "", None),
+    ],
+)
 def test_accuracy_against_the_answer_column(text, answer, expected):
     assert accuracy([text], answer=[answer]) == [expected]
 
@@ -45,23 +54,29 @@ def test_length_penalty(length, expected):
     assert length_penalty(["x" * length]) == [pytest.approx(expected)]
 
 
-@pytest.mark.parametrize("text, word, letter, expected", [
-    ("There are 3 r's. \\boxed{3}", "strawberry", "r", 1.0),
-    ("I count 2", "strawberry", "r", 0.0),
-    ("s-t-r-a-w: 1, then e-r-r-y: 3 in total", "strawberry", "r", 1.0),
-    ("\\boxed{2} (wait, I said 3)", "banana", "n", 1.0),
-    ("no number", "banana", "a", 0.0),
-])
+@pytest.mark.parametrize(
+    "text, word, letter, expected",
+    [
+        ("There are 3 r's. \\boxed{3}", "strawberry", "r", 1.0),
+        ("I count 2", "strawberry", "r", 0.0),
+        ("s-t-r-a-w: 1, then e-r-r-y: 3 in total", "strawberry", "r", 1.0),
+        ("\\boxed{2} (wait, I said 3)", "banana", "n", 1.0),
+        ("no number", "banana", "a", 0.0),
+    ],
+)
 def test_letter_count(text, word, letter, expected):
     assert letter_count([text], word=[word], letter=[letter]) == [expected]
 
 
-@pytest.mark.parametrize("text, language, expected", [
-    ("Let me think", "latin", 1.0),
-    ("Давайте подумаем", "cyrillic", 1.0),
-    ("Let подумаем", "latin", pytest.approx(3 / 11)),
-    ("12345", "latin", 0.0),
-])
+@pytest.mark.parametrize(
+    "text, language, expected",
+    [
+        ("Let me think", "latin", 1.0),
+        ("Давайте подумаем", "cyrillic", 1.0),
+        ("Let подумаем", "latin", pytest.approx(3 / 11)),
+        ("12345", "latin", 0.0),
+    ],
+)
 def test_language_consistency(text, language, expected):
     assert language_consistency([text], language=[language]) == [expected]
 
@@ -83,10 +98,23 @@ def test_each_template_is_self_contained_source_defining_its_function(name):
     assert callable(namespace[name])
 
 
-@pytest.mark.parametrize("expected, boxed", [("12", "12"), ("12", "012"), ("-3", "-3"), ("7", "8"), (" 5", "5"),
-                                             ("0", "-0"), ("123456789012", "123456789012"), ("-4", "4")])
+@pytest.mark.parametrize(
+    "expected, boxed",
+    [
+        ("12", "12"),
+        ("12", "012"),
+        ("-3", "-3"),
+        ("7", "8"),
+        (" 5", "5"),
+        ("0", "-0"),
+        ("123456789012", "123456789012"),
+        ("-4", "4"),
+    ],
+)
 def test_accuracys_integer_shortcut_gives_math_verifys_verdict(expected, boxed):
     from math_verify import parse, verify
 
     gold, guess = parse(f"${expected}$"), parse(f"${boxed}$")
-    assert accuracy([f"\\boxed{{{boxed}}}"], answer=[expected]) == [1.0 if gold and guess and verify(gold, guess) else 0.0]
+    assert accuracy([f"\\boxed{{{boxed}}}"], answer=[expected]) == [
+        1.0 if gold and guess and verify(gold, guess) else 0.0
+    ]

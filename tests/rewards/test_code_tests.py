@@ -39,8 +39,10 @@ def test_the_last_python_block_is_the_code():
 def test_tests_come_as_asserts_or_input_output_pairs_or_their_json():
     assert parse_tests(["assert f(1) == 2"]) == [{"assert": "assert f(1) == 2"}]
     assert parse_tests('[{"input": "1 2", "output": "3"}]') == [{"stdin": "1 2", "stdout": "3"}]
-    assert parse_tests("assert f(1) == 2\nassert f(2) == 3\n") == [{"assert": "assert f(1) == 2"},
-                                                                  {"assert": "assert f(2) == 3"}]
+    assert parse_tests("assert f(1) == 2\nassert f(2) == 3\n") == [
+        {"assert": "assert f(1) == 2"},
+        {"assert": "assert f(2) == 3"},
+    ]
     with pytest.raises(ValueError):
         parse_tests([3])
 
@@ -66,18 +68,21 @@ def test_stdin_stdout_tests_compare_output_line_by_line(runner):
 
 
 @needs_sandbox
-@pytest.mark.parametrize("code, error", [
-    # a busy loop meets its CPU limit or the wall clock first, whichever the machine's load makes come first
-    ("while True:\n    pass\n", ("timed out after 1 s", "killed by its CPU limit")),
-    ("import time\ntime.sleep(30)\n", "timed out after 1 s"),
-    ("x = bytearray(1 << 30)\n", "MemoryError"),
-    ("import os\nos.fork()\n", "PermissionError"),
-    ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", "PermissionError"),
-    ("open('written', 'w').write('x')\n", "PermissionError"),
-    ("import socket\nsocket.create_connection(('127.0.0.1', 5432))\n", "PermissionError"),
-    ("import ctypes\nctypes.string_at(0)\n", "killed by SIGSEGV"),
-    ("import os\nos.chmod('/dev/null', 0)\n", "PermissionError"),
-])
+@pytest.mark.parametrize(
+    "code, error",
+    [
+        # a busy loop meets its CPU limit or the wall clock first, whichever the machine's load makes come first
+        ("while True:\n    pass\n", ("timed out after 1 s", "killed by its CPU limit")),
+        ("import time\ntime.sleep(30)\n", "timed out after 1 s"),
+        ("x = bytearray(1 << 30)\n", "MemoryError"),
+        ("import os\nos.fork()\n", "PermissionError"),
+        ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", "PermissionError"),
+        ("open('written', 'w').write('x')\n", "PermissionError"),
+        ("import socket\nsocket.create_connection(('127.0.0.1', 5432))\n", "PermissionError"),
+        ("import ctypes\nctypes.string_at(0)\n", "killed by SIGSEGV"),
+        ("import os\nos.chmod('/dev/null', 0)\n", "PermissionError"),
+    ],
+)
 def test_each_test_is_confined_and_a_hostile_one_costs_only_itself(runner, code, error):
     results = runner.run([(code, [{"assert": "pass"}]), (ADD, [{"assert": "assert add(2, 2) == 4"}])])
     assert not results[0][0].passed and results[0][0].error.startswith(error)
@@ -88,8 +93,9 @@ def test_each_test_is_confined_and_a_hostile_one_costs_only_itself(runner, code,
 @needs_sandbox
 def test_a_test_cannot_write_to_the_hosts_pipe_or_leave_state_for_the_next(runner):
     leak = "import builtins, os, sys\nbuiltins.LEAKED = 1\nos.write(int(sys.argv[2]), b'forged reply')\n"
-    results = runner.run([(leak, [{"assert": "pass"}]), ("", [{"assert": "import builtins\n"
-                                                                        "assert not hasattr(builtins, 'LEAKED')"}])])
+    results = runner.run(
+        [(leak, [{"assert": "pass"}]), ("", [{"assert": "import builtins\nassert not hasattr(builtins, 'LEAKED')"}])]
+    )
     assert results[0][0].error == "OSError: [Errno 9] Bad file descriptor"  # the template's pipe to the host
     assert results[1][0].passed and runner.faults == 0
 
@@ -112,8 +118,10 @@ def test_two_templates_on_one_slot_both_run_their_tests():
 
 @needs_sandbox
 def test_a_test_that_closes_its_verdict_pipe_and_sleeps_ends_with_no_verdict(runner):
-    hang = "import os, time\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n" \
-           "        pass\ntime.sleep(30)\n"
+    hang = (
+        "import os, time\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n"
+        "        pass\ntime.sleep(30)\n"
+    )
     results = runner.run([(hang, [{"assert": "pass"}]), (ADD, [{"assert": "assert add(1, 2) == 3"}])])
     assert results[0][0].error == "the test process ended without a verdict" and results[1][0].passed
 
@@ -125,7 +133,6 @@ def test_tests_run_in_parallel_processes_each_with_its_own_deadline():
         results = runner.run([(slow, [{"assert": "pass"}] * 2), (fast, [{"assert": "assert add(1, 2) == 3"}] * 6)])
     assert [r.error for r in results[0]] == ["timed out after 1 s"] * 2
     assert all(r.passed for r in results[1])
-
 
 
 @needs_sandbox

@@ -70,24 +70,40 @@ def test_the_class_is_read_without_running_it():
     assert [m.name for m in library.methods] == ["calculator"] and library.has_reward
 
 
-@pytest.mark.parametrize("code, message", [
-    ("class Other:\n    pass\n", "no top-level class named 'Counter'"),
-    ("class Counter:\n    def add(self, n: int):\n        '''A.\n\n        Args:\n            n: x.\n        '''\n",
-     "has no reset method"),
-    ("class Counter:\n    def reset(self, row):\n        pass\n", "reset takes **kwargs"),
-    ("class Counter:\n    def reset(self, **kw):\n        pass\n    def get_reward(self, x):\n        pass\n",
-     "get_reward takes no arguments besides self"),
-    ("class Counter:\n    def reset(self, **kw):\n        pass\n    def add(self, n):\n        '''A.'''\n",
-     "parameter 'n' has no type hint"),
-    ("class Counter:\n    def reset(self, **kw):\n        pass\n", "has no public methods"),
-    ("class Counter(dict):\n    def reset(self, **kw):\n        pass\n", "has no base classes"),
-    ("class Counter:\n    def __init__(self, size):\n        pass\n    def reset(self, **kw):\n        pass\n",
-     "give every parameter a default"),
-    ("class Counter:\n    def reset(self, **kw):\n        pass\n    @property\n    def add(self):\n        pass\n",
-     "have no decorators"),
-    ("class Counter:\n    def reset(self, **kw):\n        pass\n    async def add(self):\n        pass\n", "not async"),
-    ("class Counter:\n  def reset(self", "line 2"),
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("class Other:\n    pass\n", "no top-level class named 'Counter'"),
+        (
+            "class Counter:\n    def add(self, n: int):\n        '''A.\n\n        Args:\n            n: x.\n        '''\n",
+            "has no reset method",
+        ),
+        ("class Counter:\n    def reset(self, row):\n        pass\n", "reset takes **kwargs"),
+        (
+            "class Counter:\n    def reset(self, **kw):\n        pass\n    def get_reward(self, x):\n        pass\n",
+            "get_reward takes no arguments besides self",
+        ),
+        (
+            "class Counter:\n    def reset(self, **kw):\n        pass\n    def add(self, n):\n        '''A.'''\n",
+            "parameter 'n' has no type hint",
+        ),
+        ("class Counter:\n    def reset(self, **kw):\n        pass\n", "has no public methods"),
+        ("class Counter(dict):\n    def reset(self, **kw):\n        pass\n", "has no base classes"),
+        (
+            "class Counter:\n    def __init__(self, size):\n        pass\n    def reset(self, **kw):\n        pass\n",
+            "give every parameter a default",
+        ),
+        (
+            "class Counter:\n    def reset(self, **kw):\n        pass\n    @property\n    def add(self):\n        pass\n",
+            "have no decorators",
+        ),
+        (
+            "class Counter:\n    def reset(self, **kw):\n        pass\n    async def add(self):\n        pass\n",
+            "not async",
+        ),
+        ("class Counter:\n  def reset(self", "line 2"),
+    ],
+)
 def test_a_class_trl_could_not_use_is_refused_with_the_reason(code, message):
     with pytest.raises(ToolError, match=re.escape(message)):
         environment_signature(code, "Counter")
@@ -114,17 +130,20 @@ def test_instances_keep_their_own_state_in_the_sandbox(env):
 
 
 @needs_sandbox
-@pytest.mark.parametrize("act, kind, message", [
-    (lambda e: e.reset(1, {"mode": "raise", "who": "oslo"}), "ValueError", "no start for oslo"),
-    (lambda e: e.reset(1, {"mode": "number"}), "InvalidResult", "reset must return None or a str"),
-    (lambda e: e.reset(1, {"mode": "loop"}), "Timeout", "did not finish within its time limit"),
-    (lambda e: e.call(1, "add", {"n": 13}), "KeyError", "unlucky"),
-    (lambda e: e.call(1, "add", {"n": 99}), "Crash", "exited with status 4"),
-    (lambda e: e.call(1, "_secret", {}), "UnknownMethod", "no tool '_secret'"),
-    (lambda e: e.call(1, "add", {"m": 1}), "TypeError", "unexpected keyword argument 'm'"),
-    (lambda e: (e.call(1, "add", {"n": 7}), e.reward(1)), "RuntimeError", "seven"),
-    (lambda e: (e.call(1, "add", {"n": 8}), e.reward(1)), "InvalidReward", "must return a float"),
-])
+@pytest.mark.parametrize(
+    "act, kind, message",
+    [
+        (lambda e: e.reset(1, {"mode": "raise", "who": "oslo"}), "ValueError", "no start for oslo"),
+        (lambda e: e.reset(1, {"mode": "number"}), "InvalidResult", "reset must return None or a str"),
+        (lambda e: e.reset(1, {"mode": "loop"}), "Timeout", "did not finish within its time limit"),
+        (lambda e: e.call(1, "add", {"n": 13}), "KeyError", "unlucky"),
+        (lambda e: e.call(1, "add", {"n": 99}), "Crash", "exited with status 4"),
+        (lambda e: e.call(1, "_secret", {}), "UnknownMethod", "no tool '_secret'"),
+        (lambda e: e.call(1, "add", {"m": 1}), "TypeError", "unexpected keyword argument 'm'"),
+        (lambda e: (e.call(1, "add", {"n": 7}), e.reward(1)), "RuntimeError", "seven"),
+        (lambda e: (e.call(1, "add", {"n": 8}), e.reward(1)), "InvalidReward", "must return a float"),
+    ],
+)
 def test_a_failing_environment_is_a_clear_error_in_time(env, act, kind, message):
     from rewards.sandbox import SandboxError
 
@@ -144,17 +163,32 @@ def test_the_training_programs_stand_in_class_forwards_to_the_sandbox():
 
     from workers.training.tooling import EnvironmentFailed, ToolFailed, environment_factory
 
-    config = TrainConfig(model="", dataset_path="", output_dir="", event_log="",
-                         rewards=[RewardSpec("r", builtin="accuracy")], sandbox_slot_base=3920,
-                         environment=ToolSpec("counter", "Counter", source=ENV))
+    config = TrainConfig(
+        model="",
+        dataset_path="",
+        output_dir="",
+        event_log="",
+        rewards=[RewardSpec("r", builtin="accuracy")],
+        sandbox_slot_base=3920,
+        environment=ToolSpec("counter", "Counter", source=ENV),
+    )
     factory, closers = environment_factory(config)
     try:
         assert factory.__name__ == "Counter"  # TRL's reward column for get_reward
         a, b = factory(), factory()
-        assert get_json_schema(a.add) == {"type": "function", "function": {
-            "name": "add", "description": "Add n to the total.",
-            "parameters": {"type": "object", "properties": {"n": {"type": "integer", "description": "How much to add."}},
-                           "required": ["n"]}, "return": {"type": "string"}}}
+        assert get_json_schema(a.add) == {
+            "type": "function",
+            "function": {
+                "name": "add",
+                "description": "Add n to the total.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"n": {"type": "integer", "description": "How much to add."}},
+                    "required": ["n"],
+                },
+                "return": {"type": "string"},
+            },
+        }
         assert not hasattr(a, "_secret")
         a.reset(start=1)
         b.reset(start=5)

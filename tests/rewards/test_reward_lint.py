@@ -8,9 +8,9 @@ from rewards.lint import lint
 from rewards.models import RewardFunction
 from rewards.services import MAX_SOURCE_BYTES
 
-CLEAN = '''def my_reward(completions, **kwargs):
+CLEAN = """def my_reward(completions, **kwargs):
     return [float(len(c) > 0) for c in completions]
-'''
+"""
 
 
 def test_clean_code_has_no_problems():
@@ -19,25 +19,30 @@ def test_clean_code_has_no_problems():
 
 def test_a_syntax_error_names_its_line_and_column():
     assert lint("def my_reward(completions, **kwargs):\n    return [1.0 for c in completions\n", "my_reward") == [
-        {"line": 2, "col": 11, "severity": "error", "message": "syntax error: '[' was never closed"}]
+        {"line": 2, "col": 11, "severity": "error", "message": "syntax error: '[' was never closed"}
+    ]
 
 
 def test_an_undefined_name_is_an_error_and_an_unused_import_a_warning():
     code = "import os\n\ndef my_reward(completions, **kwargs):\n    return [scor(c) for c in completions]\n"
     assert lint(code, "my_reward") == [
         {"line": 1, "col": 0, "severity": "warning", "message": "'os' imported but unused"},
-        {"line": 4, "col": 12, "severity": "error", "message": "undefined name 'scor'"}]
+        {"line": 4, "col": 12, "severity": "error", "message": "undefined name 'scor'"},
+    ]
 
 
 def test_a_missing_entrypoint_is_named():
     assert lint(CLEAN, "other")[-1]["message"] == "no top-level function named 'other' (the entrypoint)"
 
 
-@pytest.mark.parametrize("code, message", [
-    ("x = " + "(" * 5000 + ")" * 5000, "syntax error: too many nested parentheses"),
-    ("x = 1\x00", "syntax error: source code string cannot contain null bytes"),
-    ("#" * (MAX_SOURCE_BYTES + 1), f"the code is {MAX_SOURCE_BYTES + 1} bytes; the limit is {MAX_SOURCE_BYTES}"),
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("x = " + "(" * 5000 + ")" * 5000, "syntax error: too many nested parentheses"),
+        ("x = 1\x00", "syntax error: source code string cannot contain null bytes"),
+        ("#" * (MAX_SOURCE_BYTES + 1), f"the code is {MAX_SOURCE_BYTES + 1} bytes; the limit is {MAX_SOURCE_BYTES}"),
+    ],
+)
 def test_hostile_code_gets_a_message_not_a_crash(code, message):
     assert lint(code, "my_reward")[0]["message"] == message
 
@@ -46,8 +51,9 @@ def test_hostile_code_gets_a_message_not_a_crash(code, message):
 def test_the_lint_endpoint_answers_the_owner(owner_client, owner):
     url = reverse("reward_lint", args=[RewardFunction.objects.filter(owner=owner).first().pk])
     response = owner_client.post(url, {"source": "def f(completions, **kw):\n    return x\n", "entrypoint": "f"})
-    assert response.json() == {"diagnostics": [
-        {"line": 2, "col": 11, "severity": "error", "message": "undefined name 'x'"}]}
+    assert response.json() == {
+        "diagnostics": [{"line": 2, "col": 11, "severity": "error", "message": "undefined name 'x'"}]
+    }
     assert owner_client.get(url).status_code == 405
 
 

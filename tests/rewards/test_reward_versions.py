@@ -9,9 +9,9 @@ from rewards.services import RewardCodeError, reward_save
 
 pytestmark = pytest.mark.django_db
 
-V2 = '''def digit_ratio(completions, **kwargs):
+V2 = """def digit_ratio(completions, **kwargs):
     return [0.5 for _ in completions]
-'''
+"""
 
 
 @pytest.fixture
@@ -21,16 +21,23 @@ def reward(owner):
 
 def test_a_new_user_gets_the_library_as_editable_functions(owner):
     names = set(RewardFunction.objects.filter(owner=owner).values_list("name", flat=True))
-    assert {"accuracy", "think_format", "length_penalty", "letter_count", "language_consistency",
-            "digit_ratio"} <= names
+    assert {
+        "accuracy",
+        "think_format",
+        "length_penalty",
+        "letter_count",
+        "language_consistency",
+        "digit_ratio",
+    } <= names
     accuracy = RewardFunction.objects.get(owner=owner, name="accuracy")
     assert "math_verify" in accuracy.latest_version.source
     assert accuracy.description.startswith("1.0 when the last")
 
 
 def test_saving_changed_code_creates_the_next_version(owner_client, reward):
-    response = owner_client.post(reverse("reward_detail", args=[reward.pk]),
-                                 {"source": V2, "entrypoint": "digit_ratio", "description": "half"})
+    response = owner_client.post(
+        reverse("reward_detail", args=[reward.pk]), {"source": V2, "entrypoint": "digit_ratio", "description": "half"}
+    )
     assert response.status_code == 302
     assert list(reward.versions.values_list("number", flat=True)) == [2, 1]
     assert reward.latest_version.source == V2
@@ -43,8 +50,10 @@ def test_saving_unchanged_code_creates_no_version(reward):
 
 
 def test_a_syntax_error_names_its_line_and_saves_nothing(owner_client, reward):
-    response = owner_client.post(reverse("reward_detail", args=[reward.pk]),
-                                 {"source": "def digit_ratio(completions, **kw):\n    return [\n", "entrypoint": "digit_ratio"})
+    response = owner_client.post(
+        reverse("reward_detail", args=[reward.pk]),
+        {"source": "def digit_ratio(completions, **kw):\n    return [\n", "entrypoint": "digit_ratio"},
+    )
     assert response.status_code == 400
     assert "line 2" in response.content.decode()
     assert reward.versions.count() == 1

@@ -35,11 +35,13 @@ PROBE_REWARDS = [2.0, 4.0, 0.0]
 
 def hostile(attack: str, prelude: str = "") -> str:
     """A reward function that runs ``attack`` when the ``mode`` column says so and scores length otherwise."""
-    return (f"import os, sys, time, signal, socket, ctypes\n{prelude}\n"
-            "def f(completions, mode, **kwargs):\n"
-            "    if mode[0] == 'attack':\n"
-            f"{textwrap.indent(textwrap.dedent(attack), ' ' * 8)}\n"
-            "    return [float(len(c)) for c in completions]\n")
+    return (
+        f"import os, sys, time, signal, socket, ctypes\n{prelude}\n"
+        "def f(completions, mode, **kwargs):\n"
+        "    if mode[0] == 'attack':\n"
+        f"{textwrap.indent(textwrap.dedent(attack), ' ' * 8)}\n"
+        "    return [float(len(c)) for c in completions]\n"
+    )
 
 
 def attack(sb: Sandbox):
@@ -77,9 +79,13 @@ def sentinel():
 
 # --- ordinary reward functions --------------------------------------------------------------------------------------
 
+
 def test_the_trl_docs_length_reward_runs_unchanged(sandbox):
-    sb = sandbox("def reward_len(completions, **kwargs):\n"
-                 "    return [-abs(20 - len(completion)) for completion in completions]\n", "reward_len")
+    sb = sandbox(
+        "def reward_len(completions, **kwargs):\n"
+        "    return [-abs(20 - len(completion)) for completion in completions]\n",
+        "reward_len",
+    )
     assert sb.call(["x" * 20, "x" * 5, "x" * 30]).rewards == [0.0, -15.0, -10.0]
     assert sb.isolation["uid"] == sandbox_host.UID_BASE and sb.isolation["seccomp"] is True
     assert sb.isolation["landlock"] == "fs+net+scope" and sb.isolation["weak"] == []
@@ -97,26 +103,32 @@ def test_the_trl_docs_format_reward_reads_conversational_completions(sandbox):
             return [1.0 if match else 0.0 for match in matches]
     ''')
     sb = sandbox(source, "format_reward_func")
-    completions = [[{"role": "assistant", "content": "<think>2+2</think><answer>4</answer>"}],
-                   [{"role": "assistant", "content": "4"}]]
+    completions = [
+        [{"role": "assistant", "content": "<think>2+2</think><answer>4</answer>"}],
+        [{"role": "assistant", "content": "4"}],
+    ]
     assert sb.call(completions, prompts=[[{"role": "user", "content": "2+2?"}]] * 2).rewards == [1.0, 0.0]
 
 
 def test_columns_prompts_and_completion_ids_arrive_as_keyword_arguments(sandbox):
-    sb = sandbox(textwrap.dedent('''
+    sb = sandbox(
+        textwrap.dedent("""
         def f(completions, prompts, completion_ids, answer, level, **kwargs):
             assert sorted(kwargs) == ["log_extra", "log_metric", "trainer_state"], sorted(kwargs)
             return [float(c == a) + lv / 10 + len(ids) / 100 + len(p) / 1000
                     for c, a, lv, ids, p in zip(completions, answer, level, completion_ids, prompts)]
-    '''))
+    """)
+    )
     res = sb.call(["7", "8"], prompts=["q", "qq"], completion_ids=[[1, 2], [3]], answer=["7", "7"], level=[1, 2])
     assert res.rewards == pytest.approx([1.121, 0.212])
 
 
 def test_trainer_state_is_an_object_with_trls_fields(sandbox):
-    sb = sandbox("def f(completions, trainer_state, **kw):\n"
-                 "    return [trainer_state.global_step / max(trainer_state.max_steps, 1) + trainer_state.epoch]"
-                 " * len(completions)\n")
+    sb = sandbox(
+        "def f(completions, trainer_state, **kw):\n"
+        "    return [trainer_state.global_step / max(trainer_state.max_steps, 1) + trainer_state.epoch]"
+        " * len(completions)\n"
+    )
 
     class TrainerState:  # the fields TRL's TrainerState has
         global_step, max_steps, epoch, num_train_epochs = 5, 10, 2.0, 3
@@ -127,27 +139,34 @@ def test_trainer_state_is_an_object_with_trls_fields(sandbox):
 
 
 def test_log_extra_and_log_metric_come_back_and_replay_into_trl(sandbox):
-    sb = sandbox(textwrap.dedent('''
+    sb = sandbox(
+        textwrap.dedent("""
         def f(completions, log_extra, log_metric, **kwargs):
             log_extra("golden", [c.upper() for c in completions])
             log_extra("golden", ["more"])
             log_metric("mean_len", sum(map(len, completions)) / len(completions))
             log_metric("mean_len", 1)
             return [1.0] * len(completions)
-    '''))
+    """)
+    )
     extra, metrics = {}, []
-    res = sb.call(["ab", "c"], log_extra=lambda col, vals: extra.setdefault(col, []).extend(vals),
-                  log_metric=lambda name, value: metrics.append((name, value)))
+    res = sb.call(
+        ["ab", "c"],
+        log_extra=lambda col, vals: extra.setdefault(col, []).extend(vals),
+        log_metric=lambda name, value: metrics.append((name, value)),
+    )
     assert res.logged_extra == {"golden": ["AB", "C", "more"]}
     assert res.logged_metrics == {"mean_len": [1.5, 1.0]}
     assert extra == {"golden": ["AB", "C", "more"]} and metrics == [("mean_len", 1.5), ("mean_len", 1.0)]
 
 
 def test_an_error_reports_the_users_line_kind_message_and_what_was_printed(sandbox):
-    sb = sandbox("def f(completions, **kw):\n"
-                 "    print('scoring', len(completions))\n"
-                 "    total = 0\n"
-                 "    return [1 / total for c in completions]\n")
+    sb = sandbox(
+        "def f(completions, **kw):\n"
+        "    print('scoring', len(completions))\n"
+        "    total = 0\n"
+        "    return [1 / total for c in completions]\n"
+    )
     with pytest.raises(SandboxError) as exc:
         sb.call(["a"])
     assert (exc.value.kind, exc.value.line, exc.value.message) == ("ZeroDivisionError", 4, "division by zero")
@@ -157,8 +176,10 @@ def test_an_error_reports_the_users_line_kind_message_and_what_was_printed(sandb
 
 
 def test_printed_output_is_captured_with_each_call(sandbox):
-    sb = sandbox("import sys\ndef f(completions, **kw):\n    print('n =', len(completions))\n"
-                 "    print('warn', file=sys.stderr)\n    return [0.0] * len(completions)\n")
+    sb = sandbox(
+        "import sys\ndef f(completions, **kw):\n    print('n =', len(completions))\n"
+        "    print('warn', file=sys.stderr)\n    return [0.0] * len(completions)\n"
+    )
     res = sb.call(["a", "b"])
     assert (res.stdout, res.stdout_truncated) == ("n = 2\nwarn\n", False)
     assert res.duration_s > 0
@@ -183,8 +204,11 @@ def test_a_source_without_the_named_function_is_refused(sandbox):
 
 
 def test_bools_ints_none_and_numpy_scalars_become_floats_or_none(sandbox):
-    sb = sandbox("import numpy as np\ndef f(completions, **kw):\n"
-                 "    return [True, False, 3, None, np.float32(0.5), np.int64(2)]\n", timeout_s=10)
+    sb = sandbox(
+        "import numpy as np\ndef f(completions, **kw):\n"
+        "    return [True, False, 3, None, np.float32(0.5), np.int64(2)]\n",
+        timeout_s=10,
+    )
     assert sb.call(list("abcdef")).rewards == [1.0, 0.0, 3.0, None, 0.5, 2.0]
 
 
@@ -194,12 +218,15 @@ def test_an_async_reward_function_is_awaited(sandbox):
 
 
 def test_math_verify_works_inside_the_sandbox_with_its_signal_timeouts(sandbox):
-    sb = sandbox(textwrap.dedent(r'''
+    sb = sandbox(
+        textwrap.dedent(r"""
         from math_verify import parse, verify
 
         def f(completions, answer, **kwargs):
             return [1.0 if verify(parse(a), parse(c)) else 0.0 for c, a in zip(completions, answer)]
-    '''), timeout_s=30)
+    """),
+        timeout_s=30,
+    )
     assert sb.call(["so \\boxed{\\frac{1}{2}}", "\\boxed{3}"], answer=["$0.5$", "$4$"]).rewards == [1.0, 0.0]
 
 
@@ -254,6 +281,7 @@ def test_the_worker_dies_with_its_host():
 
 # --- processes, threads, exec -------------------------------------------------------------------------------------
 
+
 def test_os_system_cannot_start_a_shell(sandbox, tmp_path):
     marker = tmp_path / "pwned"
     sb = sandbox(hostile(f"return [float(os.system('touch {marker}'))] * len(completions)"))
@@ -263,12 +291,14 @@ def test_os_system_cannot_start_a_shell(sandbox, tmp_path):
 
 
 def test_subprocess_and_exec_are_denied(sandbox):
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         import subprocess
         if kwargs.get('how') == ['exec']:
             os.execv('/bin/sh', ['sh', '-c', 'id'])
         subprocess.run(['/bin/sh', '-c', 'id'])
-    """))
+    """)
+    )
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert exc.value.kind == "PermissionError"
@@ -287,11 +317,13 @@ def test_a_fork_bomb_fails_at_the_first_fork(sandbox):
 
 
 def test_a_thread_bomb_cannot_start_a_thread(sandbox):
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         import threading
         for _ in range(10000):
             threading.Thread(target=time.sleep, args=(60,)).start()
-    """))
+    """)
+    )
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert (exc.value.kind, exc.value.message) == ("RuntimeError", "can't start new thread")
@@ -299,6 +331,7 @@ def test_a_thread_bomb_cannot_start_a_thread(sandbox):
 
 
 # --- memory, CPU, time --------------------------------------------------------------------------------------------
+
 
 def test_one_huge_allocation_fails_within_the_address_space_limit(sandbox):
     sb = sandbox(hostile("x = bytearray(8 << 30)"), memory_mb=512)
@@ -309,11 +342,15 @@ def test_one_huge_allocation_fails_within_the_address_space_limit(sandbox):
 
 
 def test_a_growing_memory_bomb_stops_at_the_limit(sandbox):
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         chunks = []
         while True:
             chunks.append(b'x' * (16 << 20))
-    """), memory_mb=384, timeout_s=10)
+    """),
+        memory_mb=384,
+        timeout_s=10,
+    )
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert exc.value.kind == "MemoryError"
@@ -336,11 +373,15 @@ def test_a_long_sleep_is_killed_at_the_time_limit(sandbox):
 
 
 def test_spinning_with_sigxcpu_ignored_is_killed_by_the_cpu_limit(sandbox):
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         while True:
             pass
-    """), timeout_s=20, cpu_limit_s=1)
+    """),
+        timeout_s=20,
+        cpu_limit_s=1,
+    )
     with pytest.raises(SandboxCrash) as exc:  # a crash at the hard CPU limit, not a SandboxTimeout at 20 s
         attack(sb)
     assert "SIGKILL" in exc.value.message
@@ -348,13 +389,15 @@ def test_spinning_with_sigxcpu_ignored_is_killed_by_the_cpu_limit(sandbox):
 
 
 def test_a_timer_left_armed_cannot_run_code_between_calls(sandbox):
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         def spin(*_):
             while True:
                 pass
         signal.signal(signal.SIGALRM, spin)
         signal.setitimer(signal.ITIMER_REAL, 0.3)
-    """))
+    """)
+    )
     attack(sb)
     time.sleep(0.5)
     assert_next_call_works(sb)
@@ -362,6 +405,7 @@ def test_a_timer_left_armed_cannot_run_code_between_calls(sandbox):
 
 
 # --- crashes and exits ----------------------------------------------------------------------------------------------
+
 
 def test_a_segfault_through_ctypes_costs_only_the_worker(sandbox):
     sb = sandbox(hostile("ctypes.string_at(0)"))
@@ -389,6 +433,7 @@ def test_os_exit_costs_only_the_worker(sandbox):
 
 # --- signals to others ----------------------------------------------------------------------------------------------
 
+
 def test_it_cannot_kill_its_parent(sandbox, sentinel):
     sb = sandbox(hostile("os.kill(os.getppid(), signal.SIGKILL)"))
     with pytest.raises(SandboxError) as exc:
@@ -401,7 +446,7 @@ def test_it_cannot_kill_its_parent(sandbox, sentinel):
 def test_kill_minus_one_reaches_no_other_process(sandbox, sentinel):
     sb = sandbox(hostile("os.kill(-1, signal.SIGKILL)"), slot=7)
     assert attack(sb).rewards == PROBE_REWARDS  # kill(-1) spares the caller and reports success even when every
-    time.sleep(0.2)                             # target refused, so the evidence is who is still alive
+    time.sleep(0.2)  # target refused, so the evidence is who is still alive
     assert sentinel.poll() is None and sb.running
     assert_next_call_works(sb)
 
@@ -415,7 +460,8 @@ def test_kill_of_its_own_process_group_kills_only_itself(sandbox, sentinel):
 
 
 def test_ptrace_prlimit_and_pdeathsig_tricks_are_denied(sandbox):
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         libc = ctypes.CDLL(None, use_errno=True)
         results = []
         for call in (lambda: libc.ptrace(16, os.getppid(), 0, 0),                  # PTRACE_ATTACH
@@ -425,16 +471,30 @@ def test_ptrace_prlimit_and_pdeathsig_tricks_are_denied(sandbox):
             ctypes.set_errno(0)
             results.append(float(call() == -1 and ctypes.get_errno() == 1))          # -1, EPERM
         return results[:len(completions)] + [0.0] * (len(completions) - len(results))
-    """))
+    """)
+    )
     assert sb.call(["a", "b", "c", "d"], mode=["attack"] * 4).rewards == [1.0, 1.0, 1.0, 1.0]
     assert_next_call_works(sb)
 
 
-@pytest.mark.parametrize("name, nr, errno_", [
-    ("unshare", 272, 1), ("setns", 308, 1), ("mount", 165, 1), ("bpf", 321, 1), ("io_uring_setup", 425, 1),
-    ("keyctl", 250, 1), ("perf_event_open", 298, 1), ("userfaultfd", 323, 1), ("memfd_create", 319, 1),
-    ("personality", 135, 1), ("process_vm_readv", 310, 1), ("shmget", 29, 1), ("clone3", 435, 38),
-])
+@pytest.mark.parametrize(
+    "name, nr, errno_",
+    [
+        ("unshare", 272, 1),
+        ("setns", 308, 1),
+        ("mount", 165, 1),
+        ("bpf", 321, 1),
+        ("io_uring_setup", 425, 1),
+        ("keyctl", 250, 1),
+        ("perf_event_open", 298, 1),
+        ("userfaultfd", 323, 1),
+        ("memfd_create", 319, 1),
+        ("personality", 135, 1),
+        ("process_vm_readv", 310, 1),
+        ("shmget", 29, 1),
+        ("clone3", 435, 38),
+    ],
+)
 def test_dangerous_syscalls_fail_with_the_expected_errno(sandbox, name, nr, errno_):
     sb = sandbox(syscall_probe(nr))
     assert attack(sb).rewards == [-1.0, float(errno_), 0.0], name
@@ -460,6 +520,7 @@ def test_x32_system_calls_kill_the_worker(sandbox):
 
 
 # --- network --------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("port", [5432, 6379])
 def test_tcp_to_local_services_is_denied(sandbox, port):
@@ -488,10 +549,12 @@ def test_unix_sockets_filesystem_and_abstract_are_denied(sandbox):
     listener.bind(f"\0grpo-sandbox-test-{os.getpid()}")
     listener.listen(1)
     try:
-        sb = sandbox(hostile("""
+        sb = sandbox(
+            hostile("""
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(kwargs['target'][0])
-        """))
+        """)
+        )
         for target in (pg, f"\0grpo-sandbox-test-{os.getpid()}"):
             with pytest.raises(SandboxError) as exc:
                 sb.call(PROBE, mode=["attack"] * 3, target=[target] * 3)
@@ -506,13 +569,22 @@ def test_unix_sockets_filesystem_and_abstract_are_denied(sandbox):
 
 # --- secrets and files ----------------------------------------------------------------------------------------------
 
+
 def test_the_environment_holds_no_secret(sandbox, monkeypatch):
     monkeypatch.setenv("GRPO_TEST_SECRET", "hunter2")
     sb = sandbox(hostile("print(*sorted(os.environ))\nreturn [float('hunter2' in repr(os.environ))] * 3"))
     res = attack(sb)
     assert res.rewards == [0.0, 0.0, 0.0]
-    assert set(res.stdout.split()) <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "OMP_NUM_THREADS",
-                                       "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}
+    assert set(res.stdout.split()) <= {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "HOME",
+        "TMPDIR",
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+    }
     assert_next_call_works(sb)
 
 
@@ -558,13 +630,15 @@ def test_writing_outside_scratch_is_denied(sandbox, tmp_path):
 
 
 def test_a_symlink_or_hard_link_from_scratch_does_not_reach_host_files(sandbox, world_readable_secret):
-    sb = sandbox(hostile(f"""
+    sb = sandbox(
+        hostile(f"""
         if kwargs.get('how', [''])[0] == 'hard':
             os.link({str(world_readable_secret)!r}, 'hard')
             return [float(open('hard').read() == 'SECRET')] * len(completions)
         os.symlink({str(world_readable_secret)!r}, 'link')
         return [float(open('link').read() == 'SECRET')] * len(completions)
-    """))
+    """)
+    )
     for how in ("soft", "hard"):
         with pytest.raises(SandboxError) as exc:
             sb.call(PROBE, mode=["attack"] * 3, how=[how] * 3)
@@ -573,7 +647,8 @@ def test_a_symlink_or_hard_link_from_scratch_does_not_reach_host_files(sandbox, 
 
 
 def test_filling_the_disk_stops_at_the_scratch_limit_and_leaves_nothing_behind(sandbox):
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         written, n = 0, 0
         try:
             while True:
@@ -585,7 +660,10 @@ def test_filling_the_disk_stops_at_the_scratch_limit_and_leaves_nothing_behind(s
         except OSError as exc:
             print(type(exc).__name__, exc.errno)
         return [float(written)] * len(completions)
-    """), scratch_mb=16, timeout_s=10)
+    """),
+        scratch_mb=16,
+        timeout_s=10,
+    )
     scratch = sb.scratch
     res = attack(sb)
     assert 0 < res.rewards[0] <= 16 << 20 and res.stdout.startswith("OSError 28")  # ENOSPC
@@ -597,6 +675,7 @@ def test_filling_the_disk_stops_at_the_scratch_limit_and_leaves_nothing_behind(s
 
 # --- output and results -------------------------------------------------------------------------------------------
 
+
 def test_100_mb_of_print_is_capped(sandbox):
     sb = sandbox(hostile("for _ in range(100):\n    print('x' * (1 << 20))"), timeout_s=10)
     res = attack(sb)
@@ -605,25 +684,29 @@ def test_100_mb_of_print_is_capped(sandbox):
 
 
 def test_100_mb_written_to_fd_1_goes_nowhere(sandbox):
-    sb = sandbox(hostile("for _ in range(100):\n    os.write(1, b'x' * (1 << 20))\n    os.write(2, b'y' * 1024)"),
-                 timeout_s=10)
+    sb = sandbox(
+        hostile("for _ in range(100):\n    os.write(1, b'x' * (1 << 20))\n    os.write(2, b'y' * 1024)"), timeout_s=10
+    )
     res = attack(sb)
     assert res.stdout == "" and res.rewards == PROBE_REWARDS
     assert_next_call_works(sb)
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("[float('nan')] * len(completions)", "rewards[0] is nan"),
-    ("[1.0, float('inf'), 0.0]", "rewards[1] is inf"),
-    ("['1.0'] * len(completions)", "rewards[0] is a str"),
-    ("[1.0]", "returned 1 values for 3 completions"),
-    ("{'a': 1}", "returned a dict"),
-    ("(x for x in completions)", "returned a generator"),
-    ("[[1.0]] * 3", "rewards[0] is a list"),
-    ("[2 ** 2000] * 3", "rewards[0] (int) is not a number"),
-    ("[0.0] * (13 * 1000 * 1000)", "returned 13000000 values for 3 completions"),  # ~100 MB
-    ("['x' * (100 << 20), 0.0, 0.0]", "rewards[0] is a str"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("[float('nan')] * len(completions)", "rewards[0] is nan"),
+        ("[1.0, float('inf'), 0.0]", "rewards[1] is inf"),
+        ("['1.0'] * len(completions)", "rewards[0] is a str"),
+        ("[1.0]", "returned 1 values for 3 completions"),
+        ("{'a': 1}", "returned a dict"),
+        ("(x for x in completions)", "returned a generator"),
+        ("[[1.0]] * 3", "rewards[0] is a list"),
+        ("[2 ** 2000] * 3", "rewards[0] (int) is not a number"),
+        ("[0.0] * (13 * 1000 * 1000)", "returned 13000000 values for 3 completions"),  # ~100 MB
+        ("['x' * (100 << 20), 0.0, 0.0]", "rewards[0] is a str"),
+    ],
+)
 def test_malformed_results_are_clear_errors(sandbox, value, expected):
     sb = sandbox(hostile(f"return {value}"), timeout_s=10)
     with pytest.raises(SandboxError) as exc:
@@ -651,12 +734,15 @@ def test_a_garbage_reply_costs_only_the_worker(sandbox):
 
 def test_a_decompression_bomb_reply_is_refused(sandbox):
     # 40 MB of empty msgpack arrays would decode into 40 million Python lists in the host.
-    sb = sandbox(hostile("""
+    sb = sandbox(
+        hostile("""
         import struct
         n = 40 << 20
         body = b'\\xdd' + struct.pack('>I', n) + b'\\x90' * n
         os.write(int(sys.argv[2]), len(body).to_bytes(4, 'big') + body)
-    """), timeout_s=10)
+    """),
+        timeout_s=10,
+    )
     with pytest.raises(SandboxCrash) as exc:
         attack(sb)
     assert exc.value.kind == "ProtocolError"
@@ -664,8 +750,10 @@ def test_a_decompression_bomb_reply_is_refused(sandbox):
 
 
 def test_an_oversized_reply_is_refused_by_the_worker(sandbox):
-    sb = sandbox(hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 2000)"),  # 2 MB
-                 max_message_mb=1)
+    sb = sandbox(
+        hostile("log_extra = kwargs['log_extra']\nlog_extra('blob', ['y' * 1000] * 2000)"),  # 2 MB
+        max_message_mb=1,
+    )
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert exc.value.kind == "ResultTooLarge" and sb.faults == 0
@@ -692,6 +780,7 @@ def test_a_10_mb_source_is_refused():
 
 
 # --- failing closed -------------------------------------------------------------------------------------------------
+
 
 def test_it_refuses_to_run_without_landlock_unless_weak_mode_is_allowed(monkeypatch, sandbox):
     monkeypatch.setattr(sandbox_host._child, "landlock_abi", lambda: 0)  # a kernel without Landlock
@@ -754,8 +843,13 @@ def test_without_root_landlock_scoping_keeps_the_worker_from_its_host():
     if SUPPORT["landlock_abi"] < 6:
         pytest.skip(f"Landlock ABI {SUPPORT['landlock_abi']} has no scoping")
     script = NON_ROOT_HOST.replace("SETTINGS_PATH", repr(str(SETTINGS)))
-    proc = subprocess.run(["setpriv", "--bounding-set", "-all,+setfcap", "--inh-caps", "-all", "--",
-                           sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["setpriv", "--bounding-set", "-all,+setfcap", "--inh-caps", "-all", "--", sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["support"]["can_setuid"] is False and out["sentinel_alive"]
@@ -804,7 +898,7 @@ def isolated(request, sandbox, monkeypatch):
 
 
 # User code that writes reply frames of its own to the reply pipe, as if it were the worker's protocol code.
-FORGE = r'''
+FORGE = r"""
 import msgpack
 
 def send(obj=None, raw=None):
@@ -815,7 +909,7 @@ def good(**fields):
     req = sys._getframe(2).f_locals['req']  # the worker's own request: its id
     return {"id": req["id"], "ok": True, "stdout": "", "truncated": False, "rewards": [1.0, 1.0, 1.0],
             "extra": [], "metrics": [], **fields}
-'''
+"""
 
 
 def forged(code: str) -> str:
@@ -831,19 +925,23 @@ def assert_protocol_error(sb: Sandbox, faults: int = 1) -> None:
 
 
 def test_a_reward_nested_1000_deep_is_a_protocol_error_not_a_recursion_error(isolated):
-    sb = isolated(forged("""
+    sb = isolated(
+        forged("""
         head = msgpack.packb(good(rewards=None))
         send(raw=head[:-1] + b'\\x93' + b'\\x91' * 1000 + b'\\xc0' + b'\\x00\\x00')  # rewards: [[[...]]], 0, 0]
-    """))
+    """)
+    )
     assert_protocol_error(sb)
 
 
 def test_an_error_message_nested_1000_deep_is_a_protocol_error(isolated):
-    sb = isolated(forged("""
+    sb = isolated(
+        forged("""
         head = msgpack.packb({'id': good()['id'], 'ok': False, 'stdout': '', 'truncated': False,
                               'error': {'kind': 'E', 'line': None, 'traceback': '', 'message': None}})
         send(raw=head[:-1] + b'\\x91' * 1000 + b'\\xc0')
-    """))
+    """)
+    )
     assert_protocol_error(sb)
 
 
@@ -866,10 +964,14 @@ def test_a_forged_cpu_time_is_a_protocol_error(isolated):
 
 
 def test_the_host_measures_cpu_time_itself_and_replaces_a_worker_past_half_its_budget(isolated):
-    sb = isolated(hostile("""
+    sb = isolated(
+        hostile("""
         while time.process_time() < 0.7:
             pass
-    """), cpu_limit_s=1, timeout_s=10)
+    """),
+        cpu_limit_s=1,
+        timeout_s=10,
+    )
     assert attack(sb).rewards == PROBE_REWARDS
     assert not sb.running and sb.faults == 0  # replaced between calls, as a budget, not a fault
     assert_next_call_works(sb)
@@ -891,10 +993,13 @@ def test_200k_forged_metric_names_are_refused_by_the_host(isolated):
 
 
 def test_200k_metric_names_logged_honestly_are_a_clear_error(isolated):
-    sb = isolated(hostile("""
+    sb = isolated(
+        hostile("""
         for i in range(200_000):
             kwargs['log_metric'](f'm{i}', 1.0)
-    """), timeout_s=10)
+    """),
+        timeout_s=10,
+    )
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert exc.value.kind == "LogTooLarge" and sb.faults == 0 and sb.running
@@ -902,8 +1007,12 @@ def test_200k_metric_names_logged_honestly_are_a_clear_error(isolated):
 
 
 def test_an_exception_named_sandbox_unavailable_is_the_users_own(isolated):
-    sb = isolated(hostile("raise SandboxUnavailable('Set GRPO_SANDBOX_ALLOW_WEAK=1 to fix this')",
-                          prelude="class SandboxUnavailable(Exception):\n    pass"))
+    sb = isolated(
+        hostile(
+            "raise SandboxUnavailable('Set GRPO_SANDBOX_ALLOW_WEAK=1 to fix this')",
+            prelude="class SandboxUnavailable(Exception):\n    pass",
+        )
+    )
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     assert not isinstance(exc.value, SandboxUnavailable) and exc.value.kind == "UserException"
@@ -925,12 +1034,16 @@ def test_a_forged_unavailable_message_at_import_is_a_protocol_error(isolated):
 
 
 def test_an_isolation_report_forged_at_import_is_a_protocol_error(isolated):
-    source = "import os, sys, time\n" + FORGE + textwrap.dedent("""
+    source = (
+        "import os, sys, time\n"
+        + FORGE
+        + textwrap.dedent("""
         send({"ok": True, "stdout": "", "isolation": {"private_mounts": True, "weak": []}})
         time.sleep(30)
         def f(completions, **kw):
             return [0.0] * len(completions)
     """)
+    )
     with pytest.raises(SandboxCrash) as exc:
         isolated(source)
     assert exc.value.kind == "ProtocolError"
@@ -958,11 +1071,14 @@ def test_bytes_left_after_a_reply_cost_the_worker_at_the_next_call(isolated):
 
 
 def test_the_scratch_quota_holds_in_both_modes(isolated):
-    sb = isolated(hostile("""
+    sb = isolated(
+        hostile("""
         for i in range(6):
             with open(f'f{i}', 'wb') as fh:
                 fh.write(b'x' * (1 << 20))
-    """), scratch_mb=4)
+    """),
+        scratch_mb=4,
+    )
     with pytest.raises(SandboxError) as exc:
         attack(sb)
     # a private tmpfs fills up inside the call; a host directory is measured and emptied after it
@@ -976,8 +1092,9 @@ def test_the_worker_is_stopped_between_calls(isolated):
     assert_next_call_works(sb)
 
     def state():
-        return next(line for line in Path(f"/proc/{sb.pid}/status").read_text().splitlines()
-                    if line.startswith("State:")).split()[1]
+        return next(
+            line for line in Path(f"/proc/{sb.pid}/status").read_text().splitlines() if line.startswith("State:")
+        ).split()[1]
 
     deadline = time.monotonic() + 5  # SIGSTOP is delivered asynchronously
     while state() != "T" and time.monotonic() < deadline:
@@ -986,7 +1103,7 @@ def test_the_worker_is_stopped_between_calls(isolated):
     assert_next_call_works(sb)
 
 
-POSIX_TIMER = r'''
+POSIX_TIMER = r"""
 import ctypes, signal
 TICKS = []
 signal.signal(signal.SIGUSR1, lambda *_: TICKS.append(1))
@@ -1000,15 +1117,20 @@ def arm():
     spec = (ctypes.c_long * 4)(0, 2_000_000, 0, 2_000_000)  # every 2 ms
     assert libc.timer_settime(timer, 0, spec, None) == 0
     return timer
-'''
+"""
 
 
 def test_a_posix_timer_runs_no_code_between_calls(isolated):
-    sb = isolated(hostile("""
+    sb = isolated(
+        hostile(
+            """
         if kwargs.get('how') == ['arm']:
             TIMER = arm()
         return [float(len(TICKS))] * len(completions)
-    """, prelude=POSIX_TIMER))
+    """,
+            prelude=POSIX_TIMER,
+        )
+    )
     before = sb.call(PROBE, mode=["attack"] * 3, how=["arm"] * 3).rewards[0]
     time.sleep(0.5)  # 250 ticks, were the worker running
     after = sb.call(PROBE, mode=["attack"] * 3, how=["read"] * 3).rewards[0]
@@ -1016,12 +1138,29 @@ def test_a_posix_timer_runs_no_code_between_calls(isolated):
     assert sb.faults == 0
 
 
-@pytest.mark.parametrize("name, nr", [
-    ("chmod", 90), ("fchmod", 91), ("fchmodat", 268), ("fchmodat2", 452), ("chown", 92), ("fchownat", 260),
-    ("utimensat", 280), ("setxattr", 188), ("getxattr", 191), ("fsetxattr", 190), ("removexattr", 197),
-    ("inotify_init1", 294), ("inotify_add_watch", 254), ("fanotify_init", 300), ("statmount", 457),
-    ("listmount", 458), ("io_setup", 206), ("io_submit", 209),
-])
+@pytest.mark.parametrize(
+    "name, nr",
+    [
+        ("chmod", 90),
+        ("fchmod", 91),
+        ("fchmodat", 268),
+        ("fchmodat2", 452),
+        ("chown", 92),
+        ("fchownat", 260),
+        ("utimensat", 280),
+        ("setxattr", 188),
+        ("getxattr", 191),
+        ("fsetxattr", 190),
+        ("removexattr", 197),
+        ("inotify_init1", 294),
+        ("inotify_add_watch", 254),
+        ("fanotify_init", 300),
+        ("statmount", 457),
+        ("listmount", 458),
+        ("io_setup", 206),
+        ("io_submit", 209),
+    ],
+)
 def test_file_metadata_watch_mount_table_and_aio_calls_are_denied(isolated, name, nr):
     sb = isolated(syscall_probe(nr))
     assert attack(sb).rewards == [-1.0, 1.0, 0.0], name  # -1, EPERM
@@ -1030,7 +1169,8 @@ def test_file_metadata_watch_mount_table_and_aio_calls_are_denied(isolated, name
 
 def test_an_app_file_cannot_be_chmodded_stamped_or_tagged(isolated, world_readable_secret):
     before = os.stat(world_readable_secret)
-    sb = isolated(hostile(f"""
+    sb = isolated(
+        hostile(f"""
         path = {str(world_readable_secret)!r}
         denied = []
         for change in (lambda: os.chmod(path, 0), lambda: os.utime(path, (0, 0)),
@@ -1040,7 +1180,8 @@ def test_an_app_file_cannot_be_chmodded_stamped_or_tagged(isolated, world_readab
             except PermissionError:
                 denied.append(1)
         return [float(len(denied)), 0.0, 0.0]
-    """))
+    """)
+    )
     assert attack(sb).rewards == [4.0, 0.0, 0.0]
     after = os.stat(world_readable_secret)
     assert (after.st_mode, after.st_mtime_ns, after.st_uid) == (before.st_mode, before.st_mtime_ns, before.st_uid)
@@ -1048,12 +1189,15 @@ def test_an_app_file_cannot_be_chmodded_stamped_or_tagged(isolated, world_readab
 
 
 def test_a_1500_deep_directory_nest_is_cleaned_at_restart_and_close(isolated):
-    sb = isolated(hostile("""
+    sb = isolated(
+        hostile("""
         for _ in range(1500):
             os.mkdir('d')
             os.chdir('d')
         os._exit(0)
-    """), timeout_s=10)
+    """),
+        timeout_s=10,
+    )
     scratch = sb.scratch
     with pytest.raises(SandboxCrash):
         attack(sb)
@@ -1063,7 +1207,7 @@ def test_a_1500_deep_directory_nest_is_cleaned_at_restart_and_close(isolated):
     assert not os.path.exists(scratch)
 
 
-WIPE_TREE = r'''
+WIPE_TREE = r"""
 import os, sys
 from rewards.sandbox import scratch as cleanup
 scratch, outside = sys.argv[1], sys.argv[2]
@@ -1087,7 +1231,7 @@ os.close(fd)
 emptied = cleanup.wipe(scratch)
 removed = cleanup.wipe(scratch, remove=True)
 print(emptied, removed, os.path.exists(scratch), sorted(os.listdir(os.path.join(outside, "keep"))))
-'''
+"""
 
 
 def test_scratch_cleanup_is_iterative_follows_no_link_and_opens_mode_000_folders(tmp_path):
@@ -1095,9 +1239,25 @@ def test_scratch_cleanup_is_iterative_follows_no_link_and_opens_mode_000_folders
     scratch, outside = tmp_path / "scratch", tmp_path / "outside"
     scratch.mkdir()
     outside.mkdir()
-    proc = subprocess.run(["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--", sys.executable, "-c",
-                           WIPE_TREE, str(scratch), str(outside)], cwd=REPO, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [
+            "setpriv",
+            "--bounding-set",
+            "-all",
+            "--inh-caps",
+            "-all",
+            "--",
+            sys.executable,
+            "-c",
+            WIPE_TREE,
+            str(scratch),
+            str(outside),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[0] == "True True False ['file']"
 
@@ -1116,10 +1276,21 @@ def test_a_runs_reward_functions_pass_columns_named_self_and__base_through(isola
     from workers.training.protocol.config import RewardSpec, TrainConfig
     from workers.training.rewarding import reward_functions
 
-    config = TrainConfig(model="m", dataset_path="d", output_dir="o", event_log="e", rewards=[
-        RewardSpec(name="both", source="def f(completions, self, _base, **kw):\n"
-                                       "    return [float(self[0] + _base[0])] * len(completions)\n",
-                   entrypoint="f")], allow_weak_sandbox=isolated.mode == "fallback")
+    config = TrainConfig(
+        model="m",
+        dataset_path="d",
+        output_dir="o",
+        event_log="e",
+        rewards=[
+            RewardSpec(
+                name="both",
+                source="def f(completions, self, _base, **kw):\n"
+                "    return [float(self[0] + _base[0])] * len(completions)\n",
+                entrypoint="f",
+            )
+        ],
+        allow_weak_sandbox=isolated.mode == "fallback",
+    )
     funcs, _, closers = reward_functions(config)
     try:
         assert funcs[0](["a", "b"], prompts=["p", "q"], self=[1, 1], _base=[2, 2]) == [3.0, 3.0]

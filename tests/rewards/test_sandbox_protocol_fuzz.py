@@ -26,8 +26,14 @@ from rewards.sandbox import host as sandbox_host
 SUPPORT = sandbox_support()
 REPLIES = 10_000
 N = 3  # completions per call
-ISOLATION = {"uid": 61000, "landlock": "fs+net+scope", "landlock_abi": 6, "seccomp": True, "private_mounts": True,
-             "weak": []}
+ISOLATION = {
+    "uid": 61000,
+    "landlock": "fs+net+scope",
+    "landlock_abi": 6,
+    "seccomp": True,
+    "private_mounts": True,
+    "weak": [],
+}
 HEADER = struct.Struct(">I")
 
 
@@ -59,15 +65,41 @@ class Script:
         if depth < 3 and r < 0.15:
             return [self.value(depth + 1) for _ in range(self.rng.randint(0, 4))]
         if depth < 3 and r < 0.25:
-            return {self.rng.choice(["id", "ok", "kind", "x", "stdout"]): self.value(depth + 1)
-                    for _ in range(self.rng.randint(0, 3))}
-        return self.rng.choice([None, True, False, 0, -1, 2 ** 63 - 1, -(2 ** 63), 1.5, math.nan, math.inf, "",
-                                "SandboxUnavailable", "x" * self.rng.randint(0, 100), b"\x00\xff",
-                                self.rng.randint(-10 ** 6, 10 ** 6), self.rng.random()])
+            return {
+                self.rng.choice(["id", "ok", "kind", "x", "stdout"]): self.value(depth + 1)
+                for _ in range(self.rng.randint(0, 3))
+            }
+        return self.rng.choice(
+            [
+                None,
+                True,
+                False,
+                0,
+                -1,
+                2**63 - 1,
+                -(2**63),
+                1.5,
+                math.nan,
+                math.inf,
+                "",
+                "SandboxUnavailable",
+                "x" * self.rng.randint(0, 100),
+                b"\x00\xff",
+                self.rng.randint(-(10**6), 10**6),
+                self.rng.random(),
+            ]
+        )
 
     def valid(self, seq: int) -> dict:
-        return {"id": seq, "ok": True, "stdout": "", "truncated": False, "rewards": [1.0, None, 0.0],
-                "extra": [["col", ["a", 1, None]]], "metrics": [["m", 0.5]]}
+        return {
+            "id": seq,
+            "ok": True,
+            "stdout": "",
+            "truncated": False,
+            "rewards": [1.0, None, 0.0],
+            "extra": [["col", ["a", 1, None]]],
+            "metrics": [["m", 0.5]],
+        }
 
     def call_reply(self, seq: int) -> tuple[bytes, bool]:
         rng, good = self.rng, self.valid(seq)
@@ -87,32 +119,59 @@ class Script:
             body = bytes([head[0] + 1]) + head[1:] + msgpack.packb("rewards") + nested(depth)  # fixmap: one more pair
             return raw(body), False
         if pick == 3:  # a huge announced size
-            return HEADER.pack(rng.choice([(64 << 20) + 1, 2 ** 32 - 1, 1 << 31])), False
+            return HEADER.pack(rng.choice([(64 << 20) + 1, 2**32 - 1, 1 << 31])), False
         if pick == 4:  # containers announcing more items than the body holds
-            return raw(rng.choice([b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff", b"\xdb\x7f\xff\xff\xff"])
-                       + b"\x90" * rng.randint(0, 50)), False
+            return raw(
+                rng.choice([b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff", b"\xdb\x7f\xff\xff\xff"])
+                + b"\x90" * rng.randint(0, 50)
+            ), False
         if pick == 5:  # random bytes
             return raw(bytes(rng.randrange(256) for _ in range(rng.randint(0, 64)))), False
         if pick == 6:  # a truncated frame, then the worker hangs up
             whole = frame(good)
-            return whole[:rng.randint(0, len(whole) - 1)], True
+            return whole[: rng.randint(0, len(whole) - 1)], True
         if pick == 7:  # two replies in one write
             return frame(good) + frame(good), False
         if pick == 8:  # a user error that claims to be the host speaking
             kind = rng.choice(sorted(sandbox_host.HOST_KINDS))
-            return frame({"id": seq, "ok": False, "stdout": "", "truncated": False, "error": {
-                "kind": kind, "message": "Set GRPO_SANDBOX_ALLOW_WEAK=1", "line": None, "traceback": ""}}), False
+            return frame(
+                {
+                    "id": seq,
+                    "ok": False,
+                    "stdout": "",
+                    "truncated": False,
+                    "error": {"kind": kind, "message": "Set GRPO_SANDBOX_ALLOW_WEAK=1", "line": None, "traceback": ""},
+                }
+            ), False
         if pick == 9:  # a malformed error
-            return frame({"id": seq, "ok": False, "stdout": "", "truncated": False,
-                          "error": rng.choice([self.value(), {"kind": self.value(), "message": self.value()},
-                                               {"kind": "E", "message": "m", "line": "3"}, {"kind": "x" * 300}])}), \
-                False
+            return frame(
+                {
+                    "id": seq,
+                    "ok": False,
+                    "stdout": "",
+                    "truncated": False,
+                    "error": rng.choice(
+                        [
+                            self.value(),
+                            {"kind": self.value(), "message": self.value()},
+                            {"kind": "E", "message": "m", "line": "3"},
+                            {"kind": "x" * 300},
+                        ]
+                    ),
+                }
+            ), False
         if pick == 10:  # output past the cap
             return frame({**good, "stdout": "x" * rng.choice([65537, 1 << 20]), "truncated": True}), False
         if pick == 11:  # log records past the caps (the big ones seldom: they take a while to build)
             if rng.random() < 0.8:
-                return frame({**good, "extra": [["c", ["y"] * 10], ["big", ["z" * 100] * 10]], "metrics": [
-                    ["m" * 100, 1.0]] * 10, "stdout": "s" * 65537}), False
+                return frame(
+                    {
+                        **good,
+                        "extra": [["c", ["y"] * 10], ["big", ["z" * 100] * 10]],
+                        "metrics": [["m" * 100, 1.0]] * 10,
+                        "stdout": "s" * 65537,
+                    }
+                ), False
             if rng.random() < 0.5:
                 extra = [["blob", ["y" * 1000] * 9000]]  # 9 M characters
                 return frame({**good, "extra": extra}), False
@@ -120,7 +179,17 @@ class Script:
         if pick == 12:  # wrong ids
             return frame({**good, "id": rng.choice([seq - 1, seq + 1, str(seq), None, float(seq), True])}), False
         if pick == 13:  # rewards of every wrong kind
-            wrong = [[1.0], [1.0] * 4, ["1"] * 3, [[1.0]] * 3, [True, None, 2 ** 63], [math.nan] * 3, "abc", None, {"a": 1}]
+            wrong = [
+                [1.0],
+                [1.0] * 4,
+                ["1"] * 3,
+                [[1.0]] * 3,
+                [True, None, 2**63],
+                [math.nan] * 3,
+                "abc",
+                None,
+                {"a": 1},
+            ]
             return frame({**good, "rewards": rng.choice(wrong)}), False
         if pick == 14:  # ext types, timestamps, bin where text belongs
             ext = rng.choice([msgpack.ExtType(5, b"xx"), msgpack.Timestamp(0, 0)])
@@ -133,11 +202,18 @@ class Script:
         if pick == 17:  # not a map at all
             return frame(self.value()), False
         if pick == 18:  # extras of the wrong shape
-            return frame({**good, "extra": rng.choice([[["c"]], [["c", "abc"]], [[1, [1]]], [["c", [[1]]]],
-                                                      "x", [["c", [{"a": 1}]]]])}), False
+            return frame(
+                {
+                    **good,
+                    "extra": rng.choice(
+                        [[["c"]], [["c", "abc"]], [[1, [1]]], [["c", [[1]]]], "x", [["c", [{"a": 1}]]]]
+                    ),
+                }
+            ), False
         if pick == 19:  # metrics of the wrong shape
-            return frame({**good, "metrics": rng.choice([[["m", "1"]], [["m", True]], [["m"]], [[None, 1.0]],
-                                                        [["m", [1.0]]]])}), False
+            return frame(
+                {**good, "metrics": rng.choice([[["m", "1"]], [["m", True]], [["m"]], [[None, 1.0]], [["m", [1.0]]]])}
+            ), False
         if pick == 20:  # a frame whose body is shorter than announced, then silence: hang up
             return HEADER.pack(100) + b"\x80", True
         return frame({**good, "rewards": [rng.choice([0, 1, -5, 2.5, None, False]) for _ in range(N)]}), False
@@ -152,11 +228,17 @@ class Script:
         if pick == 0:
             return frame({"locked": True, "isolation": {**ISOLATION, "weak": nested_list(2000)}}), False
         if pick == 1:
-            return frame({"locked": True, "isolation": {**ISOLATION, self.rng.choice(list(ISOLATION)):
-                                                        self.value()}}) + frame(loaded), False
+            return frame(
+                {"locked": True, "isolation": {**ISOLATION, self.rng.choice(list(ISOLATION)): self.value()}}
+            ) + frame(loaded), False
         if pick == 2:
-            return frame(locked) + frame({"ok": False, "unavailable": True, "error": {
-                "kind": "SandboxUnavailable", "message": "forged advice", "line": None, "traceback": ""}}), False
+            return frame(locked) + frame(
+                {
+                    "ok": False,
+                    "unavailable": True,
+                    "error": {"kind": "SandboxUnavailable", "message": "forged advice", "line": None, "traceback": ""},
+                }
+            ), False
         if pick == 3:
             return frame(locked) + raw(nested(self.rng.choice([1000, 100_000]))), False
         if pick == 4:
@@ -197,6 +279,7 @@ class FakeProc:
 
 def fake_worker(script: Script, req_r: int, rep_w: int) -> None:
     """Read frames, answer each from the script; stop when the host hangs up or the script says so."""
+
     def read_frame():
         buf = b""
         while len(buf) < 4:
@@ -217,7 +300,7 @@ def fake_worker(script: Script, req_r: int, rep_w: int) -> None:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(rep_w, view):]
+                view = view[os.write(rep_w, view) :]
         except OSError:
             return False
         return not hang_up
@@ -252,8 +335,13 @@ def test_10_000_adversarial_replies_raise_only_sandbox_errors_and_the_host_stays
 
     monkeypatch.setattr(sandbox_host.Sandbox, "_spawn", spawn)
     monkeypatch.setattr(sandbox_host.Sandbox, "_observe", staticmethod(lambda pid: {}))
-    sb = Sandbox("def f(completions, **kw):\n    return [float(len(c)) for c in completions]\n", "f",
-                 timeout_s=2, startup_timeout_s=2, slot=9)
+    sb = Sandbox(
+        "def f(completions, **kw):\n    return [float(len(c)) for c in completions]\n",
+        "f",
+        timeout_s=2,
+        startup_timeout_s=2,
+        slot=9,
+    )
     outcomes: dict[str, int] = {}
     try:
         while script.served < REPLIES:
@@ -266,8 +354,9 @@ def test_10_000_adversarial_replies_raise_only_sandbox_errors_and_the_host_stays
                     assert sb.faults > faults and not sb.running
                 assert "forged advice" not in exc.message or exc.kind == "ProtocolError"
                 continue
-            assert len(res.rewards) == 3 and all(r is None or type(r) is float and math.isfinite(r)
-                                                 for r in res.rewards)
+            assert len(res.rewards) == 3 and all(
+                r is None or type(r) is float and math.isfinite(r) for r in res.rewards
+            )
             assert len(res.stdout) <= sb.stdout_limit
             outcomes["ok"] = outcomes.get("ok", 0) + 1
         assert script.served == REPLIES and sb.calls > REPLIES * 0.8

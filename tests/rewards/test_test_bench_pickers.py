@@ -22,8 +22,15 @@ def test_an_outsider_lists_none_of_them(outsider_client, dataset_version):
 
 
 def test_the_task_refuses_a_dataset_version_that_is_not_the_users(outsider, dataset_version):
-    result = reward_test_rows(owner_id=outsider.pk, function_id=1, source=GOOD, entrypoint="f",
-                              dataset_version_id=dataset_version.pk, rows=2, completions=["a"])
+    result = reward_test_rows(
+        owner_id=outsider.pk,
+        function_id=1,
+        source=GOOD,
+        entrypoint="f",
+        dataset_version_id=dataset_version.pk,
+        rows=2,
+        completions=["a"],
+    )
     assert result["error"] == "no such dataset version" and result["rows"] == []
 
 

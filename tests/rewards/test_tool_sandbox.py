@@ -57,13 +57,16 @@ def test_a_tool_returns_its_result_as_text_as_trl_shows_it(tool):
     assert tool.invoke({"text": "oslo", "mode": "object"}) == str({"echo": "oslo", "n": 2})
 
 
-@pytest.mark.parametrize("mode, kind, message", [
-    ("raise", "ValueError", "no such city: oslo"),
-    ("huge", "ResultTooLarge", f"the limit is {MAX_TOOL_RESULT_CHARS}"),
-    ("loop", "Timeout", "did not finish within its time limit"),
-    ("exit", "Crash", "exited with status 3"),
-    ("read", "PermissionError", ""),
-])
+@pytest.mark.parametrize(
+    "mode, kind, message",
+    [
+        ("raise", "ValueError", "no such city: oslo"),
+        ("huge", "ResultTooLarge", f"the limit is {MAX_TOOL_RESULT_CHARS}"),
+        ("loop", "Timeout", "did not finish within its time limit"),
+        ("exit", "Crash", "exited with status 3"),
+        ("read", "PermissionError", ""),
+    ],
+)
 def test_a_failing_tool_is_a_clear_error_in_time_and_the_next_call_works(tool, mode, kind, message):
     from rewards.sandbox import SandboxError
 
@@ -87,11 +90,16 @@ def test_arguments_the_function_does_not_take_are_an_error_not_a_crash(tool):
 def test_the_training_programs_tool_raises_the_sandbox_message_and_is_disabled_after_its_faults(tmp_path):
     from workers.training.tooling import ToolFailed, tool_functions
 
-    config = TrainConfig(model="", dataset_path="", output_dir="", event_log="",
-                         rewards=[RewardSpec("r", builtin="accuracy")], max_tool_faults=2,
-                         tools=[ToolSpec("echo", "echo", source=TOOL), ToolSpec("calculator", "calculator",
-                                                                                  builtin="calculator")],
-                         sandbox_slot_base=3800)
+    config = TrainConfig(
+        model="",
+        dataset_path="",
+        output_dir="",
+        event_log="",
+        rewards=[RewardSpec("r", builtin="accuracy")],
+        max_tool_faults=2,
+        tools=[ToolSpec("echo", "echo", source=TOOL), ToolSpec("calculator", "calculator", builtin="calculator")],
+        sandbox_slot_base=3800,
+    )
     (echo, calculator), closers = tool_functions(config)
     try:
         assert echo.__name__ == "echo" and calculator.__name__ == "calculator"

@@ -27,7 +27,10 @@ def test_it_reads_names_types_defaults_and_descriptions_without_running_the_code
     sig = tool_signature(GOOD, "lookup")
     assert sig.name == "lookup" and sig.description == "Forecast for a city."
     assert [(p.name, p.type, p.required, p.default) for p in sig.params] == [
-        ("city", "str", True, None), ("days", "int", False, 3), ("metric", "bool", False, True)]
+        ("city", "str", True, None),
+        ("days", "int", False, 3),
+        ("metric", "bool", False, True),
+    ]
 
 
 def test_the_stand_in_gives_transformers_the_users_schema_and_forwards_the_arguments():
@@ -38,24 +41,31 @@ def test_the_stand_in_gives_transformers_the_users_schema_and_forwards_the_argum
     schema = get_json_schema(tool)
     assert schema["function"]["name"] == "lookup"
     assert schema["function"]["parameters"]["required"] == ["city"]
-    assert schema["function"]["parameters"]["properties"]["days"] == {"type": "integer",
-                                                                       "description": "How many days ahead."}
+    assert schema["function"]["parameters"]["properties"]["days"] == {
+        "type": "integer",
+        "description": "How many days ahead.",
+    }
     assert tool(city="Oslo", days=2) == "sunny" and calls == [{"city": "Oslo", "days": 2}]
 
 
-@pytest.mark.parametrize("code, message", [
-    ("def t(x: str):\n    return x\n", "no docstring"),
-    ('def t(x):\n    """Do.\n\n    Args:\n        x: a thing\n    """\n', "has no type hint"),
-    ('def t(x: set):\n    """Do.\n\n    Args:\n        x: a thing\n    """\n', "'set' is not one of"),
-    ('def t(x: str, y: int):\n    """Do.\n\n    Args:\n        x: a thing\n    """\n', "'y' is not described"),
-    ('def t(*args: str):\n    """Do."""\n', "named parameters only"),
-    ('def t(**kw: str):\n    """Do."""\n', "named parameters only"),
-    ('def t(x: __import__("os").system("true")):\n    """Do.\n\n    Args:\n        x: a\n    """\n',
-     "is not one of"),
-    ('def t(x: str = f()):\n    """Do.\n\n    Args:\n        x: a\n    """\n', "must be a literal"),
-    ("def t(x: str:\n", "line 1"),
-    ("def other(x: str):\n    pass\n", "no top-level function named 't'"),
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("def t(x: str):\n    return x\n", "no docstring"),
+        ('def t(x):\n    """Do.\n\n    Args:\n        x: a thing\n    """\n', "has no type hint"),
+        ('def t(x: set):\n    """Do.\n\n    Args:\n        x: a thing\n    """\n', "'set' is not one of"),
+        ('def t(x: str, y: int):\n    """Do.\n\n    Args:\n        x: a thing\n    """\n', "'y' is not described"),
+        ('def t(*args: str):\n    """Do."""\n', "named parameters only"),
+        ('def t(**kw: str):\n    """Do."""\n', "named parameters only"),
+        (
+            'def t(x: __import__("os").system("true")):\n    """Do.\n\n    Args:\n        x: a\n    """\n',
+            "is not one of",
+        ),
+        ('def t(x: str = f()):\n    """Do.\n\n    Args:\n        x: a\n    """\n', "must be a literal"),
+        ("def t(x: str:\n", "line 1"),
+        ("def other(x: str):\n    pass\n", "no top-level function named 't'"),
+    ],
+)
 def test_it_refuses_what_the_model_could_not_be_shown(code, message):
     with pytest.raises(ToolError, match=message):
         tool_signature(code, "t")

@@ -12,8 +12,10 @@ from tests.rollouts.inspect_data import make_run, metrics_event, rollouts_event
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-RICH = ("<think>Let me compute 2 + 2. Wait, let me check: $2 + 2 = 4$.\n```python\ndef add(a, b):\n    return a + b\n```\n"
-        "</think>\nThe answer is $$\\boxed{4}$$")
+RICH = (
+    "<think>Let me compute 2 + 2. Wait, let me check: $2 + 2 = 4$.\n```python\ndef add(a, b):\n    return a + b\n```\n"
+    "</think>\nThe answer is $$\\boxed{4}$$"
+)
 PAYLOADS = [
     "<script>window.pwned = 1</script>",
     '</textarea><img src=x onerror="window.pwned = 2">',
@@ -37,12 +39,19 @@ def run(owner, dataset_version):
     run = make_run(owner, dataset_version, name="inspected run")
     for step in (1, 2, 3):
         groups = [
-            ("What is 2 + 2?", [(RICH, [1.0, 1.0]), ("5", [0.0, 0.5]), (f"Actually, 4 (step {step})", [1.0, 0.0]),
-                                ("22", [0.0, 0.0])]),
+            (
+                "What is 2 + 2?",
+                [(RICH, [1.0, 1.0]), ("5", [0.0, 0.5]), (f"Actually, 4 (step {step})", [1.0, 0.0]), ("22", [0.0, 0.0])],
+            ),
             ("What is 3 + 3?", [("6", [1.0, 0.5])] * 4),  # zero variance
         ]
-        ingest_events(run, [rollouts_event(step, groups),
-                            metrics_event(step, reward=0.3 * step, frac_reward_zero_std=0.5, entropy=1.0, loss=0.0)])
+        ingest_events(
+            run,
+            [
+                rollouts_event(step, groups),
+                metrics_event(step, reward=0.3 * step, frac_reward_zero_std=0.5, entropy=1.0, loss=0.0),
+            ],
+        )
     run.step = 3
     run.save(update_fields=["step"])
     return run
@@ -90,8 +99,9 @@ def test_the_rollout_browser_filters_sorts_and_renders_transcripts(web_server, r
 def test_the_browser_pages_through_more_than_one_page(web_server, owner, dataset_version, page):
     run = make_run(owner, dataset_version, name="long run")
     for step in range(1, 9):
-        groups = [(f"Prompt {g}", [(f"answer {step}.{g}.{k}", [float(k % 2), 0.1 * k]) for k in range(4)])
-                  for g in range(2)]
+        groups = [
+            (f"Prompt {g}", [(f"answer {step}.{g}.{k}", [float(k % 2), 0.1 * k]) for k in range(4)]) for g in range(2)
+        ]
         ingest_events(run, [rollouts_event(step, groups)])
     login(page, web_server)
     page.goto(f"{web_server}/runs/{run.pk}/rollouts/?sort=step_asc")
@@ -148,8 +158,10 @@ def test_the_tracker_chart_draws_the_share_per_step_and_follows_an_edit(web_serv
     page.click("#phrases-form button[type=submit]")
     page.wait_for_selector(".flash")
     page.wait_for_selector("#chart-share .main-svg")
-    page.wait_for_function("document.getElementById('chart-share').data[0].y[0] === 0.25 && "
-                           "document.getElementById('stat-first-phrases').textContent.includes('/compute/: 1')")
+    page.wait_for_function(
+        "document.getElementById('chart-share').data[0].y[0] === 0.25 && "
+        "document.getElementById('stat-first-phrases').textContent.includes('/compute/: 1')"
+    )
     assert page.locator("#browse-reflective").get_attribute("href").endswith("?reflective=yes")
 
 
@@ -172,26 +184,43 @@ def test_open_pages_receive_new_steps_without_a_reload(web_server, run, page):
 
 
 def test_markup_in_model_text_is_shown_as_text_and_runs_nothing(web_server, owner, dataset_version, page):
-    run = make_run(owner, dataset_version, name="hostile run",
-                   reflection_phrases=["wait", "</textarea><script>window.pwned = 7</script>"])
+    run = make_run(
+        owner,
+        dataset_version,
+        name="hostile run",
+        reflection_phrases=["wait", "</textarea><script>window.pwned = 7</script>"],
+    )
     prompt = "<script>window.pwned = 8</script> What is 1 + 1?"
-    groups = [(prompt, [(text, [1.0, float(i % 2)]) for i, text in enumerate(PAYLOADS[:4])]),
-              (prompt, [(text, [0.0, float(i % 2)]) for i, text in enumerate(PAYLOADS[2:6])])]
+    groups = [
+        (prompt, [(text, [1.0, float(i % 2)]) for i, text in enumerate(PAYLOADS[:4])]),
+        (prompt, [(text, [0.0, float(i % 2)]) for i, text in enumerate(PAYLOADS[2:6])]),
+    ]
     ingest_events(run, [rollouts_event(1, groups)])
     login(page, web_server)
     key = run.rollouts.first().prompt_key
-    for path in (f"/runs/{run.pk}/?step=1", f"/runs/{run.pk}/rollouts/", f"/runs/{run.pk}/reflection/",
-                 f"/runs/{run.pk}/prompts/{key}/"):
+    for path in (
+        f"/runs/{run.pk}/?step=1",
+        f"/runs/{run.pk}/rollouts/",
+        f"/runs/{run.pk}/reflection/",
+        f"/runs/{run.pk}/prompts/{key}/",
+    ):
         page.goto(web_server + path)
         page.wait_for_load_state("networkidle")
         assert page.evaluate("window.pwned") is None, path
-        assert page.locator(".transcript img, .transcript svg:not(.katex svg), .transcript script, "
-                            "main img, main script").count() == 0, path
+        assert (
+            page.locator(
+                ".transcript img, .transcript svg:not(.katex svg), .transcript script, main img, main script"
+            ).count()
+            == 0
+        ), path
     page.goto(f"{web_server}/runs/{run.pk}/rollouts/")
     page.wait_for_selector("#rows-count")
     text = page.inner_text("#rows")
-    for payload in ("<script>window.pwned = 1</script>", '</textarea><img src=x onerror="window.pwned = 2">',
-                    '<svg onload="window.pwned = 6"></svg> &lt;b&gt;escaped&lt;/b&gt;'):
+    for payload in (
+        "<script>window.pwned = 1</script>",
+        '</textarea><img src=x onerror="window.pwned = 2">',
+        '<svg onload="window.pwned = 6"></svg> &lt;b&gt;escaped&lt;/b&gt;',
+    ):
         assert payload in text
     # KaTeX refuses \href and \htmlId (trust: false): no link comes out of the formula
     assert page.locator(".transcript a").count() == 0
@@ -222,11 +251,16 @@ def test_a_large_step_opens_at_the_linked_group_and_pages_through_its_groups(web
 
 def test_a_code_tests_rollout_shows_which_tests_passed_and_each_failure(web_server, owner, dataset_version, page):
     run = make_run(owner, dataset_version, name="code run")
-    event = rollouts_event(1, [("Write add(a, b).", [("```python\ndef add(a, b): return a - b\n```", [0.5, 0.0]),
-                                                    ("no code", [0.0, 0.0])])])
-    event["rows"][0]["columns"] = {"code_tests": [
-        {"test": "assert add(1, 2) == 3", "passed": False, "error": "AssertionError: <b>not bold</b>"},
-        {"test": "assert add(0, 0) == 0", "passed": True, "error": ""}]}
+    event = rollouts_event(
+        1,
+        [("Write add(a, b).", [("```python\ndef add(a, b): return a - b\n```", [0.5, 0.0]), ("no code", [0.0, 0.0])])],
+    )
+    event["rows"][0]["columns"] = {
+        "code_tests": [
+            {"test": "assert add(1, 2) == 3", "passed": False, "error": "AssertionError: <b>not bold</b>"},
+            {"test": "assert add(0, 0) == 0", "passed": True, "error": ""},
+        ]
+    }
     ingest_events(run, [event])
     login(page, web_server)
     page.goto(f"{web_server}/runs/{run.pk}/rollouts/")

@@ -26,7 +26,9 @@ DEMO_EVENTS = Path(__file__).parent / "data" / "demo_run_events.jsonl.gz"
 def detectors(client, run) -> dict:
     response = client.get(reverse("run_health_json", args=[run.pk]))
     assert response.status_code == 200
-    return {s["key"].removeprefix("detector/"): s for s in response.json()["signals"] if s["key"].startswith("detector/")}
+    return {
+        s["key"].removeprefix("detector/"): s for s in response.json()["signals"] if s["key"].startswith("detector/")
+    }
 
 
 def linked(run, url: str) -> list:
@@ -44,17 +46,25 @@ def steps_of(run, groups_by_step: dict[int, list]):
 
 def plain(step: int, reward: float = 0.5, text: str = "4") -> list:
     """Two groups of four with mixed rewards (accuracy, digit_ratio)."""
-    return [(f"What is {step} + {g}?", [(f"{text} {i}", [reward if i % 2 else 0.0, 0.5]) for i in range(4)])
-            for g in range(2)]
+    return [
+        (f"What is {step} + {g}?", [(f"{text} {i}", [reward if i % 2 else 0.0, 0.5]) for i in range(4)])
+        for g in range(2)
+    ]
 
 
-def test_one_function_taking_over_the_reward_fires_and_links_to_the_top_recent_completions(owner_client, owner,
-                                                                                            dataset_version):
+def test_one_function_taking_over_the_reward_fires_and_links_to_the_top_recent_completions(
+    owner_client, owner, dataset_version
+):
     run = make_run(owner, dataset_version)
     accuracy = [0.3, 0.35, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.0]
     digits = [0.2, 0.25, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97]
-    ingest(run, *[metrics_event(i + 1, **{"rewards/accuracy/mean": a, "rewards/digit_ratio/mean": d})
-                  for i, (a, d) in enumerate(zip(accuracy, digits))])
+    ingest(
+        run,
+        *[
+            metrics_event(i + 1, **{"rewards/accuracy/mean": a, "rewards/digit_ratio/mean": d})
+            for i, (a, d) in enumerate(zip(accuracy, digits))
+        ],
+    )
     steps_of(run, {s: plain(s) for s in range(1, 10)})
     s = detectors(owner_client, run)["dominance"]
     assert s["level"] == "warn" and s["title"] == "digit_ratio dominates the reward"
@@ -66,16 +76,23 @@ def test_one_function_taking_over_the_reward_fires_and_links_to_the_top_recent_c
 
 def test_the_dominance_threshold_is_the_runs_own(owner_client, owner, dataset_version):
     run = make_run(owner, dataset_version, detector_thresholds={"dominance_share": 0.99})
-    ingest(run, *[metrics_event(i + 1, **{"rewards/accuracy/mean": a, "rewards/digit_ratio/mean": d})
-                  for i, (a, d) in enumerate(zip([0.3] * 3 + [0.02] * 6, [0.2] * 3 + [0.97] * 6))])
+    ingest(
+        run,
+        *[
+            metrics_event(i + 1, **{"rewards/accuracy/mean": a, "rewards/digit_ratio/mean": d})
+            for i, (a, d) in enumerate(zip([0.3] * 3 + [0.02] * 6, [0.2] * 3 + [0.97] * 6))
+        ],
+    )
     assert detectors(owner_client, run)["dominance"]["level"] == "ok"
 
 
 def test_most_completions_at_the_ceiling_fire_and_link_to_them(owner_client, owner, dataset_version):
     run = make_run(owner, dataset_version)
     early = {s: plain(s) for s in range(1, 4)}
-    late = {s: [(f"What is {s} + {g}?", [(f"4 {i}", [1.0, 1.0 if i else 0.5]) for i in range(4)]) for g in range(3)]
-            for s in range(4, 6)}
+    late = {
+        s: [(f"What is {s} + {g}?", [(f"4 {i}", [1.0, 1.0 if i else 0.5]) for i in range(4)]) for g in range(3)]
+        for s in range(4, 6)
+    }
     last = {6: [(f"What is 6 + {g}?", [(f"4 {i}", [1.0, 1.0]) for i in range(4)]) for g in range(3)]}
     steps_of(run, {**early, **late, **last})
     s = detectors(owner_client, run)["ceiling"]
@@ -93,13 +110,16 @@ def test_most_but_not_enough_completions_at_the_ceiling_stay_quiet(owner_client,
     assert s["level"] == "ok" and s["detail"].startswith("75% of") and s["url"] is None
 
 
-def test_a_collapsing_reward_variance_fires_and_links_to_the_zero_variance_groups(owner_client, owner,
-                                                                                   dataset_version):
+def test_a_collapsing_reward_variance_fires_and_links_to_the_zero_variance_groups(owner_client, owner, dataset_version):
     run = make_run(owner, dataset_version)
-    ingest(run, *[metrics_event(i + 1, reward_std=v) for i, v in
-                  enumerate([0.5, 0.5, 0.45, 0.4, 0.3, 0.2, 0.05, 0.04, 0.03])])
-    steps_of(run, {s: plain(s) for s in range(1, 7)} | {s: [("What is 1 + 1?", [("2", [1.0, 1.0])] * 4)]
-                                                       for s in range(7, 10)})
+    ingest(
+        run,
+        *[metrics_event(i + 1, reward_std=v) for i, v in enumerate([0.5, 0.5, 0.45, 0.4, 0.3, 0.2, 0.05, 0.04, 0.03])],
+    )
+    steps_of(
+        run,
+        {s: plain(s) for s in range(1, 7)} | {s: [("What is 1 + 1?", [("2", [1.0, 1.0])] * 4)] for s in range(7, 10)},
+    )
     s = detectors(owner_client, run)["variance_collapse"]
     assert s["level"] == "warn" and "0.483 early on, 0.04 over the last 3 steps" in s["detail"]
     rows = linked(run, s["url"])
@@ -139,16 +159,18 @@ def test_repetitive_completions_fire_and_the_link_names_them(owner_client, owner
     run = make_run(owner, dataset_version)
     loop = "the answer is 4. " * 12
     prose = "First add the tens, then the units; 23 + 19 is 30 + 12, which is 42, so the answer is \\boxed{42}."
-    steps_of(run, {s: [(f"What is {s}?", [(loop if i < 2 else prose, [1.0, 0.2]) for i in range(4)])]
-                   for s in range(1, 4)})
+    steps_of(
+        run, {s: [(f"What is {s}?", [(loop if i < 2 else prose, [1.0, 0.2]) for i in range(4)])] for s in range(1, 4)}
+    )
     s = detectors(owner_client, run)["repetition"]
     assert s["level"] == "warn" and s["detail"].startswith("50% of the last 3 steps' completions")
     rows = linked(run, s["url"])
     assert len(rows) == 6 and {r.completion for r in rows} == {loop}
 
 
-def test_gold_answers_the_accuracy_reward_cannot_parse_fire_and_link_to_their_rollouts(owner_client, owner,
-                                                                                       dataset_version):
+def test_gold_answers_the_accuracy_reward_cannot_parse_fire_and_link_to_their_rollouts(
+    owner_client, owner, dataset_version
+):
     run = make_run(owner, dataset_version)
     event = rollouts_event(1, plain(1))
     for row in event["rows"]:

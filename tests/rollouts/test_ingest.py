@@ -11,9 +11,20 @@ pytestmark = pytest.mark.django_db
 
 
 def _rollouts_event(step, n=4, G=2):
-    rows = [{"index": i, "group": i // G, "prompt": f"p{i // G}", "completion": "Wait, 12" if i == 0 else "3",
-             "rewards": [1.0, None], "reward": 1.0, "advantage": (-1) ** i * 0.7, "length": 3, "truncated": False}
-            for i in range(n)]
+    rows = [
+        {
+            "index": i,
+            "group": i // G,
+            "prompt": f"p{i // G}",
+            "completion": "Wait, 12" if i == 0 else "3",
+            "rewards": [1.0, None],
+            "reward": 1.0,
+            "advantage": (-1) ** i * 0.7,
+            "length": 3,
+            "truncated": False,
+        }
+        for i in range(n)
+    ]
     return {"type": "rollouts", "ts": 1.0, "step": step, "num_generations": G, "reward_names": ["a", "b"], "rows": rows}
 
 
@@ -23,9 +34,15 @@ def _metrics_event(step):
 
 @pytest.fixture
 def run(owner, dataset_version):
-    return Run.objects.create(owner=owner, name="r", model="tiny", dataset_version=dataset_version,
-                              rewards=[{"name": "a", "builtin": "digit_ratio", "weight": 1.0}],
-                              config={"max_steps": 5}, total_steps=5)
+    return Run.objects.create(
+        owner=owner,
+        name="r",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "a", "builtin": "digit_ratio", "weight": 1.0}],
+        config={"max_steps": 5},
+        total_steps=5,
+    )
 
 
 def test_reading_the_same_events_twice_stores_each_row_once(run, tmp_path):

@@ -13,8 +13,10 @@ from tests.rollouts.inspect_data import eval_event, make_run, metrics_event, rol
 
 pytestmark = pytest.mark.django_db
 
-GROUPS = [("What is 2 + 2?", [("Wait, 4", [1.0, 1.0]), ("5", [0.0, 1.0])]),
-          ("What is 3 + 3?", [("6", [1.0, 0.0]), ("6", [1.0, 0.0])])]
+GROUPS = [
+    ("What is 2 + 2?", [("Wait, 4", [1.0, 1.0]), ("5", [0.0, 1.0])]),
+    ("What is 3 + 3?", [("6", [1.0, 0.0]), ("6", [1.0, 0.0])]),
+]
 
 
 def write_log(path, events):
@@ -25,8 +27,11 @@ def test_derived_columns_are_stored_with_each_row(owner, dataset_version, tmp_pa
     run = make_run(owner, dataset_version)
     write_log(tmp_path / "events.jsonl", [rollouts_event(1, GROUPS)])
     ingest_log(run, tmp_path / "events.jsonl")
-    rows = list(Rollout.objects.filter(run=run).order_by("index").values(
-        "prompt_key", "zero_std", "reflections", "reflective", "rewards", "columns"))
+    rows = list(
+        Rollout.objects.filter(run=run)
+        .order_by("index")
+        .values("prompt_key", "zero_std", "reflections", "reflective", "rewards", "columns")
+    )
     assert [r["prompt_key"] for r in rows] == [prompt_key("What is 2 + 2?")] * 2 + [prompt_key("What is 3 + 3?")] * 2
     assert [r["zero_std"] for r in rows] == [False, False, True, True]
     assert [(r["reflections"], r["reflective"]) for r in rows] == [(["wait"], True)] + [([], False)] * 3
@@ -61,13 +66,13 @@ def test_text_that_needs_escaping_arrives_unchanged(owner, dataset_version, tmp_
     run = make_run(owner, dataset_version)
     text = 'tab\there\nnewline \\backslash \\N "quotes" </textarea><script>x</script> 😀 \u2028'
     event = rollouts_event(1, [(text, [(text, [1.0, None]), ("x", [None, None])])])
-    event["rows"][0]["columns"] = {"big": 2 ** 64 - 1, "text": text}  # the largest a dataset column holds
+    event["rows"][0]["columns"] = {"big": 2**64 - 1, "text": text}  # the largest a dataset column holds
     write_log(tmp_path / "events.jsonl", [event])
     ingest_log(run, tmp_path / "events.jsonl")
     first, second = Rollout.objects.filter(run=run).order_by("index")
     assert first.prompt == text and first.completion == text
     assert first.rewards == [1.0, None] and second.reward is None
-    assert first.columns == {"big": 2 ** 64 - 1, "text": text}
+    assert first.columns == {"big": 2**64 - 1, "text": text}
 
 
 def test_a_long_log_is_caught_up_in_several_transactions(owner, dataset_version, tmp_path, monkeypatch):
@@ -98,13 +103,19 @@ def test_an_evaluation_read_again_is_stored_once(owner, dataset_version, tmp_pat
     run = make_run(owner, dataset_version)
     log = tmp_path / "events.jsonl"
     right, wrong = "<think>2 + 2 = 4</think> \\boxed{4}", "\\boxed{5}"
-    write_log(log, [eval_event(0, [("What is 2 + 2?", [(right, 1.0), (wrong, 0.0), (right, 1.0)])]),
-                    metrics_event(0, **{"val-core/arithmetic/acc/pass@2": 1.0})])
+    write_log(
+        log,
+        [
+            eval_event(0, [("What is 2 + 2?", [(right, 1.0), (wrong, 0.0), (right, 1.0)])]),
+            metrics_event(0, **{"val-core/arithmetic/acc/pass@2": 1.0}),
+        ],
+    )
     assert ingest_log(run, log)[0]["evaluated"] == [0]
     run.event_offset = 0
     assert ingest_log(run, log)[0]["evaluated"] == [0]
     evaluation = Evaluation.objects.get(run=run)
     assert (evaluation.kind, evaluation.step, evaluation.k, evaluation.prompts) == ("periodic", 0, 2, 1)
     assert evaluation.metrics["pass@k"] == 1.0 and evaluation.metrics["mean@k"] == 0.5
-    assert list(EvalSample.objects.filter(evaluation=evaluation).values_list("sample", "greedy", "correct", "answer")) \
-        == [(0, False, True, "4"), (1, False, False, "5"), (2, True, True, "4")]
+    assert list(
+        EvalSample.objects.filter(evaluation=evaluation).values_list("sample", "greedy", "correct", "answer")
+    ) == [(0, False, True, "4"), (1, False, False, "5"), (2, True, True, "4")]

@@ -19,11 +19,22 @@ def run(owner, dataset_version):
 
 def urls(run):
     key = prompt_key("What is 2 + 2?")
-    return [reverse(name, args=[run.pk, *extra]) for name, extra in [
-        ("run_rollouts", []), ("run_rollouts_json", []), ("run_rollouts_jsonl", []), ("run_rollouts_parquet", []),
-        ("run_reflection", []), ("run_reflection_json", []), ("run_prompts", []), ("run_prompts_json", []),
-        ("run_prompt", [key]), ("run_prompt_json", [key]), ("run_health_json", []),
-    ]]
+    return [
+        reverse(name, args=[run.pk, *extra])
+        for name, extra in [
+            ("run_rollouts", []),
+            ("run_rollouts_json", []),
+            ("run_rollouts_jsonl", []),
+            ("run_rollouts_parquet", []),
+            ("run_reflection", []),
+            ("run_reflection_json", []),
+            ("run_prompts", []),
+            ("run_prompts_json", []),
+            ("run_prompt", [key]),
+            ("run_prompt_json", [key]),
+            ("run_health_json", []),
+        ]
+    ]
 
 
 def test_an_outsider_gets_404_on_every_inspection_url(outsider_client, run):

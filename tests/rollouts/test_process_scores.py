@@ -22,12 +22,15 @@ SLIP = "12 + 7 = 20\nthen 20 * 2 = 40\n\\boxed{40}"
 
 def test_each_line_with_an_equation_is_checked_and_logged_through_log_extra():
     logged = {}
-    rewards = equation_steps([WORKED, SLIP, "no sums here"],
-                               log_extra=lambda column, values: logged.setdefault(column, values))
+    rewards = equation_steps(
+        [WORKED, SLIP, "no sums here"], log_extra=lambda column, values: logged.setdefault(column, values)
+    )
     assert rewards == [1.0, 0.5, 0.0]
-    assert logged["step_scores"] == [{"split": "\n", "scores": [1.0, 1.0, 1.0, None]},
-                                     {"split": "\n", "scores": [0.0, 1.0, None]},
-                                     {"split": "\n", "scores": [None]}]
+    assert logged["step_scores"] == [
+        {"split": "\n", "scores": [1.0, 1.0, 1.0, None]},
+        {"split": "\n", "scores": [0.0, 1.0, None]},
+        {"split": "\n", "scores": [None]},
+    ]
     assert equation_steps(["8 / 0 = 0", "6 × 7 = 42"]) == [0.0, 1.0]  # without log_extra it only scores
 
 
@@ -35,10 +38,14 @@ def test_each_line_with_an_equation_is_checked_and_logged_through_log_extra():
 def test_the_training_program_captures_what_the_reward_logged(tmp_path, tiny_model):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(16)))
-    config = TrainConfig(model=str(tiny_model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
-                         event_log=str(tmp_path / "events.jsonl"),
-                         rewards=[RewardSpec("equation_steps", 1.0, builtin="equation_steps")],
-                         grpo=GRPOFields(max_steps=1, num_generations=4, per_device_train_batch_size=8))
+    config = TrainConfig(
+        model=str(tiny_model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        rewards=[RewardSpec("equation_steps", 1.0, builtin="equation_steps")],
+        grpo=GRPOFields(max_steps=1, num_generations=4, per_device_train_batch_size=8),
+    )
     from workers.training.train import run
 
     run(config)
@@ -53,8 +60,15 @@ def test_the_training_program_captures_what_the_reward_logged(tmp_path, tiny_mod
 @pytest.mark.django_db
 def test_the_browser_filters_by_the_first_steps_score(owner_client, owner, dataset_version):
     run = make_run(owner, dataset_version)
-    event = rollouts_event(1, [("What is (12 + 7) * 2 - 5?", [(WORKED, [1.0, 0.5]), (SLIP, [0.0, 0.5]),
-                                                              ("33", [1.0, 1.0]), ("nothing", [0.0, 0.0])])])
+    event = rollouts_event(
+        1,
+        [
+            (
+                "What is (12 + 7) * 2 - 5?",
+                [(WORKED, [1.0, 0.5]), (SLIP, [0.0, 0.5]), ("33", [1.0, 1.0]), ("nothing", [0.0, 0.0])],
+            )
+        ],
+    )
     logged = {}
     equation_steps([r["completion"] for r in event["rows"]], log_extra=lambda c, v: logged.setdefault(c, v))
     for row, scores in zip(event["rows"], logged["step_scores"]):

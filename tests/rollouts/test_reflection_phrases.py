@@ -24,14 +24,17 @@ def test_the_defaults_follow_the_r1_aha_moment():
         assert phrase in DEFAULT_PHRASES
 
 
-@pytest.mark.parametrize("text,found", [
-    ("Wait, 2 + 2 = 4.", ["wait"]),
-    ("I awaited it; waiting is not waiting.", []),
-    ("HMM... let me CHECK", ["let me check", "hmm"]),
-    ("double-check, then verify!", ["verify", "double-check"]),
-    ("I made an error: 5.", ["i made an error"]),
-    ("Überlegung: wait — nochmal", ["wait"]),  # non-ASCII text takes the regex path
-])
+@pytest.mark.parametrize(
+    "text,found",
+    [
+        ("Wait, 2 + 2 = 4.", ["wait"]),
+        ("I awaited it; waiting is not waiting.", []),
+        ("HMM... let me CHECK", ["let me check", "hmm"]),
+        ("double-check, then verify!", ["verify", "double-check"]),
+        ("I made an error: 5.", ["i made an error"]),
+        ("Überlegung: wait — nochmal", ["wait"]),  # non-ASCII text takes the regex path
+    ],
+)
 def test_phrases_match_as_whole_words_in_any_case(text, found):
     assert matcher(tuple(DEFAULT_PHRASES)).find(text) == found
 
@@ -48,14 +51,17 @@ def test_spans_are_javascript_string_offsets():
     assert matcher(("wait", "/wa/")).spans("wait") == [[0, 4]]  # overlapping matches merge
 
 
-@pytest.mark.parametrize("lines,message", [
-    (["/(unclosed/"], "not a regular expression"),
-    (["/x*/"], "matches empty text"),
-    (["/(a+)+b/"], "repeated group"),
-    (["x" * 201], "longer than"),
-    ([f"phrase {i}" for i in range(63)], "at most 62 phrases"),
-    (["wa\x00it"], r"wa\\x00it: holds a control character"),  # PostgreSQL could not store it
-])
+@pytest.mark.parametrize(
+    "lines,message",
+    [
+        (["/(unclosed/"], "not a regular expression"),
+        (["/x*/"], "matches empty text"),
+        (["/(a+)+b/"], "repeated group"),
+        (["x" * 201], "longer than"),
+        ([f"phrase {i}" for i in range(63)], "at most 62 phrases"),
+        (["wa\x00it"], r"wa\\x00it: holds a control character"),  # PostgreSQL could not store it
+    ],
+)
 def test_an_edit_that_would_misbehave_is_refused(lines, message):
     with pytest.raises(ValueError, match=message):
         clean_phrases(lines)
@@ -69,8 +75,9 @@ def test_an_edit_is_trimmed_lowered_and_deduplicated():
 def test_ingest_tags_with_the_runs_own_list(owner, dataset_version):
     run = make_run(owner, dataset_version, reflection_phrases=["/let me re-?check/", "actually"])
     ingest(run, rollouts_event(1, [("What is 2 + 2?", COMPLETIONS)]))
-    tags = list(Rollout.objects.filter(run=run).order_by("index").values_list("reflections", "reflective",
-                                                                               "reflection_mask"))
+    tags = list(
+        Rollout.objects.filter(run=run).order_by("index").values_list("reflections", "reflective", "reflection_mask")
+    )
     assert tags == [([], False, 0), ([], False, 0), (["/let me re-?check/"], True, 1), (["actually"], True, 2)]
 
 
@@ -85,8 +92,10 @@ def test_editing_the_list_on_the_page_retags_stored_rollouts(owner_client, owner
     assert run.reflection_phrases == ["awaited", "/let me re-?check/"]
     tags = list(Rollout.objects.filter(run=run).order_by("index").values_list("reflections", "reflection_mask"))
     assert tags == [([], 0), (["awaited"], 1), (["/let me re-?check/"], 2), ([], 0)]
-    assert list(Rollout.objects.filter(run=run, reflective=True).order_by("index").values_list("index", flat=True)) \
-        == [1, 2]
+    assert list(Rollout.objects.filter(run=run, reflective=True).order_by("index").values_list("index", flat=True)) == [
+        1,
+        2,
+    ]
 
 
 @pytest.mark.django_db
@@ -106,7 +115,12 @@ def test_a_large_run_is_retagged_by_a_worker(owner_client, owner, dataset_versio
     ingest(run, rollouts_event(1, [("What is 2 + 2?", COMPLETIONS)]))
     response = owner_client.post(reverse("run_reflection", args=[run.pk]), {"phrases": "awaited"})
     assert response.status_code == 302
-    wait_for(lambda: Rollout.objects.filter(run=run, reflective=True).count() == 1 and
-             Rollout.objects.get(run=run, index=1).reflections == ["awaited"], timeout=60,
-             what="the worker to re-tag the rollouts")
+    wait_for(
+        lambda: (
+            Rollout.objects.filter(run=run, reflective=True).count() == 1
+            and Rollout.objects.get(run=run, index=1).reflections == ["awaited"]
+        ),
+        timeout=60,
+        what="the worker to re-tag the rollouts",
+    )
     assert Rollout.objects.get(run=run, index=0).reflections == []

@@ -16,11 +16,27 @@ def run(owner, dataset_version):
     run = make_run(owner, dataset_version)
     plain = [("4", [0.0, 0.2]), ("5", [0.0, 0.1]), ("6", [0.0, 0.3]), ("7", [0.0, 0.0])]
     ingest(run, rollouts_event(1, [("What is 2 + 2?", plain)], lengths=[10, 12, 14, 16]))
-    ingest(run, rollouts_event(2, [("What is 2 + 2?", [("Wait, 4.", [1.0, 0.5]), *plain[1:]])],
-                               lengths=[30, 12, 14, 16]))
-    ingest(run, rollouts_event(3, [("What is 2 + 2?", [("Wait, let me check: 4.", [1.0, 0.9]),
-                                                       ("Hmm, 4.", [1.0, 0.4]), ("5", [0.0, 0.1]),
-                                                       ("Actually 4.", [1.0, 0.0])])], lengths=[40, 35, 12, 30]))
+    ingest(
+        run, rollouts_event(2, [("What is 2 + 2?", [("Wait, 4.", [1.0, 0.5]), *plain[1:]])], lengths=[30, 12, 14, 16])
+    )
+    ingest(
+        run,
+        rollouts_event(
+            3,
+            [
+                (
+                    "What is 2 + 2?",
+                    [
+                        ("Wait, let me check: 4.", [1.0, 0.9]),
+                        ("Hmm, 4.", [1.0, 0.4]),
+                        ("5", [0.0, 0.1]),
+                        ("Actually 4.", [1.0, 0.0]),
+                    ],
+                )
+            ],
+            lengths=[40, 35, 12, 30],
+        ),
+    )
     return run
 
 

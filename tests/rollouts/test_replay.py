@@ -35,12 +35,22 @@ def trained(tmp_path_factory, tiny_model):
             data = folder / "data.jsonl"
             data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(32)))
             config = TrainConfig(
-                model=str(tiny_model), dataset_path=str(data), output_dir=str(folder / "out"),
+                model=str(tiny_model),
+                dataset_path=str(data),
+                output_dir=str(folder / "out"),
                 event_log=str(folder / "events.jsonl"),
-                rewards=[RewardSpec("digit_ratio", weight, builtin="digit_ratio"),
-                         RewardSpec("think_format", 0.5, builtin="think_format")],
-                grpo=GRPOFields(max_steps=steps, num_generations=4, per_device_train_batch_size=8,
-                                scale_rewards=scale_rewards, save_steps=1000))
+                rewards=[
+                    RewardSpec("digit_ratio", weight, builtin="digit_ratio"),
+                    RewardSpec("think_format", 0.5, builtin="think_format"),
+                ],
+                grpo=GRPOFields(
+                    max_steps=steps,
+                    num_generations=4,
+                    per_device_train_batch_size=8,
+                    scale_rewards=scale_rewards,
+                    save_steps=1000,
+                ),
+            )
             train(config)
             logs[key] = read_events(config.event_log)[0]
         return logs[key]
@@ -49,10 +59,16 @@ def trained(tmp_path_factory, tiny_model):
 
 
 def stored_run(owner, dataset_version, events, *, weight: float, scale_rewards: str):
-    run = make_run(owner, dataset_version, rewards=REWARDS,
-                   config={"num_generations": 4, "per_device_train_batch_size": 8, "scale_rewards": scale_rewards})
-    run.rewards = [{"name": "digit_ratio", "weight": weight, "version_id": None, "builtin": "digit_ratio"},
-                   {"name": "think_format", "weight": 0.5, "version_id": None, "builtin": "think_format"}]
+    run = make_run(
+        owner,
+        dataset_version,
+        rewards=REWARDS,
+        config={"num_generations": 4, "per_device_train_batch_size": 8, "scale_rewards": scale_rewards},
+    )
+    run.rewards = [
+        {"name": "digit_ratio", "weight": weight, "version_id": None, "builtin": "digit_ratio"},
+        {"name": "think_format", "weight": 0.5, "version_id": None, "builtin": "think_format"},
+    ]
     run.save(update_fields=["rewards"])
     ingest_events(run, events)
     return run
@@ -70,7 +86,8 @@ def replayed(run, owner, rewards, filters=None) -> Replay:
 
 
 def test_replaying_a_run_with_its_own_rewards_reproduces_its_rewards_and_advantages_exactly(
-        trained, owner, dataset_version, django_capture_on_commit_callbacks):
+    trained, owner, dataset_version, django_capture_on_commit_callbacks
+):
     run = stored_run(owner, dataset_version, trained(1.0, "group", 2), weight=1.0, scale_rewards="group")
     with django_capture_on_commit_callbacks(execute=False):
         replay = replayed(run, owner, run.rewards)
@@ -90,11 +107,14 @@ def test_replaying_a_run_with_its_own_rewards_reproduces_its_rewards_and_advanta
 
 @pytest.mark.parametrize("scale_rewards", ["group", "none"])
 def test_replaying_with_a_changed_weight_gives_the_advantages_trl_computed_with_it(
-        trained, owner, dataset_version, scale_rewards, django_capture_on_commit_callbacks):
-    original = stored_run(owner, dataset_version, trained(1.0, scale_rewards, 2), weight=1.0,
-                          scale_rewards=scale_rewards)
-    reweighted = stored_run(owner, dataset_version, trained(-1.0, scale_rewards, 2), weight=-1.0,
-                            scale_rewards=scale_rewards)
+    trained, owner, dataset_version, scale_rewards, django_capture_on_commit_callbacks
+):
+    original = stored_run(
+        owner, dataset_version, trained(1.0, scale_rewards, 2), weight=1.0, scale_rewards=scale_rewards
+    )
+    reweighted = stored_run(
+        owner, dataset_version, trained(-1.0, scale_rewards, 2), weight=-1.0, scale_rewards=scale_rewards
+    )
     with django_capture_on_commit_callbacks(execute=False):
         replay = replayed(original, owner, reweighted.rewards)
     compared = 0
@@ -112,8 +132,9 @@ def test_replaying_with_a_changed_weight_gives_the_advantages_trl_computed_with_
     assert compared > 0
 
 
-def test_a_replay_page_shows_progress_and_exports_its_rows(owner_client, owner, dataset_version,
-                                                          trained, django_capture_on_commit_callbacks):
+def test_a_replay_page_shows_progress_and_exports_its_rows(
+    owner_client, owner, dataset_version, trained, django_capture_on_commit_callbacks
+):
     run = stored_run(owner, dataset_version, trained(1.0, "group", 2), weight=1.0, scale_rewards="group")
     rewards = [dict(run.rewards[0], weight=2.0), run.rewards[1]]
     with django_capture_on_commit_callbacks(execute=False):
@@ -140,7 +161,9 @@ def negated(owner, dataset_version, trained, django_capture_on_commit_callbacks)
 
 def test_the_rollout_browser_shows_a_replay_beside_the_stored_values(owner_client, negated):
     run, replay = negated
-    data = owner_client.get(reverse("run_rollouts_json", args=[run.pk]), {"replay": replay.pk, "sort": "step_asc"}).json()
+    data = owner_client.get(
+        reverse("run_rollouts_json", args=[run.pk]), {"replay": replay.pk, "sort": "step_asc"}
+    ).json()
     by_id = {r.rollout_id: r for r in replay.rows.all()}
     for row in data["rows"]:
         if row["step"] == 2:

@@ -16,8 +16,9 @@ V1 = "def longer(completions, **kwargs):\n    return [float(len(c)) for c in com
 V2 = "def longer(completions, **kwargs):\n    return [1.0 if '4' in c else 0.0 for c in completions]\n"
 
 
-def test_a_replay_with_another_version_runs_in_the_sandbox_and_reports_progress(owner_client, owner, dataset_version,
-                                                                                 celery_worker):
+def test_a_replay_with_another_version_runs_in_the_sandbox_and_reports_progress(
+    owner_client, owner, dataset_version, celery_worker
+):
     function = reward_create(owner=owner, name="longer", source_code=V1, entrypoint="longer")
     v1 = function.latest_version
     v2, _ = reward_save(function=function, source_code=V2, entrypoint="longer")
@@ -25,19 +26,28 @@ def test_a_replay_with_another_version_runs_in_the_sandbox_and_reports_progress(
     run.rewards = [{"name": "longer", "weight": 1.0, "version_id": v1.pk}]
     run.save(update_fields=["rewards"])
     texts = ["4", "44", "five", "4 is it"]
-    ingest(run, *[rollouts_event(step, [(f"What is {step} + 2?", [(t, [float(len(t))]) for t in texts])])
-                  for step in (1, 2, 3)])
+    ingest(
+        run,
+        *[
+            rollouts_event(step, [(f"What is {step} + 2?", [(t, [float(len(t))]) for t in texts])])
+            for step in (1, 2, 3)
+        ],
+    )
 
-    response = owner_client.post(reverse("run_replay_new", args=[run.pk]) + "?step_min=2",
-                                 {"weight-0": "2", "version-0": str(v2.pk)})
+    response = owner_client.post(
+        reverse("run_replay_new", args=[run.pk]) + "?step_min=2", {"weight-0": "2", "version-0": str(v2.pk)}
+    )
     replay = Replay.objects.get(run=run)
     assert response.status_code == 302 and response["Location"] == replay.get_absolute_url()
     assert replay.steps == [2, 3] and replay.total == 8
     assert replay.rewards == [{"name": "longer", "weight": 2.0, "version_id": v2.pk}]
 
     url = reverse("run_replay_json", args=[run.pk, replay.pk])
-    wait_for(lambda: owner_client.get(url).json()["status"] in ("completed", "failed"), timeout=120,
-             what="the replay task to finish")
+    wait_for(
+        lambda: owner_client.get(url).json()["status"] in ("completed", "failed"),
+        timeout=120,
+        what="the replay task to finish",
+    )
     data = owner_client.get(url).json()
     assert data["status"] == "completed", data["error"]
     assert data["done"] == data["total"] == 8
@@ -54,8 +64,9 @@ def test_a_replay_with_another_version_runs_in_the_sandbox_and_reports_progress(
 def test_a_replay_of_nothing_is_refused(owner_client, owner, dataset_version):
     run = make_run(owner, dataset_version)
     ingest(run, rollouts_event(1, [("What is 2 + 2?", [("4", [1.0, 1.0]), ("5", [0.0, 0.0])])]))
-    response = owner_client.post(reverse("run_replay_new", args=[run.pk]) + "?step_min=5",
-                                 {"weight-0": "1", "weight-1": "1"})
+    response = owner_client.post(
+        reverse("run_replay_new", args=[run.pk]) + "?step_min=5", {"weight-0": "1", "weight-1": "1"}
+    )
     assert response.status_code == 302 and not Replay.objects.filter(run=run).exists()
 
 
@@ -75,15 +86,44 @@ def test_in_chromium_the_replay_page_and_the_group_view_show_the_replay(web_serv
 
     run = make_run(owner, dataset_version, name="replayed run")
     ingest(run, rollouts_event(1, [("What is 2 + 2?", [("4", [1.0, 1.0]), ("<b>5</b>", [0.0, 0.0])])]))
-    replay = Replay.objects.create(run=run, owner=owner, rewards=run.rewards, steps=[1], total=2, done=2,
-                                   status=Replay.Status.COMPLETED,
-                                   summary={"steps": [{"step": 1, "zero_std_before": 0.0, "zero_std_after": 1.0,
-                                                       "groups": 1, "best_changed": 1, "rank_changes": 1,
-                                                       "changed_best_groups": [0]}]})
+    replay = Replay.objects.create(
+        run=run,
+        owner=owner,
+        rewards=run.rewards,
+        steps=[1],
+        total=2,
+        done=2,
+        status=Replay.Status.COMPLETED,
+        summary={
+            "steps": [
+                {
+                    "step": 1,
+                    "zero_std_before": 0.0,
+                    "zero_std_after": 1.0,
+                    "groups": 1,
+                    "best_changed": 1,
+                    "rank_changes": 1,
+                    "changed_best_groups": [0],
+                }
+            ]
+        },
+    )
     for r in run.rollouts.all():
-        ReplayRow.objects.create(replay=replay, rollout_id=r.pk, step=1, index=r.index, group=0,
-                                 old_rewards=r.rewards, new_rewards=[1.0, 1.0], old_reward=r.reward, new_reward=2.0,
-                                 old_advantage=r.advantage, new_advantage=0.0, old_rank=r.index + 1, new_rank=1)
+        ReplayRow.objects.create(
+            replay=replay,
+            rollout_id=r.pk,
+            step=1,
+            index=r.index,
+            group=0,
+            old_rewards=r.rewards,
+            new_rewards=[1.0, 1.0],
+            old_reward=r.reward,
+            new_reward=2.0,
+            old_advantage=r.advantage,
+            new_advantage=0.0,
+            old_rank=r.index + 1,
+            new_rank=1,
+        )
     login(page, web_server)
     page.goto(f"{web_server}{replay.get_absolute_url()}")
     page.wait_for_selector("#replay-steps tbody tr")
@@ -91,5 +131,7 @@ def test_in_chromium_the_replay_page_and_the_group_view_show_the_replay(web_serv
     assert page.locator("#replay-rows tbody tr").count() == 2
     page.click("#replay-groups")
     page.wait_for_selector("td.replay")
-    assert sorted(page.locator("td.replay").all_inner_texts()) == ["0.000 · 2.000 · rank 1 → 1",
-                                                                  "0.000 · 2.000 · rank 2 → 1"]
+    assert sorted(page.locator("td.replay").all_inner_texts()) == [
+        "0.000 · 2.000 · rank 1 → 1",
+        "0.000 · 2.000 · rank 2 → 1",
+    ]

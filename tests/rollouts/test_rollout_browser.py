@@ -25,8 +25,13 @@ def run(owner, dataset_version):
             if g == 2:  # one zero-variance group per step
                 completions = [(f"step {step} same answer {k}", [1.0, 0.5]) for k in range(4)]
             else:
-                completions = [(" ".join(rng.sample(WORDS, 3)) + f" #{step}.{g}.{k}",
-                                [float(rng.random() < 0.5), round(rng.random(), 2)]) for k in range(4)]
+                completions = [
+                    (
+                        " ".join(rng.sample(WORDS, 3)) + f" #{step}.{g}.{k}",
+                        [float(rng.random() < 0.5), round(rng.random(), 2)],
+                    )
+                    for k in range(4)
+                ]
             groups.append((f"Prompt {g}: what is {g} + {g}?", completions))
         if step == 3:  # every reward function abstained: no reward, advantage 0
             groups.append(("Unscorable?", [(f"??? {k}", [None, None]) for k in range(4)]))
@@ -58,7 +63,10 @@ def by_advantage(expected):
 
 
 CASES = {
-    "reward range": ({"reward_min": "0.6", "reward_max": "1.4"}, lambda r: r["reward"] is not None and 0.6 <= r["reward"] <= 1.4),
+    "reward range": (
+        {"reward_min": "0.6", "reward_max": "1.4"},
+        lambda r: r["reward"] is not None and 0.6 <= r["reward"] <= 1.4,
+    ),
     "advantage range": ({"adv_min": "-0.5", "adv_max": "0.9"}, lambda r: -0.5 <= r["advantage"] <= 0.9),
     "length": ({"len_min": "10", "len_max": "30"}, lambda r: 10 <= r["length"] <= 30),
     "truncated": ({"truncated": "yes"}, lambda r: r["truncated"]),
@@ -68,8 +76,10 @@ CASES = {
     "one reflection phrase": ({"reflection": "let me check"}, lambda r: "let me check" in r["reflections"]),
     "contains a phrase": ({"phrase": "CARROT"}, lambda r: "carrot" in r["completion"].lower()),
     "steps": ({"step_min": "2", "step_max": "3"}, lambda r: 2 <= r["step"] <= 3),
-    "combined": ({"reward_min": "0.5", "phrase": "banana", "step_min": "2"},
-                 lambda r: r["reward"] is not None and r["reward"] >= 0.5 and "banana" in r["completion"] and r["step"] >= 2),
+    "combined": (
+        {"reward_min": "0.5", "phrase": "banana", "step_min": "2"},
+        lambda r: r["reward"] is not None and r["reward"] >= 0.5 and "banana" in r["completion"] and r["step"] >= 2,
+    ),
 }
 
 
@@ -83,27 +93,34 @@ def test_each_filter_matches_the_same_filter_applied_to_every_stored_row(owner_c
 
 
 def test_full_text_search_finds_words_in_any_order_and_excludes_minus_words(owner_client, run):
-    expected = [r for r in rows(run) if "carrot" in r["completion"] and "apples" in r["completion"]
-                and "banana" not in r["completion"]]
+    expected = [
+        r
+        for r in rows(run)
+        if "carrot" in r["completion"] and "apples" in r["completion"] and "banana" not in r["completion"]
+    ]
     assert expected
     got = all_pages(owner_client, run, q="apples carrot -banana")
     assert sorted(r["id"] for r in got) == sorted(r["id"] for r in expected)
 
 
-@pytest.mark.parametrize("sort,key,reverse", [
-    ("adv_desc", lambda r: (r["advantage"], r["id"]), True),
-    ("adv_asc", lambda r: (r["advantage"], r["id"]), False),
-    ("reward_desc", lambda r: (r["reward"], r["id"]), True),
-    ("reward_asc", lambda r: (r["reward"], r["id"]), False),
-    ("step_asc", lambda r: (r["step"], r["index"]), False),
-    ("step_desc", lambda r: (r["step"], r["index"]), True),
-])
+@pytest.mark.parametrize(
+    "sort,key,reverse",
+    [
+        ("adv_desc", lambda r: (r["advantage"], r["id"]), True),
+        ("adv_asc", lambda r: (r["advantage"], r["id"]), False),
+        ("reward_desc", lambda r: (r["reward"], r["id"]), True),
+        ("reward_asc", lambda r: (r["reward"], r["id"]), False),
+        ("step_asc", lambda r: (r["step"], r["index"]), False),
+        ("step_desc", lambda r: (r["step"], r["index"]), True),
+    ],
+)
 def test_keyset_pages_cover_every_row_once_in_the_sort_order(owner_client, run, monkeypatch, sort, key, reverse):
     monkeypatch.setattr(rollout_filters, "PAGE_SIZE", 7)
     got = all_pages(owner_client, run, sort=sort)
     # sorted by reward, the unscorable completions (no reward) are left out
-    expected = sorted([r for r in rows(run) if r["reward"] is not None or "reward" not in sort], key=key,
-                      reverse=reverse)
+    expected = sorted(
+        [r for r in rows(run) if r["reward"] is not None or "reward" not in sort], key=key, reverse=reverse
+    )
     assert [r["id"] for r in got] == [r["id"] for r in expected]
     assert len(got) == (60 if "reward" in sort else 64)
 
@@ -127,14 +144,17 @@ def test_rows_carry_rewards_by_name_highlight_spans_and_links(owner_client, run)
     assert row["prompt_url"] == f"/runs/{run.pk}/prompts/{row['prompt_key']}/"
 
 
-@pytest.mark.parametrize("params,field", [
-    ({"reward_min": "lots"}, "reward_min"),
-    ({"step_min": "-1"}, "step_min"),
-    ({"sort": "random"}, "sort"),
-    ({"reflection": "not a phrase of this run"}, "reflection"),
-    ({"after": "nonsense"}, "after"),
-    ({"adv_max": "nan"}, "adv_max"),
-])
+@pytest.mark.parametrize(
+    "params,field",
+    [
+        ({"reward_min": "lots"}, "reward_min"),
+        ({"step_min": "-1"}, "step_min"),
+        ({"sort": "random"}, "sort"),
+        ({"reflection": "not a phrase of this run"}, "reflection"),
+        ({"after": "nonsense"}, "after"),
+        ({"adv_max": "nan"}, "adv_max"),
+    ],
+)
 def test_bad_parameters_are_refused_by_name(owner_client, run, params, field):
     response = owner_client.get(reverse("run_rollouts_json", args=[run.pk]), params)
     assert response.status_code == 400
@@ -170,10 +190,14 @@ def test_a_slow_text_search_stops_at_the_time_limit_with_advice(owner_client, ru
 
 def test_a_rollout_scored_by_code_tests_shows_which_tests_passed(owner, dataset_version, owner_client):
     run = make_run(owner, dataset_version)
-    event = rollouts_event(1, [("Write add(a, b).", [("```python\ndef add(a, b): return a - b\n```", [0.5, 0.0]),
-                                                    ("no code", [0.0, 0.0])])])
-    outcome = [{"test": "assert add(1, 2) == 3", "passed": False, "error": "AssertionError: "},
-               {"test": "assert add(0, 0) == 0", "passed": True, "error": ""}]
+    event = rollouts_event(
+        1,
+        [("Write add(a, b).", [("```python\ndef add(a, b): return a - b\n```", [0.5, 0.0]), ("no code", [0.0, 0.0])])],
+    )
+    outcome = [
+        {"test": "assert add(1, 2) == 3", "passed": False, "error": "AssertionError: "},
+        {"test": "assert add(0, 0) == 0", "passed": True, "error": ""},
+    ]
     event["rows"][0]["columns"] = {"tests": "[...]", "code_tests": outcome}
     ingest(run, event)
     by_index = {r["index"]: r for r in fetch(owner_client, run)["rows"]}

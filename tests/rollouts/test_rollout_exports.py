@@ -19,10 +19,16 @@ GOOD = "<think>2 + 2 = 4</think> The answer is $\\boxed{4}$."
 @pytest.fixture
 def run(owner, dataset_version):
     run = make_run(owner, dataset_version, name="source run")
-    ingest(run, rollouts_event(1, [("What is 2 + 2?", [(GOOD, [1.0, 1.0]), ("5", [0.0, 1.0]), ("22", [0.0, 0.0]),
-                                                       (GOOD, [1.0, 1.0])]),
-                                   ("What is 3 + 3?", [("6", [1.0, 0.0]), ("7", [0.0, 0.0]), ("6", [1.0, 0.0]),
-                                                       ("Wait, 6", [1.0, 0.5])])]))
+    ingest(
+        run,
+        rollouts_event(
+            1,
+            [
+                ("What is 2 + 2?", [(GOOD, [1.0, 1.0]), ("5", [0.0, 1.0]), ("22", [0.0, 0.0]), (GOOD, [1.0, 1.0])]),
+                ("What is 3 + 3?", [("6", [1.0, 0.0]), ("7", [0.0, 0.0]), ("6", [1.0, 0.0]), ("Wait, 6", [1.0, 0.5])]),
+            ],
+        ),
+    )
     ingest(run, rollouts_event(2, [("What is 2 + 2?", [("4", [1.0, 1.0])] * 4)]))
     return run
 
@@ -73,7 +79,10 @@ def test_rejection_sampling_saves_an_sft_dataset_listed_on_the_dashboard(owner_c
     assert version.prompt_column == "prompt" and version.prompt_format == "standard"
     assert version.reward_columns == []
     rows = pq.read_table(version.path).to_pylist()
-    assert rows == [{"prompt": "What is 2 + 2?", "completion": GOOD}, {"prompt": "What is 3 + 3?", "completion": "Wait, 6"}]
+    assert rows == [
+        {"prompt": "What is 2 + 2?", "completion": GOOD},
+        {"prompt": "What is 3 + 3?", "completion": "Wait, 6"},
+    ]
     assert "sft from the source run" in owner_client.get(reverse("dashboard")).content.decode()
 
 

@@ -23,8 +23,16 @@ def logged(owner, dataset_version, series: dict, **config):
 
 
 def test_a_healthy_run_says_so(owner_client, owner, dataset_version):
-    run = logged(owner, dataset_version, {"entropy": [1.2, 1.1, 1.15, 1.0, 1.05], "completions/clipped_ratio": [0.05] * 5,
-                                          "frac_reward_zero_std": [0.1] * 5, "loss": [0.2, 0.1, 0.3, 0.2, 0.1]})
+    run = logged(
+        owner,
+        dataset_version,
+        {
+            "entropy": [1.2, 1.1, 1.15, 1.0, 1.05],
+            "completions/clipped_ratio": [0.05] * 5,
+            "frac_reward_zero_std": [0.1] * 5,
+            "loss": [0.2, 0.1, 0.3, 0.2, 0.1],
+        },
+    )
     signals = health(owner_client, run)
     assert {s["level"] for s in signals.values()} == {"ok"}
     assert "near_zero_loss" not in signals
@@ -70,15 +78,22 @@ def test_a_near_zero_loss_with_beta_zero_and_dapo_is_explained(owner_client, own
     assert "policy ratio is exactly 1" in s["detail"]
 
 
-def test_under_batch_scaling_zero_variance_counts_the_stored_groups_not_trls_batch_figure(owner_client, owner,
-                                                                                         dataset_version):
+def test_under_batch_scaling_zero_variance_counts_the_stored_groups_not_trls_batch_figure(
+    owner_client, owner, dataset_version
+):
     # TRL's frac_reward_zero_std under scale_rewards="batch" is about the batch's std (0 here: rewards differ across
     # groups), while three of the four groups gave every completion the same reward
     run = make_run(owner, dataset_version, config={"scale_rewards": "batch"})
     same, mixed = [("a", [1.0, 1.0])] * 4, [("a", [1.0, 1.0]), ("b", [0.0, 0.0])] * 2
     for step in (1, 2, 3):
-        ingest(run, rollouts_event(step, [("p1", same), ("p2", [("x", [0.0, 0.0])] * 4), ("p3", same), ("p4", mixed)],
-                                   scale_rewards="batch"),
-               metrics_event(step, frac_reward_zero_std=0.0))
+        ingest(
+            run,
+            rollouts_event(
+                step,
+                [("p1", same), ("p2", [("x", [0.0, 0.0])] * 4), ("p3", same), ("p4", mixed)],
+                scale_rewards="batch",
+            ),
+            metrics_event(step, frac_reward_zero_std=0.0),
+        )
     s = health(owner_client, run)["zero_std"]
     assert s["level"] == "warn" and s["detail"].startswith("75%") and s["url"].endswith("?zero_std=yes")

@@ -29,11 +29,15 @@ def test_the_formula_reproduces_the_stored_advantages(owner_client, owner, datas
     # totals 2, 1, 1, 0: mean 1, unbiased std sqrt(2/3)
     assert first["mean"] == pytest.approx(1.0)
     assert first["std"] == pytest.approx((2 / 3) ** 0.5)
-    expected_scale = {"group": (2 / 3) ** 0.5, "none": None,
-                      # the batch: 2, 1, 1, 0, 1.5, 1.5, 1.5, 1.5
-                      "batch": pytest.approx(((sum((v - 1.25) ** 2 for v in [2, 1, 1, 0, 1.5, 1.5, 1.5, 1.5])) / 7) ** 0.5)}
-    assert first["scale"] == (pytest.approx(expected_scale[scale_rewards]) if scale_rewards == "group"
-                              else expected_scale[scale_rewards])
+    expected_scale = {
+        "group": (2 / 3) ** 0.5,
+        "none": None,
+        # the batch: 2, 1, 1, 0, 1.5, 1.5, 1.5, 1.5
+        "batch": pytest.approx(((sum((v - 1.25) ** 2 for v in [2, 1, 1, 0, 1.5, 1.5, 1.5, 1.5])) / 7) ** 0.5),
+    }
+    assert first["scale"] == (
+        pytest.approx(expected_scale[scale_rewards]) if scale_rewards == "group" else expected_scale[scale_rewards]
+    )
     # worked by hand from the definition (that TRL's own advantages agree is tests/workers/test_fidelity.py's job)
     scale = {"group": (2 / 3) ** 0.5 + 1e-4, "none": 1.0, "batch": (2.5 / 7) ** 0.5 + 1e-4}[scale_rewards]
     by_total = {c["reward"]: c["formula_advantage"] for c in first["completions"]}
@@ -50,8 +54,9 @@ def test_completions_are_ranked_by_advantage_with_rewards_by_name(owner_client, 
     assert first["completions"][0]["completion"] == "4"
 
 
-def test_a_group_whose_completions_all_score_the_same_is_flagged_and_stored_as_such(owner_client, owner,
-                                                                                      dataset_version):
+def test_a_group_whose_completions_all_score_the_same_is_flagged_and_stored_as_such(
+    owner_client, owner, dataset_version
+):
     run = make_run(owner, dataset_version)
     ingest(run, rollouts_event(1, GROUPS))
     groups = step_json(owner_client, run)["groups"]
@@ -65,8 +70,9 @@ def test_a_group_whose_completions_all_score_the_same_is_flagged_and_stored_as_s
 def test_the_share_of_flagged_groups_is_trls_frac_reward_zero_std(owner, dataset_version):
     """TRL flags a group when its std is within 1e-8 of zero; a group with a single scored completion is not."""
     run = make_run(owner, dataset_version)
-    groups = GROUPS + [("What is 4 + 4?", [("8", [1.0, 1.0]), ("?", [None, None]), ("?", [None, None]),
-                                           ("?", [None, None])])]
+    groups = GROUPS + [
+        ("What is 4 + 4?", [("8", [1.0, 1.0]), ("?", [None, None]), ("?", [None, None]), ("?", [None, None])])
+    ]
     ingest(run, rollouts_event(1, groups))
     flags = dict(run.rollouts.values_list("group", "zero_std").distinct())
     assert flags == {0: False, 1: True, 2: False}
@@ -95,5 +101,6 @@ def test_a_step_comes_in_pages_of_groups_with_the_steps_totals(owner_client, own
     if scale_rewards == "batch":
         last = owner_client.get(reverse("run_step_json", args=[run.pk, 1]), {"from": 3, "groups": 1}).json()
         assert sorted(c["formula_advantage"] for c in last["groups"][0]["completions"]) == pytest.approx(
-            [-1.0 / scale, 0.0, 0.0, 1.0 / scale])
+            [-1.0 / scale, 0.0, 0.0, 1.0 / scale]
+        )
     assert owner_client.get(reverse("run_step_json", args=[run.pk, 1]), {"from": "x"}).status_code == 400

@@ -45,18 +45,26 @@ def test_a_groups_tokens_come_with_every_value_the_shard_holds(owner_client, run
     assert first["values"]["sampling_logprob"] is None
     assert first["clipped"] == [False, True, False, True]
     # the select offers what the shard has: no sampler's log-probabilities without vLLM
-    assert [f["name"] for f in data["fields"]] == ["logprob", "old_logprob", "ref_logprob", "entropy", "ratio",
-                                                   "clipped"]
+    assert [f["name"] for f in data["fields"]] == [
+        "logprob",
+        "old_logprob",
+        "ref_logprob",
+        "entropy",
+        "ratio",
+        "clipped",
+    ]
 
 
 def test_each_completion_lists_its_most_clipped_and_least_probable_tokens(owner_client, run):
     first = tokens_json(owner_client, run, group=0).json()["completions"][0]
     # clipped: " is" (ratio 1.3, high) and the last token (0.7, low); the ratio farthest from 1 first
-    assert [(t["text"], t["side"]) for t in first["most_clipped"]] == [("<script>window.pwned=1</script>", "low"),
-                                                                      (" is", "high")]
+    assert [(t["text"], t["side"]) for t in first["most_clipped"]] == [
+        ("<script>window.pwned=1</script>", "low"),
+        (" is", "high"),
+    ]
     # least probable at generation: log-probabilities -4.0, -2.5, -0.7, -0.1
     assert [t["position"] for t in first["least_probable"]] == [3, 1, 2, 0]
-    assert first["least_probable"][0]["prob"] == pytest.approx(2.718281828 ** -4.0)
+    assert first["least_probable"][0]["prob"] == pytest.approx(2.718281828**-4.0)
     unclipped = tokens_json(owner_client, run, group=0).json()["completions"][3]
     assert unclipped["most_clipped"] == []
 

@@ -13,8 +13,11 @@ def test_zero_variance_groups_split_into_all_right_and_all_wrong(owner_client, o
     run = make_run(owner, dataset_version)  # accuracy and digit_ratio: accuracy >= 1 solves
     right, wrong = [("4", [1.0, 1.0])] * 4, [("x", [0.0, 0.0])] * 4
     mixed = [("4", [1.0, 1.0]), ("5", [0.0, 1.0]), ("4", [1.0, 0.5]), ("x", [0.0, 0.0])]
-    ingest(run, rollouts_event(1, [("a", right), ("b", wrong), ("c", mixed), ("d", wrong)]),
-           rollouts_event(2, [("a", right), ("b", right), ("c", mixed), ("d", mixed)]))
+    ingest(
+        run,
+        rollouts_event(1, [("a", right), ("b", wrong), ("c", mixed), ("d", wrong)]),
+        rollouts_event(2, [("a", right), ("b", right), ("c", mixed), ("d", mixed)]),
+    )
     data = owner_client.get(reverse("run_zero_variance_json", args=[run.pk])).json()
     assert data["steps"] == [1, 2]
     assert data["all_right"] == [0.25, 0.5] and data["all_wrong"] == [0.5, 0.0] and data["other"] == [0.0, 0.0]

@@ -20,10 +20,15 @@ def _finished(job):
 def test_a_job_samples_scores_and_saves_what_it_keeps(celery_worker, owner, dataset_version):
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio").latest_version
     job = rejection_job_create(
-        owner=owner, name="digits kept", model="tiny", dataset_version=dataset_version,
+        owner=owner,
+        name="digits kept",
+        model="tiny",
+        dataset_version=dataset_version,
         rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.pk, "version": digits.number}],
-        settings=RejectionSettings(k=4, threshold=0.05, solved_by="digit_ratio", max_per_prompt=2, max_prompts=6,
-                                   max_new_tokens=12))
+        settings=RejectionSettings(
+            k=4, threshold=0.05, solved_by="digit_ratio", max_per_prompt=2, max_prompts=6, max_new_tokens=12
+        ),
+    )
     wait_for(lambda: _finished(job), timeout=180, what="the job to finish")
     assert job.status == RejectionJob.Status.COMPLETED, job.error + job.log_tail
     samples = list(RejectionSample.objects.filter(job=job))

@@ -21,28 +21,58 @@ pytestmark = pytest.mark.django_db
 
 
 def _row(p, s, completion, reward, correct, greedy=False):
-    return {"prompt_index": p, "sample": s, "greedy": greedy, "prompt": f"What is {p} + {p}?",
-            "completion": completion, "rewards": [reward], "reward": reward, "correct": correct, "length": 3,
-            "truncated": False, "columns": {"answer": str(2 * p)}}
+    return {
+        "prompt_index": p,
+        "sample": s,
+        "greedy": greedy,
+        "prompt": f"What is {p} + {p}?",
+        "completion": completion,
+        "rewards": [reward],
+        "reward": reward,
+        "correct": correct,
+        "length": 3,
+        "truncated": False,
+        "columns": {"answer": str(2 * p)},
+    }
 
 
-EVENT = {"k": 4, "solved_by": "accuracy", "threshold": 1.0, "prompts": 3, "seconds": 1.0, "rows": [
-    _row(0, 0, "<think>0+0</think> \\boxed{0}", 1.0, True), _row(0, 1, "<think>0+0</think>  \\boxed{0} ", 1.0, True),
-    _row(0, 2, "\\boxed{0}", 1.0, True), _row(0, 3, "\\boxed{7}", 0.0, False),
-    _row(1, 0, "\\boxed{5}", 0.0, False), _row(1, 1, "\\boxed{2}", 1.0, True), _row(1, 2, "x", 0.0, False),
-    _row(1, 3, "y", 0.0, False),
-    _row(2, 0, "a", 0.0, False), _row(2, 1, "b", 0.0, False), _row(2, 2, "c", 0.0, False), _row(2, 3, "d", 0.0, False),
-    _row(0, 4, "\\boxed{0}", 1.0, True, greedy=True),
-]}
+EVENT = {
+    "k": 4,
+    "solved_by": "accuracy",
+    "threshold": 1.0,
+    "prompts": 3,
+    "seconds": 1.0,
+    "rows": [
+        _row(0, 0, "<think>0+0</think> \\boxed{0}", 1.0, True),
+        _row(0, 1, "<think>0+0</think>  \\boxed{0} ", 1.0, True),
+        _row(0, 2, "\\boxed{0}", 1.0, True),
+        _row(0, 3, "\\boxed{7}", 0.0, False),
+        _row(1, 0, "\\boxed{5}", 0.0, False),
+        _row(1, 1, "\\boxed{2}", 1.0, True),
+        _row(1, 2, "x", 0.0, False),
+        _row(1, 3, "y", 0.0, False),
+        _row(2, 0, "a", 0.0, False),
+        _row(2, 1, "b", 0.0, False),
+        _row(2, 2, "c", 0.0, False),
+        _row(2, 3, "d", 0.0, False),
+        _row(0, 4, "\\boxed{0}", 1.0, True, greedy=True),
+    ],
+}
 
 
 @pytest.fixture
 def job(owner, dataset_version, tiny_model):
     accuracy = RewardFunction.objects.get(owner=owner, name="accuracy").latest_version
     return RejectionJob.objects.create(
-        owner=owner, name="kept traces", model="tiny", dataset_version=dataset_version, split="all",
+        owner=owner,
+        name="kept traces",
+        model="tiny",
+        dataset_version=dataset_version,
+        split="all",
         rewards=[{"name": "accuracy", "weight": 1.0, "version_id": accuracy.pk, "version": accuracy.number}],
-        settings={**RejectionSettings(k=4, max_per_prompt=2).__dict__}, status=RejectionJob.Status.RUNNING)
+        settings={**RejectionSettings(k=4, max_per_prompt=2).__dict__},
+        status=RejectionJob.Status.RUNNING,
+    )
 
 
 def test_at_most_m_passing_samples_per_prompt_are_kept_and_the_same_text_once():
@@ -94,8 +124,14 @@ def test_a_job_that_keeps_nothing_fails_with_the_reason(job):
 
 def test_a_job_is_refused_with_each_reason(owner, dataset_version, tiny_model):
     with pytest.raises(JobRefused) as refused:
-        rejection_job_create(owner=owner, name="x", model="tiny", dataset_version=dataset_version, rewards=[],
-                             settings=RejectionSettings(k=0, solved_by="nope", mix_rows=3))
+        rejection_job_create(
+            owner=owner,
+            name="x",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[],
+            settings=RejectionSettings(k=0, solved_by="nope", mix_rows=3),
+        )
     errors = " | ".join(refused.value.errors)
     assert "k: must be at least 1" in errors and "solved_by: 'nope'" in errors
     assert "rewards: pick at least one" in errors and "mix_version: pick the dataset" in errors
@@ -104,9 +140,22 @@ def test_a_job_is_refused_with_each_reason(owner, dataset_version, tiny_model):
 def test_the_form_queues_a_job(owner_client, owner, dataset_version, tiny_model, monkeypatch):
     monkeypatch.setattr("runs.sampling.services._enqueue", lambda job: None)
     accuracy = RewardFunction.objects.get(owner=owner, name="accuracy")
-    data = {"name": "traces", "model": "tiny", "dataset_version": dataset_version.pk, "split": "all",
-            "rewards": [accuracy.pk], "k": 4, "threshold": 1.0, "solved_by": "", "max_per_prompt": 1,
-            "temperature": 1.0, "max_new_tokens": 24, "max_prompts": 8, "mix_rows": 0, "seed": 0}
+    data = {
+        "name": "traces",
+        "model": "tiny",
+        "dataset_version": dataset_version.pk,
+        "split": "all",
+        "rewards": [accuracy.pk],
+        "k": 4,
+        "threshold": 1.0,
+        "solved_by": "",
+        "max_per_prompt": 1,
+        "temperature": 1.0,
+        "max_new_tokens": 24,
+        "max_prompts": 8,
+        "mix_rows": 0,
+        "seed": 0,
+    }
     response = owner_client.post(reverse("rejection_job_new"), data)
     assert response.status_code == 302, response.content.decode()[:2000]
     job = RejectionJob.objects.get(name="traces")
@@ -117,9 +166,21 @@ def test_the_form_queues_a_job(owner_client, owner, dataset_version, tiny_model,
 @pytest.mark.parametrize("pick", ["99999999999999999999999999", "-99999999999999999999999999", "1e3", "x"])
 def test_a_reward_picked_by_a_key_no_row_can_have_is_a_form_error(owner_client, dataset_version, pick):
     """On SQLite a key past 64 bits could not even be bound: it was a 500 (issue 30, item 9)."""
-    data = {"name": "traces", "model": "tiny", "dataset_version": dataset_version.pk, "split": "all",
-            "rewards": [pick], "k": 4, "threshold": 1.0, "max_per_prompt": 1, "temperature": 1.0,
-            "max_new_tokens": 24, "max_prompts": 8, "mix_rows": 0, "seed": 0}
+    data = {
+        "name": "traces",
+        "model": "tiny",
+        "dataset_version": dataset_version.pk,
+        "split": "all",
+        "rewards": [pick],
+        "k": 4,
+        "threshold": 1.0,
+        "max_per_prompt": 1,
+        "temperature": 1.0,
+        "max_new_tokens": 24,
+        "max_prompts": 8,
+        "mix_rows": 0,
+        "seed": 0,
+    }
     response = owner_client.post(reverse("rejection_job_new"), data)
     assert response.status_code == 400
     assert "is not a valid value" in response.content.decode()

@@ -21,15 +21,22 @@ def test_vllm_samples_k_seeded_completions_and_a_greedy_one_per_prompt(tiny_mode
 
     assert vllm_usable(str(tiny_model))
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    evaluator = Evaluator(EvalFields(eval_num_samples=3, eval_temperature=1.0, eval_threshold=0.0),
-                          EvalSet(prompts=["What is 2 + 3?", "What is 7 * 6?"], columns={}), [_length], [1.0],
-                          ["length"], max_new_tokens=8, top_p=0.9)
+    evaluator = Evaluator(
+        EvalFields(eval_num_samples=3, eval_temperature=1.0, eval_threshold=0.0),
+        EvalSet(prompts=["What is 2 + 3?", "What is 7 * 6?"], columns={}),
+        [_length],
+        [1.0],
+        ["length"],
+        max_new_tokens=8,
+        top_p=0.9,
+    )
     engine = VLLMGenerator(str(tiny_model), seed=0)
     body = evaluator.run(engine, tokenizer, seed=0)
     rows = body["rows"]
     assert body["samples"] == len(rows) == 2 * (3 + 1)
     assert [(r["prompt_index"], r["sample"], r["greedy"]) for r in rows] == (
-        [(p, s, False) for p in range(2) for s in range(3)] + [(p, 3, True) for p in range(2)])
+        [(p, s, False) for p in range(2) for s in range(3)] + [(p, 3, True) for p in range(2)]
+    )
     assert all(1 <= r["length"] <= 8 for r in rows)
     assert not any(r["truncated"] for r in rows if r["length"] < 8)  # shorter than max_tokens: EOS ended it
     again = evaluator.run(engine, tokenizer, seed=0)["rows"]

@@ -19,15 +19,27 @@ GPU = {"index": 0, "util": 50.0, "mem_used": 2**30, "mem_total": 8 * 2**30}
 
 
 def _line(rank, cpu, rss, gpus=(), node="10.0.0.1") -> str:
-    return json.dumps({"ts": 1.0, "rank": rank, "node": node, "cpu_percent": cpu, "rss_bytes": rss,
-                       "gpus": list(gpus)}) + "\n"
+    return (
+        json.dumps({"ts": 1.0, "rank": rank, "node": node, "cpu_percent": cpu, "rss_bytes": rss, "gpus": list(gpus)})
+        + "\n"
+    )
 
 
 @pytest.fixture
 def ray_run(owner, dataset_version, settings):
     settings.GRPO_TELEMETRY_SECONDS = 0  # every tick is due
-    return Run.objects.create(owner=owner, name="ray", model="tiny", dataset_version=dataset_version, engine="ray",
-                              num_workers=3, rewards=[], config={"max_steps": 4}, total_steps=4, step=1)
+    return Run.objects.create(
+        owner=owner,
+        name="ray",
+        model="tiny",
+        dataset_version=dataset_version,
+        engine="ray",
+        num_workers=3,
+        rewards=[],
+        config={"max_steps": 4},
+        total_steps=4,
+        step=1,
+    )
 
 
 def _append(folder, rank, text: str | bytes):
@@ -51,8 +63,7 @@ def test_one_sample_a_tick_sums_the_ranks_latest_lines_and_lists_every_gpu_with_
     assert ResourceSample.objects.filter(run=ray_run).count() == 2
 
 
-def test_each_file_is_read_from_where_the_last_tick_stopped_and_a_torn_last_line_waits_for_its_end(ray_run,
-                                                                                                   tmp_path):
+def test_each_file_is_read_from_where_the_last_tick_stopped_and_a_torn_last_line_waits_for_its_end(ray_run, tmp_path):
     sampler = RaySampler(ray_run, tmp_path)
     first = _line(0, 10.0, 100)
     torn = _line(0, 20.0, 200)
@@ -68,11 +79,23 @@ def test_each_file_is_read_from_where_the_last_tick_stopped_and_a_torn_last_line
 def test_garbled_and_hostile_lines_are_skipped(ray_run, tmp_path):
     sampler = RaySampler(ray_run, tmp_path)
     hostile = [
-        "not json", "[1, 2]", '"a string"', "{}", "[" * 100_000,
-        _line(0, -1.0, 100), _line(0, float("inf"), 100), _line(0, float("nan"), 100), _line(0, "10", 100),
-        _line(0, 10.0, -5), _line(0, 10.0, 1.5), _line(0, 10.0, True), _line(0, 10.0, 2**70),
-        _line(0, 10.0, 100, [{"index": "0"}]), _line(0, 10.0, 100, [{**GPU, "util": 500.0}]),
-        _line(0, 10.0, 100, [{**GPU, "mem_used": -1}]), _line(0, 10.0, 100, ["gpu"]),
+        "not json",
+        "[1, 2]",
+        '"a string"',
+        "{}",
+        "[" * 100_000,
+        _line(0, -1.0, 100),
+        _line(0, float("inf"), 100),
+        _line(0, float("nan"), 100),
+        _line(0, "10", 100),
+        _line(0, 10.0, -5),
+        _line(0, 10.0, 1.5),
+        _line(0, 10.0, True),
+        _line(0, 10.0, 2**70),
+        _line(0, 10.0, 100, [{"index": "0"}]),
+        _line(0, 10.0, 100, [{**GPU, "util": 500.0}]),
+        _line(0, 10.0, 100, [{**GPU, "mem_used": -1}]),
+        _line(0, 10.0, 100, ["gpu"]),
         _line(0, 10.0, 100, [GPU] * 65),
     ]
     _append(tmp_path, 0, _line(0, 10.0, 100) + "".join(h.rstrip("\n") + "\n" for h in hostile))
@@ -125,6 +148,9 @@ def test_a_rank_that_cannot_write_says_so_once_and_trains_on(tmp_path, caplog):
         for _ in range(3):
             telemetry.write(telemetry.sample())
     assert len(caplog.records) == 1
-    assert caplog.records[0].getMessage().startswith(
-        f"rank 0: no resource telemetry: cannot write {tmp_path / 'job' / 'rank-0.jsonl'} (")
+    assert (
+        caplog.records[0]
+        .getMessage()
+        .startswith(f"rank 0: no resource telemetry: cannot write {tmp_path / 'job' / 'rank-0.jsonl'} (")
+    )
     assert os.path.isfile(tmp_path / "job")

@@ -27,11 +27,22 @@ QUEUE = "telemetry"
 
 def _run(owner, dataset_version, **fields):
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    return Run.objects.create(owner=owner, name="telemetry", model="tiny", dataset_version=dataset_version,
-                              rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
-                              config={"num_generations": 4, "max_completion_length": 8,
-                                      "per_device_train_batch_size": 8, "seed": 3, "max_steps": 4},
-                              total_steps=4, **fields)
+    return Run.objects.create(
+        owner=owner,
+        name="telemetry",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+        config={
+            "num_generations": 4,
+            "max_completion_length": 8,
+            "per_device_train_batch_size": 8,
+            "seed": 3,
+            "max_steps": 4,
+        },
+        total_steps=4,
+        **fields,
+    )
 
 
 @pytest.fixture
@@ -43,8 +54,9 @@ def sampling_worker(service_env, tiny_model, tmp_path):
     stop_process(proc)
 
 
-def test_a_trained_run_has_resource_samples_and_each_steps_time_split(sampling_worker, owner, owner_client,
-                                                                       dataset_version):
+def test_a_trained_run_has_resource_samples_and_each_steps_time_split(
+    sampling_worker, owner, owner_client, dataset_version
+):
     from workers.tasks import train_run
 
     run = _run(owner, dataset_version)
@@ -100,8 +112,7 @@ def test_nvidia_smi_output_is_read_for_the_visible_gpus_only():
     assert parse_nvidia_smi("NVIDIA-SMI has failed because it couldn't communicate with the driver.", None) == []
 
 
-def test_the_sampler_measures_the_whole_process_tree_and_stops_quietly_when_it_exits(owner, dataset_version,
-                                                                                    settings):
+def test_the_sampler_measures_the_whole_process_tree_and_stops_quietly_when_it_exits(owner, dataset_version, settings):
     settings.GRPO_TELEMETRY_SECONDS = 0
     run = _run(owner, dataset_version, step=2)
     # a parent that sleeps and a child that holds 64 MB: the sample counts both
@@ -109,9 +120,14 @@ def test_the_sampler_measures_the_whole_process_tree_and_stops_quietly_when_it_e
     parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", parent], start_new_session=True)
     try:
-        wait_for(lambda: psutil.Process(proc.pid).children() and
-                 psutil.Process(proc.pid).children()[0].memory_info().rss > 64 * 2**20, timeout=20,
-                 what="the child to allocate")
+        wait_for(
+            lambda: (
+                psutil.Process(proc.pid).children()
+                and psutil.Process(proc.pid).children()[0].memory_info().rss > 64 * 2**20
+            ),
+            timeout=20,
+            what="the child to allocate",
+        )
         sampler = ResourceSampler(run, proc.pid)
         sampler.nvidia_smi = "/bin/false"  # an nvidia-smi that fails: no GPUs, and no more tries
         sample = sampler.tick()
@@ -127,19 +143,27 @@ def test_the_sampler_measures_the_whole_process_tree_and_stops_quietly_when_it_e
     assert ResourceSample.objects.filter(run=run).count() == 1
 
 
-def test_long_runs_are_thinned_to_a_bounded_series_keeping_the_last_point_and_the_true_peak(owner, owner_client,
-                                                                                          dataset_version):
+def test_long_runs_are_thinned_to_a_bounded_series_keeping_the_last_point_and_the_true_peak(
+    owner, owner_client, dataset_version
+):
     start = timezone.now() - timedelta(days=1)
     run = _run(owner, dataset_version, status=Run.Status.COMPLETED, started_at=start)
     n = 2 * MAX_POINTS
     # every other row is kept, counted back from the last; the first row holds the peak and is dropped
     ResourceSample.objects.bulk_create(
-        ResourceSample(run=run, at=start + timedelta(seconds=i), step=i, cpu_percent=100.0,
-                       rss_bytes=(9 if i == 0 else 1) * 10**9) for i in range(n))
+        ResourceSample(
+            run=run, at=start + timedelta(seconds=i), step=i, cpu_percent=100.0, rss_bytes=(9 if i == 0 else 1) * 10**9
+        )
+        for i in range(n)
+    )
     StepMetric.objects.bulk_create(
-        StepMetric(run=run, step=s, metrics={"timing/step_s": 2.0, "timing/generation_s": 1.0,
-                                             "timing/reward_s": 0.5, "timing/update_s": 0.5})
-        for s in range(1, MAX_POINTS + 2))
+        StepMetric(
+            run=run,
+            step=s,
+            metrics={"timing/step_s": 2.0, "timing/generation_s": 1.0, "timing/reward_s": 0.5, "timing/update_s": 0.5},
+        )
+        for s in range(1, MAX_POINTS + 2)
+    )
     data = owner_client.get(reverse("run_telemetry_json", args=[run.pk])).json()
     assert len(data["samples"]["t"]) <= MAX_POINTS
     assert data["samples"]["step"][-1] == n - 1 and data["samples"]["step"][:2] == [1, 3]
@@ -155,24 +179,51 @@ def test_an_outsider_gets_404_for_the_telemetry(outsider_client, owner, dataset_
 
 def test_the_run_page_draws_the_resource_charts_and_summary(web_server, owner, dataset_version, page):
     start = timezone.now() - timedelta(minutes=5)
-    run = _run(owner, dataset_version, status=Run.Status.COMPLETED, started_at=start,
-               finished_at=start + timedelta(seconds=30), step=4)
+    run = _run(
+        owner,
+        dataset_version,
+        status=Run.Status.COMPLETED,
+        started_at=start,
+        finished_at=start + timedelta(seconds=30),
+        step=4,
+    )
     StepMetric.objects.bulk_create(
-        StepMetric(run=run, step=s, metrics={"reward": 0.1 * s, "timing/step_s": 2.0, "timing/generation_s": 1.1,
-                                             "timing/reward_s": 0.06, "timing/update_s": 0.84,
-                                             "timing/tokens_per_s": 50.0}) for s in range(1, 5))
+        StepMetric(
+            run=run,
+            step=s,
+            metrics={
+                "reward": 0.1 * s,
+                "timing/step_s": 2.0,
+                "timing/generation_s": 1.1,
+                "timing/reward_s": 0.06,
+                "timing/update_s": 0.84,
+                "timing/tokens_per_s": 50.0,
+            },
+        )
+        for s in range(1, 5)
+    )
     gpus = [{"index": 0, "util": 55.0, "mem_used": 10**9, "mem_total": 8 * 10**9}]
     ResourceSample.objects.bulk_create(
-        ResourceSample(run=run, at=start + timedelta(seconds=2 * i), step=i, cpu_percent=150.0,
-                       rss_bytes=(700 + 28 * i) * 10**6, gpus=gpus) for i in range(5))
+        ResourceSample(
+            run=run,
+            at=start + timedelta(seconds=2 * i),
+            step=i,
+            cpu_percent=150.0,
+            rss_bytes=(700 + 28 * i) * 10**6,
+            gpus=gpus,
+        )
+        for i in range(5)
+    )
 
     log_in(page, web_server)
     page.goto(f"{web_server}/runs/{run.pk}/#resources")
     for chart in ("step-split", "tokens", "cpu", "rss", "gpu-util", "gpu-mem"):
         page.wait_for_selector(f"#panel-resources #chart-{chart} .main-svg")
     assert page.locator("#chart-step-split .bars .point").count() == 12  # 4 steps x 3 parts
-    assert page.inner_text("#resource-summary") == \
-        "generation 55% · rewards 3% · update 42% of step time; peak RAM 812 MB; 50 tokens/s"
+    assert (
+        page.inner_text("#resource-summary")
+        == "generation 55% · rewards 3% · update 42% of step time; peak RAM 812 MB; 50 tokens/s"
+    )
     assert page.text_content("#figure-step-time") == "2.00 s (step 4)"  # on the Overview tab
     page.click("#tab-metrics")
     page.wait_for_selector("#chart-reward .main-svg")  # the metric charts still draw: both share one event stream

@@ -18,14 +18,30 @@ CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
 
 def compose_verl(config: TrainConfig, gpus: int = 1, nnodes: int = 1):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose("ppo_trainer", overrides=overrides(
-            config, train_file="/data/train.parquet", val_file="/data/eval.parquet", reward_path="/app/bridge.py",
-            config_path="/runs/7/config.json", gpus=gpus, nnodes=nnodes, max_prompt_length=256))
+        return compose(
+            "ppo_trainer",
+            overrides=overrides(
+                config,
+                train_file="/data/train.parquet",
+                val_file="/data/eval.parquet",
+                reward_path="/app/bridge.py",
+                config_path="/runs/7/config.json",
+                gpus=gpus,
+                nnodes=nnodes,
+                max_prompt_length=256,
+            ),
+        )
 
 
 def train_config(**grpo) -> TrainConfig:
-    return TrainConfig(model="/models/tiny", dataset_path="/d.jsonl", output_dir="/runs/7/out", event_log="/e.jsonl",
-                       rewards=[RewardSpec(name="accuracy", builtin="accuracy")], grpo=GRPOFields(**grpo))
+    return TrainConfig(
+        model="/models/tiny",
+        dataset_path="/d.jsonl",
+        output_dir="/runs/7/out",
+        event_log="/e.jsonl",
+        rewards=[RewardSpec(name="accuracy", builtin="accuracy")],
+        grpo=GRPOFields(**grpo),
+    )
 
 
 def validate(cfg):
@@ -34,9 +50,20 @@ def validate(cfg):
 
 
 def test_the_translated_run_composes_onto_verls_config_and_passes_its_validation():
-    config = train_config(num_generations=4, per_device_train_batch_size=8, gradient_accumulation_steps=2, beta=0.04,
-                          temperature=0.7, top_p=0.9, max_completion_length=64, learning_rate=3e-6,
-                          weight_decay=0.1, max_steps=5, seed=3, epsilon_high=0.28)
+    config = train_config(
+        num_generations=4,
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=2,
+        beta=0.04,
+        temperature=0.7,
+        top_p=0.9,
+        max_completion_length=64,
+        learning_rate=3e-6,
+        weight_decay=0.1,
+        max_steps=5,
+        seed=3,
+        epsilon_high=0.28,
+    )
     cfg = compose_verl(config)
     actor = validate(cfg)
     assert cfg.algorithm.adv_estimator == "grpo"
@@ -58,9 +85,17 @@ def test_the_translated_run_composes_onto_verls_config_and_passes_its_validation
 
 def test_without_flash_attn_the_actor_uses_sdpa_on_padded_batches():
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose("ppo_trainer", overrides=overrides(
-            train_config(num_generations=2, per_device_train_batch_size=4), train_file="t", val_file="v",
-            reward_path="r.py", config_path="c.json", flash_attn=False))
+        cfg = compose(
+            "ppo_trainer",
+            overrides=overrides(
+                train_config(num_generations=2, per_device_train_batch_size=4),
+                train_file="t",
+                val_file="v",
+                reward_path="r.py",
+                config_path="c.json",
+                flash_attn=False,
+            ),
+        )
     validate(cfg)
     assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     assert not cfg.actor_rollout_ref.model.use_remove_padding
@@ -72,8 +107,9 @@ def test_a_run_without_kl_leaves_the_reference_model_out():
     assert not cfg.actor_rollout_ref.actor.use_kl_loss and not need_reference_policy(cfg)
 
 
-@pytest.mark.parametrize("loss_type, agg", [("grpo", "seq-mean-token-mean"), ("dr_grpo", "seq-mean-token-sum-norm"),
-                                            ("dapo", "token-mean")])
+@pytest.mark.parametrize(
+    "loss_type, agg", [("grpo", "seq-mean-token-mean"), ("dr_grpo", "seq-mean-token-sum-norm"), ("dapo", "token-mean")]
+)
 def test_trls_loss_types_become_verls_aggregation(loss_type, agg):
     cfg = compose_verl(train_config(loss_type=loss_type, num_generations=2, per_device_train_batch_size=4))
     assert validate(cfg).loss_agg_mode == agg
@@ -92,13 +128,16 @@ def test_two_nodes_of_two_gpus_take_the_prompts_of_four_and_still_validate():
     assert (cfg.trainer.n_gpus_per_node, cfg.trainer.nnodes) == (2, 2)
 
 
-@pytest.mark.parametrize("gpus, nodes, layout", [
-    (4, [8], (4, 1)),  # one node holds them all
-    (4, [2, 2], (2, 2)),
-    (4, [2, 1, 2], (2, 2)),  # the 1-GPU node is left out
-    (3, [2, 1, 1], (1, 3)),  # 3 is odd: one per node
-    (2, [0, 2], (2, 1)),  # a CPU-only head
-])
+@pytest.mark.parametrize(
+    "gpus, nodes, layout",
+    [
+        (4, [8], (4, 1)),  # one node holds them all
+        (4, [2, 2], (2, 2)),
+        (4, [2, 1, 2], (2, 2)),  # the 1-GPU node is left out
+        (3, [2, 1, 1], (1, 3)),  # 3 is odd: one per node
+        (2, [0, 2], (2, 1)),  # a CPU-only head
+    ],
+)
 def test_a_verl_run_on_ray_asks_every_node_of_its_pool_for_the_same_gpus(gpus, nodes, layout):
     assert node_layout(gpus, nodes) == layout
 
@@ -111,10 +150,18 @@ def test_a_cluster_without_room_for_a_verl_run_is_named(gpus, nodes):
 
 def test_verls_gsm8k_grpo_example_reads_back_into_the_run_form():
     # the overrides of verl's examples/grpo_trainer/run_qwen2-7b.sh, composed onto verl's config
-    example = ["algorithm.adv_estimator=grpo", "data.train_batch_size=1024", "data.max_response_length=1024",
-               "actor_rollout_ref.actor.optim.lr=1e-6", "actor_rollout_ref.actor.ppo_mini_batch_size=256",
-               "actor_rollout_ref.actor.use_kl_loss=True", "actor_rollout_ref.actor.kl_loss_coef=0.001",
-               "actor_rollout_ref.rollout.n=5", "trainer.total_epochs=15", "actor_rollout_ref.rollout.name=vllm"]
+    example = [
+        "algorithm.adv_estimator=grpo",
+        "data.train_batch_size=1024",
+        "data.max_response_length=1024",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.rollout.n=5",
+        "trainer.total_epochs=15",
+        "actor_rollout_ref.rollout.name=vllm",
+    ]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose("ppo_trainer", overrides=example)
     fields, extra, notes, errors = from_verl(OmegaConf.to_container(cfg, resolve=False))

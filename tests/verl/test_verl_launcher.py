@@ -25,10 +25,15 @@ def config(tmp_path, tiny_model):
     rows[0]["prompt"] = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "1+1?"}]
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return TrainConfig(model=str(tiny_model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
-                       event_log=str(tmp_path / "events.jsonl"), trainer="verl",
-                       rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
-                       grpo=GRPOFields(num_generations=4, per_device_train_batch_size=8, max_steps=3))
+    return TrainConfig(
+        model=str(tiny_model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        trainer="verl",
+        rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
+        grpo=GRPOFields(num_generations=4, per_device_train_batch_size=8, max_steps=3),
+    )
 
 
 def test_the_dataset_is_verls_layout_as_verls_own_loader_reads_it(config, tmp_path, monkeypatch):
@@ -56,11 +61,20 @@ def test_verls_logger_and_dumps_become_events(config, tmp_path, monkeypatch):
     logger = FileLogger("grpo-web", "run")  # verl's own file logger, as its Tracking("file") writes
     logger.log({"critic/score/mean": np.float32(0.25), "actor/pg_loss": 0.5, "response_length/mean": 7.0}, step=1)
     RayPPOTrainer._write_generations(  # verl's own dump writer, with the capture's extra keys
-        ["p1"] * 4 + ["p2"] * 4, [f"c{i}" for i in range(8)], ["2"] * 8, [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0],
-        {"rewards/digit_ratio": [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0], GROUP_KEY: ["a"] * 4 + ["b"] * 4,
-         ADVANTAGE_KEY: [0.8, -0.8, 0.8, -0.8, -0.5, -0.5, -0.5, 1.5], LENGTH_KEY: [3] * 8,
-         TRUNCATED_KEY: [False] * 7 + [True]},
-        str(out / "verl_rollouts"), 1)
+        ["p1"] * 4 + ["p2"] * 4,
+        [f"c{i}" for i in range(8)],
+        ["2"] * 8,
+        [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+        {
+            "rewards/digit_ratio": [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            GROUP_KEY: ["a"] * 4 + ["b"] * 4,
+            ADVANTAGE_KEY: [0.8, -0.8, 0.8, -0.8, -0.5, -0.5, -0.5, 1.5],
+            LENGTH_KEY: [3] * 8,
+            TRUNCATED_KEY: [False] * 7 + [True],
+        },
+        str(out / "verl_rollouts"),
+        1,
+    )
     Follower(config, EventWriter(config.event_log)).poll()
     events = read_events(config.event_log)[0]
     rollouts = [e for e in events if e["type"] == "rollouts"]

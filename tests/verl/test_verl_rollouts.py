@@ -41,17 +41,31 @@ COMPLETIONS = ["5", "five", "5", "8", "?", "7"]  # 3 per prompt; "?" makes the u
 
 @pytest.fixture
 def setup(tmp_path, tiny_model):
-    config = TrainConfig(model=str(tiny_model), dataset_path=str(tmp_path / "train.jsonl"),
-                         output_dir=str(tmp_path / "out"), event_log=str(tmp_path / "events.jsonl"),
-                         rewards=[RewardSpec("exact", 1.0, source=EXACT, entrypoint="exact"),
-                                  RewardSpec("digit_ratio", 0.5, builtin="digit_ratio")],
-                         grpo=GRPOFields(num_generations=G, per_device_train_batch_size=6), sandbox_slot_base=40)
+    config = TrainConfig(
+        model=str(tiny_model),
+        dataset_path=str(tmp_path / "train.jsonl"),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        rewards=[
+            RewardSpec("exact", 1.0, source=EXACT, entrypoint="exact"),
+            RewardSpec("digit_ratio", 0.5, builtin="digit_ratio"),
+        ],
+        grpo=GRPOFields(num_generations=G, per_device_train_batch_size=6),
+        sandbox_slot_base=40,
+    )
     config_path = tmp_path / "config.json"
     config_path.write_text(config.to_json())
     with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
-        cfg = compose("ppo_trainer", overrides=overrides(
-            config, train_file="t.parquet", val_file="v.parquet", config_path=str(config_path),
-            reward_path=verl_reward.__file__))
+        cfg = compose(
+            "ppo_trainer",
+            overrides=overrides(
+                config,
+                train_file="t.parquet",
+                val_file="v.parquet",
+                config_path=str(config_path),
+                reward_path=verl_reward.__file__,
+            ),
+        )
     yield config, cfg, AutoTokenizer.from_pretrained(tiny_model)
     for scorer in verl_reward._scorers.values():
         scorer.close()
@@ -66,21 +80,25 @@ def batch(tokenizer, prompt_len=24, response_len=6) -> DataProto:
     for i, text in enumerate(COMPLETIONS):
         p = tokenizer.apply_chat_template(rows[i // G]["prompt"], add_generation_prompt=True, tokenize=True)
         p = p if isinstance(p, list) else list(p["input_ids"])
-        r = tokenizer(text, add_special_tokens=False)["input_ids"][:response_len - 1] + [tokenizer.eos_token_id]
+        r = tokenizer(text, add_special_tokens=False)["input_ids"][: response_len - 1] + [tokenizer.eos_token_id]
         prompts.append([pad] * (prompt_len - len(p)) + p)
         responses.append(r + [pad] * (response_len - len(r)))
         attention.append([0] * (prompt_len - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (response_len - len(r)))
     prompts, responses = torch.tensor(prompts), torch.tensor(responses)
     data = DataProto.from_dict(
-        tensors={"prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], dim=1),
-                 "attention_mask": torch.tensor(attention)},
-        non_tensors={"data_source": np.array([rows[i // G]["data_source"] for i in range(len(COMPLETIONS))],
-                                             dtype=object),
-                     "reward_model": np.array([rows[i // G]["reward_model"] for i in range(len(COMPLETIONS))],
-                                              dtype=object),
-                     "extra_info": np.array([dict(rows[i // G]["extra_info"]) for i in range(len(COMPLETIONS))],
-                                            dtype=object),
-                     "uid": np.array([f"uid-{i // G}" for i in range(len(COMPLETIONS))], dtype=object)})
+        tensors={
+            "prompts": prompts,
+            "responses": responses,
+            "input_ids": torch.cat([prompts, responses], dim=1),
+            "attention_mask": torch.tensor(attention),
+        },
+        non_tensors={
+            "data_source": np.array([rows[i // G]["data_source"] for i in range(len(COMPLETIONS))], dtype=object),
+            "reward_model": np.array([rows[i // G]["reward_model"] for i in range(len(COMPLETIONS))], dtype=object),
+            "extra_info": np.array([dict(rows[i // G]["extra_info"]) for i in range(len(COMPLETIONS))], dtype=object),
+            "uid": np.array([f"uid-{i // G}" for i in range(len(COMPLETIONS))], dtype=object),
+        },
+    )
     data.batch["response_mask"] = compute_response_mask(data)
     return data
 
@@ -100,12 +118,14 @@ def test_verl_scores_through_the_bridge_and_the_sandbox(setup):
 
 def test_a_sandboxed_reward_that_raises_is_a_reported_fault_not_a_crash(setup, tmp_path):
     config, cfg, tokenizer = setup
-    config.rewards = [RewardSpec("boom", 1.0, source="def boom(completions, **kw):\n    raise ValueError('no')\n",
-                                 entrypoint="boom")]
+    config.rewards = [
+        RewardSpec("boom", 1.0, source="def boom(completions, **kw):\n    raise ValueError('no')\n", entrypoint="boom")
+    ]
     path = tmp_path / "boom.json"
     path.write_text(config.to_json())
-    result = verl_reward.compute_score("arith", "5", "5", verl_rows(ROWS, "arith", "train")[0]["extra_info"],
-                                       config_path=str(path))
+    result = verl_reward.compute_score(
+        "arith", "5", "5", verl_rows(ROWS, "arith", "train")[0]["extra_info"], config_path=str(path)
+    )
     assert result["score"] == 0.0 and np.isnan(result["rewards/boom"])
     faults = [e for e in read_events(config.event_log)[0] if e["type"] == "reward_fault"]
     assert faults and "no" in faults[0]["error"]
@@ -119,8 +139,10 @@ def test_verls_dump_and_advantages_are_stored_as_verl_computed_them(setup, tmp_p
     data.batch["token_level_scores"] = out["reward_tensor"]
     data.batch["token_level_rewards"] = out["reward_tensor"]
     advantages, _ = core_algos.compute_grpo_outcome_advantage(
-        token_level_rewards=data.batch["token_level_rewards"], response_mask=data.batch["response_mask"],
-        index=data.non_tensor_batch["uid"])
+        token_level_rewards=data.batch["token_level_rewards"],
+        response_mask=data.batch["response_mask"],
+        index=data.non_tensor_batch["uid"],
+    )
     data.batch["advantages"] = advantages
 
     trainer = object.__new__(RayPPOTrainer)  # verl's trainer with only what its dump reads
@@ -131,13 +153,27 @@ def test_verls_dump_and_advantages_are_stored_as_verl_computed_them(setup, tmp_p
     trainer._shutdown_dump_executor()
 
     event = rollouts_event(tmp_path / "dump" / "4.jsonl", ["exact", "digit_ratio"], G)
-    run = Run.objects.create(owner=owner, name="v", model="tiny", dataset_version=dataset_version, trainer="verl",
-                             rewards=[{"name": "exact", "weight": 1.0}, {"name": "digit_ratio", "weight": 0.5}],
-                             config={"max_steps": 5, "num_generations": G}, total_steps=5)
-    metrics = metrics_event({"step": 4, "data": {"critic/score/mean": 0.5, "actor/pg_loss": -0.1,
-                                                 "response_length/mean": 2.0}}, 5)
-    ingest_events(run, [{**event, "ts": 1.0}, {**metrics, "ts": 1.0},
-                        {"type": "metrics", "step": 4, "ts": 1.0, "metrics": reward_means(event)}])
+    run = Run.objects.create(
+        owner=owner,
+        name="v",
+        model="tiny",
+        dataset_version=dataset_version,
+        trainer="verl",
+        rewards=[{"name": "exact", "weight": 1.0}, {"name": "digit_ratio", "weight": 0.5}],
+        config={"max_steps": 5, "num_generations": G},
+        total_steps=5,
+    )
+    metrics = metrics_event(
+        {"step": 4, "data": {"critic/score/mean": 0.5, "actor/pg_loss": -0.1, "response_length/mean": 2.0}}, 5
+    )
+    ingest_events(
+        run,
+        [
+            {**event, "ts": 1.0},
+            {**metrics, "ts": 1.0},
+            {"type": "metrics", "step": 4, "ts": 1.0, "metrics": reward_means(event)},
+        ],
+    )
 
     stored = list(Rollout.objects.filter(run=run, step=4).order_by("index"))
     verl_scores = out["reward_tensor"].sum(-1).tolist()
@@ -148,8 +184,9 @@ def test_verls_dump_and_advantages_are_stored_as_verl_computed_them(setup, tmp_p
     assert [r.advantage for r in stored] == pytest.approx(advantages[:, 0].tolist())
     assert [r.length for r in stored] == mask.sum(-1).tolist()
     assert [r.group for r in stored] == [0, 0, 0, 1, 1, 1]
-    assert stored[4].rewards[0] is None and stored[0].rewards == pytest.approx([1.0, out["reward_extra_info"][
-        "rewards/digit_ratio"][0]])
+    assert stored[4].rewards[0] is None and stored[0].rewards == pytest.approx(
+        [1.0, out["reward_extra_info"]["rewards/digit_ratio"][0]]
+    )
     assert stored[0].columns == {"answer": "5"} and not any(r.truncated for r in stored)
     assert "What is 2+3?" in stored[0].prompt
     # the groups page recomputes each advantage from the stored rewards by TRL's formula: verl's GRPO agrees

@@ -18,8 +18,14 @@ def start_demo(service_env, tmp_path) -> tuple[subprocess.Popen, list[psutil.Pro
     """The demo on the test database and Redis; its web server and workers, once they are up."""
     port = free_port()
     log = open(tmp_path / "demo.log", "wb")
-    demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port)], cwd=BASE_DIR,
-                            env=service_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--port", str(port)],
+        cwd=BASE_DIR,
+        env=service_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
     def servers() -> list[psutil.Process]:
         assert demo.poll() is None, (tmp_path / "demo.log").read_text()[-3000:]
@@ -34,8 +40,9 @@ def gone(processes: list[psutil.Process]) -> bool:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_to_the_demo_stops_its_workers_and_web_server(service_env, tiny_model, coldstart_model, tools_model,
-                                                               tmp_path, signum):
+def test_a_signal_to_the_demo_stops_its_workers_and_web_server(
+    service_env, tiny_model, coldstart_model, tools_model, tmp_path, signum
+):
     demo, children = start_demo(service_env, tmp_path)
     tree = children + [c for p in children for c in p.children(recursive=True)]
     try:

@@ -29,20 +29,35 @@ ENVIRONMENT = {"name": "calculator_session", "builtin": "calculator_session"}
 
 
 def _accuracy(owner):
-    return [{"name": "accuracy", "weight": 1.0,
-             "version_id": RewardFunction.objects.get(owner=owner, name="accuracy").latest_version.pk}]
+    return [
+        {
+            "name": "accuracy",
+            "weight": 1.0,
+            "version_id": RewardFunction.objects.get(owner=owner, name="accuracy").latest_version.pk,
+        }
+    ]
 
 
 def test_a_run_with_an_environment_stores_trls_tool_calls_and_the_environments_reward(
-        celery_worker, tools_model, owner):
+    celery_worker, tools_model, owner
+):
     rows = arithmetic_tool_rows(32)
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    version = dataset_import(owner=owner, name="arithmetic with a calculator", stream=io.BytesIO(data),
-                             source_name="arith_tools.jsonl")
+    version = dataset_import(
+        owner=owner, name="arithmetic with a calculator", stream=io.BytesIO(data), source_name="arith_tools.jsonl"
+    )
     answers = {r["prompt"][0]["content"]: r["answer"] for r in rows}
-    run = run_create(owner=owner, spec=RunSpec(
-        name="session", model="tiny-tools", dataset_version=version,
-        rewards=_accuracy(owner), config=CONFIG, environment=ENVIRONMENT))
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="session",
+            model="tiny-tools",
+            dataset_version=version,
+            rewards=_accuracy(owner),
+            config=CONFIG,
+            environment=ENVIRONMENT,
+        ),
+    )
     wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=300, what="the run to finish")
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
@@ -85,23 +100,36 @@ def test_a_run_with_an_environment_stores_trls_tool_calls_and_the_environments_r
 
 def test_a_run_refuses_an_unknown_or_broken_environment(owner, dataset_version):
     with pytest.raises(RunRefused) as info:
-        run_create(owner=owner, spec=RunSpec(
-            name="x", model="tiny", dataset_version=dataset_version, rewards=_accuracy(owner),
-            config=CONFIG, environment=ENVIRONMENT), check_rewards=False)
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="x",
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=_accuracy(owner),
+                config=CONFIG,
+                environment=ENVIRONMENT,
+            ),
+            check_rewards=False,
+        )
     assert any("only in chat conversations" in e for e in info.value.errors)
-    imported = parse_run_yaml("model_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [accuracy]\n"
-                              "environment: nope\n", owner=owner)
+    imported = parse_run_yaml(
+        "model_name_or_path: tiny\ndataset_name: arithmetic\nreward_funcs: [accuracy]\nenvironment: nope\n", owner=owner
+    )
     assert any("you have no environment 'nope'" in e for e in imported.errors)
 
 
 def test_the_editor_makes_an_environment_from_the_library_or_blank_and_refuses_a_class_trl_could_not_use(
-        owner, owner_client):
+    owner, owner_client
+):
     from django.urls import reverse
 
     from rewards.services import RewardCodeError, reward_save
 
-    assert owner_client.post(reverse("reward_new"), {"name": "session", "template": "calculator_session"}).status_code \
+    assert (
+        owner_client.post(reverse("reward_new"), {"name": "session", "template": "calculator_session"}).status_code
         == 302
+    )
     assert owner_client.post(reverse("reward_new"), {"name": "mine", "kind": "environment"}).status_code == 302
     session = RewardFunction.objects.get(owner=owner, name="session")
     mine = RewardFunction.objects.get(owner=owner, name="mine")
@@ -112,8 +140,9 @@ def test_the_editor_makes_an_environment_from_the_library_or_blank_and_refuses_a
     with pytest.raises(RewardCodeError, match="has no reset method"):
         reward_save(function=mine, source_code=broken, entrypoint="MyEnvironment")
     # a run may attach the user's copy by name in YAML
-    imported = parse_run_yaml("model_name_or_path: tiny-tools\ndataset_name: x\nreward_funcs: [accuracy]\n"
-                              "environment: mine\n", owner=owner)
+    imported = parse_run_yaml(
+        "model_name_or_path: tiny-tools\ndataset_name: x\nreward_funcs: [accuracy]\nenvironment: mine\n", owner=owner
+    )
     assert imported.environment == {"name": "mine", "version_id": mine.latest_version.pk, "version": 1}
 
 
@@ -129,7 +158,11 @@ def test_the_run_form_attaches_one_environment_and_a_clone_keeps_it(owner, datas
     assert form.cleaned_data["environment"] == ENVIRONMENT
     form = RunForm(data=data, owner=owner)
     assert form.is_valid() and form.cleaned_data["environment"] == {}
-    source = ImportedRun(name="x", dataset_version=dataset_version, rewards=_accuracy(owner),
-                         environment={**ENVIRONMENT, "reward": "CalculatorSession"})
+    source = ImportedRun(
+        name="x",
+        dataset_version=dataset_version,
+        rewards=_accuracy(owner),
+        environment={**ENVIRONMENT, "reward": "CalculatorSession"},
+    )
     assert RunForm(owner=owner, imported=source).initial["environment"] == "builtin:calculator_session"
     assert "environment" not in RunForm(owner=owner, kind="sft").fields

@@ -28,13 +28,22 @@ from workers.training.train import run as train
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
 # a reward that abstains (None) on every third completion: TRL leaves NaN in its table and 0 advantage when all abstain
-SOMETIMES_NONE = '''
+SOMETIMES_NONE = """
 def sometimes_none(completions, **kwargs):
     return [None if i % 3 == 0 else float(len(c) % 5) for i, c in enumerate(completions)]
-'''
+"""
 
-BASE = {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "max_completion_length": 12,
-        "learning_rate": 1e-2, "seed": 11, "log_completions": True, "save_steps": 0, "gradient_checkpointing": False}
+BASE = {
+    "num_generations": 4,
+    "per_device_train_batch_size": 8,
+    "max_steps": 2,
+    "max_completion_length": 12,
+    "learning_rate": 1e-2,
+    "seed": 11,
+    "log_completions": True,
+    "save_steps": 0,
+    "gradient_checkpointing": False,
+}
 
 
 def trl_loss_types() -> list[str]:
@@ -58,8 +67,10 @@ CASES = {
     "importance_sampling_sequence": {"importance_sampling_level": "sequence"},
     "reward_returning_none": {"_rewards": "none"},
     "several_eos_ids": {"_model": "several_eos"},
-    **{f"loss_type_{name}": {"loss_type": name} for name in ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo",
-                                                              "luspo", "vespo")},
+    **{
+        f"loss_type_{name}": {"loss_type": name}
+        for name in ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+    },
 }
 
 
@@ -74,8 +85,9 @@ def several_eos_model(tiny_model, tmp_path_factory):
     several: most completions end on one that is not the tokenizer's EOS."""
     path = tmp_path_factory.mktemp("several-eos") / "model"
     shutil.copytree(tiny_model, path)
-    config = json.loads((path / "generation_config.json").read_text()) if (path / "generation_config.json").exists() \
-        else {}
+    config = (
+        json.loads((path / "generation_config.json").read_text()) if (path / "generation_config.json").exists() else {}
+    )
     tokenizer = json.loads((path / "tokenizer_config.json").read_text())
     eos = config.get("eos_token_id")
     eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
@@ -87,15 +99,22 @@ def several_eos_model(tiny_model, tmp_path_factory):
 
 def _train(tmp_path, model, case: dict):
     case = dict(case)
-    rewards = [RewardSpec("digit_ratio", 1.0, builtin="digit_ratio"), RewardSpec("think_format", 0.5,
-                                                                                  builtin="think_format")]
+    rewards = [
+        RewardSpec("digit_ratio", 1.0, builtin="digit_ratio"),
+        RewardSpec("think_format", 0.5, builtin="think_format"),
+    ]
     if case.pop("_rewards", None) == "none":
         rewards.append(RewardSpec("sometimes_none", 2.0, source=SOMETIMES_NONE, entrypoint="sometimes_none"))
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)))
-    config = TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
-                         event_log=str(tmp_path / "events.jsonl"), rewards=rewards,
-                         grpo=GRPOFields(**{**BASE, **case}))
+    config = TrainConfig(
+        model=str(model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        rewards=rewards,
+        grpo=GRPOFields(**{**BASE, **case}),
+    )
     train(config)
     events, _ = read_events(config.event_log)
     return config, events, [r.name for r in rewards]
@@ -113,10 +132,15 @@ def test_fidelity(name, tmp_path, owner, dataset_version, tiny_model, request):
     case = dict(CASES[name])
     model = request.getfixturevalue("several_eos_model") if case.pop("_model", None) else tiny_model
     config, events, names = _train(tmp_path, model, case)
-    run = Run.objects.create(owner=owner, name=name, model="tiny", dataset_version=dataset_version,
-                             rewards=[{"name": r.name, "weight": r.weight} for r in config.rewards],
-                             config=dataclasses.asdict(config.grpo),
-                             total_steps=config.grpo.max_steps)
+    run = Run.objects.create(
+        owner=owner,
+        name=name,
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": r.name, "weight": r.weight} for r in config.rewards],
+        config=dataclasses.asdict(config.grpo),
+        total_steps=config.grpo.max_steps,
+    )
     ingest_events(run, events)
     metrics = {m.step: m.metrics for m in StepMetric.objects.filter(run=run)}
     tables = sorted(Path(config.output_dir, "completions").glob("completions_*.parquet"))
@@ -142,8 +166,11 @@ def test_fidelity(name, tmp_path, owner, dataset_version, tiny_model, request):
                 assert logged[f"rewards/{fn}/time_per_call_ms"] > 0
             assert sum(r.truncated for r in rows) / len(rows) == pytest.approx(logged["completions/clipped_ratio"])
             assert sum(r.length for r in rows) / len(rows) == pytest.approx(logged["completions/mean_length"])
-        if generated and config.grpo.scale_rewards != "batch" and \
-                config.grpo.multi_objective_aggregation == "sum_then_normalize":
+        if (
+            generated
+            and config.grpo.scale_rewards != "batch"
+            and config.grpo.multi_objective_aggregation == "sum_then_normalize"
+        ):
             # TRL flags rows of zero-std groups; under batch scaling (or normalize_then_sum) it measures the batch
             assert sum(r.zero_std for r in rows) / len(rows) == pytest.approx(logged["frac_reward_zero_std"])
         # the run page's "by the formula" value beside each stored advantage is TRL's, up to float32 rounding

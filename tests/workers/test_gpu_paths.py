@@ -27,7 +27,8 @@ def _gpus() -> int:
 
 def needs(gpus: int, vllm: bool = False):
     reason = f"needs {gpus} CUDA GPU(s){' and vLLM' if vllm else ''}; this machine has {_gpus()}" + (
-        "" if not vllm or vllm_installed() else " and no vLLM")
+        "" if not vllm or vllm_installed() else " and no vLLM"
+    )
     return pytest.mark.skipif(_gpus() < gpus or (vllm and not vllm_installed()), reason=reason)
 
 
@@ -48,12 +49,22 @@ def test_a_verl_run_starts_verls_launcher_whatever_its_gpus(tmp_path):
 def test_vllm_server_mode_points_trl_at_the_workers_server(tmp_path):
     from workers.training.train import grpo_config
 
-    config = TrainConfig(model="m", dataset_path="d", output_dir=str(tmp_path), event_log="e",
-                         rewards=[RewardSpec("r", builtin="digit_ratio")],
-                         grpo=GRPOFields(use_vllm=True, vllm_mode="server", bf16="no"), vllm_server_port=51234)
+    config = TrainConfig(
+        model="m",
+        dataset_path="d",
+        output_dir=str(tmp_path),
+        event_log="e",
+        rewards=[RewardSpec("r", builtin="digit_ratio")],
+        grpo=GRPOFields(use_vllm=True, vllm_mode="server", bf16="no"),
+        vllm_server_port=51234,
+    )
     args = grpo_config(config)
     assert (args.use_vllm, args.vllm_mode, args.vllm_server_host, args.vllm_server_port) == (
-        True, "server", "127.0.0.1", 51234)
+        True,
+        "server",
+        "127.0.0.1",
+        51234,
+    )
 
 
 def _gpu_run(owner, dataset_version, service_env, tmp_path, gpus, trainer="trl", **config):
@@ -62,12 +73,19 @@ def _gpu_run(owner, dataset_version, service_env, tmp_path, gpus, trainer="trl",
     worker = start_worker(service_env, name, queues, tmp_path / "gpu-worker.log")
     try:
         digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-        run = run_create(owner=owner, spec=RunSpec(
-            name="gpu", model="tiny", dataset_version=dataset_version,
-            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
-            config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, **config},
-            requested_gpus=gpus, trainer=trainer),
-            queue_anyway=True)  # the worker may not have announced itself yet
+        run = run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="gpu",
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+                config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4, **config},
+                requested_gpus=gpus,
+                trainer=trainer,
+            ),
+            queue_anyway=True,
+        )  # the worker may not have announced itself yet
         wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=900, what="the GPU run")
         return run
     finally:
@@ -94,8 +112,9 @@ def test_a_vllm_server_run_completes(celery_worker, owner, dataset_version, serv
 @pytest.mark.requires_gpu
 @needs(1, vllm=True)
 @pytest.mark.django_db(transaction=True)
-def test_a_verl_run_completes_with_its_rollouts_and_metrics_stored(celery_worker, owner, dataset_version, service_env,
-                                                                   tmp_path):
+def test_a_verl_run_completes_with_its_rollouts_and_metrics_stored(
+    celery_worker, owner, dataset_version, service_env, tmp_path
+):
     from runs.models import Rollout, StepMetric
 
     run = _gpu_run(owner, dataset_version, service_env, tmp_path, 1, trainer="verl", vllm_gpu_memory_utilization=0.3)
@@ -118,11 +137,13 @@ def test_nvidia_smi_is_read_when_present():
     if shutil.which("nvidia-smi") is None:
         assert detect_gpus() == []
     else:
-        assert len(detect_gpus()) == len(subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                                                        text=True).stdout.strip().splitlines())
+        assert len(detect_gpus()) == len(
+            subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip().splitlines()
+        )
 
 
 # --- placement: checked everywhere (pure functions and a fake nvidia-smi); the GPU smoke runs them for real ---------
+
 
 def _run(gpus: int, **config) -> Run:
     return Run(requested_gpus=gpus, config={"use_vllm": bool(config.get("vllm_mode")), **config})
@@ -146,16 +167,35 @@ def test_routing_counts_the_servers_gpu(owner, dataset_version, db):
 
     assert _run(2, vllm_mode="server").gpus_needed == 3 and _run(2, vllm_mode="colocate").gpus_needed == 2
     now = timezone.now()
-    Worker.objects.create(name="two@gpu", hostname="gpu", queues=["training-gpu1", "training-gpu2"],
-                          gpus=[{"index": 0}, {"index": 1}], vllm=True, started_at=now, last_seen=now)
+    Worker.objects.create(
+        name="two@gpu",
+        hostname="gpu",
+        queues=["training-gpu1", "training-gpu2"],
+        gpus=[{"index": 0}, {"index": 1}],
+        vllm=True,
+        started_at=now,
+        last_seen=now,
+    )
     assert capacity_problems(gpus=2, use_vllm=True) == []
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
     with pytest.raises(Exception, match="no online worker has 3 GPUs"):
-        run_create(owner=owner, spec=RunSpec(
-            name="server", model="tiny", dataset_version=dataset_version,
-            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
-            config={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "use_vllm": True,
-                    "vllm_mode": "server"}, requested_gpus=2))
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="server",
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+                config={
+                    "num_generations": 4,
+                    "per_device_train_batch_size": 8,
+                    "max_steps": 2,
+                    "use_vllm": True,
+                    "vllm_mode": "server",
+                },
+                requested_gpus=2,
+            ),
+        )
 
 
 def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
@@ -178,12 +218,19 @@ def test_rewards_tools_and_the_environment_of_every_rank_get_slots_of_their_own(
     monkeypatch.setattr(tooling, "SandboxedEnvironment", lambda *a, slot, **kw: seen.append(slot))
     monkeypatch.setattr("rewards.toolspec.stand_in", lambda signature, tool: tool)
     monkeypatch.setattr("rewards.toolspec.stand_in_class", lambda signature, backend: backend)
-    config = TrainConfig(model="m", dataset_path="d", output_dir="o", event_log="e", sandbox_slot_base=100,
-                         rewards=[RewardSpec(f"r{i}", source="def r(completions, **kw):\n    return [0.0]\n",
-                                             entrypoint="r") for i in range(2)],
-                         tools=[ToolSpec("calculator", builtin="calculator", entrypoint="calculator")],
-                         environment=ToolSpec("calculator_session", builtin="calculator_session",
-                                              entrypoint="CalculatorSession"))
+    config = TrainConfig(
+        model="m",
+        dataset_path="d",
+        output_dir="o",
+        event_log="e",
+        sandbox_slot_base=100,
+        rewards=[
+            RewardSpec(f"r{i}", source="def r(completions, **kw):\n    return [0.0]\n", entrypoint="r")
+            for i in range(2)
+        ],
+        tools=[ToolSpec("calculator", builtin="calculator", entrypoint="calculator")],
+        environment=ToolSpec("calculator_session", builtin="calculator_session", entrypoint="CalculatorSession"),
+    )
     for rank in range(3):
         monkeypatch.setenv("LOCAL_RANK", str(rank))
         rewarding.reward_functions(config)
@@ -196,8 +243,13 @@ def test_only_rank_0_writes_the_event_log(monkeypatch, tmp_path):
     from workers.training.protocol.events import EventWriter, NullEventWriter
     from workers.training.train import event_writer
 
-    config = TrainConfig(model="m", dataset_path="d", output_dir=str(tmp_path), event_log=str(tmp_path / "e.jsonl"),
-                         rewards=[RewardSpec("r", builtin="digit_ratio")])
+    config = TrainConfig(
+        model="m",
+        dataset_path="d",
+        output_dir=str(tmp_path),
+        event_log=str(tmp_path / "e.jsonl"),
+        rewards=[RewardSpec("r", builtin="digit_ratio")],
+    )
     monkeypatch.setenv("RANK", "1")
     writer = event_writer(config)
     assert isinstance(writer, NullEventWriter)
@@ -211,7 +263,7 @@ def test_gpu_telemetry_reports_the_runs_gpus_only(tmp_path, monkeypatch):
     from runs.telemetry.sampler import ResourceSampler
 
     fake = tmp_path / "nvidia-smi"
-    fake.write_text("#!/bin/sh\nfor i in 0 1 2 3; do echo \"$i, GPU-$i, 50, 1000, 80000\"; done\n")
+    fake.write_text('#!/bin/sh\nfor i in 0 1 2 3; do echo "$i, GPU-$i, 50, 1000, 80000"; done\n')
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

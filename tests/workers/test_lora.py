@@ -19,13 +19,26 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWa
 def _config(tmp_path, model, **grpo):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(32)))
-    base = dict(num_generations=4, per_device_train_batch_size=8, max_completion_length=12, learning_rate=0.05,
-                use_peft=True, lora_r=4, lora_alpha=8, lora_target_modules="q_proj,v_proj", save_steps=1,
-                gradient_checkpointing=False)
-    return TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
-                       event_log=str(tmp_path / "events.jsonl"),
-                       rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")], grpo=GRPOFields(**{**base,
-                                                                                                             **grpo}))
+    base = dict(
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=12,
+        learning_rate=0.05,
+        use_peft=True,
+        lora_r=4,
+        lora_alpha=8,
+        lora_target_modules="q_proj,v_proj",
+        save_steps=1,
+        gradient_checkpointing=False,
+    )
+    return TrainConfig(
+        model=str(model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
+        grpo=GRPOFields(**{**base, **grpo}),
+    )
 
 
 def test_a_lora_run_trains_checkpoints_adapters_and_saves_the_merged_model(tmp_path, tiny_model):
@@ -42,8 +55,7 @@ def test_a_lora_run_trains_checkpoints_adapters_and_saves_the_merged_model(tmp_p
 
     base = AutoModelForCausalLM.from_pretrained(tiny_model)
     merged = AutoModelForCausalLM.from_pretrained(out / "final")  # a plain model: the adapter merged in
-    changed = {name for name, p in merged.named_parameters()
-               if not torch.equal(p, dict(base.named_parameters())[name])}
+    changed = {name for name, p in merged.named_parameters() if not torch.equal(p, dict(base.named_parameters())[name])}
     assert changed and all(("q_proj" in n or "v_proj" in n) for n in changed)
     # a checkpoint loads as a model too (transformers puts the adapter on its base): evaluations can pick it
     assert AutoModelForCausalLM.from_pretrained(out / "checkpoint-1") is not None

@@ -15,14 +15,28 @@ from tests.workers.test_run_fault_injection import _restart_redis
 
 QUEUE = "training-gpu1"  # no worker of the suite serves it: a run sent there waits in the broker
 BUILTIN = [{"name": "digit_ratio", "weight": 1.0, "version_id": None, "builtin": "digit_ratio"}]
-CONFIG = {"num_generations": 4, "max_completion_length": 8, "per_device_train_batch_size": 8, "seed": 11,
-          "max_steps": 3}
+CONFIG = {
+    "num_generations": 4,
+    "max_completion_length": 8,
+    "per_device_train_batch_size": 8,
+    "seed": 11,
+    "max_steps": 3,
+}
 
 
 def queued_run(owner, dataset_version, minutes_ago: float = 5) -> Run:
-    run = run_create(owner=owner, spec=RunSpec(
-        name="waiting", model="tiny", dataset_version=dataset_version, rewards=BUILTIN,
-        config=CONFIG, requested_gpus=1), queue_anyway=True)
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="waiting",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=BUILTIN,
+            config=CONFIG,
+            requested_gpus=1,
+        ),
+        queue_anyway=True,
+    )
     Run.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(minutes=minutes_ago))
     return run
 
@@ -65,15 +79,17 @@ def test_a_run_queued_a_moment_ago_is_left_to_its_own_message(owner, dataset_ver
 
 
 @pytest.mark.django_db(transaction=True)
-def test_redis_restarted_while_a_run_is_queued_then_it_trains_exactly_once(service_env, tiny_model, owner,
-                                                                           dataset_version, tmp_path):
+def test_redis_restarted_while_a_run_is_queued_then_it_trains_exactly_once(
+    service_env, tiny_model, owner, dataset_version, tmp_path
+):
     run = queued_run(owner, dataset_version)
     _restart_redis()  # the suite's Redis keeps nothing: the message is gone (the embedded one replays its file)
     forget_in_broker(run.pk)
     assert run.pk not in queues.pending(queues.TRAIN_RUN)
     # the dispatcher of whichever worker beats first (this one at its start, or the suite's) sends it again
-    worker = start_worker({**service_env, "GRPO_WORKER_BEAT": "1"}, "dispatch-test@host", QUEUE,
-                          tmp_path / "worker.log")
+    worker = start_worker(
+        {**service_env, "GRPO_WORKER_BEAT": "1"}, "dispatch-test@host", QUEUE, tmp_path / "worker.log"
+    )
     try:
         wait_for(lambda: refreshed(run).is_finished, timeout=180, what="the lost run to be sent again and train")
         assert run.status == Run.Status.COMPLETED and run.attempt == 1, run.error

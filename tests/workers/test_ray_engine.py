@@ -28,8 +28,13 @@ from workers.training.protocol.resources import parse_rank_sample, rank_folder
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-CONFIG = {"num_generations": 4, "max_completion_length": 8, "per_device_train_batch_size": 4, "seed": 11,
-          "gradient_checkpointing": False}
+CONFIG = {
+    "num_generations": 4,
+    "max_completion_length": 8,
+    "per_device_train_batch_size": 4,
+    "seed": 11,
+    "gradient_checkpointing": False,
+}
 
 
 # a reward that takes a while: a step lasts at least 1.5 s, so a kill after a checkpoint lands before the last step
@@ -45,13 +50,27 @@ def slow_digits(completions, **kwargs):
 def submit_ray(owner, dataset_version, max_steps: int, reward: str = "digit_ratio", **extra) -> Run:
     """A 2-worker Ray run: each worker generates 4 completions (one prompt's group) a step, 8 in all."""
     function = RewardFunction.objects.get(owner=owner, name=reward)
-    return run_create(owner=owner, spec=RunSpec(
-        name="ray", model="tiny", dataset_version=dataset_version,
-        rewards=[{"name": reward, "weight": 1.0, "version_id": function.latest_version.pk,
-                  "version": function.latest_version.number}],
-        config={**CONFIG, "max_steps": max_steps, **extra}, engine="ray", num_workers=2),
+    return run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="ray",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[
+                {
+                    "name": reward,
+                    "weight": 1.0,
+                    "version_id": function.latest_version.pk,
+                    "version": function.latest_version.number,
+                }
+            ],
+            config={**CONFIG, "max_steps": max_steps, **extra},
+            engine="ray",
+            num_workers=2,
+        ),
         # the worker is up, but a transactional test's flush may have taken its row since its last beat
-        queue_anyway=True)
+        queue_anyway=True,
+    )
 
 
 def job_status(address: str, run: Run) -> str:
@@ -91,14 +110,19 @@ def test_a_two_worker_ray_run_stores_trls_own_rollouts_and_metrics(ray_worker, r
 
     # resource telemetry: each rank measured itself into its own file; the worker's samples sum the two ranks
     folder = rank_folder(run.run_dir, submission_id(run))
-    ranks = [[parse_rank_sample(line) for line in (folder / f"rank-{r}.jsonl").read_text().splitlines()]
-             for r in (0, 1)]
+    ranks = [
+        [parse_rank_sample(line) for line in (folder / f"rank-{r}.jsonl").read_text().splitlines()] for r in (0, 1)
+    ]
     assert all(ranks) and all(s is not None and s["node"] and s["gpus"] == [] for lines in ranks for s in lines)
     samples = list(run.resource_samples.all())
     assert samples and all(s.gpus == [] and run.started_at <= s.at <= run.finished_at for s in samples)
-    assert any(s.rss_bytes == a["rss_bytes"] + b["rss_bytes"] and
-               s.cpu_percent == pytest.approx(a["cpu_percent"] + b["cpu_percent"])
-               for s in samples for a in ranks[0] for b in ranks[1])
+    assert any(
+        s.rss_bytes == a["rss_bytes"] + b["rss_bytes"]
+        and s.cpu_percent == pytest.approx(a["cpu_percent"] + b["cpu_percent"])
+        for s in samples
+        for a in ranks[0]
+        for b in ranks[1]
+    )
     assert max(s.rss_bytes for s in samples) > max(s["rss_bytes"] for lines in ranks for s in lines)
 
 
@@ -115,9 +139,13 @@ def test_cancelling_a_ray_run_stops_its_ray_job(ray_worker, ray_cluster, owner, 
 def train_workers(ray_cluster) -> list[psutil.Process]:
     """The Ray Train worker processes of the session's cluster (descendants of its `ray start`)."""
     port = ray_cluster.rsplit(":", 1)[1]
-    head = next(p for p in psutil.process_iter(["cmdline"])
-                if "--block" in (cmd := p.info["cmdline"] or []) and "--dashboard-port" in cmd
-                and cmd[cmd.index("--dashboard-port") + 1] == port)
+    head = next(
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "--block" in (cmd := p.info["cmdline"] or [])
+        and "--dashboard-port" in cmd
+        and cmd[cmd.index("--dashboard-port") + 1] == port
+    )
     return [p for p in head.children(recursive=True) if "RayTrainWorker" in " ".join(_cmdline(p))]
 
 
@@ -128,8 +156,7 @@ def _cmdline(p: psutil.Process) -> list[str]:
         return []
 
 
-def test_killing_a_ray_worker_fails_the_run_and_resume_completes_it(ray_worker, ray_cluster, owner,
-                                                                     dataset_version):
+def test_killing_a_ray_worker_fails_the_run_and_resume_completes_it(ray_worker, ray_cluster, owner, dataset_version):
     # the kill lands after step 2's checkpoint and before the last step: 4 more steps of at least 1.5 s each (a fast
     # machine could otherwise finish the run between the checkpoint and the kill, leaving nothing to resume)
     reward_create(owner=owner, name="slow_digits", source_code=SLOW_DIGITS, entrypoint="slow_digits")
@@ -157,11 +184,17 @@ def test_a_ray_job_whose_nodes_cannot_see_the_data_directory_fails_with_a_clear_
     client = JobSubmissionClient(ray_cluster)
     marker = tmp_path / "shared-check-1"
     marker.write_text("what this worker wrote")
-    job = client.submit_job(entrypoint=f"{sys.executable} -m workers.training.ray_train {tmp_path / 'config.json'} "
-                                       f"--marker {marker} --token what-the-cluster-should-read",
-                            runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parents[2])}})
-    wait_for(lambda: client.get_job_status(job).value in ("SUCCEEDED", "FAILED", "STOPPED"), timeout=120,
-             interval=1, what="the job")
+    job = client.submit_job(
+        entrypoint=f"{sys.executable} -m workers.training.ray_train {tmp_path / 'config.json'} "
+        f"--marker {marker} --token what-the-cluster-should-read",
+        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parents[2])}},
+    )
+    wait_for(
+        lambda: client.get_job_status(job).value in ("SUCCEEDED", "FAILED", "STOPPED"),
+        timeout=120,
+        interval=1,
+        what="the job",
+    )
     assert client.get_job_status(job).value == "FAILED"
     logs = client.get_job_logs(job)
     assert f"{ERROR_PREFIX}the data directory is not shared with Ray node(s)" in logs
@@ -169,17 +202,34 @@ def test_a_ray_job_whose_nodes_cannot_see_the_data_directory_fails_with_a_clear_
     assert str(SHARED_STORAGE_EXIT) in (client.get_job_info(job).message or "")
 
 
-def test_a_verl_ray_run_reaches_verl_on_the_cluster_and_fails_clearly_without_gpus(ray_worker, ray_cluster, owner,
-                                                                                     dataset_version):
+def test_a_verl_ray_run_reaches_verl_on_the_cluster_and_fails_clearly_without_gpus(
+    ray_worker, ray_cluster, owner, dataset_version
+):
     """trainer: verl on engine: ray is submitted as a verl job (not TRL's); this CPU cluster has no GPU for verl to
     place its workers on, and the run says so."""
     function = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    run = run_create(owner=owner, spec=RunSpec(
-        name="verl on ray", model="tiny", dataset_version=dataset_version,
-        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": function.latest_version.pk,
-                  "version": function.latest_version.number}],
-        config={**CONFIG, "max_steps": 2}, engine="ray", num_workers=2, requested_gpus=1,
-        trainer=Run.Trainer.VERL), queue_anyway=True)
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="verl on ray",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[
+                {
+                    "name": "digit_ratio",
+                    "weight": 1.0,
+                    "version_id": function.latest_version.pk,
+                    "version": function.latest_version.number,
+                }
+            ],
+            config={**CONFIG, "max_steps": 2},
+            engine="ray",
+            num_workers=2,
+            requested_gpus=1,
+            trainer=Run.Trainer.VERL,
+        ),
+        queue_anyway=True,
+    )
     wait_for(lambda: refreshed(run).is_finished, timeout=180, interval=1, what="the verl Ray run")
     assert run.status == Run.Status.FAILED
     assert "the Ray cluster cannot place 2 GPU(s) for verl: its live nodes have 0 GPU(s)" in run.error

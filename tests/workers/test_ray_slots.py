@@ -14,9 +14,19 @@ pytestmark = pytest.mark.django_db
 
 
 def live(owner, dataset_version) -> Run:
-    return Run.objects.create(owner=owner, name="ray", model="tiny", dataset_version=dataset_version, rewards=[],
-                              config={}, total_steps=1, engine="ray", num_workers=2, status=Run.Status.RUNNING,
-                              lease=uuid.uuid4())
+    return Run.objects.create(
+        owner=owner,
+        name="ray",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        config={},
+        total_steps=1,
+        engine="ray",
+        num_workers=2,
+        status=Run.Status.RUNNING,
+        lease=uuid.uuid4(),
+    )
 
 
 def test_live_ray_runs_hold_distinct_ranges_inside_the_sandboxs_slots(owner, dataset_version):

@@ -21,20 +21,31 @@ from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refre
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(celery_worker, owner,
-                                                                               dataset_version, service_env,
-                                                                               tmp_path):
+def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(
+    celery_worker, owner, dataset_version, service_env, tmp_path
+):
     from workers.tasks import train_run
 
     # a worker of its own on a queue of its own, so the kill hits the worker running this run
     name = f"doomed-{os.getpid()}@{socket.gethostname()}"
     doomed = start_worker(service_env, name, "faults", tmp_path / "doomed.log")
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    run = Run.objects.create(owner=owner, name="doomed", model="tiny", dataset_version=dataset_version,
-                             rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
-                             config={"num_generations": 4, "max_completion_length": 8,
-                                     "per_device_train_batch_size": 8, "seed": 5, "save_steps": 3,
-                                     "max_steps": 40}, total_steps=40)
+    run = Run.objects.create(
+        owner=owner,
+        name="doomed",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+        config={
+            "num_generations": 4,
+            "max_completion_length": 8,
+            "per_device_train_batch_size": 8,
+            "seed": 5,
+            "save_steps": 3,
+            "max_steps": 40,
+        },
+        total_steps=40,
+    )
     train_run.apply_async(args=[run.pk], queue="faults")
     wait_for(lambda: refreshed(run).checkpoint_step >= 3 and run.step >= 4, timeout=120, what="a checkpoint")
     pid = training_pid(run)
@@ -69,7 +80,8 @@ def _restart_redis():
 
         sock = str(settings.DATA_DIR / "redis.sock")
         subprocess.run(["redis-cli", "-s", sock, "shutdown", "nosave"], capture_output=True) if shutil.which(
-            "redis-cli") else redis.Redis(unix_socket_path=sock).shutdown(nosave=True)
+            "redis-cli"
+        ) else redis.Redis(unix_socket_path=sock).shutdown(nosave=True)
         time.sleep(1)
         ensure_redis(settings.DATA_DIR)
         return
@@ -83,8 +95,24 @@ def _restart_redis():
         pass  # shutdown closes the connection it came on
     time.sleep(1)
     os.makedirs("/var/lib/redis", exist_ok=True)
-    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                    "--appendonly", "no", "--dir", "/var/lib/redis"], check=True)
+    subprocess.run(
+        [
+            "redis-server",
+            "--daemonize",
+            "yes",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            "/var/lib/redis",
+        ],
+        check=True,
+    )
     wait_for(lambda: _pings(host, port), timeout=10, what="Redis to come back")
 
 

@@ -18,8 +18,15 @@ def _config(tmp_path, model, rows=None, **sft):
     tmp_path.mkdir(parents=True, exist_ok=True)
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in (rows or cold_start_rows(64))))
-    return TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
-                       event_log=str(tmp_path / "events.jsonl"), rewards=[], kind="sft", sft=SFTFields(**sft))
+    return TrainConfig(
+        model=str(model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        rewards=[],
+        kind="sft",
+        sft=SFTFields(**sft),
+    )
 
 
 def _metrics(path):
@@ -57,11 +64,16 @@ def test_an_sft_run_saves_checkpoints_and_resumes_from_one(tmp_path, tiny_model)
 
 
 def test_rows_become_prompt_completion_or_conversations():
-    rows = sft_rows([
-        {"prompt": "What is 2+2?", "completion": "4", "answer": "4"},
-        {"prompt": [{"role": "user", "content": "Hi"}], "completion": "Hello"},
-        {"prompt": "ignored", "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]},
-    ])
+    rows = sft_rows(
+        [
+            {"prompt": "What is 2+2?", "completion": "4", "answer": "4"},
+            {"prompt": [{"role": "user", "content": "Hi"}], "completion": "Hello"},
+            {
+                "prompt": "ignored",
+                "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}],
+            },
+        ]
+    )
     assert rows == [
         {"prompt": "What is 2+2?", "completion": "4"},
         {"prompt": [{"role": "user", "content": "Hi"}], "completion": [{"role": "assistant", "content": "Hello"}]},
@@ -70,9 +82,13 @@ def test_rows_become_prompt_completion_or_conversations():
 
 
 def test_a_conversational_dataset_trains(tmp_path, tiny_model):
-    rows = [{"prompt": "x", "messages": [{"role": "user", "content": r["prompt"]},
-                                         {"role": "assistant", "content": r["completion"]}]}
-            for r in cold_start_rows(32)]
+    rows = [
+        {
+            "prompt": "x",
+            "messages": [{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["completion"]}],
+        }
+        for r in cold_start_rows(32)
+    ]
     config = _config(tmp_path, tiny_model, rows=rows, max_steps=2, save_steps=0, completion_only_loss=False)
     run(config)
     assert [m["step"] for m in _metrics(config.event_log)] == [1, 2]

@@ -44,8 +44,9 @@ def test_a_run_folder_is_held_by_one_trainer_at_a_time(tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_supervisor_paused_past_the_heartbeat_timeout_changes_nothing_when_it_wakes(celery_worker, owner,
-                                                                                     dataset_version):
+def test_a_supervisor_paused_past_the_heartbeat_timeout_changes_nothing_when_it_wakes(
+    celery_worker, owner, dataset_version
+):
     run = submit(owner, dataset_version, max_steps=2000)  # far from done while paused
     wait_for(lambda: refreshed(run).checkpoint_step >= 3, timeout=120, what="a checkpoint")
     trainer = training_pid(run)
@@ -56,21 +57,41 @@ def test_a_supervisor_paused_past_the_heartbeat_timeout_changes_nothing_when_it_
         assert [r.pk for r in run_reap_stale(timeout=2)] == [run.pk]
         reaped = refreshed(run)
         assert reaped.status == Run.Status.FAILED and "stopped responding" in reaped.error and reaped.resumable
-        shown = (reaped.status, reaped.error, reaped.step, reaped.checkpoint_step, reaped.event_offset,
-                 StepMetric.objects.filter(run=run).count(), Rollout.objects.filter(run=run).count())
+        shown = (
+            reaped.status,
+            reaped.error,
+            reaped.step,
+            reaped.checkpoint_step,
+            reaped.event_offset,
+            StepMetric.objects.filter(run=run).count(),
+            Rollout.objects.filter(run=run).count(),
+        )
         time.sleep(2)  # the trainer goes on meanwhile, writing steps nobody may ingest
     finally:
         os.kill(supervisor, signal.SIGCONT)
-    wait_for(lambda: not psutil.pid_exists(trainer) or psutil.Process(trainer).status() == psutil.STATUS_ZOMBIE,
-             timeout=30, what="the woken supervisor to stop its trainer")
+    wait_for(
+        lambda: not psutil.pid_exists(trainer) or psutil.Process(trainer).status() == psutil.STATUS_ZOMBIE,
+        timeout=30,
+        what="the woken supervisor to stop its trainer",
+    )
     time.sleep(2)
     after = refreshed(run)
-    assert (after.status, after.error, after.step, after.checkpoint_step, after.event_offset,
-            StepMetric.objects.filter(run=run).count(), Rollout.objects.filter(run=run).count()) == shown
+    assert (
+        after.status,
+        after.error,
+        after.step,
+        after.checkpoint_step,
+        after.event_offset,
+        StepMetric.objects.filter(run=run).count(),
+        Rollout.objects.filter(run=run).count(),
+    ) == shown
     os.close(lock_folder(run.run_dir, wait=5))  # the old supervisor and its trainer let go of the folder
     resumed = run_resume(run=after)
     assert resumed.status == Run.Status.QUEUED and resumed.attempt == 2
-    wait_for(lambda: refreshed(run).status == Run.Status.RUNNING and run.step > after.checkpoint_step, timeout=120,
-             what="the resumed attempt to train")
+    wait_for(
+        lambda: refreshed(run).status == Run.Status.RUNNING and run.step > after.checkpoint_step,
+        timeout=120,
+        what="the resumed attempt to train",
+    )
     run_cancel(run=run)  # the test has seen what it needs
     wait_for(lambda: refreshed(run).is_finished, timeout=30, what="the resumed attempt to stop")

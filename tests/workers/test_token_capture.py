@@ -22,19 +22,33 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 # beta > 0: a reference model; num_iterations 2: the second step trains on the batch again after an update, so the
 # ratio moves off 1 and TRL computes old_per_token_logps at generation; a high learning rate gets tokens clipped
-BASE = {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "max_completion_length": 12,
-        "learning_rate": 5e-2, "seed": 7, "save_steps": 0, "gradient_checkpointing": False, "beta": 0.04,
-        "num_iterations": 2}
+BASE = {
+    "num_generations": 4,
+    "per_device_train_batch_size": 8,
+    "max_steps": 2,
+    "max_completion_length": 12,
+    "learning_rate": 5e-2,
+    "seed": 7,
+    "save_steps": 0,
+    "gradient_checkpointing": False,
+    "beta": 0.04,
+    "num_iterations": 2,
+}
 
 
 def _config(tmp_path, model, sample_groups: int, **grpo) -> TrainConfig:
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)))
-    return TrainConfig(model=str(model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
-                       event_log=str(tmp_path / "events.jsonl"), tokens_dir=str(tmp_path / "tokens"),
-                       token_sample_groups=sample_groups,
-                       rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
-                       grpo=GRPOFields(**{**BASE, **grpo}))
+    return TrainConfig(
+        model=str(model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        tokens_dir=str(tmp_path / "tokens"),
+        token_sample_groups=sample_groups,
+        rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
+        grpo=GRPOFields(**{**BASE, **grpo}),
+    )
 
 
 def _watch_trl(trainer):
@@ -47,8 +61,17 @@ def _watch_trl(trainer):
 
     def local(frame, event, arg):
         if event == "return":
-            names = ("per_token_logps", "old_per_token_logps", "entropies", "coef_1", "is_low_clipped",
-                     "is_high_clipped", "is_region_clipped", "mask", "inputs")
+            names = (
+                "per_token_logps",
+                "old_per_token_logps",
+                "entropies",
+                "coef_1",
+                "is_low_clipped",
+                "is_high_clipped",
+                "is_region_clipped",
+                "mask",
+                "inputs",
+            )
             seen = {k: frame.f_locals.get(k) for k in names}
             calls.append({"step": trainer.state.global_step + 1, **seen})
         return local
@@ -120,15 +143,15 @@ def test_the_stored_token_values_are_trls_tensors(tmp_path, tiny_model):
         tokens = [(m, e, c) for r in _shard(config, step) for m, e, c in zip(r["mask"], r["entropy"], r["clipped"])]
         counted = [(e, c) for m, e, c in tokens if m]
         assert logged[step]["entropy"] == pytest.approx(sum(e for e, _ in counted) / len(counted), rel=1e-5)
-        assert logged[step]["clip_ratio/region_mean"] == pytest.approx(sum(c for _, c in counted) / len(counted),
-                                                                       abs=1e-6)
+        assert logged[step]["clip_ratio/region_mean"] == pytest.approx(
+            sum(c for _, c in counted) / len(counted), abs=1e-6
+        )
 
 
 def test_the_default_sample_keeps_one_group_per_batch_joined_to_its_rollouts(tmp_path, tiny_model):
     from workers.training.train import run
 
-    config = _config(tmp_path, tiny_model, sample_groups=TrainConfig.token_sample_groups, beta=0.0,
-                     num_iterations=1)
+    config = _config(tmp_path, tiny_model, sample_groups=TrainConfig.token_sample_groups, beta=0.0, num_iterations=1)
     assert config.token_sample_groups == 1  # the default
     run(config)
     events, _ = read_events(config.event_log)

@@ -23,19 +23,28 @@ from workers.training.demo_data import arithmetic_tool_rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-CONFIG = {"num_generations": 4, "max_completion_length": 48, "learning_rate": 1e-6, "max_steps": 2,
-          "per_device_train_batch_size": 8, "seed": 1, "log_completions": True}
+CONFIG = {
+    "num_generations": 4,
+    "max_completion_length": 48,
+    "learning_rate": 1e-6,
+    "max_steps": 2,
+    "per_device_train_batch_size": 8,
+    "seed": 1,
+    "log_completions": True,
+}
 
 
 def _tool_dataset(owner):
     data = "".join(json.dumps(r) + "\n" for r in arithmetic_tool_rows(32)).encode()
-    return dataset_import(owner=owner, name="arithmetic with a calculator", stream=io.BytesIO(data),
-                          source_name="arith_tools.jsonl")
+    return dataset_import(
+        owner=owner, name="arithmetic with a calculator", stream=io.BytesIO(data), source_name="arith_tools.jsonl"
+    )
 
 
 def _plain(value):
     """A parquet cell as the messages TRL logged: numpy arrays as lists, and without the None that parquet's struct
     columns give a message for each key another message has (a tool turn's ``tool_calls``)."""
+
     def strip(v):
         if isinstance(v, dict):
             return {k: strip(x) for k, x in v.items() if x is not None}
@@ -45,17 +54,31 @@ def _plain(value):
 
 
 def _accuracy(owner):
-    return [{"name": "accuracy", "weight": 1.0,
-             "version_id": RewardFunction.objects.get(owner=owner, name="accuracy").latest_version.pk}]
+    return [
+        {
+            "name": "accuracy",
+            "weight": 1.0,
+            "version_id": RewardFunction.objects.get(owner=owner, name="accuracy").latest_version.pk,
+        }
+    ]
 
 
 def test_a_run_with_the_calculator_stores_trls_tool_calls_and_the_browser_shows_them(
-        celery_worker, tools_model, web_server, owner, owner_client, page):
+    celery_worker, tools_model, web_server, owner, owner_client, page
+):
     version = _tool_dataset(owner)
     assert version.prompt_format == "conversational"
-    run = run_create(owner=owner, spec=RunSpec(
-        name="calculator", model="tiny-tools", dataset_version=version,
-        rewards=_accuracy(owner), config=CONFIG, tools=[{"name": "calculator", "builtin": "calculator"}]))
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="calculator",
+            model="tiny-tools",
+            dataset_version=version,
+            rewards=_accuracy(owner),
+            config=CONFIG,
+            tools=[{"name": "calculator", "builtin": "calculator"}],
+        ),
+    )
     wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=300, what="the run to finish")
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED, run.error + run.log_tail
@@ -91,8 +114,11 @@ def test_a_run_with_the_calculator_stores_trls_tool_calls_and_the_browser_shows_
     charts = owner_client.get(reverse("run_metrics_json", args=[run.pk])).json()["charts"]
     assert "tools/call_frequency" in charts and "tools/failure_frequency" in charts
 
-    shown = next(r for r in Rollout.objects.filter(run=run, step=1).order_by("-advantage", "index")
-                 if any(m.get("tool_calls") for m in r.messages))
+    shown = next(
+        r
+        for r in Rollout.objects.filter(run=run, step=1).order_by("-advantage", "index")
+        if any(m.get("tool_calls") for m in r.messages)
+    )
     log_in(page, web_server)
     page.goto(f"{web_server}/runs/{run.pk}/")
     page.click("#tab-rollouts")
@@ -117,7 +143,16 @@ def test_a_run_with_the_calculator_stores_trls_tool_calls_and_the_browser_shows_
 
 def test_a_run_refuses_tools_on_text_prompts_and_unknown_tools(owner, dataset_version):
     with pytest.raises(RunRefused) as info:
-        run_create(owner=owner, spec=RunSpec(
-            name="x", model="tiny", dataset_version=dataset_version, rewards=_accuracy(owner),
-            config=CONFIG, tools=[{"name": "calculator", "builtin": "calculator"}]), check_rewards=False)
+        run_create(
+            owner=owner,
+            spec=RunSpec(
+                name="x",
+                model="tiny",
+                dataset_version=dataset_version,
+                rewards=_accuracy(owner),
+                config=CONFIG,
+                tools=[{"name": "calculator", "builtin": "calculator"}],
+            ),
+            check_rewards=False,
+        )
     assert any("only in chat conversations" in e for e in info.value.errors)

@@ -18,9 +18,14 @@ def _config(tmp_path, model, **grpo):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)))
     return TrainConfig(
-        model=str(model), dataset_path=str(data), output_dir=str(tmp_path / "out"),
+        model=str(model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
         event_log=str(tmp_path / "events.jsonl"),
-        rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio"), RewardSpec("think_format", 0.5, builtin="think_format")],
+        rewards=[
+            RewardSpec("digit_ratio", 1.0, builtin="digit_ratio"),
+            RewardSpec("think_format", 0.5, builtin="think_format"),
+        ],
         grpo=GRPOFields(**grpo),
     )
 

@@ -11,11 +11,20 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def training(owner, dataset_version):
     now = timezone.now()
-    Worker.objects.create(name="gpu@host", hostname="host", queues=["training"], started_at=now, last_seen=now,
-                          gpus=[], vllm=False)
-    return Run.objects.create(owner=owner, name="secret-experiment-42", model="tiny", dataset_version=dataset_version,
-                              rewards=[], config={"max_steps": 3}, total_steps=3, status=Run.Status.RUNNING,
-                              worker_name="gpu@host")
+    Worker.objects.create(
+        name="gpu@host", hostname="host", queues=["training"], started_at=now, last_seen=now, gpus=[], vllm=False
+    )
+    return Run.objects.create(
+        owner=owner,
+        name="secret-experiment-42",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[],
+        config={"max_steps": 3},
+        total_steps=3,
+        status=Run.Status.RUNNING,
+        worker_name="gpu@host",
+    )
 
 
 def test_the_owner_sees_the_run_its_worker_trains(training, owner_client):

@@ -19,8 +19,9 @@ class CapturingGRPOTrainer(GRPOTrainer):
     advantages are TRL's, never recomputed here.
     """
 
-    def __init__(self, *args, events: EventWriter, tokens_dir: str | None = None, token_sample_groups: int = 0,
-                 **kwargs):
+    def __init__(
+        self, *args, events: EventWriter, tokens_dir: str | None = None, token_sample_groups: int = 0, **kwargs
+    ):
         super().__init__(*args, **kwargs)
         self._events = events
         self.step_timing = StepTiming()
@@ -60,8 +61,9 @@ class CapturingGRPOTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if self.token_capture is None or not self.model.training:
             return super()._compute_loss(model, inputs)
-        return self.token_capture.around_loss(lambda: super(CapturingGRPOTrainer, self)._compute_loss(model, inputs),
-                                              inputs)
+        return self.token_capture.around_loss(
+            lambda: super(CapturingGRPOTrainer, self)._compute_loss(model, inputs), inputs
+        )
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
@@ -77,8 +79,9 @@ class CapturingGRPOTrainer(GRPOTrainer):
         columns = gather_object([{k: v for k, v in x.items() if k != "prompt"} for x in inputs])
         ids = output["completion_ids"]  # (B_local, T), right-padded to the longest completion
         truncated = is_truncated(ids, self.eos_token_ids)  # (B_local,)
-        lengths = completion_lengths(ids, output["completion_mask"], self.eos_token_ids,
-                                     self.mask_truncated_completions)  # (B_local,)
+        lengths = completion_lengths(
+            ids, output["completion_mask"], self.eos_token_ids, self.mask_truncated_completions
+        )  # (B_local,)
         lengths = self.accelerator.gather(lengths).tolist()
         has_eos = self.accelerator.gather(~truncated).tolist()
         self.step_timing.tokens += int(sum(lengths))
@@ -103,22 +106,29 @@ class CapturingGRPOTrainer(GRPOTrainer):
         for i in range(n):
             rewards = [per_func[k][i] for k in range(len(per_func))]
             finite = [(r, w) for r, w in zip(rewards, weights) if r == r]  # NaN != NaN: None from the function
-            rows.append({
-                "index": i,
-                "group": i // G,
-                "prompt": prompts[i],
-                "completion": completions[i],
-                "rewards": rewards,
-                "reward": sum(r * w for r, w in finite) if finite else None,
-                "advantage": advantages[i],
-                "length": int(lengths[i]),
-                "truncated": not has_eos[i],
-                "columns": {**{col: values[i] for col, values in logged.items()}, **columns[i]},
-                "step_scores": step_scores[i],
-            })
+            rows.append(
+                {
+                    "index": i,
+                    "group": i // G,
+                    "prompt": prompts[i],
+                    "completion": completions[i],
+                    "rewards": rewards,
+                    "reward": sum(r * w for r, w in finite) if finite else None,
+                    "advantage": advantages[i],
+                    "length": int(lengths[i]),
+                    "truncated": not has_eos[i],
+                    "columns": {**{col: values[i] for col, values in logged.items()}, **columns[i]},
+                    "step_scores": step_scores[i],
+                }
+            )
         # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
-        self._events.write("rollouts", step=self.state.global_step + 1, num_generations=G,
-                           reward_names=list(self.reward_func_names), rows=rows)
+        self._events.write(
+            "rollouts",
+            step=self.state.global_step + 1,
+            num_generations=G,
+            reward_names=list(self.reward_func_names),
+            rows=rows,
+        )
 
 
 class TokenShardCallback(TrainerCallback):
@@ -164,10 +174,14 @@ class StepTiming:
         if self.step_s is None:
             return {}
         generation, reward = self.parts.get("generation", 0.0), self.parts.get("reward", 0.0)
-        return {"timing/step_s": self.step_s, "timing/generation_s": generation, "timing/reward_s": reward,
-                "timing/update_s": max(0.0, self.step_s - generation - reward),
-                "timing/tokens_per_s": self.tokens / self.step_s if self.step_s > 0 else None,
-                "timing/generation_tokens_per_s": self.tokens / generation if generation > 0 else None}
+        return {
+            "timing/step_s": self.step_s,
+            "timing/generation_s": generation,
+            "timing/reward_s": reward,
+            "timing/update_s": max(0.0, self.step_s - generation - reward),
+            "timing/tokens_per_s": self.tokens / self.step_s if self.step_s > 0 else None,
+            "timing/generation_tokens_per_s": self.tokens / generation if generation > 0 else None,
+        }
 
 
 class MetricsCallback(TrainerCallback):
@@ -189,8 +203,7 @@ class MetricsCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
             timing = self._timing.metrics() if self._timing and "loss" in logs else {}
-            self._events.write("metrics", step=state.global_step, max_steps=state.max_steps,
-                               metrics={**logs, **timing})
+            self._events.write("metrics", step=state.global_step, max_steps=state.max_steps, metrics={**logs, **timing})
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:

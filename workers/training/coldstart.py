@@ -22,8 +22,12 @@ def cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
     rows = []
     for row in arithmetic_rows(n, seed=seed):
         expression = row["prompt"].removeprefix("What is ").rstrip("?")
-        rows.append({"prompt": row["prompt"],
-                     "completion": f"<think>{expression} = {row['answer']}</think> \\boxed{{{row['answer']}}}"})
+        rows.append(
+            {
+                "prompt": row["prompt"],
+                "completion": f"<think>{expression} = {row['answer']}</think> \\boxed{{{row['answer']}}}",
+            }
+        )
     return rows
 
 
@@ -41,16 +45,30 @@ def tool_cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
     for row in arithmetic_tool_rows(n, seed=seed):
         expression = row["prompt"][0]["content"].removeprefix("What is ").split("?")[0]
         call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": expression}}}
-        rows.append({"prompt": row["prompt"],
-                     "completion": [{"role": "assistant", "content": "", "tool_calls": [call]},
-                                    {"role": "tool", "name": "calculator", "content": row["answer"]},
-                                    {"role": "assistant", "content": f"\\boxed{{{row['answer']}}}"}],
-                     "tools": tools})
+        rows.append(
+            {
+                "prompt": row["prompt"],
+                "completion": [
+                    {"role": "assistant", "content": "", "tool_calls": [call]},
+                    {"role": "tool", "name": "calculator", "content": row["answer"]},
+                    {"role": "assistant", "content": f"\\boxed{{{row['answer']}}}"},
+                ],
+                "tools": tools,
+            }
+        )
     return rows
 
 
-def cold_start(base: str | Path, out_dir: str | Path, *, steps: int = 120, seed: int = 0, tools: bool = False,
-               batch_size: int = 32, learning_rate: float = 3e-3) -> Path:
+def cold_start(
+    base: str | Path,
+    out_dir: str | Path,
+    *,
+    steps: int = 120,
+    seed: int = 0,
+    tools: bool = False,
+    batch_size: int = 32,
+    learning_rate: float = 3e-3,
+) -> Path:
     """Fine-tune the model folder ``base`` into ``out_dir`` (a model folder too) and return it. ``tools``: on
     conversations that call the calculator (``tool_cold_start_rows``)."""
     import torch
@@ -61,18 +79,31 @@ def cold_start(base: str | Path, out_dir: str | Path, *, steps: int = 120, seed:
     out = Path(out_dir)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
-    args = SFTConfig(output_dir=str(out / "sft-tmp"), max_steps=steps, per_device_train_batch_size=batch_size,
-                     learning_rate=learning_rate, lr_scheduler_type="cosine", logging_steps=steps, save_strategy="no",
-                     report_to=[], disable_tqdm=True, seed=seed, bf16=False, use_cpu=not torch.cuda.is_available(),
-                     dataloader_num_workers=0, completion_only_loss=True)
+    args = SFTConfig(
+        output_dir=str(out / "sft-tmp"),
+        max_steps=steps,
+        per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate,
+        lr_scheduler_type="cosine",
+        logging_steps=steps,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=seed,
+        bf16=False,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        completion_only_loss=True,
+    )
     rows = tool_cold_start_rows() if tools else cold_start_rows()
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                         processing_class=tokenizer)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     trainer.train()
     trainer.save_model(str(out))
     tokenizer.save_pretrained(out)
     info = out / "grpo_web.json"
-    base_info = json.loads((Path(base) / "grpo_web.json").read_text()) if (Path(base) / "grpo_web.json").exists() else {}
+    base_info = (
+        json.loads((Path(base) / "grpo_web.json").read_text()) if (Path(base) / "grpo_web.json").exists() else {}
+    )
     info.write_text(json.dumps({**base_info, "cold_start_steps": steps}))
     return out
 

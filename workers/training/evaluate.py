@@ -79,7 +79,10 @@ def metrics(rows: list[dict], k: int) -> dict:
             greedy_rewards.append(entry["greedy"]["reward"])
     total_samples = sum(len(e["samples"]) for e in by_prompt.values()) or 1
     return {
-        "mean@k": mean_k / n, "pass@k": pass_k / n, "maj@k": maj_k / n, "greedy": greedy / n,
+        "mean@k": mean_k / n,
+        "pass@k": pass_k / n,
+        "maj@k": maj_k / n,
+        "greedy": greedy / n,
         "reward_mean@k": sum(rewards) / len(rewards) if rewards else None,
         "reward_greedy": sum(greedy_rewards) / len(greedy_rewards) if greedy_rewards else None,
         "answer_rate": answered / total_samples,
@@ -89,8 +92,14 @@ def metrics(rows: list[dict], k: int) -> dict:
 def metric_names(source: str, k: int) -> dict[str, str]:
     """verl's names for the figures (``val-core/<data source>/<variable>/<metric>``), as curves on the run page."""
     acc, rew = f"val-core/{source}/acc", f"val-core/{source}/reward"
-    return {"mean@k": f"{acc}/mean@{k}", "pass@k": f"{acc}/pass@{k}", "maj@k": f"{acc}/maj@{k}/mean",
-            "greedy": f"{acc}/greedy", "reward_mean@k": f"{rew}/mean@{k}", "reward_greedy": f"{rew}/greedy"}
+    return {
+        "mean@k": f"{acc}/mean@{k}",
+        "pass@k": f"{acc}/pass@{k}",
+        "maj@k": f"{acc}/maj@{k}/mean",
+        "greedy": f"{acc}/greedy",
+        "reward_mean@k": f"{rew}/mean@{k}",
+        "reward_greedy": f"{rew}/greedy",
+    }
 
 
 @dataclass
@@ -117,8 +126,18 @@ class Evaluator:
     """Generates and scores one evaluation. ``reward_funcs``/``weights``/``reward_names`` are the run's, called as
     TRL calls them (``prompts``, ``completions``, ``completion_ids``, the dataset columns, ``trainer_state``)."""
 
-    def __init__(self, settings: EvalFields, eval_set: EvalSet, reward_funcs, weights: list[float],
-                 reward_names: list[str], *, max_new_tokens: int, top_p: float = 1.0, batch_size: int = 64):
+    def __init__(
+        self,
+        settings: EvalFields,
+        eval_set: EvalSet,
+        reward_funcs,
+        weights: list[float],
+        reward_names: list[str],
+        *,
+        max_new_tokens: int,
+        top_p: float = 1.0,
+        batch_size: int = 64,
+    ):
         self.settings, self.eval_set = settings, eval_set
         self.funcs, self.weights, self.names = reward_funcs, weights, reward_names
         self.solved_by = criterion(settings.eval_solved_by, reward_names)
@@ -156,16 +175,21 @@ class Evaluator:
         tokenizer.padding_side = "left"
         try:
             for i in range(0, len(texts), self.batch_size):
-                batch = tokenizer(texts[i:i + self.batch_size], return_tensors="pt", padding=True,
-                                  add_special_tokens=False).to(model.device)
-                kwargs = dict(do_sample=True, temperature=self.settings.eval_temperature, top_p=self.top_p,
-                              top_k=0) if sample else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+                batch = tokenizer(
+                    texts[i : i + self.batch_size], return_tensors="pt", padding=True, add_special_tokens=False
+                ).to(model.device)
+                kwargs = (
+                    dict(do_sample=True, temperature=self.settings.eval_temperature, top_p=self.top_p, top_k=0)
+                    if sample
+                    else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+                )
                 with torch.no_grad():
-                    ids = model.generate(**batch, max_new_tokens=self.max_new_tokens,
-                                         pad_token_id=tokenizer.pad_token_id, **kwargs)
-                for row in ids[:, batch["input_ids"].shape[1]:].tolist():
+                    ids = model.generate(
+                        **batch, max_new_tokens=self.max_new_tokens, pad_token_id=tokenizer.pad_token_id, **kwargs
+                    )
+                for row in ids[:, batch["input_ids"].shape[1] :].tolist():
                     end = next((j for j, t in enumerate(row) if t in eos), None)
-                    out.append((row[:end + 1] if end is not None else row, end is None))
+                    out.append((row[: end + 1] if end is not None else row, end is None))
         finally:
             tokenizer.padding_side = side
         return out
@@ -177,8 +201,15 @@ class Evaluator:
         prompts, k = self.eval_set.prompts, self.settings.eval_num_samples
         texts = [self._encode(tokenizer, p) for p in prompts]
         if isinstance(model, VLLMGenerator):
-            sampled, greedy = model.generate(tokenizer, texts, k=k, temperature=self.settings.eval_temperature,
-                                             top_p=self.top_p, max_tokens=self.max_new_tokens, seed=seed)
+            sampled, greedy = model.generate(
+                tokenizer,
+                texts,
+                k=k,
+                temperature=self.settings.eval_temperature,
+                top_p=self.top_p,
+                max_tokens=self.max_new_tokens,
+                seed=seed,
+            )
         else:
             sampled, greedy = self._generate_all(model, tokenizer, texts, k=k, seed=seed)
         generated = time.perf_counter()
@@ -187,30 +218,54 @@ class Evaluator:
         results = sampled + greedy
         ids = [r[0] for r in results]
         texts_out = [tokenizer.decode(i, skip_special_tokens=True) for i in ids]
-        completions = [[{"role": "assistant", "content": t}] if isinstance(prompts[p], list) else t
-                       for (p, _), t in zip(order, texts_out)]
+        completions = [
+            [{"role": "assistant", "content": t}] if isinstance(prompts[p], list) else t
+            for (p, _), t in zip(order, texts_out)
+        ]
         columns = {c: [values[p] for p, _ in order] for c, values in self.eval_set.columns.items()}
         per_func = []
         for func in self.funcs:
-            values = func(prompts=[prompts[p] for p, _ in order], completions=completions, completion_ids=ids,
-                          trainer_state=trainer_state, **columns)
+            values = func(
+                prompts=[prompts[p] for p, _ in order],
+                completions=completions,
+                completion_ids=ids,
+                trainer_state=trainer_state,
+                **columns,
+            )
             per_func.append([None if v is None or v != v else float(v) for v in values])
         rows = []
         for i, (p, s) in enumerate(order):
             rewards = [per_func[f][i] for f in range(len(self.funcs))]
             finite = [(r, w) for r, w in zip(rewards, self.weights) if r is not None]
             reward = sum(r * w for r, w in finite) if finite else None
-            rows.append({
-                "prompt_index": p, "sample": s, "greedy": s == k, "prompt": prompts[p], "completion": texts_out[i],
-                "rewards": rewards, "reward": reward,
-                "correct": is_correct(rewards, reward, self.names, self.solved_by, self.settings.eval_threshold),
-                "answer": extract_answer(texts_out[i]), "length": len(ids[i]), "truncated": results[i][1],
-                "columns": {c: columns[c][i] for c in columns},
-            })
+            rows.append(
+                {
+                    "prompt_index": p,
+                    "sample": s,
+                    "greedy": s == k,
+                    "prompt": prompts[p],
+                    "completion": texts_out[i],
+                    "rewards": rewards,
+                    "reward": reward,
+                    "correct": is_correct(rewards, reward, self.names, self.solved_by, self.settings.eval_threshold),
+                    "answer": extract_answer(texts_out[i]),
+                    "length": len(ids[i]),
+                    "truncated": results[i][1],
+                    "columns": {c: columns[c][i] for c in columns},
+                }
+            )
         done = time.perf_counter()
-        return {"k": k, "solved_by": self.solved_by, "threshold": self.settings.eval_threshold,
-                "prompts": len(prompts), "samples": len(rows), "metrics": metrics(rows, k),
-                "generation_seconds": generated - started, "seconds": done - started, "rows": rows}
+        return {
+            "k": k,
+            "solved_by": self.solved_by,
+            "threshold": self.settings.eval_threshold,
+            "prompts": len(prompts),
+            "samples": len(rows),
+            "metrics": metrics(rows, k),
+            "generation_seconds": generated - started,
+            "seconds": done - started,
+            "rows": rows,
+        }
 
 
 def vllm_usable(model: str) -> bool:
@@ -235,19 +290,25 @@ class VLLMGenerator:
 
         self.llm = LLM(model=model, seed=seed, gpu_memory_utilization=self.GPU_MEMORY_UTILIZATION)
 
-    def generate(self, tokenizer, texts: list[str], *, k: int, temperature: float, top_p: float, max_tokens: int,
-                 seed: int) -> tuple[list, list]:
+    def generate(
+        self, tokenizer, texts: list[str], *, k: int, temperature: float, top_p: float, max_tokens: int, seed: int
+    ) -> tuple[list, list]:
         from vllm import SamplingParams
 
         # the prompts as token ids, tokenized as the transformers path does (no special tokens added)
         prompts = [{"prompt_token_ids": tokenizer(t, add_special_tokens=False)["input_ids"]} for t in texts]
-        params = [SamplingParams(n=k, temperature=temperature, top_p=top_p, top_k=-1, max_tokens=max_tokens,
-                                 seed=seed),
-                  SamplingParams(n=1, temperature=0.0, max_tokens=max_tokens)]
+        params = [
+            SamplingParams(n=k, temperature=temperature, top_p=top_p, top_k=-1, max_tokens=max_tokens, seed=seed),
+            SamplingParams(n=1, temperature=0.0, max_tokens=max_tokens),
+        ]
         sampled, greedy = (
-            [(list(o.token_ids), o.finish_reason == "length")
-             for request in self.llm.generate(prompts, p, use_tqdm=False) for o in request.outputs]
-            for p in params)
+            [
+                (list(o.token_ids), o.finish_reason == "length")
+                for request in self.llm.generate(prompts, p, use_tqdm=False)
+                for o in request.outputs
+            ]
+            for p in params
+        )
         return sampled, greedy
 
 
@@ -258,8 +319,7 @@ def _load_eval_callback():
         """Evaluates the policy before training (step 0, the base model), every ``eval_steps`` steps and at the last
         step, on the main process; the others wait. Appends an ``"eval"`` event and the curves' metrics."""
 
-        def __init__(self, trainer, evaluator: Evaluator, events: EventWriter, *, every: int, source: str,
-                     seed: int):
+        def __init__(self, trainer, evaluator: Evaluator, events: EventWriter, *, every: int, source: str, seed: int):
             self.trainer, self.evaluator, self.events = trainer, evaluator, events
             self.every, self.source, self.seed = every, source, seed
             self.done: set[int] = set()
@@ -272,14 +332,15 @@ def _load_eval_callback():
             trainer = self.trainer
             if trainer.accelerator.is_main_process:
                 model = trainer.accelerator.unwrap_model(trainer.model)
-                body = self.evaluator.run(model, trainer.processing_class, seed=self.seed + step,
-                                          trainer_state=state)
+                body = self.evaluator.run(model, trainer.processing_class, seed=self.seed + step, trainer_state=state)
                 names = metric_names(self.source, body["k"])
-                self.events.write("eval", step=step, kind="periodic", label=f"step {step}", source=self.source,
-                                  **body)
-                self.events.write("metrics", step=step, max_steps=state.max_steps,
-                                  metrics={names[key]: body["metrics"][key] for key in names} |
-                                          {"timing/eval_s": body["seconds"]})
+                self.events.write("eval", step=step, kind="periodic", label=f"step {step}", source=self.source, **body)
+                self.events.write(
+                    "metrics",
+                    step=step,
+                    max_steps=state.max_steps,
+                    metrics={names[key]: body["metrics"][key] for key in names} | {"timing/eval_s": body["seconds"]},
+                )
             trainer.accelerator.wait_for_everyone()
 
         def on_train_begin(self, args, state, control, **kwargs):
@@ -298,14 +359,27 @@ def eval_callback(trainer, config, events: EventWriter, reward_funcs, weights, r
     settings = config.evaluation
     if not settings.eval_steps or not config.eval_dataset_path:
         return None
-    evaluator = Evaluator(settings, EvalSet.load(config.eval_dataset_path, settings.eval_max_prompts), reward_funcs,
-                          weights, reward_names, max_new_tokens=config.grpo.max_completion_length,
-                          top_p=config.grpo.top_p)
-    return _load_eval_callback()(trainer, evaluator, events, every=settings.eval_steps,
-                                 source=config.eval_source or "eval", seed=config.grpo.seed)
+    evaluator = Evaluator(
+        settings,
+        EvalSet.load(config.eval_dataset_path, settings.eval_max_prompts),
+        reward_funcs,
+        weights,
+        reward_names,
+        max_new_tokens=config.grpo.max_completion_length,
+        top_p=config.grpo.top_p,
+    )
+    return _load_eval_callback()(
+        trainer,
+        evaluator,
+        events,
+        every=settings.eval_steps,
+        source=config.eval_source or "eval",
+        seed=config.grpo.seed,
+    )
 
 
 # --- the standalone evaluation program ----------------------------------------------------------------------------
+
 
 @dataclass
 class EvalJob:
@@ -354,17 +428,31 @@ def run_job(job: EvalJob) -> None:
             model = AutoModelForCausalLM.from_pretrained(job.model)
             if torch.cuda.is_available():
                 model = model.to("cuda")
-        holder = TrainConfig(model=job.model, dataset_path="", output_dir="", event_log="", rewards=job.rewards,
-                             max_reward_faults=job.max_reward_faults, allow_weak_sandbox=job.allow_weak_sandbox,
-                             sandbox_slot_base=job.sandbox_slot_base)
+        holder = TrainConfig(
+            model=job.model,
+            dataset_path="",
+            output_dir="",
+            event_log="",
+            rewards=job.rewards,
+            max_reward_faults=job.max_reward_faults,
+            allow_weak_sandbox=job.allow_weak_sandbox,
+            sandbox_slot_base=job.sandbox_slot_base,
+        )
         funcs, weights, closers = reward_functions(holder, events)
-        evaluator = Evaluator(job.evaluation, EvalSet.load(job.dataset_path, job.evaluation.eval_max_prompts),
-                              funcs, weights, [r.name for r in job.rewards], max_new_tokens=job.max_new_tokens,
-                              top_p=job.top_p)
+        evaluator = Evaluator(
+            job.evaluation,
+            EvalSet.load(job.dataset_path, job.evaluation.eval_max_prompts),
+            funcs,
+            weights,
+            [r.name for r in job.rewards],
+            max_new_tokens=job.max_new_tokens,
+            top_p=job.top_p,
+        )
         events.write("started", label=job.label, prompts=len(evaluator.eval_set.prompts))
         body = evaluator.run(model, tokenizer, seed=job.seed)
-        events.write("eval", kind="standalone", label=job.label, source=job.source, step=None, generator=generator,
-                     **body)
+        events.write(
+            "eval", kind="standalone", label=job.label, source=job.source, step=None, generator=generator, **body
+        )
         events.write("finished")
     except BaseException as exc:
         events.write("failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])

@@ -48,13 +48,19 @@ def check_shared(marker: str, token: str) -> None:
             return None
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    seen = {n["NodeManagerAddress"] + f" ({n['NodeID'][:8]})": read.options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(marker) for n in nodes}
+    seen = {
+        n["NodeManagerAddress"] + f" ({n['NodeID'][:8]})": read.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote(marker)
+        for n in nodes
+    }
     blind = [node for node, ref in seen.items() if ray.get(ref) != token]
     if blind:
-        raise NotShared(f"the data directory is not shared with Ray node(s) {', '.join(blind)}: {marker}, written by "
-                        f"grpo-web, is not visible there. Mount the same storage (NFS, a shared volume) at the same "
-                        f"path (GRPO_DATA_DIR) on every node of the cluster (README \"Scale out\").")
+        raise NotShared(
+            f"the data directory is not shared with Ray node(s) {', '.join(blind)}: {marker}, written by "
+            f"grpo-web, is not visible there. Mount the same storage (NFS, a shared volume) at the same "
+            f'path (GRPO_DATA_DIR) on every node of the cluster (README "Scale out").'
+        )
 
 
 def rank_telemetry(loop: dict) -> RankTelemetry | None:
@@ -68,11 +74,15 @@ def rank_telemetry(loop: dict) -> RankTelemetry | None:
     try:
         # the GPUs Ray gave this rank, as the node names them (CUDA_VISIBLE_DEVICES lists those of all its ranks there)
         gpus = ",".join(str(g) for g in ray.get_gpu_ids())
-        return RankTelemetry(loop["resources"], int(os.environ["RANK"]), loop["telemetry_seconds"],
-                             node=get_node_ip_address(), gpus=gpus).start()
+        return RankTelemetry(
+            loop["resources"], int(os.environ["RANK"]), loop["telemetry_seconds"], node=get_node_ip_address(), gpus=gpus
+        ).start()
     except Exception as exc:
-        print(f"grpo-web: rank {os.environ.get('RANK')}: no resource telemetry: {type(exc).__name__}: {exc}",
-              file=sys.stderr, flush=True)
+        print(
+            f"grpo-web: rank {os.environ.get('RANK')}: no resource telemetry: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
 
@@ -83,8 +93,11 @@ def train_worker(loop: dict) -> None:
     from workers.training.train import run
 
     torch.set_num_threads(loop["threads"])
-    print(f"grpo-web: rank {os.environ['RANK']} of world_size={os.environ['WORLD_SIZE']} "
-          f"({torch.distributed.get_backend()})", flush=True)
+    print(
+        f"grpo-web: rank {os.environ['RANK']} of world_size={os.environ['WORLD_SIZE']} "
+        f"({torch.distributed.get_backend()})",
+        flush=True,
+    )
     telemetry = rank_telemetry(loop)
     try:
         run(TrainConfig.load(loop["config"]))
@@ -93,18 +106,31 @@ def train_worker(loop: dict) -> None:
             telemetry.stop()
 
 
-def train(config_path: str, *, num_workers: int, use_gpu: bool, threads: int, storage: str, name: str,
-          telemetry_seconds: float) -> None:
+def train(
+    config_path: str,
+    *,
+    num_workers: int,
+    use_gpu: bool,
+    threads: int,
+    storage: str,
+    name: str,
+    telemetry_seconds: float,
+) -> None:
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     trainer = TorchTrainer(
         train_worker,
-        train_loop_config={"config": config_path, "threads": threads, "telemetry_seconds": telemetry_seconds,
-                           "resources": str(rank_folder(Path(config_path).parent, name))},
+        train_loop_config={
+            "config": config_path,
+            "threads": threads,
+            "telemetry_seconds": telemetry_seconds,
+            "resources": str(rank_folder(Path(config_path).parent, name)),
+        },
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
-        scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu,
-                                     resources_per_worker=None if use_gpu else {"CPU": threads}),
+        scaling_config=ScalingConfig(
+            num_workers=num_workers, use_gpu=use_gpu, resources_per_worker=None if use_gpu else {"CPU": threads}
+        ),
         # a lost worker fails the job: the run becomes failed and resumable from its last checkpoint, and a resume
         # (a new attempt, a new job) trains on from there with no duplicated rows
         run_config=RunConfig(name=name, storage_path=storage, failure_config=FailureConfig(max_failures=0)),
@@ -132,8 +158,9 @@ def train_verl(config_path: str, gpus: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Train one grpo-web run with Ray Train (the entrypoint of its Ray "
-                                                 "job).")
+    parser = argparse.ArgumentParser(
+        description="Train one grpo-web run with Ray Train (the entrypoint of its Ray job)."
+    )
     parser.add_argument("config", help="path to the run's train_config JSON, on the shared data directory")
     parser.add_argument("--num-workers", type=int, default=1)
     parser.add_argument("--use-gpu", action="store_true")
@@ -141,11 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--marker", help="a file the app wrote under the data directory; every node must see it")
     parser.add_argument("--token", help="what --marker holds")
     parser.add_argument("--name", default="grpo-web", help="the Ray Train run's name")
-    parser.add_argument("--trainer", choices=("trl", "verl"), default="trl",
-                        help="trl: TRL's GRPOTrainer in --num-workers Ray Train workers; verl: verl's GRPO on "
-                             "--num-workers GPUs")
-    parser.add_argument("--telemetry-seconds", type=float, default=2.0,
-                        help="seconds between each rank's resource samples (CPU, RSS, its GPUs); 0: none")
+    parser.add_argument(
+        "--trainer",
+        choices=("trl", "verl"),
+        default="trl",
+        help="trl: TRL's GRPOTrainer in --num-workers Ray Train workers; verl: verl's GRPO on --num-workers GPUs",
+    )
+    parser.add_argument(
+        "--telemetry-seconds",
+        type=float,
+        default=2.0,
+        help="seconds between each rank's resource samples (CPU, RSS, its GPUs); 0: none",
+    )
     args = parser.parse_args(argv)
 
     import ray
@@ -157,15 +191,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.trainer == "verl":
             train_verl(args.config, args.num_workers)
         else:
-            train(args.config, num_workers=args.num_workers, use_gpu=args.use_gpu, threads=args.threads,
-                  storage=str(Path(args.config).parent / "ray"), name=args.name,
-                  telemetry_seconds=args.telemetry_seconds)
+            train(
+                args.config,
+                num_workers=args.num_workers,
+                use_gpu=args.use_gpu,
+                threads=args.threads,
+                storage=str(Path(args.config).parent / "ray"),
+                name=args.name,
+                telemetry_seconds=args.telemetry_seconds,
+            )
     except (NotShared, NoRoom) as exc:
         print(ERROR_PREFIX + str(exc), file=sys.stderr, flush=True)
         return SHARED_STORAGE_EXIT if isinstance(exc, NotShared) else 1
     except Exception as exc:  # TrainingFailedError: a rank failed or was lost; its own error is in the log above
-        print(ERROR_PREFIX + f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
-              file=sys.stderr, flush=True)
+        print(
+            ERROR_PREFIX + f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     return 0
 

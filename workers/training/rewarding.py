@@ -20,9 +20,13 @@ def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> 
         if spec.builtin:
             base = BUILTINS[spec.builtin]
         else:
-            base = SandboxedReward(spec, slot=rank_slot(config.sandbox_slot_base, index, sandboxes_per_rank(config)),
-                                   events=events,
-                                   max_faults=config.max_reward_faults, allow_weak=config.allow_weak_sandbox)
+            base = SandboxedReward(
+                spec,
+                slot=rank_slot(config.sandbox_slot_base, index, sandboxes_per_rank(config)),
+                events=events,
+                max_faults=config.max_reward_faults,
+                allow_weak=config.allow_weak_sandbox,
+            )
             closers.append(base)
 
         funcs.append(_named(base, spec.name))
@@ -44,6 +48,7 @@ def rank_slot(base: int, index: int, functions: int) -> int:
 def _named(base, name: str):
     """``base`` under the name TRL logs. A closure, not a default argument: every keyword (a dataset column named
     ``_base`` or ``self`` too) goes through to ``base``."""
+
     def func(completions, **kwargs):
         start = time.perf_counter()
         scores = base(completions, **kwargs)
@@ -73,21 +78,42 @@ class SandboxedReward:
         if events and self.sandbox.isolation.get("weak"):  # weak mode: the run page says what was missing
             events.write("reward_sandbox", name=spec.name, weak=self.sandbox.isolation["weak"])
 
-    def __call__(self, /, completions, prompts=None, completion_ids=None, trainer_state=None, log_extra=None,
-                 log_metric=None, environments=None, **columns):
+    def __call__(
+        self,
+        /,
+        completions,
+        prompts=None,
+        completion_ids=None,
+        trainer_state=None,
+        log_extra=None,
+        log_metric=None,
+        environments=None,
+        **columns,
+    ):
         if self.budget.disabled:
             return [None] * len(completions)
         try:
             # TRL's log_extra / log_metric are replayed with what the user's code logged, after a successful call
-            return self.sandbox.call(completions, prompts=prompts, completion_ids=completion_ids,
-                                     trainer_state=trainer_state, log_extra=log_extra, log_metric=log_metric,
-                                     **columns).rewards
+            return self.sandbox.call(
+                completions,
+                prompts=prompts,
+                completion_ids=completion_ids,
+                trainer_state=trainer_state,
+                log_extra=log_extra,
+                log_metric=log_metric,
+                **columns,
+            ).rewards
         except SandboxError as exc:
             self.budget.spend()
             if self.events:
-                self.events.write("reward_fault", name=self.spec.name, error=str(exc),
-                                  faults=self.budget.faults, disabled=self.budget.disabled,
-                                  step=trainer_state.global_step + 1 if trainer_state else None)
+                self.events.write(
+                    "reward_fault",
+                    name=self.spec.name,
+                    error=str(exc),
+                    faults=self.budget.faults,
+                    disabled=self.budget.disabled,
+                    step=trainer_state.global_step + 1 if trainer_state else None,
+                )
             return [None] * len(completions)
 
     def close(self):

@@ -55,8 +55,12 @@ def make_sft_trainer(config: TrainConfig, events: EventWriter | None):
     rows = [json.loads(line) for line in Path(config.dataset_path).read_text().splitlines() if line.strip()]
     tokenizer = AutoTokenizer.from_pretrained(config.model)
     model = AutoModelForCausalLM.from_pretrained(config.model)
-    trainer = SFTTrainer(model=model, args=sft_config(config), train_dataset=Dataset.from_list(sft_rows(rows)),
-                         processing_class=tokenizer)
+    trainer = SFTTrainer(
+        model=model,
+        args=sft_config(config),
+        train_dataset=Dataset.from_list(sft_rows(rows)),
+        processing_class=tokenizer,
+    )
     trainer.reward_closers = []
     if events is not None:
         trainer.add_callback(MetricsCallback(events))

@@ -39,7 +39,7 @@ TOOL_CHAT_TEMPLATE = (
     "{%- for message in messages %}"
     "{%- if message.role == 'assistant' %}{{ '<|im_start|>assistant\n' + (message.content or '') }}"
     "{%- for call in message.tool_calls or [] %}{% set f = call.function if call.function is defined else call %}"
-    "{{ '<tool_call>\n{\"name\": \"' + f.name + '\", \"arguments\": ' }}"
+    '{{ \'<tool_call>\n{"name": "\' + f.name + \'", "arguments": \' }}'
     "{{- f.arguments if f.arguments is string else f.arguments | tojson }}{{ '}\n</tool_call>' }}{% endfor %}"
     "{{- '<|im_end|>\n' }}"
     "{%- elif message.role == 'tool' %}{{ '<|im_start|>user\n<tool_response>\n' + message.content "
@@ -65,9 +65,11 @@ def _tool_corpus() -> list[str]:
     for row in arithmetic_tool_rows(200, seed=3):
         expression = row["prompt"][0]["content"].removeprefix("What is ").split("?")[0]
         call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": expression}}}
-        messages = row["prompt"] + [{"role": "assistant", "content": "", "tool_calls": [call]},
-                                    {"role": "tool", "name": "calculator", "content": row["answer"]},
-                                    {"role": "assistant", "content": f"\\boxed{{{row['answer']}}}"}]
+        messages = row["prompt"] + [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "name": "calculator", "content": row["answer"]},
+            {"role": "assistant", "content": f"\\boxed{{{row['answer']}}}"},
+        ]
         lines.append(template.render(messages=messages, tools=[schema], add_generation_prompt=False))
     return lines
 
@@ -82,8 +84,15 @@ def _corpus() -> list[str]:
     return lines
 
 
-def build_tiny_model(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size: int = 64, layers: int = 2,
-                     seed: int = 0, tools: bool = False) -> Path:
+def build_tiny_model(
+    out_dir: str | Path,
+    *,
+    vocab_size: int = 1024,
+    hidden_size: int = 64,
+    layers: int = 2,
+    seed: int = 0,
+    tools: bool = False,
+) -> Path:
     """Write a randomly initialised tiny Qwen2 and its tokenizer to ``out_dir``; return the folder. ``tools``: with
     Qwen2.5's tool-calling chat template and markup tokens (the model a run with tools trains)."""
     import torch
@@ -106,8 +115,12 @@ def build_tiny_model(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size
         show_progress=False,
     )
     if tools:
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size + 128, special_tokens=SPECIAL_TOKENS + TOOL_TOKENS,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size + 128,
+            special_tokens=SPECIAL_TOKENS + TOOL_TOKENS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
     tok.train_from_iterator(_corpus() + (_tool_corpus() if tools else []), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=tok,
@@ -141,12 +154,20 @@ def build_tiny_model(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
-    (out / "grpo_web.json").write_text(json.dumps({"kind": "tiny-qwen2", "seed": seed, "hidden_size": hidden_size,
-                                                    "layers": layers, "vocab_size": len(tokenizer),
-                                                    "tools": tools}))
+    (out / "grpo_web.json").write_text(
+        json.dumps(
+            {
+                "kind": "tiny-qwen2",
+                "seed": seed,
+                "hidden_size": hidden_size,
+                "layers": layers,
+                "vocab_size": len(tokenizer),
+                "tools": tools,
+            }
+        )
+    )
     return out
 
 
 if __name__ == "__main__":  # python -m workers.training.tinymodel OUT_DIR
-
     print(build_tiny_model(sys.argv[1]))

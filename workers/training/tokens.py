@@ -34,9 +34,15 @@ VALUES = ("logprob", "old_logprob", "sampling_logprob", "ref_logprob", "entropy"
 FLAGS = ("clipped_low", "clipped_high", "clipped")
 
 # the locals of TRL's _compute_loss read at its return, by the column they fill
-LOCALS = {"logprob": "per_token_logps", "old_logprob": "old_per_token_logps", "entropy": "entropies",
-          "ratio": "coef_1", "clipped_low": "is_low_clipped", "clipped_high": "is_high_clipped",
-          "clipped": "is_region_clipped"}
+LOCALS = {
+    "logprob": "per_token_logps",
+    "old_logprob": "old_per_token_logps",
+    "entropy": "entropies",
+    "ratio": "coef_1",
+    "clipped_low": "is_low_clipped",
+    "clipped_high": "is_high_clipped",
+    "clipped": "is_region_clipped",
+}
 WANTED = set(LOCALS.values()) | {"mask", "is_cispo_clipped"}
 
 
@@ -48,8 +54,9 @@ def is_truncated(ids: "torch.Tensor", eos_token_ids: list[int]) -> "torch.Tensor
     return ~torch.isin(ids, torch.tensor(eos_token_ids, device=ids.device)).any(dim=1)  # (B,)
 
 
-def completion_lengths(ids: "torch.Tensor", completion_mask: "torch.Tensor", eos_token_ids: list[int],
-                       mask_truncated: bool) -> "torch.Tensor":
+def completion_lengths(
+    ids: "torch.Tensor", completion_mask: "torch.Tensor", eos_token_ids: list[int], mask_truncated: bool
+) -> "torch.Tensor":
     """(B,) tokens per completion: up to and with the first EOS, as TRL counts them in its completion mask."""
     import torch
 
@@ -68,18 +75,23 @@ def shard_schema():
     import pyarrow as pa
 
     floats, flags = pa.list_(pa.float32()), pa.list_(pa.bool_())
-    return pa.schema([
-        ("step", pa.int32()),  # the rollout's step: the generation batch's, as in the event log and the Rollout table
-        ("update_step", pa.int32()),  # the optimizer step whose loss computed these values (this shard's step)
-        ("index", pa.int32()),  # the rollout's index in its generation batch
-        ("group", pa.int32()),  # index // num_generations
-        ("completion", pa.int32()),  # index % num_generations: the completion's place in its group
-        ("token_ids", pa.list_(pa.int32())),
-        ("tokens", pa.list_(pa.string())),  # each token decoded alone
-        ("mask", flags),  # TRL's loss mask: the token counted in the loss
-        *[(name, floats) for name in VALUES],
-        *[(name, flags) for name in FLAGS],
-    ])
+    return pa.schema(
+        [
+            (
+                "step",
+                pa.int32(),
+            ),  # the rollout's step: the generation batch's, as in the event log and the Rollout table
+            ("update_step", pa.int32()),  # the optimizer step whose loss computed these values (this shard's step)
+            ("index", pa.int32()),  # the rollout's index in its generation batch
+            ("group", pa.int32()),  # index // num_generations
+            ("completion", pa.int32()),  # index % num_generations: the completion's place in its group
+            ("token_ids", pa.list_(pa.int32())),
+            ("tokens", pa.list_(pa.string())),  # each token decoded alone
+            ("mask", flags),  # TRL's loss mask: the token counted in the loss
+            *[(name, floats) for name in VALUES],
+            *[(name, flags) for name in FLAGS],
+        ]
+    )
 
 
 def sampled_groups(num_groups: int, setting: int) -> int:
@@ -167,20 +179,31 @@ class TokenCapture:
         rows = inputs[ROW_KEY]
         pick = (rows < self.sampled_rows).nonzero().squeeze(1)  # (k,) positions of sampled rows in the micro-batch
         ids = inputs["completion_ids"]  # (B, T)
-        lengths = completion_lengths(ids, inputs["completion_mask"], trainer.eos_token_ids,
-                                     trainer.mask_truncated_completions)  # (B,)
+        lengths = completion_lengths(
+            ids, inputs["completion_mask"], trainer.eos_token_ids, trainer.mask_truncated_completions
+        )  # (B,)
         tensors = {name: seen.get(LOCALS[name]) for name in ("logprob", "old_logprob", "entropy", "ratio")}
         tensors["sampling_logprob"] = inputs.get("sampling_per_token_logps")
         tensors["ref_logprob"] = inputs.get("ref_per_token_logps") if trainer.beta != 0.0 else None
-        tensors.update({"clipped_low": seen.get("is_low_clipped"), "clipped_high": seen.get("is_high_clipped"),
-                        "clipped": seen.get("is_region_clipped", seen.get("is_cispo_clipped")),
-                        "mask": seen.get("mask")})
+        tensors.update(
+            {
+                "clipped_low": seen.get("is_low_clipped"),
+                "clipped_high": seen.get("is_high_clipped"),
+                "clipped": seen.get("is_region_clipped", seen.get("is_cispo_clipped")),
+                "mask": seen.get("mask"),
+            }
+        )
         # indexing copies (k, T) or (k, 1) out of TRL's tensor, so nothing TRL does later can change what is kept
-        self.chunks.append({
-            "step": self.batch_step, "update_step": trainer.state.global_step + 1,
-            "index": rows[pick].cpu(), "length": lengths[pick].cpu(), "token_ids": ids[pick].cpu(),
-            "values": {name: None if t is None else t.detach()[pick].cpu() for name, t in tensors.items()},
-        })
+        self.chunks.append(
+            {
+                "step": self.batch_step,
+                "update_step": trainer.state.global_step + 1,
+                "index": rows[pick].cpu(),
+                "length": lengths[pick].cpu(),
+                "token_ids": ids[pick].cpu(),
+                "values": {name: None if t is None else t.detach()[pick].cpu() for name, t in tensors.items()},
+            }
+        )
 
     # --- the end of an optimizer step: one shard ------------------------------------------------------------------
 
@@ -285,10 +308,13 @@ def chunk_table(chunk: dict, texts: dict[int, str], G: int):
     columns = {
         "step": pa.array(np.full(k, chunk["step"], np.int32)),
         "update_step": pa.array(np.full(k, chunk["update_step"], np.int32)),
-        "index": pa.array(index), "group": pa.array(index // G), "completion": pa.array(index % G),
+        "index": pa.array(index),
+        "group": pa.array(index // G),
+        "completion": pa.array(index % G),
         "token_ids": pa.ListArray.from_arrays(offsets, pa.array(flat_ids.to(torch.int32).numpy())),
-        "tokens": pa.ListArray.from_arrays(offsets, pa.array([texts[i] for i in uniq.tolist()], pa.string()).take(
-            pa.array(inverse.numpy()))),  # the texts of the distinct ids, then one take: Python per id, not per token
+        "tokens": pa.ListArray.from_arrays(
+            offsets, pa.array([texts[i] for i in uniq.tolist()], pa.string()).take(pa.array(inverse.numpy()))
+        ),  # the texts of the distinct ids, then one take: Python per id, not per token
     }
     columns.update({name: tokens_of(t, name) for name, t in chunk["values"].items()})
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)

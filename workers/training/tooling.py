@@ -31,10 +31,15 @@ def tool_functions(config: TrainConfig, events: EventWriter | None = None) -> tu
     for index, spec in enumerate(config.tools):
         code = library_source(spec.builtin) if spec.builtin else spec.source
         signature = tool_signature(code, spec.entrypoint)
-        tool = SandboxedTool(spec.name, code, spec.entrypoint, events=events, max_faults=config.max_tool_faults,
-                             slot=rank_slot(config.sandbox_slot_base, len(config.rewards) + index,
-                                            sandboxes_per_rank(config)),
-                             allow_weak=config.allow_weak_sandbox)
+        tool = SandboxedTool(
+            spec.name,
+            code,
+            spec.entrypoint,
+            events=events,
+            max_faults=config.max_tool_faults,
+            slot=rank_slot(config.sandbox_slot_base, len(config.rewards) + index, sandboxes_per_rank(config)),
+            allow_weak=config.allow_weak_sandbox,
+        )
         closers.append(tool)
         funcs.append(stand_in(signature, tool))
     return funcs, closers
@@ -57,8 +62,17 @@ def guarded_call(budget: FaultBudget, disabled: str, call):
 class SandboxedTool:
     """One tool served by one persistent sandboxed worker for the whole run; called with the model's arguments."""
 
-    def __init__(self, name: str, code: str, entrypoint: str, *, slot: int, events: EventWriter | None,
-                 max_faults: int, allow_weak: bool):
+    def __init__(
+        self,
+        name: str,
+        code: str,
+        entrypoint: str,
+        *,
+        slot: int,
+        events: EventWriter | None,
+        max_faults: int,
+        allow_weak: bool,
+    ):
         self.name, self.events = name, events
         self.budget = FaultBudget(max_faults)
         self.sandbox = ToolSandbox(code, entrypoint, slot=slot, allow_weak=allow_weak)
@@ -67,8 +81,7 @@ class SandboxedTool:
             events.write("reward_sandbox", name=name, weak=self.sandbox.isolation["weak"])
 
     def __call__(self, arguments: dict) -> str:
-        return guarded_call(self.budget, f"the tool {self.name} is disabled",
-                            lambda: self.sandbox.invoke(arguments))
+        return guarded_call(self.budget, f"the tool {self.name} is disabled", lambda: self.sandbox.invoke(arguments))
 
     def close(self):
         self.sandbox.close()
@@ -85,10 +98,15 @@ def environment_factory(config: TrainConfig, events: EventWriter | None = None) 
     spec = config.environment
     code = library_source(spec.builtin) if spec.builtin else spec.source
     signature = environment_signature(code, spec.entrypoint)
-    backend = SandboxedEnvironment(spec.name, code, signature, events=events, max_faults=config.max_tool_faults,
-                                   slot=rank_slot(config.sandbox_slot_base, len(config.rewards) + len(config.tools),
-                                                  sandboxes_per_rank(config)),
-                                   allow_weak=config.allow_weak_sandbox)
+    backend = SandboxedEnvironment(
+        spec.name,
+        code,
+        signature,
+        events=events,
+        max_faults=config.max_tool_faults,
+        slot=rank_slot(config.sandbox_slot_base, len(config.rewards) + len(config.tools), sandboxes_per_rank(config)),
+        allow_weak=config.allow_weak_sandbox,
+    )
     return stand_in_class(signature, backend), [backend]
 
 
@@ -97,12 +115,22 @@ class SandboxedEnvironment:
     that fails is shown to the model (ToolFailed, as a tool's); a failing reset or get_reward stops the run with the
     sandbox's message (EnvironmentFailed): TRL cannot start or score a rollout without them."""
 
-    def __init__(self, name: str, code: str, signature, *, slot: int, events: EventWriter | None, max_faults: int,
-                 allow_weak: bool):
+    def __init__(
+        self,
+        name: str,
+        code: str,
+        signature,
+        *,
+        slot: int,
+        events: EventWriter | None,
+        max_faults: int,
+        allow_weak: bool,
+    ):
         self.name, self.class_name, self.instances = name, signature.name, 0
         self.budget = FaultBudget(max_faults)
-        self.sandbox = EnvironmentSandbox(code, signature.name, methods=[m.name for m in signature.methods],
-                                          slot=slot, allow_weak=allow_weak)
+        self.sandbox = EnvironmentSandbox(
+            code, signature.name, methods=[m.name for m in signature.methods], slot=slot, allow_weak=allow_weak
+        )
         self.sandbox.start()
         if events and self.sandbox.isolation.get("weak"):
             events.write("reward_sandbox", name=name, weak=self.sandbox.isolation["weak"])
@@ -121,12 +149,16 @@ class SandboxedEnvironment:
         try:
             return act()
         except SandboxError as exc:
-            raise EnvironmentFailed(f"the environment {self.name} ({self.class_name}.{what}): {exc.kind}: {exc}") \
-                from None
+            raise EnvironmentFailed(
+                f"the environment {self.name} ({self.class_name}.{what}): {exc.kind}: {exc}"
+            ) from None
 
     def call(self, instance: int, method: str, arguments: dict) -> str:
-        return guarded_call(self.budget, f"the environment {self.name}'s tools are disabled",
-                            lambda: self.sandbox.call(instance, method, arguments))
+        return guarded_call(
+            self.budget,
+            f"the environment {self.name}'s tools are disabled",
+            lambda: self.sandbox.call(instance, method, arguments),
+        )
 
     def close(self):
         self.sandbox.close()

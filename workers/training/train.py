@@ -29,8 +29,9 @@ def grpo_config(config: TrainConfig):
     server = {}
     if config.grpo.use_vllm and config.grpo.vllm_mode == "server" and config.vllm_server_port:
         server = dict(vllm_server_host="127.0.0.1", vllm_server_port=config.vllm_server_port)
-    return trainer_args(GRPOConfig, config.grpo, output_dir=config.output_dir, extra=config.extra,
-                        exclude=PEFT_FIELDS, **server)
+    return trainer_args(
+        GRPOConfig, config.grpo, output_dir=config.output_dir, extra=config.extra, exclude=PEFT_FIELDS, **server
+    )
 
 
 def peft_config(config: TrainConfig):
@@ -40,10 +41,13 @@ def peft_config(config: TrainConfig):
     from peft import LoraConfig
 
     modules = config.grpo.lora_target_modules.strip()
-    return LoraConfig(r=config.grpo.lora_r, lora_alpha=config.grpo.lora_alpha, lora_dropout=config.grpo.lora_dropout,
-                      target_modules=modules if modules == "all-linear" else [m.strip() for m in modules.split(",")
-                                                                                if m.strip()],
-                      task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=config.grpo.lora_r,
+        lora_alpha=config.grpo.lora_alpha,
+        lora_dropout=config.grpo.lora_dropout,
+        target_modules=modules if modules == "all-linear" else [m.strip() for m in modules.split(",") if m.strip()],
+        task_type="CAUSAL_LM",
+    )
 
 
 def save_final(trainer, output_dir: Path) -> None:
@@ -78,13 +82,21 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     model = AutoModelForCausalLM.from_pretrained(config.model)
     funcs, weights, closers = reward_functions(config, events)
     args.reward_weights = weights
-    kwargs = dict(model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
-                  peft_config=peft_config(config))
+    kwargs = dict(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config(config),
+    )
     if config.tools or config.environment:
         if rows and not isinstance(rows[0].get("prompt"), list):
-            raise ValueError("tools: TRL calls tools only in chat conversations; the dataset's prompts are plain "
-                             "text. Map the prompt as a conversation (a list of messages), as the arithmetic-tools "
-                             "demo does.")
+            raise ValueError(
+                "tools: TRL calls tools only in chat conversations; the dataset's prompts are plain "
+                "text. Map the prompt as a conversation (a list of messages), as the arithmetic-tools "
+                "demo does."
+            )
     if config.tools:
         tools, tool_closers = tool_functions(config, events)
         kwargs["tools"] = tools
@@ -96,8 +108,9 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     if events is None:
         trainer = (trainer_cls or GRPOTrainer)(**kwargs)
     else:
-        trainer = (trainer_cls or CapturingGRPOTrainer)(events=events, tokens_dir=config.tokens_dir,
-                                                        token_sample_groups=config.token_sample_groups, **kwargs)
+        trainer = (trainer_cls or CapturingGRPOTrainer)(
+            events=events, tokens_dir=config.tokens_dir, token_sample_groups=config.token_sample_groups, **kwargs
+        )
         trainer.add_callback(MetricsCallback(events, getattr(trainer, "step_timing", None)))
         # periodic evaluation on the eval split, scored by the same reward functions (sandboxes included)
         callback = eval_callback(trainer, config, events, funcs, weights, [r.name for r in config.rewards])
@@ -127,9 +140,13 @@ def run(config: TrainConfig) -> None:
         else:
             trainer = make_trainer(config, events)
         if events:
-            events.write("started", total_steps=config.max_steps, kind=config.kind,
-                         reward_names=[r.name for r in config.rewards],
-                         reward_weights=[r.weight for r in config.rewards])
+            events.write(
+                "started",
+                total_steps=config.max_steps,
+                kind=config.kind,
+                reward_names=[r.name for r in config.rewards],
+                reward_weights=[r.weight for r in config.rewards],
+            )
         try:
             trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
             save_final(trainer, Path(config.output_dir))

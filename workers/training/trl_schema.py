@@ -51,8 +51,11 @@ def _kind(annotation) -> str:
         text = annotation.replace(" ", "")
         options = set(text.split("|")) - {"None"}
     else:
-        args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        args = (
+            typing.get_args(annotation)
+            if typing.get_origin(annotation) in (typing.Union, types.UnionType)
             else (annotation,)
+        )
         options = {getattr(a, "__name__", str(a)) for a in args if a is not type(None)}
     for kind in ("bool", "int", "float", "str"):
         if options == {kind}:
@@ -97,8 +100,16 @@ def grpo_schema(cls=None) -> list[dict]:
             continue
         kind = _kind(f.type)
         group = groups.get(f.name) or (INHERITED if f.name in inherited and f.name not in own_doc else "other")
-        out.append({"name": f.name, "kind": kind, "default": _default(f), "help": " ".join(
-            (f.metadata.get("help") or "").split()), "choices": _choices(f), "group": group})
+        out.append(
+            {
+                "name": f.name,
+                "kind": kind,
+                "default": _default(f),
+                "help": " ".join((f.metadata.get("help") or "").split()),
+                "choices": _choices(f),
+                "group": group,
+            }
+        )
     return out
 
 

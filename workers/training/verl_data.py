@@ -15,16 +15,30 @@ from pathlib import Path
 
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth")  # the column verl shows as ground_truth, when the row has one
 # extra keys the capture adds to verl's dump beside its own (input, output, gts, score, step)
-GROUP_KEY, ADVANTAGE_KEY, LENGTH_KEY, TRUNCATED_KEY, COLUMNS_KEY = ("uid", "grpo_web/advantage", "grpo_web/length",
-                                                                     "grpo_web/truncated", "grpo_web/columns")
+GROUP_KEY, ADVANTAGE_KEY, LENGTH_KEY, TRUNCATED_KEY, COLUMNS_KEY = (
+    "uid",
+    "grpo_web/advantage",
+    "grpo_web/length",
+    "grpo_web/truncated",
+    "grpo_web/columns",
+)
 # verl's metric names -> the TRL names the run pages chart; verl's own names are kept as well
-METRIC_ALIASES = {"critic/score/mean": "reward", "critic/rewards/mean": "reward",
-                  "response_length/mean": "completions/mean_length",
-                  "response_length/max": "completions/max_length", "response_length/min": "completions/min_length",
-                  "response_length/clip_ratio": "completions/clipped_ratio", "actor/pg_loss": "loss",
-                  "actor/kl_loss": "kl", "actor/entropy": "entropy", "actor/grad_norm": "grad_norm",
-                  "actor/lr": "learning_rate", "timing_s/step": "timing/step_s", "timing_s/gen": "timing/generation_s",
-                  "timing_s/reward": "timing/reward_s"}
+METRIC_ALIASES = {
+    "critic/score/mean": "reward",
+    "critic/rewards/mean": "reward",
+    "response_length/mean": "completions/mean_length",
+    "response_length/max": "completions/max_length",
+    "response_length/min": "completions/min_length",
+    "response_length/clip_ratio": "completions/clipped_ratio",
+    "actor/pg_loss": "loss",
+    "actor/kl_loss": "kl",
+    "actor/entropy": "entropy",
+    "actor/grad_norm": "grad_norm",
+    "actor/lr": "learning_rate",
+    "timing_s/step": "timing/step_s",
+    "timing_s/gen": "timing/generation_s",
+    "timing_s/reward": "timing/reward_s",
+}
 
 
 def messages(prompt) -> list[dict]:
@@ -38,14 +52,23 @@ def verl_rows(rows: list[dict], data_source: str, split: str) -> list[dict]:
     for index, row in enumerate(rows):
         columns = {k: v for k, v in row.items() if k != "prompt"}
         truth = next((row[c] for c in ANSWER_COLUMNS if c in row), "")
-        out.append({
-            "data_source": data_source,
-            "prompt": messages(row["prompt"]),
-            "ability": "grpo-web",
-            "reward_model": {"style": "rule", "ground_truth": truth if isinstance(truth, str) else json.dumps(truth)},
-            "extra_info": {"split": split, "index": index, "prompt": json.dumps(row["prompt"]),
-                           "columns": json.dumps(columns)},
-        })
+        out.append(
+            {
+                "data_source": data_source,
+                "prompt": messages(row["prompt"]),
+                "ability": "grpo-web",
+                "reward_model": {
+                    "style": "rule",
+                    "ground_truth": truth if isinstance(truth, str) else json.dumps(truth),
+                },
+                "extra_info": {
+                    "split": split,
+                    "index": index,
+                    "prompt": json.dumps(row["prompt"]),
+                    "columns": json.dumps(columns),
+                },
+            }
+        )
     return out
 
 
@@ -76,21 +99,28 @@ def rollouts_event(dump: str | Path, reward_names: list[str], num_generations: i
     for index, line in enumerate(lines):
         group = groups.setdefault(str(line.get(GROUP_KEY, index // num_generations)), len(groups))
         columns = line.get(COLUMNS_KEY)
-        rows.append({
-            "index": index,
-            "group": group,
-            "prompt": line["input"],
-            "completion": line["output"],
-            "rewards": [_number(line.get(f"rewards/{name}")) for name in reward_names],
-            "reward": _number(line["score"]),
-            "advantage": _number(line.get(ADVANTAGE_KEY)),
-            "length": int(line.get(LENGTH_KEY) or 0),
-            "truncated": bool(line.get(TRUNCATED_KEY)),
-            "columns": json.loads(columns) if isinstance(columns, str) else {},
-        })
+        rows.append(
+            {
+                "index": index,
+                "group": group,
+                "prompt": line["input"],
+                "completion": line["output"],
+                "rewards": [_number(line.get(f"rewards/{name}")) for name in reward_names],
+                "reward": _number(line["score"]),
+                "advantage": _number(line.get(ADVANTAGE_KEY)),
+                "length": int(line.get(LENGTH_KEY) or 0),
+                "truncated": bool(line.get(TRUNCATED_KEY)),
+                "columns": json.loads(columns) if isinstance(columns, str) else {},
+            }
+        )
     step = int(lines[0]["step"]) if lines else int(Path(dump).stem)
-    return {"type": "rollouts", "step": step, "num_generations": num_generations, "reward_names": reward_names,
-            "rows": rows}
+    return {
+        "type": "rollouts",
+        "step": step,
+        "num_generations": num_generations,
+        "reward_names": reward_names,
+        "rows": rows,
+    }
 
 
 def metrics_event(line: dict, max_steps: int) -> dict:

@@ -43,8 +43,9 @@ class Scorer:
     def _score(self, completion: str, extra_info: dict) -> dict:
         columns = json.loads(extra_info.get("columns") or "{}")
         prompt = json.loads(extra_info["prompt"]) if "prompt" in extra_info else None
-        values = [func([completion], prompts=[prompt], **{k: [v] for k, v in columns.items()})[0]
-                  for func in self.funcs]
+        values = [
+            func([completion], prompts=[prompt], **{k: [v] for k, v in columns.items()})[0] for func in self.funcs
+        ]
         finite = [(float(v), w) for v, w in zip(values, self.weights) if v is not None and math.isfinite(v)]
         result = {"score": sum(v * w for v, w in finite) if finite else 0.0}
         for name, value in zip(self.names, values):

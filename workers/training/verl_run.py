@@ -48,10 +48,15 @@ def capture_extras(batch, eos_token_ids: list[int]) -> dict:
     responses = batch.batch["responses"]  # (B, T)
     has_eos = (torch.isin(responses, torch.tensor(eos_token_ids, device=responses.device)) & mask.bool()).any(-1)
     extra_info = batch.non_tensor_batch.get("extra_info")
-    return {GROUP_KEY: [str(u) for u in batch.non_tensor_batch["uid"]],
-            ADVANTAGE_KEY: advantages.tolist(), LENGTH_KEY: lengths.tolist(), TRUNCATED_KEY: (~has_eos).tolist(),
-            COLUMNS_KEY: [(e or {}).get("columns", "{}") for e in extra_info] if extra_info is not None
-            else ["{}"] * len(lengths)}
+    return {
+        GROUP_KEY: [str(u) for u in batch.non_tensor_batch["uid"]],
+        ADVANTAGE_KEY: advantages.tolist(),
+        LENGTH_KEY: lengths.tolist(),
+        TRUNCATED_KEY: (~has_eos).tolist(),
+        COLUMNS_KEY: [(e or {}).get("columns", "{}") for e in extra_info]
+        if extra_info is not None
+        else ["{}"] * len(lengths),
+    }
 
 
 def install_capture() -> None:
@@ -106,8 +111,9 @@ class Follower:
                 continue  # written by verl's dump thread just now: read it whole next time
             self.dumped.add(dump.name)
             self.events.write("rollouts", **{k: v for k, v in event.items() if k != "type"})
-            self.events.write("metrics", step=event["step"], max_steps=self.config.grpo.max_steps,
-                              metrics=reward_means(event))
+            self.events.write(
+                "metrics", step=event["step"], max_steps=self.config.grpo.max_steps, metrics=reward_means(event)
+            )
         metrics = self.out / METRICS_FILE
         if metrics.exists():
             with open(metrics, "rb") as fh:
@@ -159,12 +165,24 @@ def verl_config(config: TrainConfig, config_path: str, layout: tuple[int, int] |
 
     out = Path(config.output_dir)
     train = write_parquet(config.dataset_path, out / "train.parquet", data_source=config.eval_source)
-    val = write_parquet(config.eval_dataset_path or config.dataset_path, out / "eval.parquet",
-                        data_source=config.eval_source, split="eval")
+    val = write_parquet(
+        config.eval_dataset_path or config.dataset_path,
+        out / "eval.parquet",
+        data_source=config.eval_source,
+        split="eval",
+    )
     per_node, nnodes = layout or (gpus(), 1)
-    keys = overrides(config, train_file=train, val_file=val, reward_path=str(Path(__file__).with_name(
-        "verl_reward.py")), config_path=config_path, gpus=per_node, nnodes=nnodes,
-        max_prompt_length=prompt_tokens(config, train), flash_attn=importlib.util.find_spec("flash_attn") is not None)
+    keys = overrides(
+        config,
+        train_file=train,
+        val_file=val,
+        reward_path=str(Path(__file__).with_name("verl_reward.py")),
+        config_path=config_path,
+        gpus=per_node,
+        nnodes=nnodes,
+        max_prompt_length=prompt_tokens(config, train),
+        flash_attn=importlib.util.find_spec("flash_attn") is not None,
+    )
     with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
         return compose("ppo_trainer", overrides=keys)
 
@@ -184,8 +202,14 @@ def run(config: TrainConfig, config_path: str, layout: tuple[int, int] | None = 
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-        events.write("started", total_steps=config.max_steps, kind=config.kind, trainer="verl",
-                     reward_names=[r.name for r in config.rewards], reward_weights=[r.weight for r in config.rewards])
+        events.write(
+            "started",
+            total_steps=config.max_steps,
+            kind=config.kind,
+            trainer="verl",
+            reward_names=[r.name for r in config.rewards],
+            reward_weights=[r.weight for r in config.rewards],
+        )
         thread = threading.Thread(target=follower.follow, args=(stop,), daemon=True)
         thread.start()
         try:
@@ -209,8 +233,21 @@ def save_final(out: Path) -> None:
     steps = sorted(out.glob("checkpoints/global_step_*/actor"), key=lambda p: int(p.parent.name.rsplit("_", 1)[1]))
     if not steps:
         return
-    subprocess.run([sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
-                    str(steps[-1]), "--target_dir", str(out / "final")], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verl.model_merger",
+            "merge",
+            "--backend",
+            "fsdp",
+            "--local_dir",
+            str(steps[-1]),
+            "--target_dir",
+            str(out / "final"),
+        ],
+        check=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,14 +78,16 @@ def import_file(source: Path, *, filename: str, dest: Path, workdir: Path, optio
         if problem:  # whatever pyarrow would make of it: the row by row road names every line that is not UTF-8
             options = dataclasses.replace(options, precise=True)
     # .gz and .zip were capped while decompressing; Parquet decompresses as it is read, so the sink watches it
-    sink = ParquetSink(dest, compressed_size=size if fmt == "parquet" and not compression else 0,
-                       progress_path=options.progress_path)
+    sink = ParquetSink(
+        dest, compressed_size=size if fmt == "parquet" and not compression else 0, progress_path=options.progress_path
+    )
     READERS[fmt](source, sink, options)
     return sink.finish(fmt)
 
 
-def import_arrow(batches: Iterator[pa.RecordBatch], schema: pa.Schema, *, dest: Path, options: ImportOptions,
-                 fmt: str = "hf") -> ImportResult:
+def import_arrow(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, *, dest: Path, options: ImportOptions, fmt: str = "hf"
+) -> ImportResult:
     """Validate Arrow batches (a Hugging Face dataset) and write them to ``dest`` as Parquet; errors name the row."""
     sink = ParquetSink(dest, progress_path=options.progress_path)
     convert_batches(batches, schema, sink, options)
@@ -105,6 +107,26 @@ def save_stream(stream, out_path: Path, max_bytes: int) -> Path:
     return out_path
 
 
-__all__ = ["MAX_ERRORS", "READERS", "DatasetError", "ImportOptions", "ImportResult", "column_kind", "hf_batches",
-           "hub_offline", "import_arrow", "import_file", "load_hf", "messages_ok", "prompt_ok", "prompt_problem",
-           "read_csv", "read_json", "read_jsonl", "read_parquet", "save_stream", "text_ok", "value_problem"]
+__all__ = [
+    "MAX_ERRORS",
+    "READERS",
+    "DatasetError",
+    "ImportOptions",
+    "ImportResult",
+    "column_kind",
+    "hf_batches",
+    "hub_offline",
+    "import_arrow",
+    "import_file",
+    "load_hf",
+    "messages_ok",
+    "prompt_ok",
+    "prompt_problem",
+    "read_csv",
+    "read_json",
+    "read_jsonl",
+    "read_parquet",
+    "save_stream",
+    "text_ok",
+    "value_problem",
+]

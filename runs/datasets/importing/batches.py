@@ -20,13 +20,15 @@ def _schema_problems(schema: pa.Schema, options: ImportOptions) -> list[str]:
     if len(schema.names) > options.max_columns:
         errors.append(f"{len(schema.names)} columns; the limit is {options.max_columns}")
     if not errors and options.prompt_column not in schema.names:
-        errors.append(f"column '{options.prompt_column}' is missing (columns: {', '.join(schema.names)}); "
-                      f"name the prompt column")
+        errors.append(
+            f"column '{options.prompt_column}' is missing (columns: {', '.join(schema.names)}); name the prompt column"
+        )
     return errors
 
 
-def convert_batches(batches: Iterator[pa.RecordBatch], schema: pa.Schema, sink: ParquetSink,
-                    options: ImportOptions) -> None:
+def convert_batches(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, sink: ParquetSink, options: ImportOptions
+) -> None:
     """Arrow sources (Parquet, Hugging Face): check each batch; a batch that fails is checked row by row."""
     problems = _schema_problems(schema, options)
     if problems:
@@ -37,8 +39,9 @@ def convert_batches(batches: Iterator[pa.RecordBatch], schema: pa.Schema, sink: 
         bad_text = _not_utf8_columns(batch)
         if bad_text:
             for name in bad_text:
-                checker.error(f"rows {offset + 1} to {offset + batch.num_rows}", f"column '{name}' holds text that "
-                                                                                  f"is not UTF-8")
+                checker.error(
+                    f"rows {offset + 1} to {offset + batch.num_rows}", f"column '{name}' holds text that is not UTF-8"
+                )
             checker.rows += batch.num_rows
             offset += batch.num_rows
             if checker.full:
@@ -51,8 +54,10 @@ def convert_batches(batches: Iterator[pa.RecordBatch], schema: pa.Schema, sink: 
             for i, row in enumerate(batch.to_pylist()):
                 checker.check(f"row {offset + i + 1}", row)
             if len(checker.errors) == before:  # a check that only the vectorised road makes: name the rows
-                checker.error(f"rows {offset + 1} to {offset + batch.num_rows}",
-                              f"column '{options.prompt_column}' has values that cannot be used as prompts")
+                checker.error(
+                    f"rows {offset + 1} to {offset + batch.num_rows}",
+                    f"column '{options.prompt_column}' has values that cannot be used as prompts",
+                )
             if checker.full:
                 break
         else:

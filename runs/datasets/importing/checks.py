@@ -46,6 +46,7 @@ def column_kind(t: pa.DataType) -> str:
 
 # --- vectorised checks (the fast road) ----------------------------------------------------------------------------
 
+
 def is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)
 
@@ -100,8 +101,8 @@ def _gsm8k_batch(batch: pa.RecordBatch, column: str) -> pa.RecordBatch:
     if column == "answer":
         if "solution" in names:
             raise FastPathStopped
-        arrays[at:at + 1] = [answer, text]
-        fields[at:at + 1] = [pa.field("answer", answer.type), pa.field("solution", text.type)]
+        arrays[at : at + 1] = [answer, text]
+        fields[at : at + 1] = [pa.field("answer", answer.type), pa.field("solution", text.type)]
     else:
         if "answer" in names:
             raise FastPathStopped
@@ -152,8 +153,7 @@ def _within_limits(arr, options: ImportOptions, depth: int = 0) -> bool:
 
 def checked(batch: pa.RecordBatch, options: ImportOptions) -> pa.RecordBatch:
     """The batch as it is stored (GSM8K answers parsed), or FastPathStopped if any row has a problem."""
-    if batch.num_columns > options.max_columns or \
-            not all(_within_limits(column, options) for column in batch.columns):
+    if batch.num_columns > options.max_columns or not all(_within_limits(column, options) for column in batch.columns):
         raise FastPathStopped  # the row checks name the line and the column
     try:
         if options.gsm8k_column:
@@ -166,6 +166,7 @@ def checked(batch: pa.RecordBatch, options: ImportOptions) -> pa.RecordBatch:
 
 
 # --- row by row checks (the precise road) -------------------------------------------------------------------------
+
 
 def _kind(value) -> str | None:
     if value is None:
@@ -220,8 +221,9 @@ def prompt_problem(value, column: str) -> str | None:
         return f"column '{column}' is an empty list of messages"
     for i, message in enumerate(value, start=1):
         if not isinstance(message, dict):
-            return (f"column '{column}' message {i} must be an object with 'role' and 'content', "
-                    f"got {_kind_words(message)}")
+            return (
+                f"column '{column}' message {i} must be an object with 'role' and 'content', got {_kind_words(message)}"
+            )
         role, content = message.get("role"), message.get("content")
         if role is None:
             return f"column '{column}' message {i} has no 'role'"
@@ -273,8 +275,11 @@ class RowChecker:
                     continue
                 seen = self.kinds.setdefault(column, (kind, where))
                 if seen[0] != kind:
-                    self.error(where, f"column '{column}' holds {KIND_WORDS.get(kind, kind)} here but "
-                                      f"{KIND_WORDS.get(seen[0], seen[0])} on {seen[1]}")
+                    self.error(
+                        where,
+                        f"column '{column}' holds {KIND_WORDS.get(kind, kind)} here but "
+                        f"{KIND_WORDS.get(seen[0], seen[0])} on {seen[1]}",
+                    )
         if o.prompt_column not in row:
             self.error(where, f"column '{o.prompt_column}' is missing")
         else:
@@ -313,8 +318,9 @@ class RowChecker:
         prompt = self.options.prompt_column
         if self.rows and not self.prompt_seen:
             columns = ", ".join(self.kinds) or "none"
-            errors = [f"no row has a column '{prompt}' (columns: {columns}); name the prompt column"] + \
-                     [e for e in errors if not e.endswith(f"column '{prompt}' is missing")]
+            errors = [f"no row has a column '{prompt}' (columns: {columns}); name the prompt column"] + [
+                e for e in errors if not e.endswith(f"column '{prompt}' is missing")
+            ]
         if errors:
             if len(errors) >= MAX_ERRORS:
                 errors = errors + [f"(only the first {MAX_ERRORS} problems are shown)"]

@@ -83,8 +83,11 @@ def read_csv(path: Path, sink: ParquetSink, options: ImportOptions) -> None:
             read_options=pcsv.ReadOptions(block_size=BLOCK_BYTES),
             parse_options=pcsv.ParseOptions(newlines_in_values=True),
             # every cell is text, as written: no type guessing, no formulas
-            convert_options=pcsv.ConvertOptions(column_types={name: pa.string() for name in header},
-                                                strings_can_be_null=False, quoted_strings_can_be_null=False),
+            convert_options=pcsv.ConvertOptions(
+                column_types={name: pa.string() for name in header},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
         )
         for batch in reader:
             sink.write(checked(batch, options))

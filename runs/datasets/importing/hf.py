@@ -18,8 +18,10 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 def hub_id_problem(hub_id: str) -> str | None:
     """Why ``hub_id`` is not a hub dataset id, or None."""
     if len(hub_id) > 200 or not HUB_ID.fullmatch(hub_id) or ".." in hub_id:
-        return "a hub id looks like 'name' or 'owner/name' (letters, digits, '.', '-', '_'); local data comes " \
-               "through the import folders (Local path)"
+        return (
+            "a hub id looks like 'name' or 'owner/name' (letters, digits, '.', '-', '_'); local data comes "
+            "through the import folders (Local path)"
+        )
     return None
 
 
@@ -32,26 +34,35 @@ def hub_offline() -> bool:
     return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)
 
 
-def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "", split: str = "",
-            cache_dir: Path):
+def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "", split: str = "", cache_dir: Path):
     """A ``datasets.Dataset`` from a folder saved with ``save_to_disk``, a data folder, or the hub (online only)."""
     import datasets
 
     datasets.disable_progress_bars()
     try:
         if local_path is not None:
-            saved = (local_path / "dataset_info.json").exists() or (local_path / "dataset_dict.json").exists() \
+            saved = (
+                (local_path / "dataset_info.json").exists()
+                or (local_path / "dataset_dict.json").exists()
                 or (local_path / "state.json").exists()
-            loaded = datasets.load_from_disk(str(local_path)) if saved else \
-                datasets.load_dataset(str(local_path), cache_dir=str(cache_dir))
+            )
+            loaded = (
+                datasets.load_from_disk(str(local_path))
+                if saved
+                else datasets.load_dataset(str(local_path), cache_dir=str(cache_dir))
+            )
             where = local_path.name
         else:
             problem = hub_id_problem(hub_id)
             if problem or Path(hub_id).exists():  # the loader runs in an empty folder: nothing local has this name
                 raise DatasetError([f"hub id: {problem or 'not a hub id'}"])
             if hub_offline():
-                raise DatasetError([f"cannot reach the Hugging Face hub for '{hub_id}': this server runs offline "
-                                    f"(HF_HUB_OFFLINE=1); import a local copy by path instead"])
+                raise DatasetError(
+                    [
+                        f"cannot reach the Hugging Face hub for '{hub_id}': this server runs offline "
+                        f"(HF_HUB_OFFLINE=1); import a local copy by path instead"
+                    ]
+                )
             loaded = datasets.load_dataset(hub_id, config or None, split=split or None, cache_dir=str(cache_dir))
             where = hub_id
     except DatasetError:
@@ -59,8 +70,12 @@ def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "
     except Exception as exc:  # datasets raises many kinds; all mean "this source cannot be loaded"
         kinds = " ".join(cls.__name__ for cls in type(exc).__mro__)
         if hub_id and any(word in kinds for word in ("Connection", "Timeout", "OfflineModeIsEnabled")):
-            raise DatasetError([f"cannot reach the Hugging Face hub for '{hub_id}' ({type(exc).__name__}): is this "
-                                f"server offline? Import a local copy by path instead"]) from None
+            raise DatasetError(
+                [
+                    f"cannot reach the Hugging Face hub for '{hub_id}' ({type(exc).__name__}): is this "
+                    f"server offline? Import a local copy by path instead"
+                ]
+            ) from None
         raise DatasetError([f"cannot load '{hub_id or local_path.name}': {type(exc).__name__}: {exc}"]) from None
     if isinstance(loaded, (datasets.DatasetDict, dict)):
         names = list(loaded)

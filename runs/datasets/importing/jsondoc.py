@@ -52,19 +52,19 @@ def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
     with open(path, "rb") as fh:
         try:
             skip_ws()
-            if buf[pos:pos + 1] != "[":
+            if buf[pos : pos + 1] != "[":
                 raise _Stop(line_at(pos), "expected a JSON array of objects, or one object per line")
             pos += 1
             while True:
                 skip_ws()
-                if buf[pos:pos + 1] == "]":
+                if buf[pos : pos + 1] == "]":
                     pos += 1
                     skip_ws()
                     if pos < len(buf):
                         raise _Stop(line_at(pos), "unexpected text after the end of the JSON array")
                     return
                 if index:
-                    if buf[pos:pos + 1] != ",":
+                    if buf[pos : pos + 1] != ",":
                         raise _Stop(line_at(pos), "not valid JSON (expected ',' or ']' between rows)")
                     pos += 1
                     skip_ws()
@@ -81,8 +81,9 @@ def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
                     except DuplicateKey as exc:
                         raise _Stop(f"row {index}", f"column '{exc.args[0]}' appears twice") from None
                     except RecursionError:
-                        raise _Stop(f"row {index}", f"values are nested more than {max_depth} levels deep, "
-                                                    f"the limit") from None
+                        raise _Stop(
+                            f"row {index}", f"values are nested more than {max_depth} levels deep, the limit"
+                        ) from None
                 pos = end
                 if isinstance(value, dict):
                     yield f"row {index}", value

@@ -27,8 +27,12 @@ def read_parquet(path: Path, sink: ParquetSink, options: ImportOptions) -> None:
     meta = pf.metadata
     decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     if decoded > EXPANSION_FREE_BYTES and decoded > MAX_EXPANSION * path.stat().st_size:
-        raise DatasetError([f"the Parquet file expands more than {MAX_EXPANSION} times when decompressed; "
-                            f"it looks like a compression bomb"])
+        raise DatasetError(
+            [
+                f"the Parquet file expands more than {MAX_EXPANSION} times when decompressed; "
+                f"it looks like a compression bomb"
+            ]
+        )
     if meta.num_rows == 0:
         raise DatasetError(["the file has no rows"])
     per_row = max(decoded // max(meta.num_rows, 1), 1)

@@ -28,8 +28,11 @@ def scan_and_write(records, sink: ParquetSink, options: ImportOptions) -> None:
             continue
         try:
             table_schema = _table(rows).schema
-            schema = table_schema if schema is None else pa.unify_schemas([schema, table_schema],
-                                                                          promote_options="permissive")
+            schema = (
+                table_schema
+                if schema is None
+                else pa.unify_schemas([schema, table_schema], promote_options="permissive")
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             checker.error(f"{first} to {last}", _arrow_column_problem(rows, exc))
     checker.raise_if_any()

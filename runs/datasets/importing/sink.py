@@ -32,10 +32,14 @@ class ParquetSink:
         if self.progress_path and time.monotonic() - self.noted_at > 0.5:
             Path(self.progress_path).write_text(str(self.rows))
             self.noted_at = time.monotonic()
-        if self.compressed_size and self.nbytes > EXPANSION_FREE_BYTES and \
-                self.nbytes > MAX_EXPANSION * self.compressed_size:
-            raise DatasetError([f"the data expands more than {MAX_EXPANSION} times its file's size; "
-                                f"it looks like a compression bomb"])
+        if (
+            self.compressed_size
+            and self.nbytes > EXPANSION_FREE_BYTES
+            and self.nbytes > MAX_EXPANSION * self.compressed_size
+        ):
+            raise DatasetError(
+                [f"the data expands more than {MAX_EXPANSION} times its file's size; it looks like a compression bomb"]
+            )
 
     def reset(self) -> None:
         if self.writer is not None:
@@ -48,5 +52,10 @@ class ParquetSink:
             self.writer.close()
         if not self.rows:
             raise DatasetError(["the file has no rows"])
-        return ImportResult(format=fmt, columns=self.schema.names, row_count=self.rows, nbytes=self.nbytes,
-                            column_types={f.name: column_kind(f.type) for f in self.schema})
+        return ImportResult(
+            format=fmt,
+            columns=self.schema.names,
+            row_count=self.rows,
+            nbytes=self.nbytes,
+            column_types={f.name: column_kind(f.type) for f in self.schema},
+        )

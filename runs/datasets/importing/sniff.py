@@ -15,13 +15,24 @@ FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"
 FORMAT_NAMES = {"jsonl": "JSON lines", "json": "JSON", "csv": "CSV", "parquet": "a Parquet file"}
 REFUSED_ARCHIVES = (".tar", ".tgz", ".7z", ".rar", ".bz2", ".xz", ".zst", ".lz4", ".br")
 MAGIC = [  # (offset, bytes, what it is)
-    (0, b"\x1f\x8b", "gzip"), (0, b"PK\x03\x04", "zip"), (0, b"PK\x05\x06", "zip"), (0, b"PAR1", "parquet"),
-    (0, b"\x89PNG", "a PNG image"), (0, b"\xff\xd8\xff", "a JPEG image"), (0, b"GIF8", "a GIF image"),
-    (0, b"%PDF", "a PDF document"), (0, b"BZh", "a bzip2 archive"), (0, b"\xfd7zXZ\x00", "an xz archive"),
-    (0, b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"), (0, b"Rar!", "a RAR archive"),
-    (0, b"\x28\xb5\x2f\xfd", "a zstd archive"), (0, b"ARROW1", "an Arrow file"),
-    (0, b"SQLite format 3\x00", "an SQLite database"), (257, b"ustar", "a tar archive"),
-    (0, b"\xff\xfe", "UTF-16 text"), (0, b"\xfe\xff", "UTF-16 text"),
+    (0, b"\x1f\x8b", "gzip"),
+    (0, b"PK\x03\x04", "zip"),
+    (0, b"PK\x05\x06", "zip"),
+    (0, b"PAR1", "parquet"),
+    (0, b"\x89PNG", "a PNG image"),
+    (0, b"\xff\xd8\xff", "a JPEG image"),
+    (0, b"GIF8", "a GIF image"),
+    (0, b"%PDF", "a PDF document"),
+    (0, b"BZh", "a bzip2 archive"),
+    (0, b"\xfd7zXZ\x00", "an xz archive"),
+    (0, b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (0, b"Rar!", "a RAR archive"),
+    (0, b"\x28\xb5\x2f\xfd", "a zstd archive"),
+    (0, b"ARROW1", "an Arrow file"),
+    (0, b"SQLite format 3\x00", "an SQLite database"),
+    (257, b"ustar", "a tar archive"),
+    (0, b"\xff\xfe", "UTF-16 text"),
+    (0, b"\xfe\xff", "UTF-16 text"),
 ]
 
 
@@ -34,13 +45,18 @@ def type_from_name(name: str) -> tuple[str, str]:
     if lower.endswith(".gz"):
         compression, lower = "gzip", lower[:-3]
     if lower.endswith(REFUSED_ARCHIVES) or lower.endswith((".gz", ".zip")):
-        raise DatasetError([f"{name}: archives of this kind are not accepted; upload the .jsonl, .json, .csv or "
-                            f".parquet file itself, or one of them gzipped (.gz) or alone in a .zip"])
+        raise DatasetError(
+            [
+                f"{name}: archives of this kind are not accepted; upload the .jsonl, .json, .csv or "
+                f".parquet file itself, or one of them gzipped (.gz) or alone in a .zip"
+            ]
+        )
     for ext, fmt in FORMATS.items():
         if lower.endswith(ext):
             return compression, fmt
-    raise DatasetError([f"{name}: unsupported file type; upload .jsonl, .json, .csv or .parquet (optionally .gz, "
-                        f"or alone in a .zip)"])
+    raise DatasetError(
+        [f"{name}: unsupported file type; upload .jsonl, .json, .csv or .parquet (optionally .gz, or alone in a .zip)"]
+    )
 
 
 def _sniff(path: Path) -> str:
@@ -48,7 +64,7 @@ def _sniff(path: Path) -> str:
     with open(path, "rb") as fh:
         head = fh.read(8192)
     for offset, magic, what in MAGIC:
-        if head[offset:offset + len(magic)] == magic:
+        if head[offset : offset + len(magic)] == magic:
             return what
     return "binary data" if b"\x00" in head else "text"
 
@@ -76,7 +92,7 @@ def first_utf8_problem(path: Path) -> str | None:
                 decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError as exc:
                 bad = offset + exc.start - pending
-                before = chunk[:max(exc.start - pending, 0)]
+                before = chunk[: max(exc.start - pending, 0)]
                 newlines = before.count(b"\n")
                 if newlines:
                     line_start = offset + before.rindex(b"\n") + 1
@@ -104,8 +120,12 @@ def _copy_capped(src, out, filename: str, max_bytes: int, compressed_size) -> No
         if total > max_bytes:
             raise DatasetError([f"{filename} decompresses to more than {max_bytes} bytes, the limit"])
         if total > EXPANSION_FREE_BYTES and total > MAX_EXPANSION * max(compressed_size(), 1):
-            raise DatasetError([f"{filename} expands more than {MAX_EXPANSION} times when decompressed; "
-                                f"it looks like a compression bomb"])
+            raise DatasetError(
+                [
+                    f"{filename} expands more than {MAX_EXPANSION} times when decompressed; "
+                    f"it looks like a compression bomb"
+                ]
+            )
         out.write(chunk)
 
 
@@ -131,11 +151,19 @@ def unzip(source: Path, out_path: Path, filename: str, max_bytes: int) -> tuple[
             if member.flag_bits & 0x1:
                 raise DatasetError([f"{filename}: {member.filename} is encrypted"])
             if member.file_size > max_bytes:
-                raise DatasetError([f"{filename}: {member.filename} is {member.file_size} bytes uncompressed; "
-                                    f"the limit is {max_bytes}"])
+                raise DatasetError(
+                    [
+                        f"{filename}: {member.filename} is {member.file_size} bytes uncompressed; "
+                        f"the limit is {max_bytes}"
+                    ]
+                )
             if member.file_size > EXPANSION_FREE_BYTES and member.file_size > MAX_EXPANSION * member.compress_size:
-                raise DatasetError([f"{filename} expands more than {MAX_EXPANSION} times when decompressed; "
-                                    f"it looks like a compression bomb"])
+                raise DatasetError(
+                    [
+                        f"{filename} expands more than {MAX_EXPANSION} times when decompressed; "
+                        f"it looks like a compression bomb"
+                    ]
+                )
             with archive.open(member) as src, open(out_path, "wb") as out:
                 # the sizes in the header may lie: count what really comes out
                 _copy_capped(src, out, filename, max_bytes, lambda: member.compress_size)

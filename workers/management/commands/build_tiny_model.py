@@ -8,8 +8,10 @@ from workers.training.tinymodel import build_tiny_model
 
 
 class Command(BaseCommand):
-    help = ("Build the tiny Qwen2-style demo model and its tokenizer locally (no download), and its cold-started copy "
-            "('tiny-sft': a short SFT on worked arithmetic answers, so accuracy rewards fire).")
+    help = (
+        "Build the tiny Qwen2-style demo model and its tokenizer locally (no download), and its cold-started copy "
+        "('tiny-sft': a short SFT on worked arithmetic answers, so accuracy rewards fire)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--out", default=str(settings.GRPO_TINY_MODEL_DIR))

@@ -38,20 +38,63 @@ class Command(BaseCommand):
         ensure_configured_redis()
         env = dict(os.environ)  # children derive the same settings, so they share the embedded Redis
         # each child gets SIGTERM if the demo dies without stopping it (killed with -9)
-        start = functools.partial(subprocess.Popen, env=env, cwd=settings.BASE_DIR,
-                                  preexec_fn=functools.partial(die_with_parent, signal.SIGTERM))
+        start = functools.partial(
+            subprocess.Popen,
+            env=env,
+            cwd=settings.BASE_DIR,
+            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM),
+        )
         procs = [
             # the training queue, one run at a time (a GPU worker's job) ...
-            start([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "training",
-                   "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "train@%h", "-l", "INFO"]),
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "grpo_web",
+                    "worker",
+                    "-Q",
+                    "training",
+                    "--concurrency",
+                    "1",
+                    "--prefetch-multiplier",
+                    "1",
+                    "-n",
+                    "train@%h",
+                    "-l",
+                    "INFO",
+                ]
+            ),
             # ... and reward tests and contract checks in the sandbox, which must not wait behind a run
-            start([sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", "sandbox,default",
-                   "--concurrency", "1", "--prefetch-multiplier", "1", "-n", "sandbox@%h", "-l", "INFO"]),
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "grpo_web",
+                    "worker",
+                    "-Q",
+                    "sandbox,default",
+                    "--concurrency",
+                    "1",
+                    "--prefetch-multiplier",
+                    "1",
+                    "-n",
+                    "sandbox@%h",
+                    "-l",
+                    "INFO",
+                ]
+            ),
             start([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", host, "--port", str(port)]),
         ]
         password = envstr("GRPO_DEMO_PASSWORD", "demo")
-        self.stdout.write(self.style.SUCCESS(
-            f"\ngrpo-web is running: http://{host}:{port}/  (login: demo / {password})\nCtrl-C stops it.\n"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\ngrpo-web is running: http://{host}:{port}/  (login: demo / {password})\nCtrl-C stops it.\n"
+            )
+        )
         try:
             while all(p.poll() is None for p in procs):
                 time.sleep(0.5)

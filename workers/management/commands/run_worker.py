@@ -29,5 +29,24 @@ class Command(BaseCommand):
         if sandbox:
             queues += [SANDBOX_QUEUE, DEFAULT_QUEUE]
         self.stdout.write(f"{gpus} GPU(s); queues: {', '.join(queues)}")
-        os.execv(sys.executable, [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", ",".join(queues),
-                                  "--concurrency", "1", "--prefetch-multiplier", "1", "-n", name, "-l", "INFO"])
+        os.execv(
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "grpo_web",
+                "worker",
+                "-Q",
+                ",".join(queues),
+                "--concurrency",
+                "1",
+                "--prefetch-multiplier",
+                "1",
+                "-n",
+                name,
+                "-l",
+                "INFO",
+            ],
+        )

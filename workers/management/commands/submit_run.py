@@ -14,8 +14,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("config", help="path to the YAML file")
         parser.add_argument("--user", required=True, help="the owner of the run (and of its dataset and rewards)")
-        parser.add_argument("--queue-anyway", action="store_true",
-                            help="queue a GPU or vLLM run even though no online worker has them yet")
+        parser.add_argument(
+            "--queue-anyway",
+            action="store_true",
+            help="queue a GPU or vLLM run even though no online worker has them yet",
+        )
 
     def handle(self, *args, config, user, **options):
         owner = get_user_model().objects.filter(username=user).first()

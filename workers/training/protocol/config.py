@@ -13,9 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # transformers' SchedulerType values: the learning-rate schedules GRPOConfig and SFTConfig take
-LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
-                 "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
-                 "warmup_stable_decay", "greedy")
+LR_SCHEDULERS = (
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "constant",
+    "constant_with_warmup",
+    "inverse_sqrt",
+    "reduce_lr_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
+    "warmup_stable_decay",
+    "greedy",
+)
 
 
 def _f(default, help_text: str, group: str, **extra):
@@ -34,70 +45,103 @@ class GRPOFields:
     are TRL's defaults. ``None`` means "TRL's default" for optional fields."""
 
     # generation
-    num_generations: int = _f(8, "Completions sampled per prompt (G); the group is its own baseline.", "generation",
-                              min=2)
+    num_generations: int = _f(
+        8, "Completions sampled per prompt (G); the group is its own baseline.", "generation", min=2
+    )
     max_completion_length: int = _f(16, "Maximum tokens generated per completion.", "generation", min=1)
     temperature: float = _f(1.0, "Sampling temperature for generation.", "generation", min=0.0)
-    top_p: float = _f(1.0, "Nucleus sampling: keep the smallest token set with this much probability.", "generation",
-                      min=0.0)
+    top_p: float = _f(
+        1.0, "Nucleus sampling: keep the smallest token set with this much probability.", "generation", min=0.0
+    )
     top_k: int = _f(0, "Sample among the k most likely tokens; 0 disables it.", "generation", min=0)
     repetition_penalty: float = _f(1.0, "Penalty on repeated tokens; 1.0 is none.", "generation", min=0.0)
-    steps_per_generation: int | None = _f(None, "Optimizer steps per generation batch (defaults to "
-                                                "gradient_accumulation_steps).", "generation", min=1)
+    steps_per_generation: int | None = _f(
+        None, "Optimizer steps per generation batch (defaults to gradient_accumulation_steps).", "generation", min=1
+    )
     # vLLM
     use_vllm: bool = _f(False, "Generate with vLLM (GPU workers with vLLM installed).", "vllm")
-    vllm_mode: str = _f("colocate", "'colocate': vLLM inside the trainer process; 'server': a TRL vLLM server the "
-                                    "worker starts on a spare GPU.", "vllm", choices=("colocate", "server"))
-    vllm_gpu_memory_utilization: float = _f(0.3, "Share of GPU memory vLLM may take (colocate mode).", "vllm",
-                                            min=0.0)
+    vllm_mode: str = _f(
+        "colocate",
+        "'colocate': vLLM inside the trainer process; 'server': a TRL vLLM server the worker starts on a spare GPU.",
+        "vllm",
+        choices=("colocate", "server"),
+    )
+    vllm_gpu_memory_utilization: float = _f(0.3, "Share of GPU memory vLLM may take (colocate mode).", "vllm", min=0.0)
     # loss
-    beta: float = _f(0.0, "KL coefficient against the reference model; 0 skips the reference model.", "loss",
-                     min=0.0)
+    beta: float = _f(0.0, "KL coefficient against the reference model; 0 skips the reference model.", "loss", min=0.0)
     epsilon: float = _f(0.2, "Lower clipping range of the policy ratio.", "loss", min=0.0)
-    epsilon_high: float | None = _f(None, "Upper clipping range (DAPO's clip-higher); defaults to epsilon.", "loss",
-                                    min=0.0)
-    loss_type: str = _f("dapo", "Loss formulation: how token losses are normalised and clipped (TRL's loss_type).", "loss",
-                        choices=("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"))
+    epsilon_high: float | None = _f(
+        None, "Upper clipping range (DAPO's clip-higher); defaults to epsilon.", "loss", min=0.0
+    )
+    loss_type: str = _f(
+        "dapo",
+        "Loss formulation: how token losses are normalised and clipped (TRL's loss_type).",
+        "loss",
+        choices=("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
+    )
     num_iterations: int = _f(1, "Optimisation passes per generation batch (μ in the GRPO paper).", "loss", min=1)
-    importance_sampling_level: str = _f("token", "Importance ratios per token, or per sequence (GSPO).", "loss",
-                                        choices=("token", "sequence"))
-    mask_truncated_completions: bool = _f(False, "Leave completions cut off at max_completion_length out of the "
-                                                 "loss.", "loss")
+    importance_sampling_level: str = _f(
+        "token", "Importance ratios per token, or per sequence (GSPO).", "loss", choices=("token", "sequence")
+    )
+    mask_truncated_completions: bool = _f(
+        False, "Leave completions cut off at max_completion_length out of the loss.", "loss"
+    )
     # rewards
-    scale_rewards: str = _f("group", "Divide advantages by the std of the group, of the batch, or not at all.",
-                            "rewards", choices=("group", "batch", "none"))
-    multi_objective_aggregation: str = _f("sum_then_normalize", "Combine the reward functions before or after "
-                                                                "normalising each.", "rewards",
-                                          choices=("sum_then_normalize", "normalize_then_sum"))
+    scale_rewards: str = _f(
+        "group",
+        "Divide advantages by the std of the group, of the batch, or not at all.",
+        "rewards",
+        choices=("group", "batch", "none"),
+    )
+    multi_objective_aggregation: str = _f(
+        "sum_then_normalize",
+        "Combine the reward functions before or after normalising each.",
+        "rewards",
+        choices=("sum_then_normalize", "normalize_then_sum"),
+    )
     # training
     learning_rate: float = _f(1e-2, "AdamW learning rate.", "training", min=0.0)
     max_steps: int = _f(30, "Optimizer steps to train for.", "training", min=1)
-    per_device_train_batch_size: int = _f(16, "Completions per device per step; a multiple of num_generations.",
-                                          "training", min=1)
+    per_device_train_batch_size: int = _f(
+        16, "Completions per device per step; a multiple of num_generations.", "training", min=1
+    )
     gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
-    lr_scheduler_type: str = _f("linear", "Learning-rate schedule (transformers' SchedulerType; its arguments, such "
-                                          "as min_lr_rate, go in lr_scheduler_kwargs).", "training",
-                                choices=LR_SCHEDULERS)
+    lr_scheduler_type: str = _f(
+        "linear",
+        "Learning-rate schedule (transformers' SchedulerType; its arguments, such "
+        "as min_lr_rate, go in lr_scheduler_kwargs).",
+        "training",
+        choices=LR_SCHEDULERS,
+    )
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
     weight_decay: float = _f(0.0, "AdamW weight decay.", "training", min=0.0)
-    bf16: str = _f("auto", "bfloat16 training: 'auto' uses it where the GPU supports it.", "training",
-                   choices=("auto", "yes", "no"))
+    bf16: str = _f(
+        "auto",
+        "bfloat16 training: 'auto' uses it where the GPU supports it.",
+        "training",
+        choices=("auto", "yes", "no"),
+    )
     gradient_checkpointing: bool = _f(True, "Trade compute for memory.", "training")
     seed: int = _f(42, "Random seed: the same seed gives the same run.", "training")
     # LoRA (TRL's ModelConfig names; PEFT's LoraConfig)
-    use_peft: bool = _f(False, "Train LoRA adapters instead of every weight (TRL's peft_config); the final model "
-                               "is saved merged, and the adapter beside it.", "peft")
+    use_peft: bool = _f(
+        False,
+        "Train LoRA adapters instead of every weight (TRL's peft_config); the final model "
+        "is saved merged, and the adapter beside it.",
+        "peft",
+    )
     lora_r: int = _f(16, "LoRA rank.", "peft", min=1)
     lora_alpha: int = _f(32, "LoRA alpha: the update is scaled by alpha / r.", "peft", min=1)
     lora_dropout: float = _f(0.05, "Dropout on the LoRA path.", "peft", min=0.0)
-    lora_target_modules: str = _f("all-linear", "Modules that get adapters: 'all-linear', or names separated by "
-                                                "commas (q_proj,v_proj).", "peft")
+    lora_target_modules: str = _f(
+        "all-linear", "Modules that get adapters: 'all-linear', or names separated by commas (q_proj,v_proj).", "peft"
+    )
     # logging and checkpoints
-    save_steps: int = _f(10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.",
-                         "logging", min=0)
+    save_steps: int = _f(
+        10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.", "logging", min=0
+    )
     save_total_limit: int = _f(2, "Checkpoints kept on disk.", "logging", min=1)
-    log_completions: bool = _f(False, "Also write TRL's own completions table (parquet) every logged step.",
-                               "logging")
+    log_completions: bool = _f(False, "Also write TRL's own completions table (parquet) every logged step.", "logging")
 
 
 GRPO_FIELDS = {f.name: f for f in dataclasses.fields(GRPOFields)}
@@ -108,16 +152,26 @@ class EvalFields:
     """Held-out evaluation during a run (workers.training.evaluate), on the dataset version's eval split. Not GRPOConfig
     fields: TRL's own evaluation samples num_generations per prompt and knows no pass@k, so grpo-web runs its own."""
 
-    eval_steps: int = _f(0, "Evaluate on the eval split every N steps (and before the first and after the last); "
-                            "0: no periodic evaluation.", "evaluation", min=0)
-    eval_num_samples: int = _f(4, "k: sampled completions per eval prompt (mean@k, pass@k, maj@k), plus one greedy.",
-                               "evaluation", min=1)
-    eval_max_prompts: int = _f(32, "Eval prompts used (the first rows of the eval split); 0: all of them.",
-                               "evaluation", min=0)
+    eval_steps: int = _f(
+        0,
+        "Evaluate on the eval split every N steps (and before the first and after the last); "
+        "0: no periodic evaluation.",
+        "evaluation",
+        min=0,
+    )
+    eval_num_samples: int = _f(
+        4, "k: sampled completions per eval prompt (mean@k, pass@k, maj@k), plus one greedy.", "evaluation", min=1
+    )
+    eval_max_prompts: int = _f(
+        32, "Eval prompts used (the first rows of the eval split); 0: all of them.", "evaluation", min=0
+    )
     eval_temperature: float = _f(1.0, "Sampling temperature of the k samples.", "evaluation", min=0.0)
-    eval_solved_by: str = _f("", "The reward that decides a correct completion: a reward function's name, or "
-                                 "'reward' for the weighted total. Blank: 'accuracy' if the run has it, else the total.",
-                             "evaluation")
+    eval_solved_by: str = _f(
+        "",
+        "The reward that decides a correct completion: a reward function's name, or "
+        "'reward' for the weighted total. Blank: 'accuracy' if the run has it, else the total.",
+        "evaluation",
+    )
     eval_threshold: float = _f(1.0, "A completion is correct when that reward is at least this.", "evaluation")
 
 
@@ -133,32 +187,46 @@ class SFTFields:
     cold start, workers.training.coldstart); ``None`` means "TRL's default" for optional fields."""
 
     # data
-    max_length: int | None = _f(128, "Tokenize to at most this many tokens (prompt and completion); longer rows are "
-                                     "truncated.", "data", min=1)
+    max_length: int | None = _f(
+        128, "Tokenize to at most this many tokens (prompt and completion); longer rows are truncated.", "data", min=1
+    )
     packing: bool = _f(False, "Pack several rows into each sequence of max_length.", "data")
     # loss
     completion_only_loss: bool = _f(True, "Prompt-completion rows: train on the completion tokens only.", "loss")
-    assistant_only_loss: bool = _f(False, "Conversational rows: train on the assistant's messages only (the "
-                                          "model's chat template must mark them).", "loss")
-    loss_type: str = _f("nll", "Negative log-likelihood, or DFT (each token's loss weighted by its probability).",
-                        "loss", choices=("nll", "dft"))
+    assistant_only_loss: bool = _f(
+        False,
+        "Conversational rows: train on the assistant's messages only (the model's chat template must mark them).",
+        "loss",
+    )
+    loss_type: str = _f(
+        "nll",
+        "Negative log-likelihood, or DFT (each token's loss weighted by its probability).",
+        "loss",
+        choices=("nll", "dft"),
+    )
     # training
     learning_rate: float = _f(3e-3, "AdamW learning rate.", "training", min=0.0)
     max_steps: int = _f(30, "Optimizer steps to train for.", "training", min=1)
     per_device_train_batch_size: int = _f(16, "Rows per device per step.", "training", min=1)
     gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
-    lr_scheduler_type: str = _f("cosine", "Learning-rate schedule (transformers' SchedulerType).", "training",
-                                choices=LR_SCHEDULERS)
+    lr_scheduler_type: str = _f(
+        "cosine", "Learning-rate schedule (transformers' SchedulerType).", "training", choices=LR_SCHEDULERS
+    )
     warmup_steps: int = _f(0, "Steps of linear warmup.", "training", min=0)
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
     weight_decay: float = _f(0.0, "AdamW weight decay.", "training", min=0.0)
-    bf16: str = _f("auto", "bfloat16 training: 'auto' uses it where the GPU supports it.", "training",
-                   choices=("auto", "yes", "no"))
+    bf16: str = _f(
+        "auto",
+        "bfloat16 training: 'auto' uses it where the GPU supports it.",
+        "training",
+        choices=("auto", "yes", "no"),
+    )
     gradient_checkpointing: bool = _f(False, "Trade compute for memory.", "training")
     seed: int = _f(42, "Random seed: the same seed gives the same run.", "training")
     # logging and checkpoints
-    save_steps: int = _f(10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.",
-                         "logging", min=0)
+    save_steps: int = _f(
+        10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.", "logging", min=0
+    )
     save_total_limit: int = _f(2, "Checkpoints kept on disk.", "logging", min=1)
 
 
@@ -192,9 +260,14 @@ def field_problems(fields: dict, values) -> list[str]:
 
 
 # grpo-web's own setting (not a GRPOConfig field): the token-level view's sample (workers.training.tokens)
-TOKEN_SAMPLE_GROUPS = _f(1, "Groups of each generation batch whose tokens are kept: per token the log-probability "
-                            "at generation and at the update, the reference's, the entropy, the importance ratio and "
-                            "the clipping, as TRL computed them. -1: every group; 0: none.", "tokens", min=-1)
+TOKEN_SAMPLE_GROUPS = _f(
+    1,
+    "Groups of each generation batch whose tokens are kept: per token the log-probability "
+    "at generation and at the update, the reference's, the entropy, the importance ratio and "
+    "the clipping, as TRL computed them. -1: every group; 0: none.",
+    "tokens",
+    min=-1,
+)
 
 
 @dataclass
@@ -294,15 +367,19 @@ class TrainConfig:
         if self.rewards and self.evaluation.eval_solved_by:
             names = [r.name for r in self.rewards]
             if self.evaluation.eval_solved_by not in names + ["reward"]:
-                errors.append(f"eval_solved_by: '{self.evaluation.eval_solved_by}' is not one of the run's rewards "
-                              f"({', '.join(names)}) nor 'reward' (the weighted total).")
+                errors.append(
+                    f"eval_solved_by: '{self.evaluation.eval_solved_by}' is not one of the run's rewards "
+                    f"({', '.join(names)}) nor 'reward' (the weighted total)."
+                )
         return errors
 
     def _validate_sft(self) -> list[str]:
         errors = field_problems(SFT_FIELDS, self.sft)
         if self.tools or self.environment:
-            errors.append(f"{'tools' if self.tools else 'environment'}: an SFT run trains on fixed text; tools are "
-                          "called by a GRPO run's model as it generates.")
+            errors.append(
+                f"{'tools' if self.tools else 'environment'}: an SFT run trains on fixed text; tools are "
+                "called by a GRPO run's model as it generates."
+            )
         if self.evaluation.eval_steps and not self.rewards:
             # an SFT run's reward functions only score its evaluations
             errors.append("rewards: pick the reward functions that score the evaluations, or set eval_steps to 0.")

@@ -26,8 +26,7 @@ import psutil
 
 log = logging.getLogger(__name__)
 
-NVIDIA_SMI_QUERY = ["--query-gpu=index,uuid,utilization.gpu,memory.used,memory.total",
-                    "--format=csv,noheader,nounits"]
+NVIDIA_SMI_QUERY = ["--query-gpu=index,uuid,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"]
 NVIDIA_SMI_TIMEOUT = 5.0
 RANK_FILE = "rank-{rank}.jsonl"
 MAX_GPUS = 64  # per rank sample: more is not a sample this program wrote
@@ -107,8 +106,13 @@ class ResourceMeter:
         if not self.nvidia_smi:
             return []
         try:
-            out = subprocess.run([self.nvidia_smi, *NVIDIA_SMI_QUERY], capture_output=True, text=True, check=True,
-                                 timeout=NVIDIA_SMI_TIMEOUT).stdout
+            out = subprocess.run(
+                [self.nvidia_smi, *NVIDIA_SMI_QUERY],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=NVIDIA_SMI_TIMEOUT,
+            ).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("%s: nvidia-smi failed (%s); no GPU telemetry from here on", self.name, exc)
             self.nvidia_smi = None
@@ -147,8 +151,14 @@ class RankTelemetry:
         if tree is None:
             return None
         cpu, rss = tree
-        return {"ts": time.time(), "rank": self.rank, "node": self.node, "cpu_percent": cpu, "rss_bytes": rss,
-                "gpus": self.meter.measure_gpus()}
+        return {
+            "ts": time.time(),
+            "rank": self.rank,
+            "node": self.node,
+            "cpu_percent": cpu,
+            "rss_bytes": rss,
+            "gpus": self.meter.measure_gpus(),
+        }
 
     def write(self, sample: dict) -> None:
         line = json.dumps(sample) + "\n"
@@ -186,11 +196,11 @@ def _gpu(data) -> dict | None:
     if not isinstance(data, dict) or not (type(data.get("index")) is int and 0 <= data["index"] < 2**16):
         return None
     util, used, total = data.get("util"), data.get("mem_used"), data.get("mem_total")
-    if (util is not None and not _finite(util, 0, 100)) or any(v is not None and not _byte_count(v)
-                                                                for v in (used, total)):
+    if (util is not None and not _finite(util, 0, 100)) or any(
+        v is not None and not _byte_count(v) for v in (used, total)
+    ):
         return None
-    return {"index": data["index"], "util": None if util is None else float(util), "mem_used": used,
-            "mem_total": total}
+    return {"index": data["index"], "util": None if util is None else float(util), "mem_used": used, "mem_total": total}
 
 
 def parse_rank_sample(line: bytes | str) -> dict | None:
@@ -208,5 +218,9 @@ def parse_rank_sample(line: bytes | str) -> dict | None:
     checked = [_gpu(g) for g in gpus]
     if any(g is None for g in checked):
         return None
-    return {"node": node[:MAX_NODE] if isinstance(node, str) else "", "cpu_percent": float(cpu), "rss_bytes": rss,
-            "gpus": checked}
+    return {
+        "node": node[:MAX_NODE] if isinstance(node, str) else "",
+        "cpu_percent": float(cpu),
+        "rss_bytes": rss,
+        "gpus": checked,
+    }

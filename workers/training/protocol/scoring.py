@@ -12,8 +12,10 @@ def criterion(solved_by: str, reward_names: list[str]) -> str:
     """The reward that decides correctness: the one named, else ``accuracy`` when the run has it, else the total."""
     if solved_by:
         if solved_by != TOTAL and solved_by not in reward_names:
-            raise ValueError(f"eval_solved_by: '{solved_by}' is not one of the run's rewards "
-                             f"({', '.join(reward_names)}) nor '{TOTAL}' (the weighted total)")
+            raise ValueError(
+                f"eval_solved_by: '{solved_by}' is not one of the run's rewards "
+                f"({', '.join(reward_names)}) nor '{TOTAL}' (the weighted total)"
+            )
         return solved_by
     return "accuracy" if "accuracy" in reward_names else TOTAL
 

@@ -14,8 +14,12 @@ from workers.training.protocol.config import GRPOFields, TrainConfig
 TRAINERS = ("trl", "verl")
 
 # TRL's loss_type -> verl's actor.loss_agg_mode (how token losses are averaged): the same normalisations
-LOSS_AGG = {"grpo": "seq-mean-token-mean", "dapo": "token-mean", "bnpo": "token-mean",
-            "dr_grpo": "seq-mean-token-sum-norm"}
+LOSS_AGG = {
+    "grpo": "seq-mean-token-mean",
+    "dapo": "token-mean",
+    "bnpo": "token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+}
 # TRL's loss_type values that are a policy loss of their own in verl (actor.policy_loss.loss_mode)
 LOSS_MODE = {"cispo": "cispo", "sapo": "sapo"}
 # verl's two learning-rate schedules (actor.optim.lr_scheduler_type)
@@ -35,19 +39,32 @@ def node_layout(gpus: int, node_gpus: list[int]) -> tuple[int, int]:
     for per_node in range(gpus, 0, -1):
         if gpus % per_node == 0 and sum(1 for n in node_gpus if n >= per_node) >= gpus // per_node:
             return per_node, gpus // per_node
-    raise ValueError(f"the Ray cluster cannot place {gpus} GPU(s) for verl: its live nodes have "
-                     f"{', '.join(str(n) for n in node_gpus) or 'no'} GPU(s)")
+    raise ValueError(
+        f"the Ray cluster cannot place {gpus} GPU(s) for verl: its live nodes have "
+        f"{', '.join(str(n) for n in node_gpus) or 'no'} GPU(s)"
+    )
 
 
-def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_path: str, config_path: str,
-              gpus: int = 1, nnodes: int = 1, max_prompt_length: int = 512, flash_attn: bool = True) -> list[str]:
+def overrides(
+    config: TrainConfig,
+    *,
+    train_file: str,
+    val_file: str,
+    reward_path: str,
+    config_path: str,
+    gpus: int = 1,
+    nnodes: int = 1,
+    max_prompt_length: int = 512,
+    flash_attn: bool = True,
+) -> list[str]:
     """verl's command-line overrides for this run (GRPO, vLLM rollout on ``gpus`` GPUs on each of ``nnodes`` nodes).
     Without ``flash_attn`` (the package is missing) the actor uses PyTorch's SDPA attention on padded batches."""
     g = config.grpo
     per_step = prompts_per_step(g, max(1, gpus) * max(1, nnodes))
     # TRL generates B x steps_per_generation completions at a time and takes several optimizer steps on them
-    per_generation = per_step * (g.steps_per_generation or g.gradient_accumulation_steps) \
-        // g.gradient_accumulation_steps
+    per_generation = (
+        per_step * (g.steps_per_generation or g.gradient_accumulation_steps) // g.gradient_accumulation_steps
+    )
     actor = "actor_rollout_ref.actor"
     rollout = "actor_rollout_ref.rollout"
     values: dict[str, object] = {
@@ -75,8 +92,9 @@ def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_pat
         f"{actor}.clip_ratio_low": g.epsilon,
         f"{actor}.clip_ratio_high": g.epsilon if g.epsilon_high is None else g.epsilon_high,
         f"{actor}.loss_agg_mode": LOSS_AGG.get(g.loss_type, "token-mean"),
-        f"{actor}.policy_loss.loss_mode": ("gspo" if g.importance_sampling_level == "sequence"
-                                           else LOSS_MODE.get(g.loss_type, "vanilla")),
+        f"{actor}.policy_loss.loss_mode": (
+            "gspo" if g.importance_sampling_level == "sequence" else LOSS_MODE.get(g.loss_type, "vanilla")
+        ),
         f"{actor}.use_kl_loss": g.beta > 0,
         f"{actor}.kl_loss_coef": g.beta,
         f"{actor}.kl_loss_type": "low_var_kl",  # k3, the estimator TRL's beta uses
@@ -86,10 +104,13 @@ def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_pat
         f"{actor}.optim.lr": g.learning_rate,
         f"{actor}.optim.weight_decay": g.weight_decay,
         f"{actor}.optim.lr_warmup_steps": int(config.extra.get("warmup_steps", 0) or 0)
-        if float(config.extra.get("warmup_steps", 0) or 0) >= 1 else -1,
+        if float(config.extra.get("warmup_steps", 0) or 0) >= 1
+        else -1,
         f"{actor}.optim.lr_warmup_steps_ratio": float(config.extra.get("warmup_steps", 0) or 0)
-        if float(config.extra.get("warmup_steps", 0) or 0) < 1 else 0.0,
-        f"{actor}.optim.lr_scheduler_type": g.lr_scheduler_type if g.lr_scheduler_type in VERL_SCHEDULERS
+        if float(config.extra.get("warmup_steps", 0) or 0) < 1
+        else 0.0,
+        f"{actor}.optim.lr_scheduler_type": g.lr_scheduler_type
+        if g.lr_scheduler_type in VERL_SCHEDULERS
         else "constant",
         f"{rollout}.name": "vllm",
         f"{rollout}.n": g.num_generations,
@@ -131,7 +152,7 @@ def overrides(config: TrainConfig, *, train_file: str, val_file: str, reward_pat
 def _hydra(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str) and any(c in value for c in " ,=:'\"") and not value.startswith(("[", "\"")):
+    if isinstance(value, str) and any(c in value for c in " ,=:'\"") and not value.startswith(("[", '"')):
         return json.dumps(value)  # Hydra's quoted string
     return str(value)
 
@@ -162,26 +183,57 @@ FROM_VERL = {
     "data.seed": ("seed", int),
 }
 # verl keys the run sets itself (paths, loggers, layout), or that say nothing a run can change
-MANAGED_VERL = {"data.train_files", "data.val_files", "data.prompt_key", "data.reward_fn_key",
-                "data.filter_overlong_prompts", "data.truncation", "data.dataloader_num_workers",
-                "data.max_prompt_length", "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.name",
-                "actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.rollout.mode",
-                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.actor.use_kl_loss",
-                "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.loss_agg_mode",
-                "actor_rollout_ref.actor.entropy_coeff", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-                "actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.use_remove_padding",
-                "actor_rollout_ref.actor.fsdp_config.param_offload",
-                "actor_rollout_ref.actor.fsdp_config.optimizer_offload", "actor_rollout_ref.ref.fsdp_config.param_offload",
-                "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", "actor_rollout_ref.actor.optim.lr_warmup_steps",
-                "actor_rollout_ref.actor.policy_loss.loss_mode", "algorithm.adv_estimator",
-                "algorithm.norm_adv_by_std_in_grpo", "algorithm.use_kl_in_reward", "data.train_batch_size",
-                "reward.custom_reward_function.path", "reward.custom_reward_function.name",
-                "custom_reward_function.path", "custom_reward_function.name", "trainer.logger",
-                "trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
-                "trainer.rollout_data_dir", "trainer.n_gpus_per_node", "trainer.nnodes", "trainer.total_epochs",
-                "trainer.test_freq", "trainer.val_before_train", "trainer.resume_mode", "trainer.critic_warmup",
-                "trainer.device", "trainer.use_v1"}
+MANAGED_VERL = {
+    "data.train_files",
+    "data.val_files",
+    "data.prompt_key",
+    "data.reward_fn_key",
+    "data.filter_overlong_prompts",
+    "data.truncation",
+    "data.dataloader_num_workers",
+    "data.max_prompt_length",
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.rollout.name",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "actor_rollout_ref.rollout.mode",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    "actor_rollout_ref.actor.use_kl_loss",
+    "actor_rollout_ref.actor.kl_loss_type",
+    "actor_rollout_ref.actor.loss_agg_mode",
+    "actor_rollout_ref.actor.entropy_coeff",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "actor_rollout_ref.model.lora_rank",
+    "actor_rollout_ref.model.use_remove_padding",
+    "actor_rollout_ref.actor.fsdp_config.param_offload",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+    "actor_rollout_ref.ref.fsdp_config.param_offload",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps",
+    "actor_rollout_ref.actor.policy_loss.loss_mode",
+    "algorithm.adv_estimator",
+    "algorithm.norm_adv_by_std_in_grpo",
+    "algorithm.use_kl_in_reward",
+    "data.train_batch_size",
+    "reward.custom_reward_function.path",
+    "reward.custom_reward_function.name",
+    "custom_reward_function.path",
+    "custom_reward_function.name",
+    "trainer.logger",
+    "trainer.project_name",
+    "trainer.experiment_name",
+    "trainer.default_local_dir",
+    "trainer.rollout_data_dir",
+    "trainer.n_gpus_per_node",
+    "trainer.nnodes",
+    "trainer.total_epochs",
+    "trainer.test_freq",
+    "trainer.val_before_train",
+    "trainer.resume_mode",
+    "trainer.critic_warmup",
+    "trainer.device",
+    "trainer.use_v1",
+}
 
 
 def flatten(data, prefix: str = "") -> dict:
@@ -214,8 +266,9 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
         if matching:
             fields["loss_type"] = matching[0]
         else:
-            notes.append(f"actor_rollout_ref.actor.loss_agg_mode: {loss_agg!r} has no TRL loss_type; dapo's "
-                         f"token-mean is used")
+            notes.append(
+                f"actor_rollout_ref.actor.loss_agg_mode: {loss_agg!r} has no TRL loss_type; dapo's token-mean is used"
+            )
     mode = flat.get("actor_rollout_ref.actor.policy_loss.loss_mode")
     if mode == "gspo":
         fields["importance_sampling_level"] = "sequence"
@@ -226,8 +279,10 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
     if flat.get("actor_rollout_ref.actor.use_kl_loss") is False:
         fields["beta"] = 0.0
     if flat.get("algorithm.use_kl_in_reward"):
-        notes.append("algorithm.use_kl_in_reward: a KL penalty in the reward is not applied; set beta (the KL "
-                     "loss, actor.kl_loss_coef) instead")
+        notes.append(
+            "algorithm.use_kl_in_reward: a KL penalty in the reward is not applied; set beta (the KL "
+            "loss, actor.kl_loss_coef) instead"
+        )
     if (flat.get("actor_rollout_ref.model.lora_rank") or 0) > 0:
         fields["use_peft"] = True
         fields["lora_r"] = int(flat["actor_rollout_ref.model.lora_rank"])
@@ -261,6 +316,8 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
         batch = int(flat.get("data.train_batch_size") or mini)
         if batch != int(mini):
             fields["steps_per_generation"] = max(1, batch // int(mini))
-        notes.append(f"actor.ppo_mini_batch_size: {mini} prompts x {n} completions a step; translated to "
-                     f"per_device_train_batch_size: {int(mini) * n} (one GPU; with more, divide by their number)")
+        notes.append(
+            f"actor.ppo_mini_batch_size: {mini} prompts x {n} completions a step; translated to "
+            f"per_device_train_batch_size: {int(mini) * n} (one GPU; with more, divide by their number)"
+        )
     return fields, extra, notes, errors
