@@ -21,6 +21,7 @@ import sys
 import time
 
 from bench.webapp import ROOT, django_on_a_data_folder, stop
+from workers.processes import celery_worker_command
 
 POLL = 0.5
 
@@ -182,24 +183,7 @@ def main(argv=None) -> int:
         )
         plan = stages(prompts, worked, args.sft_steps)
         worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "grpo_web",
-                "worker",
-                "-Q",
-                "training,default,sandbox",
-                "-c",
-                "1",
-                "--prefetch-multiplier",
-                "1",
-                "-n",
-                "bench@%h",
-                "-l",
-                "WARNING",
-            ],
+            celery_worker_command("training,default,sandbox", "bench@%h", loglevel="WARNING"),
             cwd=ROOT,
             env=env,
             start_new_session=True,

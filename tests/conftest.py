@@ -22,7 +22,7 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 
-from workers.processes import wait_until_answers
+from workers.processes import celery_worker_command, wait_until_answers
 
 STRICT = os.environ.get("CI", "").lower() == "true"
 # Playwright's sync API runs an event loop in the test thread; the ORM calls around it are still synchronous.
@@ -205,24 +205,7 @@ def start_worker(env: dict, name: str, queues: str, log: Path) -> subprocess.Pop
 
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "grpo_web",
-                "worker",
-                "-Q",
-                queues,
-                "-c",
-                "1",
-                "--prefetch-multiplier",
-                "1",
-                "-n",
-                name,
-                "-l",
-                "INFO",
-            ],
+            celery_worker_command(queues, name),
             cwd=BASE_DIR,
             env=env,
             stdout=fh,

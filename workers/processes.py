@@ -7,6 +7,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -79,3 +80,11 @@ def wait_until_answers(proc: subprocess.Popen, url: str, timeout: float, *, what
         time.sleep(every)
     proc.kill()
     raise RuntimeError(f"{what} did not answer within {timeout:g} s")
+
+
+def celery_worker_command(queues: str | list[str], name: str, *, loglevel: str = "INFO") -> list[str]:
+    """The command line of a Celery worker of this app serving ``queues``: one process, taking one task at a time
+    (prefetch 1), since a training run or a sandbox check holds its worker for its whole length."""
+    queue_list = queues if isinstance(queues, str) else ",".join(queues)
+    return [sys.executable, "-m", "celery", "-A", "grpo_web", "worker", "-Q", queue_list, "--concurrency", "1",
+            "--prefetch-multiplier", "1", "-n", name, "-l", loglevel]  # fmt: skip

@@ -15,7 +15,8 @@ from django.core.management.base import BaseCommand
 
 from grpo_web.embedded import ensure_configured_redis
 from grpo_web.env import envstr
-from workers.processes import die_with_parent
+from grpo_web.queues import DEFAULT_QUEUE, SANDBOX_QUEUE, TRAINING_QUEUE
+from workers.processes import celery_worker_command, die_with_parent
 
 
 def _stop(signum, frame):
@@ -46,47 +47,9 @@ class Command(BaseCommand):
         )
         procs = [
             # the training queue, one run at a time (a GPU worker's job) ...
-            start(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "grpo_web",
-                    "worker",
-                    "-Q",
-                    "training",
-                    "--concurrency",
-                    "1",
-                    "--prefetch-multiplier",
-                    "1",
-                    "-n",
-                    "train@%h",
-                    "-l",
-                    "INFO",
-                ]
-            ),
+            start(celery_worker_command([TRAINING_QUEUE], "train@%h")),
             # ... and reward tests and contract checks in the sandbox, which must not wait behind a run
-            start(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "grpo_web",
-                    "worker",
-                    "-Q",
-                    "sandbox,default",
-                    "--concurrency",
-                    "1",
-                    "--prefetch-multiplier",
-                    "1",
-                    "-n",
-                    "sandbox@%h",
-                    "-l",
-                    "INFO",
-                ]
-            ),
+            start(celery_worker_command([SANDBOX_QUEUE, DEFAULT_QUEUE], "sandbox@%h")),
             start([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", host, "--port", str(port)]),
         ]
         password = envstr("GRPO_DEMO_PASSWORD", "demo")

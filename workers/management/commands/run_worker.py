@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from grpo_web.queues import DEFAULT_QUEUE, SANDBOX_QUEUE, training_queue
+from workers.processes import celery_worker_command
 from workers.registry import detect_gpus
 
 
@@ -31,22 +32,5 @@ class Command(BaseCommand):
         self.stdout.write(f"{gpus} GPU(s); queues: {', '.join(queues)}")
         os.execv(
             sys.executable,
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "grpo_web",
-                "worker",
-                "-Q",
-                ",".join(queues),
-                "--concurrency",
-                "1",
-                "--prefetch-multiplier",
-                "1",
-                "-n",
-                name,
-                "-l",
-                "INFO",
-            ],
+            celery_worker_command(queues, name),
         )
