@@ -13,6 +13,7 @@ import yaml
 
 from runs.lifecycle.trl_yaml import parse_run_yaml
 from runs.models import DatasetVersion, Run
+from runs.safe_yaml import MAX_DEPTH, nesting_depth
 from workers.training.protocol.config import TOKEN_FIELDS
 
 YAML_LIMIT = 1024 * 1024  # characters of a run YAML read
@@ -100,6 +101,8 @@ class RunSpec:
         """POST /api/runs's body: a run YAML, or the same keys as a mapping."""
         if yaml_text is None and config is None:
             raise RunRefused(["give yaml or config"])
+        if yaml_text is None and nesting_depth(config) > MAX_DEPTH:
+            raise RunRefused([f"config: nested deeper than {MAX_DEPTH} levels"])
         return cls.from_yaml(
             yaml_text if yaml_text is not None else yaml.safe_dump(config, sort_keys=False), owner=owner
         )

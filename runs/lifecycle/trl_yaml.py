@@ -26,6 +26,7 @@ from runs.datasets.mapping import RESERVED, Mapping
 from runs.datasets.services import dataset_version_map
 from runs.lifecycle.foreign_yaml import from_oumi_yaml, from_verl_yaml, kind_of
 from runs.models import DatasetVersion, Run
+from runs.safe_yaml import load_yaml
 from workers.training.protocol import trl_fields
 from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, TOKEN_FIELDS, GRPOFields, kind_fields
 
@@ -192,7 +193,7 @@ def _coerce(name: str, value, errors: list[str], fields: dict = GRPO_FIELDS):
 def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     out = ImportedRun()
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""

@@ -114,12 +114,17 @@ def _ref(value) -> int | None:
     return None
 
 
+MAX_STAGES = 32  # the R1 recipe has five; 20,000 stages took minutes to make and made the recipe pages crawl
+
+
 def recipe_problems(stages: list[dict], owner) -> list[str]:
     """Each problem names its stage: an unknown kind, an input naming a later stage or one that makes no such output,
     a dataset version the owner cannot use."""
     errors = []
     if not stages:
         return ["stages: give at least one stage"]
+    if len(stages) > MAX_STAGES:
+        return [f"stages: a recipe has at most {MAX_STAGES} stages; this one has {len(stages)}"]
     versions = visible_versions(owner)
     for n, stage in enumerate(stages, start=1):
         if not isinstance(stage, dict):

@@ -24,6 +24,7 @@ from runs.recipes.services import (
     recipe_resume,
     recipe_start,
 )
+from runs.safe_yaml import load_yaml
 
 
 def _version(versions, value):
@@ -90,7 +91,7 @@ def recipe_pipeline_json(request, pk):
 
 
 def _stages_from_yaml(text: str) -> tuple[str, list]:
-    data = yaml.safe_load(text[: 256 * 1024])
+    data = load_yaml(text[: 256 * 1024])
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
         raise RecipeRefused(["yaml: give a mapping with name and a list of stages"])
     return str(data.get("name") or "")[:200], data["stages"]
