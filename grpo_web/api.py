@@ -8,7 +8,9 @@ for runs, rollouts for metrics and rollouts, evaluations, sampling, registry, re
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import RequestDataTooBig
 from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI
 from ninja.errors import HttpError
@@ -70,6 +72,15 @@ for runs_api in (
 ):
     api.add_router("", runs_api.router)
 api.add_router("", rewards_router)
+
+
+@api.exception_handler(RequestDataTooBig)
+def body_too_large(request, exc):
+    """A JSON body past Django's DATA_UPLOAD_MAX_MEMORY_SIZE: an error a script can read, not the HTML 400 page."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return api.create_response(
+        request, {"errors": [f"the request body is larger than {limit:,} bytes, the limit of a JSON body"]}, status=413
+    )
 
 
 def _open(patterns):

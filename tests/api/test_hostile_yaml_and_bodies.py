@@ -58,3 +58,11 @@ def test_a_recipe_of_twenty_thousand_stages_is_refused_at_once(owner_api, datase
     assert response.status_code == 400
     assert "at most 32 stages; this one has 20000" in " ".join(response.json()["errors"])
     assert not Recipe.objects.exists()
+
+
+def test_a_json_body_past_the_limit_is_a_json_error(owner_api, settings):
+    body = json.dumps({"yaml": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 10)})
+    response = owner_api.post("/api/runs", body, content_type="application/json")
+    assert response.status_code == 413 and response["Content-Type"].startswith("application/json")
+    assert "the request body is larger than" in response.json()["errors"][0]
+    assert not Run.objects.exists()
