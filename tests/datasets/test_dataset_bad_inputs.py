@@ -48,6 +48,17 @@ def test_a_broken_json_line_is_named(owner):
     assert errors[0].startswith("line 2: not valid JSON (")
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.json"])
+def test_nan_and_infinity_are_not_json_and_are_named(owner, constant, name):
+    """Python's json and pyarrow's reader both take NaN; JSON has no such number (issue 30, item 10)."""
+    rows = [f'{{"prompt": "p{i}", "score": {1.5 if i != 2 else constant}}}' for i in range(1, 4)]
+    content = ("\n".join(rows) if name.endswith("l") else "[" + ",".join(rows) + "]").encode()
+    errors = _refused(owner, content, name)
+    where = "line 2" if name.endswith("l") else "row 2"
+    assert errors == [f"{where}: not valid JSON ({constant} is not a JSON number)"]
+
+
 def test_a_line_that_is_not_utf8_is_named(owner):
     errors = _refused(owner, '{"prompt": "ok"}\n{"prompt": "café"}\n'.encode("latin-1"), "rows.jsonl")
     assert errors == ["line 2: not UTF-8 text (byte 15)"]

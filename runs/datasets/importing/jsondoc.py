@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from runs.datasets.importing.jsonl import DECODER, DuplicateKey, read_jsonl
+from runs.datasets.importing.jsonl import DECODER, DuplicateKey, NotJSONNumber, read_jsonl
 from runs.datasets.importing.options import ImportOptions
 from runs.datasets.importing.scan import Record, scan_and_write
 from runs.datasets.importing.sink import ParquetSink
@@ -80,6 +80,8 @@ def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
                             raise _Stop(line_at(exc.pos), f"not valid JSON ({exc.msg})") from None
                     except DuplicateKey as exc:
                         raise _Stop(f"row {index}", f"column '{exc.args[0]}' appears twice") from None
+                    except NotJSONNumber as exc:
+                        raise _Stop(f"row {index}", f"not valid JSON ({exc.args[0]} is not a JSON number)") from None
                     except RecursionError:
                         raise _Stop(
                             f"row {index}", f"values are nested more than {max_depth} levels deep, the limit"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from runs.datasets.importing.checks import FastPathStopped, RowChecker, checked, is_list, type_depth
@@ -28,7 +29,28 @@ class DuplicateKey(Exception):
     pass
 
 
-DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+class NotJSONNumber(Exception):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON has no such numbers."""
+
+
+def _no_constants(name: str):
+    raise NotJSONNumber(name)
+
+
+DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+
+
+def non_finite(batch: pa.RecordBatch) -> bool:
+    """Whether a float column (or a list of floats) of the batch holds NaN or an infinity: pyarrow's JSON reader
+    takes them, so the row by row road (which refuses them, naming the line) reads such a file."""
+    for column in batch.columns:
+        values = column
+        while is_list(values.type):
+            values = pc.list_flatten(values)
+        if pa.types.is_floating(values.type) and len(values):
+            if pc.any(pc.or_(pc.is_nan(values), pc.is_inf(values))).as_py():
+                return True
+    return False
 
 
 def _parse_object(text: str, max_depth: int) -> dict | str:
@@ -40,6 +62,8 @@ def _parse_object(text: str, max_depth: int) -> dict | str:
         return f"values are nested more than {max_depth} levels deep, the limit"
     except DuplicateKey as exc:
         return f"column '{exc.args[0]}' appears twice"
+    except NotJSONNumber as exc:
+        return f"not valid JSON ({exc.args[0]} is not a JSON number)"
     if not isinstance(row, dict):
         return f"expected a JSON object, got {type(row).__name__}"
     return row
@@ -97,6 +121,8 @@ def read_jsonl(path: Path, sink: ParquetSink, options: ImportOptions) -> None:
         if schema != reader.schema:
             reader = pj.open_json(path, read_options=read, parse_options=pj.ParseOptions(explicit_schema=schema))
         for batch in reader:
+            if non_finite(batch):
+                raise FastPathStopped
             sink.write(checked(batch, options))
         return
     except (FastPathStopped, pa.ArrowException, UnicodeDecodeError):
