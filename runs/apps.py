@@ -1,5 +1,13 @@
 from django.apps import AppConfig
+from django.db.models.signals import pre_save
+
+from grpo_web.text import clean_names
 
 
 class RunsConfig(AppConfig):
     name = "runs"
+
+    def ready(self):
+        # names of datasets, runs, reward functions, recipes, teams, tokens and jobs are stored without control or
+        # bidi characters (issue 30): once here, for every path a name comes in by
+        pre_save.connect(clean_names, dispatch_uid="grpo_web_clean_names")
