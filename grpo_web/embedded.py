@@ -87,6 +87,23 @@ def ensure_redis(data_dir: Path) -> Path:
     return socket_path
 
 
+def redis_running(data_dir: Path) -> bool:
+    return _ping(data_dir / "redis.sock")
+
+
+def stop_redis(data_dir: Path) -> bool:
+    """Stop the embedded Redis of ``data_dir`` if it runs (its append-only file is written out first): True if it
+    was running."""
+    socket_path = data_dir / "redis.sock"
+    if not _ping(socket_path):
+        return False
+    try:
+        redis.Redis(unix_socket_path=str(socket_path), socket_connect_timeout=0.5).shutdown()
+    except redis.ConnectionError:  # the server closes the connection as it goes
+        pass
+    return True
+
+
 CHECK_SECONDS = 1.0
 _checked_at = 0.0
 

@@ -7,6 +7,7 @@ import time
 import redis
 
 from grpo_web import embedded
+from tests.conftest import wait_for
 
 
 def _answers(client) -> bool:
@@ -36,3 +37,15 @@ def test_a_killed_embedded_redis_comes_back_with_what_it_held(tmp_path, monkeypa
                 os.kill(int(pid.read_text()), signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+
+def test_stop_redis_stops_the_embedded_server_and_says_whether_it_ran(tmp_path):
+    """What a clean stop of the demo does to the Redis it started (issue 30: it was left running)."""
+    from grpo_web.embedded import ensure_redis, redis_running, stop_redis
+
+    folder = tmp_path / "data"
+    ensure_redis(folder)
+    assert redis_running(folder)
+    assert stop_redis(folder) is True
+    wait_for(lambda: not redis_running(folder), timeout=10, what="the embedded Redis to stop")
+    assert stop_redis(folder) is False

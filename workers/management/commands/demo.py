@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from grpo_web.embedded import ensure_configured_redis
+from grpo_web.embedded import ensure_configured_redis, redis_running, stop_redis
 from grpo_web.env import envstr
 from grpo_web.queues import DEFAULT_QUEUE, SANDBOX_QUEUE, TRAINING_QUEUE
 from workers.processes import celery_worker_command, die_with_parent
@@ -36,6 +36,8 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("build_tiny_model")
         call_command("load_demo")
+        # an embedded Redis the demo starts is the demo's to stop; one already running (another demo's, a test's) is not
+        started_redis = settings.REDIS_EMBEDDED and not redis_running(settings.DATA_DIR)
         ensure_configured_redis()
         env = dict(os.environ)  # children derive the same settings, so they share the embedded Redis
         # each child gets SIGTERM if the demo dies without stopping it (killed with -9)
@@ -74,6 +76,8 @@ class Command(BaseCommand):
                     p.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     p.kill()
+            if started_redis:  # the demo started the embedded Redis: a clean stop leaves nothing running
+                stop_redis(settings.DATA_DIR)
         failed = [p.args[2] for p in procs if p.returncode not in (0, -signal.SIGTERM, None)]
         if failed:
             sys.exit(f"stopped: {', '.join(failed)} exited")
