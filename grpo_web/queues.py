@@ -67,6 +67,8 @@ def enqueue(
 
 
 def result(task_id: str) -> AsyncResult:
+    """A task's result; the embedded Redis that holds it is started first if it is not running, as for enqueue."""
+    ensure_configured_redis()
     return AsyncResult(task_id, app=current_app)
 
 

@@ -6,6 +6,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from redis.exceptions import RedisError
 
 from grpo_web import queues
 from grpo_web.sharing import share_context, share_post
@@ -145,8 +146,14 @@ def reward_test_start(request, pk):
 @require_GET
 def reward_test_result(request, pk, task_id):
     rf = _visible(request, pk)
-    result = queues.result(task_id)
-    if not result.ready():
+    try:
+        result = queues.result(task_id)
+        ready = result.ready()
+    except (OSError, RedisError) as exc:  # the broker is away: the page polls again
+        return JsonResponse(
+            {"ready": False, "error": f"the task queue is unavailable ({type(exc).__name__})"}, status=503
+        )
+    if not ready:
         return JsonResponse({"ready": False})
     value = result.result if result.successful() else {"error": f"the test task failed: {result.result!r}"}
     if (
