@@ -13,24 +13,14 @@ from rewards.models import RewardFunction
 from rewards.services import docstring
 from runs.access import visible_versions
 from runs.forms import JSONObjectField, config_field
+from runs.lifecycle.trl_yaml import MANAGED
 from runs.models import DatasetVersion
 from workers.training.protocol import trl_fields
 from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, TOKEN_FIELDS, kind_fields, kind_groups
 
 # GRPOConfig fields not offered as they are: grpo-web sets them for every run (workers/training/train.py), takes them from
 # another part of the form (the rewards table's weights), or does not apply them (runs.lifecycle.trl_yaml notes why)
-NOT_ON_FORM = {
-    "output_dir",
-    "logging_steps",
-    "logging_strategy",
-    "report_to",
-    "save_strategy",
-    "disable_tqdm",
-    "use_cpu",
-    "dataloader_num_workers",
-    "run_name",
-    "logging_dir",
-    "overwrite_output_dir",
+NOT_ON_FORM = MANAGED | {
     "reward_weights",
     "resume_from_checkpoint",
     "push_to_hub",
