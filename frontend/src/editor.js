@@ -11,7 +11,7 @@ import { indentUnit, syntaxHighlighting, defaultHighlightStyle, HighlightStyle }
 import { tags } from "@lezer/highlight";
 import { python } from "@codemirror/lang-python";
 import { MergeView, unifiedMergeView } from "@codemirror/merge";
-import { forceLinting, linter, lintGutter } from "@codemirror/lint";
+import { linter, lintGutter, setDiagnostics } from "@codemirror/lint";
 
 const WRAPPER_SELECTOR = '[data-testid="code-editor"]';
 
@@ -95,6 +95,7 @@ export function mountEditor(textarea, { readOnly = false, lint = null } = {}) {
   ];
   if (readOnlyAttr) extensions.push(readOnlyExt());
   let marked = [];  // problems from elsewhere (a failed Test), shown until the code changes
+  let linted = { doc: null, found: [] };  // what the last lint found, and in which text
   if (lint && !readOnlyAttr) {
     extensions.push(lintGutter(), linter(async (view) => {
       const doc = view.state.doc;
@@ -104,6 +105,7 @@ export function mountEditor(textarea, { readOnly = false, lint = null } = {}) {
       } catch (e) {
         found = [];  // a failed lint request is no reason to mark the code
       }
+      linted = { doc, found };
       return [...found, ...marked].map((p) => toDiagnostic(doc, p));
     }, { delay: 500 }));
     extensions.push(EditorView.updateListener.of((update) => { if (update.docChanged) marked = []; }));
@@ -149,8 +151,13 @@ export function mountEditor(textarea, { readOnly = false, lint = null } = {}) {
     setValue,
     focus: () => view.focus(),
     mark(problems) {
+      // shown at once, with what the last lint found in this text: CodeMirror's forceLinting does nothing once the
+      // as-you-type lint has run, and a Test's result comes seconds after it
       marked = problems || [];
-      if (lint) forceLinting(view);
+      if (!lint || readOnlyAttr) return;
+      const doc = view.state.doc;
+      const found = linted.doc === doc ? linted.found : [];
+      view.dispatch(setDiagnostics(view.state, [...found, ...marked].map((p) => toDiagnostic(doc, p))));
     },
     destroy() {
       if (form) {
