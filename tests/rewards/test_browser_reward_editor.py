@@ -49,7 +49,10 @@ def test_write_save_and_test_a_reward_in_the_browser(web_server, celery_worker, 
     assert scores == ["1.000", "0.000", "0.000", "0.000"]
     assert "scoring 4" in page.inner_text(".test-stdout")
 
-    _set_code(page, BAD)  # unsaved: the Test button runs what the editor holds
+    # unsaved: the Test button runs what the editor holds. The as-you-type lint answers first, as on a loaded machine
+    # where the Test's result comes seconds later: the Test's error must still be marked
+    with page.expect_response(lambda response: response.url.endswith("/lint/")):
+        _set_code(page, BAD)
     page.click("#test-button")
     page.wait_for_selector(".test-error", timeout=60_000)
     error = page.inner_text(".test-error")
