@@ -1,15 +1,33 @@
-"""An ASGI wrapper that refuses a request body larger than the upload limit before it is read.
+"""An ASGI wrapper that limits a request body by URL before it is read.
 
-Django's ASGI handler spools the whole body to a temporary file before any view (or upload handler) runs, so a
-limit checked there comes after the disk is already full. Here a declared Content-Length over the limit is answered
-413 at once, and a body that streams past the limit without declaring its size is cut off and answered 413.
+Django's ASGI handler spools the whole body to a temporary file before any view, upload handler, login or CSRF check
+runs, so a limit checked there comes after the disk is already full. Here:
+
+- only the upload endpoints (a dataset, or a version of one, from the page or the API) take bodies up to the upload
+  limit (GRPO_MAX_UPLOAD_BYTES), and only from a logged-in user or a live API token, and from a browser only when the
+  request comes from this site's own pages (its Origin): anyone else gets 403 before a byte is read;
+- every other URL takes what a form or a JSON body needs (Django's DATA_UPLOAD_MAX_MEMORY_SIZE and a little room);
+- a declared Content-Length over the URL's limit is answered 413 at once, and a body that streams past it without
+  declaring its size is cut off and answered 413. Answers under /api/ are JSON.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from types import SimpleNamespace
+from urllib.parse import urlparse
+
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user
+from django.contrib.sessions.backends.base import SessionBase
+from django.utils.module_loading import import_string
+
+from runs.accounts.services import token_user
 
 SLACK_BYTES = 1024**2  # multipart boundaries and the form's other fields, around the file itself
+UPLOAD_PATHS = re.compile(r"/datasets/(?:\d+/)?upload/|/api/datasets(?:/\d+/versions)?/?")
 
 
 class BodyLimit:
@@ -17,21 +35,32 @@ class BodyLimit:
         self.app = app
         self.max_bytes = max_bytes
 
-    def limit(self) -> int:
+    def upload_limit(self) -> int:
         return (self.max_bytes if self.max_bytes is not None else settings.GRPO_MAX_UPLOAD_BYTES) + SLACK_BYTES
 
+    @staticmethod
+    def form_limit() -> int:
+        return settings.DATA_UPLOAD_MAX_MEMORY_SIZE + SLACK_BYTES
+
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
-        limit = self.limit()
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        path, headers = scope.get("path", ""), dict(scope.get("headers") or [])
+        json_answers = path.startswith("/api/")
+        upload = UPLOAD_PATHS.fullmatch(path) is not None
+        limit = self.upload_limit() if upload else self.form_limit()
+        declared = headers.get(b"content-length")
         if declared is not None:
             try:
-                too_large = int(declared) > limit
+                declared = int(declared)
             except ValueError:
-                return await _answer(send, 400, b"Content-Length is not a number.")
-            if too_large:
-                return await _answer(send, 413, _too_large(limit))
+                return await _answer(send, 400, "Content-Length is not a number.", json_answers)
+        if upload and (declared is None or declared > self.form_limit()):
+            refusal = await sync_to_async(_upload_refusal)(headers)
+            if refusal:
+                return await _answer(send, 403, refusal, json_answers)
+        if declared is not None and declared > limit:
+            return await _answer(send, 413, _too_large(limit, upload), json_answers)
         received, started, cut = 0, False, False
 
         async def counted_receive():
@@ -52,23 +81,61 @@ class BodyLimit:
 
         await self.app(scope, counted_receive, watched_send)
         if cut and not started:
-            await _answer(send, 413, _too_large(limit))
+            await _answer(send, 413, _too_large(limit, upload), json_answers)
 
 
-def _too_large(limit: int) -> bytes:
+def _upload_refusal(headers: dict) -> str:
+    """Why a large upload may not be read ("" when it may): it needs a live API token, or a logged-in user whose
+    browser sent it from this site's pages. Django checks the CSRF token itself once the body is read."""
+    authorization = headers.get(b"authorization", b"").decode("latin-1")
+    if authorization[:7].lower() == "bearer ":
+        found = token_user(authorization[7:].strip())
+        if found is None or found[1] != "write":
+            return "Uploads need a live write token (Authorization: Bearer ...). Nothing was read."
+        return ""
+    cookies = _cookies(headers.get(b"cookie", b"").decode("latin-1"))
+    session_key = cookies.get(settings.SESSION_COOKIE_NAME, "")
+    store: SessionBase = import_string(settings.SESSION_ENGINE).SessionStore(session_key or None)
+    if not session_key or not get_user(SimpleNamespace(session=store)).is_authenticated:
+        return "Log in (or send an API token) before uploading. Nothing was read."
+    origin = headers.get(b"origin", b"").decode("latin-1")
+    if origin and not _same_site(origin, headers.get(b"host", b"").decode("latin-1")):
+        return f"An upload from another site ({origin}) is refused. Nothing was read."
+    if not cookies.get(settings.CSRF_COOKIE_NAME):
+        return "No CSRF cookie: upload from grpo-web's own page. Nothing was read."
+    return ""
+
+
+def _cookies(header: str) -> dict[str, str]:
+    pairs = (part.strip().partition("=") for part in header.split(";"))
+    return {name: value for name, _, value in pairs if name}
+
+
+def _same_site(origin: str, host: str) -> bool:
+    parsed = urlparse(origin)
+    return parsed.netloc == host or origin in settings.CSRF_TRUSTED_ORIGINS
+
+
+def _too_large(limit: int, upload: bool) -> str:
+    if upload:
+        return (
+            f"The request is larger than the upload limit ({limit - SLACK_BYTES} bytes, GRPO_MAX_UPLOAD_BYTES). "
+            f"Nothing was saved."
+        )
     return (
-        f"The request is larger than the upload limit ({limit - SLACK_BYTES} bytes, GRPO_MAX_UPLOAD_BYTES). "
-        f"Nothing was saved."
-    ).encode()
+        f"The request is larger than this URL takes ({limit} bytes; only dataset uploads take more). Nothing was saved."
+    )
 
 
-async def _answer(send, status: int, body: bytes) -> None:
+async def _answer(send, status: int, text: str, as_json: bool) -> None:
+    body = json.dumps({"detail": text}).encode() if as_json else text.encode()
+    content_type = b"application/json" if as_json else b"text/plain; charset=utf-8"
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-type", content_type),
                 (b"connection", b"close"),
                 (b"content-length", str(len(body)).encode()),
             ],

@@ -15,7 +15,8 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 
-from runs.models import Dataset
+from runs.accounts.services import token_create
+from runs.models import Dataset, DatasetVersion
 from tests.datasets.conftest import stored_files
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -155,3 +156,87 @@ def test_a_hostile_upload_is_refused_and_the_server_goes_on(web_server, owner, n
     assert message in page.decode()
     assert not Dataset.objects.exists() and stored_files() == before
     assert alive(web_server)
+
+
+# Limits by URL: only the dataset upload endpoints take large bodies, and only from someone who may upload; the
+# rest take what a form needs. Each is answered before the body is read.
+
+FORM_LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1024**2
+OFFERED = 64 * 1024**2
+
+
+def post(url: str, path: str, headers: str = "", length: int = OFFERED, content_type: str = "text/plain"):
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {urlparse(url).netloc}\r\n{headers}"
+        f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n"
+    )
+    return send(url, head, (b"x" * 65536 for _ in range(length // 65536)))
+
+
+@pytest.mark.parametrize("path", ["/login/", "/runs/new/", "/rewards/new/", "/api/runs", "/no/such/page/"])
+def test_a_large_body_anywhere_but_an_upload_is_refused_unread(web_server, path):
+    status, body, sent = post(web_server, path)
+    assert status == 413
+    text = json.loads(body)["detail"] if path.startswith("/api/") else body.decode()
+    assert (
+        text == f"The request is larger than this URL takes ({FORM_LIMIT} bytes; only dataset uploads take more). "
+        "Nothing was saved."
+    )
+    assert sent < 16 * 1024**2  # of the 64 MB offered
+    assert alive(web_server)
+
+
+def test_a_logged_in_form_is_held_to_the_form_limit_too(web_server, owner):
+    status, _, sent = post(web_server, "/runs/new/", headers=f"Cookie: {cookies(owner)}\r\n")
+    assert status == 413 and sent < 16 * 1024**2
+
+
+@pytest.mark.parametrize(
+    "path, credentials, message",
+    [
+        ("/datasets/upload/", "", "Log in (or send an API token) before uploading. Nothing was read."),
+        ("/datasets/1/upload/", "Cookie: sessionid=forged\r\n", "Log in (or send an API token) before uploading."),
+        ("/api/datasets", "Authorization: Bearer gwp_not-a-token\r\n", "Uploads need a live write token"),
+        ("/api/datasets/1/versions", "", "Log in (or send an API token) before uploading."),
+    ],
+)
+def test_an_upload_from_someone_who_may_not_upload_is_refused_unread(web_server, path, credentials, message):
+    before = stored_files()
+    status, body, sent = post(web_server, path, headers=credentials, content_type="multipart/form-data; boundary=b")
+    assert status == 403
+    assert message in (json.loads(body)["detail"] if path.startswith("/api/") else body.decode())
+    assert sent < 16 * 1024**2
+    assert stored_files() == before and not Dataset.objects.exists()
+
+
+def test_a_read_token_may_not_upload(web_server, owner):
+    _, raw = token_create(owner=owner, name="ci", scope="read")
+    status, body, sent = post(
+        web_server, "/api/datasets", headers=f"Authorization: Bearer {raw}\r\n", content_type="multipart/form-data"
+    )
+    assert status == 403 and "write token" in json.loads(body)["detail"] and sent < 16 * 1024**2
+
+
+def test_an_upload_sent_from_another_site_is_refused_unread(web_server, owner):
+    status, body, sent = post(
+        web_server,
+        "/datasets/upload/",
+        headers=f"Cookie: {cookies(owner)}\r\nOrigin: https://evil.example\r\n",
+        content_type="multipart/form-data; boundary=b",
+    )
+    assert status == 403 and body.decode().startswith("An upload from another site (https://evil.example)")
+    assert sent < 16 * 1024**2
+
+
+def test_a_large_upload_from_the_users_own_page_is_stored(web_server, owner):
+    rows = b"".join(json.dumps({"prompt": f"{i} " + "p" * 1000}).encode() + b"\n" for i in range(4000))
+    body, content_type = multipart("big.jsonl", rows)
+    assert len(body) > FORM_LIMIT
+    head = (
+        f"POST /datasets/upload/ HTTP/1.1\r\nHost: {urlparse(web_server).netloc}\r\nCookie: {cookies(owner)}\r\n"
+        f"Origin: {web_server}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        f"Connection: close\r\n\r\n"
+    )
+    status, page, _ = send(web_server, head, [body[i : i + 65536] for i in range(0, len(body), 65536)], timeout=120)
+    assert status in (200, 302), page[-2000:]
+    assert DatasetVersion.objects.get(dataset__owner=owner, dataset__name="hostile").row_count == 4000
