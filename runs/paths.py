@@ -3,6 +3,7 @@ and a model folder's basic check. Shared by the capabilities and by the worker."
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -52,6 +53,22 @@ def checkpoint_path(run: Run) -> Path | None:
         )
     )
     return path if path.is_dir() else None
+
+
+def trainer_alive(run: Run) -> bool | None:
+    """Whether a process still holds the run folder's lock (the supervisor takes it and its training process inherits
+    it, so it is held while either lives); None when no attempt has locked this folder here."""
+    try:
+        fd = os.open(run.run_dir / "trainer.lock", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing it lets go of the shared lock taken just now
+    return False
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

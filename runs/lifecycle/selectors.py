@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from grpo_web.sharing import teams_of
 from runs.models import Evaluation, Run, StepMetric
+from runs.paths import trainer_alive
 
 RECENT_STEPS = 20  # the pace is measured over the last steps logged
 
@@ -52,6 +53,21 @@ def run_pace(run: Run, now: datetime | None = None) -> Pace:
     if idle > limit:
         return Pace(rate, None, idle, limit)
     return Pace(rate, left, None, limit)
+
+
+@dataclass(frozen=True)
+class Silence:
+    seconds: float  # since the supervisor's last heartbeat
+    trainer_alive: bool | None  # whether something still holds the run's folder (None: this machine cannot tell)
+
+
+def run_silence(run: Run, now: datetime | None = None) -> Silence | None:
+    """A running run whose supervisor has written no heartbeat for Run.SILENT_SECONDS: a killed worker (its trainer
+    dies with it) or a paused or stuck one (its trainer may train on). None while it beats, or when not running."""
+    if run.status != Run.Status.RUNNING or run.heartbeat_at is None:
+        return None
+    seconds = ((now or timezone.now()) - run.heartbeat_at).total_seconds()
+    return Silence(seconds, trainer_alive(run)) if seconds > Run.SILENT_SECONDS else None
 
 
 # --- the dashboard's runs table ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from runs.jobs import job_cancel, jobs_redispatch
 from runs.lifecycle.spec import RunRefused, RunSpec
 from runs.lifecycle.training_config import run_train_config
 from runs.models import DatasetVersion, Run, Worker
-from runs.paths import event_log_path, model_problems
+from runs.paths import event_log_path, model_problems, trainer_alive
 from runs.rollouts.ingest import ingest_log
 from workers.training.protocol.config import SFT_COLUMNS, EvalFields
 
@@ -299,19 +299,27 @@ def run_retry(*, run: Run) -> Run:
 
 def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
     """Running runs whose supervisor went silent (a worker killed, a machine lost): ingest what their event log holds,
-    then mark them failed, resumable where a checkpoint exists. Called by every worker's heartbeat and when a run's
-    page is looked at."""
+    then mark them failed, resumable where a checkpoint exists. Called by every worker's heartbeat.
+
+    A run whose folder lock is free (its supervisor and trainer are both gone) is failed once it has been silent for
+    Run.SILENT_SECONDS; one whose lock is still held (a paused or stuck supervisor, its trainer still training) is
+    never failed, since resuming it would train its steps twice: its page says what it is. A run whose folder this
+    machine cannot check waits for GRPO_HEARTBEAT_TIMEOUT."""
     now = now or timezone.now()
-    limit = now - timedelta(seconds=settings.GRPO_HEARTBEAT_TIMEOUT if timeout is None else timeout)
+    timeout = settings.GRPO_HEARTBEAT_TIMEOUT if timeout is None else timeout
+    limit, silent = now - timedelta(seconds=timeout), now - timedelta(seconds=min(Run.SILENT_SECONDS, timeout))
     reaped = []
-    for run_id in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=limit).values_list("pk", flat=True):
+    for run_id in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=silent).values_list("pk", flat=True):
         with transaction.atomic():
             run = (
                 Run.objects.select_for_update(skip_locked=True)
-                .filter(pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=limit)
+                .filter(pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=silent)
                 .first()
             )
             if run is None:
+                continue
+            alive = trainer_alive(run)
+            if alive or (alive is None and run.heartbeat_at >= limit):
                 continue
 
             _, events = ingest_log(run, event_log_path(run))

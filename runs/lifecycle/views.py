@@ -19,7 +19,7 @@ from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.forms import RunForm
-from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace
+from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace, run_silence
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
 from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
@@ -171,7 +171,7 @@ async def run_events(request, pk):
 @require_GET
 def run_progress_json(request, pk):
     run = visible_run(request, pk)  # a read: a run whose worker died is settled by a live worker's beat (its reaper)
-    pace = run_pace(run)
+    pace, silence = run_pace(run), run_silence(run)
     tail = log_tail(run.run_dir / "train.log", 30)
     return JsonResponse(
         {
@@ -183,6 +183,8 @@ def run_progress_json(request, pk):
             "eta_seconds": pace.eta_seconds,
             "stalled_seconds": pace.stalled_seconds,
             "stall_limit_seconds": pace.stall_limit_seconds,
+            "silent_seconds": silence.seconds if silence else None,
+            "trainer_alive": silence.trainer_alive if silence else None,
             "attempt": run.attempt,
             "checkpoint_step": run.checkpoint_step,
             "resumable": run.resumable,

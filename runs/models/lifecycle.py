@@ -14,6 +14,10 @@ from runs.phrases import default_reflection_phrases
 
 
 class Run(Job):
+    # a supervisor writes its heartbeat every second: this long without one, the page says it is not responding, and
+    # the reaper fails the run once nothing holds its folder any more
+    SILENT_SECONDS = 10
+
     class Kind(models.TextChoices):
         GRPO = "grpo", "GRPO"
         SFT = "sft", "SFT"

@@ -38,8 +38,13 @@ async function refresh() {
   if (!response.ok) return true;
   const p = await response.json();
   const parts = [];
-  const stalled = p.status === "running" && p.stalled_seconds !== null;
-  if (stalled) parts.push(`stalled: no new step for ${duration(p.stalled_seconds)} (the log's last lines are below)`);
+  const silent = p.status === "running" && p.silent_seconds !== null;
+  const stalled = silent || (p.status === "running" && p.stalled_seconds !== null);
+  if (silent) {
+    parts.push(`the worker${p.worker ? ` ${p.worker}` : ""} is not responding: no heartbeat for ${duration(p.silent_seconds)}`);
+    if (p.trainer_alive === true) parts.push("its trainer is still training (a paused or stuck supervisor); the run is not failed while it trains");
+    else if (p.trainer_alive === false) parts.push("its trainer has stopped; a live worker will mark the run failed");
+  } else if (stalled) parts.push(`stalled: no new step for ${duration(p.stalled_seconds)} (the log's last lines are below)`);
   else if (p.steps_per_second) parts.push(`${p.steps_per_second.toFixed(2)} steps/s`);
   if (!stalled && p.eta_seconds !== null && p.status === "running") parts.push(`about ${duration(p.eta_seconds)} left`);
   if (p.checkpoint_step) parts.push(`last checkpoint: step ${p.checkpoint_step}`);

@@ -2,6 +2,8 @@
 a checkpoint), after ingesting what its event log still holds; a younger one is left alone."""
 
 import json
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -10,6 +12,7 @@ from django.utils import timezone
 from runs.lifecycle.services import run_reap_stale
 from runs.models import Rollout, Run
 from runs.paths import event_log_path
+from tests.lifecycle.test_run_lifecycle import refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +102,66 @@ def test_a_run_whose_training_finished_before_its_supervisor_died_is_completed(r
     run_reap_stale(timeout=60)
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and run.step == 10
+
+
+# The reaper asks the run folder's lock: the supervisor takes it and its trainer inherits it, so a live process
+# holds it while either lives. A paused supervisor whose trainer trains on is never failed; a killed worker's run
+# (its trainer died with it) is failed as soon as it has been silent for Run.SILENT_SECONDS.
+
+HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX)"
+
+
+@pytest.fixture
+def holder():
+    """``holder(run)``: a real process holding the run folder's lock, as a trainer does; killed at the end."""
+    procs = []
+
+    def hold(run):
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = run.run_dir / "trainer.lock"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD + "; print('held', flush=True); time.sleep(600)", lock], stdout=subprocess.PIPE
+        )
+        procs.append(proc)
+        assert proc.stdout.readline() == b"held\n"
+        return proc
+
+    yield hold
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def progress(client, run) -> dict:
+    return client.get(f"/runs/{run.pk}/progress.json").json()
+
+
+def test_a_silent_run_whose_trainer_still_holds_its_folder_is_never_failed(running, holder, owner_client):
+    run = running(300)
+    trainer = holder(run)
+    assert run_reap_stale(timeout=60) == []
+    assert refreshed(run).status == Run.Status.RUNNING
+    shown = progress(owner_client, run)
+    assert shown["status"] == "running" and shown["trainer_alive"] is True and shown["silent_seconds"] >= 300
+
+    trainer.kill()  # the trainer ends too: now nothing trains, and the run is failed
+    trainer.wait()
+    assert progress(owner_client, run)["trainer_alive"] is False
+    assert [r.pk for r in run_reap_stale(timeout=60)] == [run.pk]
+    assert refreshed(run).status == Run.Status.FAILED
+
+
+def test_a_run_whose_folder_nobody_holds_is_failed_once_silent_not_after_the_long_limit(running, holder):
+    run = running(Run.SILENT_SECONDS + 2)
+    trainer = holder(run)
+    trainer.kill()  # a killed worker: the lock file is there, nothing holds it
+    trainer.wait()
+    assert [r.pk for r in run_reap_stale(timeout=60)] == [run.pk]
+    assert refreshed(run).status == Run.Status.FAILED
+
+
+def test_a_beating_run_is_not_shown_silent_and_a_briefly_quiet_one_is_left_alone(running, owner_client):
+    beating, quiet = running(0), running(Run.SILENT_SECONDS - 3)
+    assert run_reap_stale(timeout=60) == []
+    assert progress(owner_client, beating)["silent_seconds"] is None
+    assert progress(owner_client, quiet)["silent_seconds"] is None

@@ -15,14 +15,18 @@ from django.db import connection
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_reap_stale, run_resume
 from runs.models import Rollout, Run
-from tests.conftest import start_worker, wait_for
+from tests.conftest import start_worker, stop_process, wait_for
 from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refreshed, submit, training_pid
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
+def progress(client, run) -> dict:
+    return client.get(f"/runs/{run.pk}/progress.json").json()
+
+
 def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(
-    celery_worker, owner, dataset_version, service_env, tmp_path
+    celery_worker, owner, dataset_version, service_env, tmp_path, client
 ):
     from workers.tasks import train_run
 
@@ -53,12 +57,16 @@ def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(
     doomed.wait()
     # the training process dies with its supervisor (PR_SET_PDEATHSIG): nothing trains unobserved
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=10, what="the orphaned training process to die")
-    assert refreshed(run).status == Run.Status.RUNNING  # nobody knows yet
+    # within a heartbeat or so the page says what it is: no heartbeat, nothing training
+    client.force_login(owner)
+    shown = wait_for(
+        lambda: (p := progress(client, run))["silent_seconds"] is not None and p, timeout=30, what="the silence shown"
+    )
+    assert shown["status"] == "running" and shown["trainer_alive"] is False and shown["eta_seconds"] is not None
 
-    # the reaper (every live worker's heartbeat runs it) settles the run once its heartbeat is older than the limit;
-    # its time boundaries are tested in test_run_reaper.py, here with a 2 s limit
-    time.sleep(3)
-    assert [r.pk for r in run_reap_stale(timeout=2)] == [run.pk]
+    # the reaper (every live worker's heartbeat runs it) fails it now: its folder lock is free, nothing trains; the
+    # long limit (GRPO_HEARTBEAT_TIMEOUT) is for folders it cannot check
+    assert [r.pk for r in run_reap_stale()] == [run.pk]
     run = refreshed(run)
     assert run.status == Run.Status.FAILED and run.resumable
     assert "stopped responding" in run.error
@@ -69,6 +77,47 @@ def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(
     wait_for(lambda: refreshed(run).is_finished, timeout=180, what="the resumed run")
     assert run.status == Run.Status.COMPLETED, run.error
     assert_complete_and_unique(run, steps=40)
+
+
+def test_a_paused_supervisor_is_shown_paused_never_failed_while_its_trainer_trains(
+    celery_worker, owner, dataset_version, service_env, tmp_path, client
+):
+    from workers.tasks import train_run
+
+    name = f"paused-{os.getpid()}@{socket.gethostname()}"
+    paused = start_worker(service_env, name, "pauses", tmp_path / "paused.log")
+    digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
+    run = Run.objects.create(
+        owner=owner,
+        name="paused",
+        model="tiny",
+        dataset_version=dataset_version,
+        rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
+        config={"num_generations": 4, "max_completion_length": 8, "per_device_train_batch_size": 8, "max_steps": 30},
+        total_steps=30,
+    )
+    try:
+        train_run.apply_async(args=[run.pk], queue="pauses")
+        wait_for(lambda: refreshed(run).step >= 2, timeout=120, what="two steps")
+        pid = training_pid(run)
+        os.killpg(paused.pid, signal.SIGSTOP)  # the worker, its pool process and the supervisor: the trainer trains on
+        client.force_login(owner)
+        shown = wait_for(
+            lambda: (p := progress(client, run))["silent_seconds"] is not None and p, timeout=30, what="the silence"
+        )
+        assert shown["status"] == "running" and shown["trainer_alive"] is True
+        assert os.path.exists(f"/proc/{pid}")
+        time.sleep(2)
+        assert run_reap_stale(timeout=1) == []  # past any limit, but its trainer holds the folder: not failed
+        assert refreshed(run).status == Run.Status.RUNNING
+        os.killpg(paused.pid, signal.SIGCONT)
+        wait_for(lambda: progress(client, run)["silent_seconds"] is None, timeout=30, what="the heartbeat again")
+        wait_for(lambda: refreshed(run).is_finished, timeout=180, what="the run")
+        assert run.status == Run.Status.COMPLETED and run.attempt == 1, run.error
+        assert_complete_and_unique(run, steps=30)
+    finally:
+        os.killpg(paused.pid, signal.SIGCONT)
+        stop_process(paused)
 
 
 def _restart_redis():
