@@ -154,7 +154,7 @@ class Supervisor:
             config_path = run.run_dir / f"train_config-{run.attempt}.json"
             config = run_train_config(run, slot_base=slot_base(), vllm_server_port=port)
             config_path.write_text(config.to_json())
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 training_command(run, config_path),
                 cwd=settings.BASE_DIR,
                 env=env,
@@ -165,6 +165,9 @@ class Supervisor:
                 preexec_fn=die_with_parent,
                 pass_fds=(self.folder_lock,),
             )
+        # from now on the trainer alone holds the folder: a held lock means a trainer trains (runs.paths.trainer_alive)
+        self.close()
+        return proc
 
     def start_ray(self):
         """Submit the attempt to the worker's Ray cluster (workers.rayjobs); the cluster places its GPUs."""

@@ -57,16 +57,19 @@ def test_killing_the_worker_lets_the_reaper_fail_the_run_and_resume_complete_it(
     doomed.wait()
     # the training process dies with its supervisor (PR_SET_PDEATHSIG): nothing trains unobserved
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=10, what="the orphaned training process to die")
-    # within a heartbeat or so the page says what it is: no heartbeat, nothing training
+    # within a heartbeat or so the page says what it is (no heartbeat, nothing training), and the reaper fails the
+    # run at once since its folder lock is free (GRPO_HEARTBEAT_TIMEOUT, 60 s, is for folders it cannot check): the
+    # session worker's own beat may do it first
     client.force_login(owner)
-    shown = wait_for(
-        lambda: (p := progress(client, run))["silent_seconds"] is not None and p, timeout=30, what="the silence shown"
+    wait_for(
+        lambda: (p := progress(client, run))["silent_seconds"] is not None or p["status"] == "failed",
+        timeout=60,
+        what="the silence shown",
     )
-    assert shown["status"] == "running" and shown["trainer_alive"] is False and shown["eta_seconds"] is not None
-
-    # the reaper (every live worker's heartbeat runs it) fails it now: its folder lock is free, nothing trains; the
-    # long limit (GRPO_HEARTBEAT_TIMEOUT) is for folders it cannot check
-    assert [r.pk for r in run_reap_stale()] == [run.pk]
+    shown = progress(client, run)
+    if shown["status"] == "running":
+        assert shown["trainer_alive"] is False
+        run_reap_stale()
     run = refreshed(run)
     assert run.status == Run.Status.FAILED and run.resumable
     assert "stopped responding" in run.error
