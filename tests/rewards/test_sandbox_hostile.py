@@ -1139,6 +1139,40 @@ def test_a_posix_timer_runs_no_code_between_calls(isolated):
 
 
 @pytest.mark.parametrize(
+    "how",
+    [
+        "os.kill(os.getpid(), signal.SIGCONT)",  # kill
+        "signal.raise_signal(signal.SIGCONT)",  # tgkill
+        "signal.pthread_kill(__import__('threading').get_ident(), signal.SIGCONT)",  # tgkill
+        "if ctypes.CDLL(None, use_errno=True).sigqueue(os.getpid(), signal.SIGCONT, 0) != 0:\n"
+        "    raise PermissionError(ctypes.get_errno(), 'sigqueue')",  # rt_sigqueueinfo
+        "__import__('fcntl').fcntl(int(sys.argv[1]), 10, signal.SIGCONT)",  # fcntl F_SETSIG
+    ],
+    ids=["kill", "raise", "pthread_kill", "sigqueue", "F_SETSIG"],
+)
+def test_sigcont_cannot_be_sent_or_chosen_by_user_code(isolated, how):
+    sb = isolated(hostile(how))
+    with pytest.raises(SandboxError) as exc:
+        attack(sb)
+    assert exc.value.kind == "PermissionError" and sb.faults == 0
+    assert_next_call_works(sb)
+
+
+@pytest.mark.parametrize(
+    "call", ["libc.syscall(162)", "libc.syncfs(os.open('.', os.O_RDONLY))"], ids=["sync", "syncfs"]
+)
+def test_sync_and_syncfs_are_refused(isolated, call):
+    sb = isolated(
+        "import ctypes, os\n"
+        "def f(completions, **kwargs):\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"    rc = {call}\n"
+        "    return [float(rc), float(ctypes.get_errno())] + [0.0] * (len(completions) - 2)\n"
+    )
+    assert sb.call(PROBE).rewards == [-1.0, 1.0, 0.0]  # -1, EPERM: no host-wide writeback
+
+
+@pytest.mark.parametrize(
     "name, nr",
     [
         ("chmod", 90),
