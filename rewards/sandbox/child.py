@@ -336,8 +336,21 @@ DENIED = {
     "io_submit": 209,
     "io_cancel": 210,
     "io_pgetevents": 333,
+    # Writeback of every dirty page on the host (sync), or of a whole file system (syncfs): fsync stays allowed.
+    "sync": 162,
+    "syncfs": 306,
 }
 NR_CLONE3, NR_PRCTL, NR_PRLIMIT64, NR_CLONE = 435, 157, 302, 56
+# SIGCONT would undo the host's freeze between calls: denied where the syscall names the signal in an argument (the
+# argument's index). timer_create's sigevent is a pointer, which seccomp cannot read: the host checks that instead.
+SIGNAL_ARG = {
+    "kill": (62, 1),
+    "tkill": (200, 1),
+    "tgkill": (234, 2),
+    "rt_sigqueueinfo": (129, 1),
+    "rt_tgsigqueueinfo": (297, 2),
+}
+NR_FCNTL, F_SETSIG = 72, 10  # fcntl(fd, F_SETSIG, SIGCONT): SIGCONT as an fd's I/O signal
 CLONE_FORK = 0x01200011  # glibc's fork(): CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, nothing more
 
 
@@ -383,6 +396,19 @@ def seccomp_program(allow_fork: bool = False) -> list[tuple[int, int, int, int]]
     ]
     # prlimit64 on pid 0 (itself: glibc's setrlimit) only; a same-uid host must not be re-limited.
     prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_PRLIMIT64), ld(arg0), (BPF_JEQ_K, 1, 0, 0), ret(eperm), ret(RET_ALLOW)]
+    for nr, index in SIGNAL_ARG.values():  # no SIGCONT, to itself or anyone
+        sig = arg0 + 8 * index
+        prog += [ld(0), (BPF_JEQ_K, 0, 4, nr), ld(sig), (BPF_JEQ_K, 0, 1, signal.SIGCONT), ret(eperm), ret(RET_ALLOW)]
+    prog += [
+        ld(0),
+        (BPF_JEQ_K, 0, 6, NR_FCNTL),
+        ld(arg0 + 8),
+        (BPF_JEQ_K, 0, 3, F_SETSIG),
+        ld(arg0 + 16),
+        (BPF_JEQ_K, 0, 1, signal.SIGCONT),
+        ret(eperm),
+        ret(RET_ALLOW),
+    ]
     if allow_fork:
         prog += [
             ld(0),

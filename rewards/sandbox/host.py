@@ -61,6 +61,8 @@ STATE_FIELDS = ("global_step", "max_steps", "epoch", "num_train_epochs")
 F_SETPIPE_SZ = 1031
 PIPE_SIZE = 1 << 20
 NOFILE = 64
+FROZEN_CPU_S = 0.05  # CPU a frozen worker may show between calls: what ran after the snapshot, before SIGSTOP landed
+SIGSTOP_BIT = 1 << (signal.SIGSTOP - 1)  # in /proc/<pid>/status ShdPnd / SigPnd
 
 
 def _env_bool(name: str) -> bool:
@@ -121,15 +123,58 @@ class _Worker:
         self.readable, self.writable = select.poll(), select.poll()
         self.readable.register(rfd, select.POLLIN)
         self.writable.register(wfd, select.POLLOUT)
-        self.awake_s = 0.0  # wall time spent thawed: an upper bound of its CPU time (one thread, frozen between)
+        self.awake_s = 0.0  # wall time spent thawed, and CPU time seen between calls: an upper bound of its CPU time
+        self.frozen_cpu_s: float | None = None  # its CPU time as it was frozen
         try:  # held open: a pid reused after the worker died reads as an error here, never as another process
             self.stat_fd = os.open(f"/proc/{proc.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self.stat_fd = -1
 
     def freeze(self) -> None:
-        """SIGSTOP its process group: no user code (timers, signal handlers, SIGIO) runs until ``thaw``."""
+        """SIGSTOP its process group: no user code (timers, signal handlers, SIGIO) runs until ``thaw``. User code
+        could undo it (a POSIX timer whose signal is SIGCONT; seccomp denies the direct ways), so ``frozen_since``
+        checks before the next request that it stayed stopped and used no CPU meanwhile."""
         self._signal(signal.SIGSTOP)
+        self.frozen_cpu_s = self._stat()[1]
+
+    def frozen_since(self) -> str | None:
+        """None if the worker stayed frozen since ``freeze``, else what it did: not stopped (and no SIGSTOP still on
+        its way), or CPU time used between calls (a worker that continued itself and stopped again). Whatever CPU
+        it used meanwhile is charged to ``awake_s``. Nothing is checked where /proc cannot be read."""
+        state, cpu = self._stat()
+        if state is None or cpu is None or self.frozen_cpu_s is None:
+            return None
+        used, self.frozen_cpu_s = max(0.0, cpu - self.frozen_cpu_s), cpu
+        self.awake_s += used
+        if used > FROZEN_CPU_S:
+            return f"it used {used:.2f} s of CPU time while frozen"
+        deadline = time.perf_counter() + 0.05  # a SIGSTOP just taken but not yet acted on reads as running
+        while state != "T" and not self._stop_pending():
+            if time.perf_counter() > deadline:
+                return f"it was not stopped (state {state}): something sent it SIGCONT"
+            time.sleep(0.001)
+            state = self._stat()[0]
+        return None
+
+    def _stat(self) -> tuple[str | None, float | None]:
+        """Its state letter and user + system CPU seconds, from /proc/<pid>/stat; None, None where it is closed."""
+        if self.stat_fd >= 0:
+            try:
+                data = os.pread(self.stat_fd, 1024, 0)
+                fields = data[data.rindex(b")") + 2 :].split()
+                # state, utime, stime: proc(5) fields 3, 14, 15
+                return fields[0].decode("ascii"), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            except (OSError, ValueError, IndexError, UnicodeDecodeError):
+                pass
+        return None, None
+
+    def _stop_pending(self) -> bool:
+        try:
+            with open(f"/proc/{self.proc.pid}/status", "rb") as fh:  # not yet reaped: the pid is still its own
+                pending = dict(line.split(b":", 1) for line in fh if line.startswith((b"ShdPnd", b"SigPnd")))
+            return any(int(value, 16) & SIGSTOP_BIT for value in pending.values())
+        except (OSError, ValueError):
+            return False
 
     def thaw(self) -> None:
         self._signal(signal.SIGCONT)
@@ -142,14 +187,8 @@ class _Worker:
 
     def cpu_s(self) -> float:
         """User + system CPU seconds of the worker, from the kernel; the thawed wall time where /proc is closed."""
-        if self.stat_fd >= 0:
-            try:
-                data = os.pread(self.stat_fd, 1024, 0)
-                fields = data[data.rindex(b")") + 2 :].split()
-                return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (proc(5) fields 14, 15)
-            except (OSError, ValueError, IndexError):
-                pass
-        return self.awake_s
+        cpu = self._stat()[1]
+        return self.awake_s if cpu is None else cpu
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -473,6 +512,33 @@ class Sandbox:
             result.replay(log_extra, log_metric)
             return result
 
+    def _between_calls(self) -> WorkerLost | None:
+        """What the worker did between calls that costs it: it died, sent bytes nobody asked for, or ran while it
+        was frozen. The request that finds it fails with that fault, so a function that dies or runs between calls
+        spends its fault budget like one that fails in a call (a silent respawn would let it do so for ever)."""
+        if not self._workers:
+            return None
+        worker = self._workers[0]
+        rc = worker.proc.poll()
+        if rc is not None:
+            return WorkerLost(
+                SandboxCrash,
+                "Crash",
+                f"between calls, the worker running {self.func_name} {_exit_text(rc)}; a fresh one starts on the "
+                "next call",
+            )
+        if worker.buf or worker.readable.poll(0):
+            return malformed(f"the worker running {self.func_name} sent bytes nobody asked for, after its reply")
+        ran = worker.frozen_since()
+        if ran is not None:
+            return WorkerLost(
+                SandboxCrash,
+                "Crash",
+                f"the worker running {self.func_name} ran between calls, when it was frozen ({ran}); it was killed "
+                "and a fresh one starts on the next call",
+            )
+        return None
+
     def _ready(self) -> _Worker:
         """The worker for the next request: a fresh one where the last died or sent bytes nobody asked for (a
         fault), or none was running."""
@@ -489,11 +555,19 @@ class Sandbox:
     def _request(self, body: bytes, limit_s: float, parse, *, check_scratch: bool = False):
         """Send ``body`` (its id already counted in ``_seq``) and return ``parse(reply)`` and the seconds the
         exchange took, within ``limit_s``. Every request counts in ``calls``; one that fails, in ``failures``; one
-        that costs the worker, in ``faults`` too. Whatever goes wrong is raised as a SandboxError kind, with its
+        that costs the worker, in ``faults`` too (so does one that finds its worker lost between calls, before
+        anything is sent: ``_between_calls``). Whatever goes wrong is raised as a SandboxError kind, with its
         ``duration_s``: the exchange's failure, an error ``parse`` raises or returns (the user's: the worker lives
         on), or a ProtocolError for a reply ``parse`` rejects with any other exception (it costs the worker).
         ``check_scratch``: enforce the scratch quota after the request (reward calls); else only recycle."""
         with self._lock:
+            lost = self._between_calls()
+            if lost is not None:
+                self.calls += 1
+                self.failures += 1
+                error = self._lose(lost)
+                error.duration_s = 0.0
+                raise error from None
             worker = self._ready()
             began = time.perf_counter()
             try:
@@ -539,8 +613,9 @@ class Sandbox:
 
     def _recycle(self, worker: _Worker) -> bool:
         """Replace a worker past half its CPU budget (as the kernel counts it), between calls. One thread (seccomp
-        denies clone), frozen between calls: its CPU time is at most the time it was thawed, so /proc is read only
-        once that could pass half the budget; without seccomp, after every call."""
+        denies clone), frozen between calls: its CPU time is at most the time it was thawed plus what ``frozen_since``
+        saw and charged, so /proc is read only once that could pass half the budget; without seccomp, after every
+        call."""
         if (
             worker.awake_s > self.cpu_limit_s / 2 or not self.isolation.get("seccomp")
         ) and worker.cpu_s() > self.cpu_limit_s / 2:

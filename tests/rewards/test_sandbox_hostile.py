@@ -244,8 +244,13 @@ def test_a_worker_killed_between_calls_is_replaced_and_counted(sandbox):
     sb = sandbox(hostile("pass"))
     os.kill(sb.pid, signal.SIGKILL)
     time.sleep(0.1)
+    with pytest.raises(SandboxCrash) as exc:  # the call that finds it dead fails: a fault the caller can count
+        assert_next_call_works(sb)
+    assert exc.value.kind == "Crash" and exc.value.message.startswith(
+        "between calls, the worker running f was killed by SIGKILL"
+    )
+    assert sb.faults == 1 and sb.failures == 1
     assert_next_call_works(sb)
-    assert sb.faults == 1 and sb.failures == 0
 
 
 WORKER_OF_A_HOST = """
@@ -1136,6 +1141,110 @@ def test_a_posix_timer_runs_no_code_between_calls(isolated):
     after = sb.call(PROBE, mode=["attack"] * 3, how=["read"] * 3).rewards[0]
     assert after - before <= 3  # one pending signal delivered on SIGCONT, and what the call itself lasted
     assert sb.faults == 0
+
+
+def cpu_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# A POSIX timer whose signal the function picks: SIGCONT undoes the host's SIGSTOP, SIGKILL ends a frozen worker.
+SIGNAL_TIMER = r"""
+import ctypes, signal
+
+def arm(sig, first_ms, every_ms=0):
+    libc = ctypes.CDLL(None, use_errno=True)
+    event = ctypes.create_string_buffer(64)  # struct sigevent: sigev_value, then sigev_signo, sigev_notify=SIGEV_SIGNAL
+    ctypes.c_int.from_buffer(event, 8).value = sig
+    timer = ctypes.c_void_p()
+    assert libc.timer_create(1, event, ctypes.byref(timer)) == 0  # CLOCK_MONOTONIC
+    spec = (ctypes.c_long * 4)(0, every_ms * 1_000_000, 0, first_ms * 1_000_000)
+    assert libc.timer_settime(timer, 0, spec, None) == 0
+    return timer
+
+def burn(seconds):
+    began = time.process_time()
+    while time.process_time() - began < seconds:
+        pass
+"""
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "signal.signal(signal.SIGCONT, lambda *_: burn(0.3))",  # continued, burns, and is left running
+        "signal.signal(signal.SIGCONT, lambda *_: (burn(0.3), os.kill(os.getpid(), signal.SIGSTOP)))",  # stops again
+    ],
+    ids=["left-running", "stopped-again"],
+)
+def test_a_sigcont_timer_gets_no_cpu_between_calls_uncharged(isolated, handler):
+    sb = isolated(
+        hostile(f"{handler}\nTIMERS.append(arm(signal.SIGCONT, 200))", prelude=SIGNAL_TIMER + "TIMERS = []"),
+        timeout_s=5,
+    )
+    assert attack(sb).rewards == PROBE_REWARDS and sb.faults == 0
+    before = cpu_of(sb.pid)  # frozen: the timer's SIGCONT comes 0.2 s after the call
+    deadline = time.monotonic() + 20  # wait until its handler has burnt, between calls
+    while cpu_of(sb.pid) - before < 0.3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(SandboxCrash) as exc:  # the worker ran while frozen: killed, and a fault
+        assert_next_call_works(sb)
+    assert "ran between calls, when it was frozen" in exc.value.message and exc.value.kind == "Crash"
+    assert sb.faults == 1 and sb.failures == 1
+    assert_next_call_works(sb)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "os.kill(os.getpid(), signal.SIGCONT)",  # kill
+        "signal.raise_signal(signal.SIGCONT)",  # tgkill
+        "signal.pthread_kill(__import__('threading').get_ident(), signal.SIGCONT)",  # tgkill
+        "if ctypes.CDLL(None, use_errno=True).sigqueue(os.getpid(), signal.SIGCONT, 0) != 0:\n"
+        "    raise PermissionError(ctypes.get_errno(), 'sigqueue')",  # rt_sigqueueinfo
+        "__import__('fcntl').fcntl(int(sys.argv[1]), 10, signal.SIGCONT)",  # fcntl F_SETSIG
+    ],
+    ids=["kill", "raise", "pthread_kill", "sigqueue", "F_SETSIG"],
+)
+def test_sigcont_cannot_be_sent_or_chosen_by_user_code(isolated, how):
+    sb = isolated(hostile(how))
+    with pytest.raises(SandboxError) as exc:
+        attack(sb)
+    assert exc.value.kind == "PermissionError" and sb.faults == 0
+    assert_next_call_works(sb)
+
+
+def test_a_function_that_dies_between_calls_spends_its_fault_budget():
+    from types import SimpleNamespace
+
+    from workers.training.rewarding import SandboxedReward
+
+    source = hostile("TIMERS.append(arm(signal.SIGKILL, 20))", prelude=SIGNAL_TIMER + "TIMERS = []")
+    spec = SimpleNamespace(name="dies", source=source, entrypoint="f")
+    reward = SandboxedReward(spec, slot=0, events=None, max_faults=3, allow_weak=False)
+    try:
+        outcomes = []
+        for _ in range(8):
+            outcomes.append(reward(PROBE, mode=["attack"] * 3))
+            time.sleep(0.2)  # its timer kills the frozen worker
+        assert reward.budget.disabled and reward.budget.faults == 3
+        assert outcomes[-1] == [None] * 3 and outcomes.count(PROBE_REWARDS) == 3  # every other call, then none
+    finally:
+        reward.close()
+
+
+@pytest.mark.parametrize(
+    "call", ["libc.syscall(162)", "libc.syncfs(os.open('.', os.O_RDONLY))"], ids=["sync", "syncfs"]
+)
+def test_sync_and_syncfs_are_refused(isolated, call):
+    sb = isolated(
+        "import ctypes, os\n"
+        "def f(completions, **kwargs):\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"    rc = {call}\n"
+        "    return [float(rc), float(ctypes.get_errno())] + [0.0] * (len(completions) - 2)\n"
+    )
+    assert sb.call(PROBE).rewards == [-1.0, 1.0, 0.0]  # -1, EPERM: no host-wide writeback
 
 
 @pytest.mark.parametrize(

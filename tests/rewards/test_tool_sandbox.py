@@ -27,7 +27,7 @@ def echo(text: str, mode: str = "ok") -> str:
 
     Args:
         text: What to echo.
-        mode: ok, raise, huge, loop, exit, read or object.
+        mode: ok, raise, huge, loop, exit, read, object or die-later.
     """
     if mode == "raise":
         raise ValueError("no such city: " + text)
@@ -42,6 +42,15 @@ def echo(text: str, mode: str = "ok") -> str:
         return open("/etc/shadow").read()
     if mode == "object":
         return {"echo": text, "n": 2}
+    if mode == "die-later":  # a POSIX timer kills the worker 20 ms on, frozen between calls
+        import ctypes
+        import signal
+
+        libc, event, timer = ctypes.CDLL(None), ctypes.create_string_buffer(64), ctypes.c_void_p()
+        ctypes.c_int.from_buffer(event, 8).value = signal.SIGKILL  # struct sigevent's sigev_signo, SIGEV_SIGNAL
+        assert libc.timer_create(1, event, ctypes.byref(timer)) == 0
+        assert libc.timer_settime(timer, 0, (ctypes.c_long * 4)(0, 0, 0, 20_000_000), None) == 0
+        return "armed"
     return text.upper()
 '''
 
@@ -117,3 +126,34 @@ def test_the_training_programs_tool_raises_the_sandbox_message_and_is_disabled_a
     finally:
         for closer in closers:
             closer.close()
+
+
+def test_a_tool_whose_worker_dies_between_calls_is_disabled_after_its_faults():
+    from workers.training.tooling import ToolFailed, tool_functions
+
+    config = TrainConfig(
+        model="",
+        dataset_path="",
+        output_dir="",
+        event_log="",
+        rewards=[RewardSpec("r", builtin="accuracy")],
+        max_tool_faults=2,
+        tools=[ToolSpec("echo", "echo", source=TOOL)],
+        sandbox_slot_base=3800,
+    )
+    (echo,), closers = tool_functions(config)
+    outcomes = []
+    try:
+        for _ in range(6):
+            try:
+                outcomes.append(echo(text="x", mode="die-later"))
+            except ToolFailed as exc:
+                outcomes.append(str(exc))
+            time.sleep(0.2)  # its timer kills the frozen worker
+    finally:
+        for closer in closers:
+            closer.close()
+    # each death between calls fails the call that finds it, and spends the budget: no silent respawns
+    assert outcomes[0] == outcomes[2] == "armed"
+    assert "between calls, the worker running echo was killed by SIGKILL" in outcomes[1] and outcomes[1] == outcomes[3]
+    assert outcomes[4:] == ["the tool echo is disabled for this run after 2 faults"] * 2
