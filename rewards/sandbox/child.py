@@ -784,8 +784,10 @@ class Worker:
     def call(self, req: dict) -> dict:
         args = req["args"]
         completions = args["completions"]
-        extra: list = []
+        extra: dict = {}  # column -> its values: one record per column, however often it is logged
         metrics: list = []
+        metric_names: set = set()
+        names = self.cfg["log_names"]
         room = {"values": self.cfg["log_values"], "chars": self.cfg["log_chars"]}  # the host's caps, kept here too
 
         def spend(values: int, chars: int) -> bool:
@@ -795,12 +797,21 @@ class Worker:
 
         def log_extra(column, values):
             record = [str(column), [_scalar(v) for v in values]]
-            if spend(len(record[1]), len(record[0]) + sum(len(v) for v in record[1] if type(v) is str)):
-                extra.append(record)
+            if len(record[0]) > self.cfg["log_name_chars"]:
+                room["names"] = f"a log_extra column name of more than {self.cfg['log_name_chars']} characters"
+            elif record[0] not in extra and len(extra) >= names:
+                room["names"] = f"more than {names} log_extra columns"
+            elif spend(len(record[1]), len(record[0]) + sum(len(v) for v in record[1] if type(v) is str)):
+                extra.setdefault(record[0], []).extend(record[1])
 
         def log_metric(name, value):
             record = [str(name), float(value)]
-            if spend(1, len(record[0])):
+            if len(record[0]) > self.cfg["log_name_chars"]:
+                room["names"] = f"a log_metric name of more than {self.cfg['log_name_chars']} characters"
+            elif record[0] not in metric_names and len(metric_names) >= names:
+                room["names"] = f"more than {names} log_metric names"
+            elif spend(1, len(record[0])):
+                metric_names.add(record[0])
                 metrics.append(record)
 
         out = Capture(self.cfg["stdout_limit"])
@@ -816,16 +827,23 @@ class Worker:
                 log_metric=log_metric,
                 **(args.get("columns") or {}),
             )
-            reply = {"ok": True, "rewards": plain_rewards(result, len(completions)), "extra": extra, "metrics": metrics}
-            if room["values"] < 0 or room["chars"] < 0:
+            reply = {
+                "ok": True,
+                "rewards": plain_rewards(result, len(completions)),
+                "extra": [[column, values] for column, values in extra.items()],
+                "metrics": metrics,
+            }
+            if room["values"] < 0 or room["chars"] < 0 or "names" in room:
+                too_much = room.get("names") or (
+                    f"more than {self.cfg['log_values']} values or {self.cfg['log_chars']} characters"
+                )
                 reply = {
                     "ok": False,
                     "error": {
                         "kind": "LogTooLarge",
                         "line": None,
                         "traceback": "",
-                        "message": f"log_extra / log_metric recorded more than {self.cfg['log_values']} values or "
-                        f"{self.cfg['log_chars']} characters in one call",
+                        "message": f"{self.cfg['name']}: log_extra / log_metric recorded {too_much} in one call",
                     },
                 }
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up

@@ -40,14 +40,20 @@ from rewards.sandbox.errors import (
     malformed,
 )
 from rewards.sandbox.replies import (
+    CALL_REPLY_ITEMS,
     HOST_KINDS,
     MAX_LOG_CHARS,
+    MAX_LOG_NAME_CHARS,
+    MAX_LOG_NAMES,
     MAX_LOG_VALUES,
+    MAX_REPLY_ITEMS,
+    MAX_RUN_LOG_NAMES,
     CallResult,
     call_reply,
     decode,
     isolation_report,
     load_error,
+    run_log_names,
 )
 from rewards.sandbox.scratch import reap, usage, wipe
 
@@ -210,6 +216,8 @@ class Sandbox:
         startup_timeout_s: float = 30.0,
         private_mounts: bool | None = None,
         allow_weak: bool = False,
+        log_names: int = MAX_LOG_NAMES,
+        run_log_names: int = MAX_RUN_LOG_NAMES,
     ):
         if not isinstance(source, str):
             raise TypeError("source must be a str")
@@ -227,6 +235,11 @@ class Sandbox:
         self.memory_mb, self.cpu_limit_s, self.scratch_mb = int(memory_mb), float(cpu_limit_s), int(scratch_mb)
         self.max_message = int(max_message_mb) << 20
         self.stdout_limit, self.private_mounts = int(stdout_limit), private_mounts
+        # distinct log_extra columns and log_metric names (each): per call, and over this Sandbox's life (a run's)
+        self.log_names, self.run_log_names = int(log_names), int(run_log_names)
+        self.logged_columns: set[str] = set()
+        self.logged_metrics: set[str] = set()
+        self._reply_items = MAX_REPLY_ITEMS  # what the next reply may decode into (a call's: its rewards and logs)
         self.allow_weak = bool(allow_weak) or _env_bool("GRPO_SANDBOX_ALLOW_WEAK")
         self.scratch_root = Path(scratch_root or Path(tempfile.gettempdir()) / f"grpo-sandbox-{os.geteuid()}")
         self.calls = 0  # calls made, whatever their outcome
@@ -296,6 +309,8 @@ class Sandbox:
                 "max_message": self.max_message,
                 "log_values": MAX_LOG_VALUES,
                 "log_chars": MAX_LOG_CHARS,
+                "log_names": self.log_names,
+                "log_name_chars": MAX_LOG_NAME_CHARS,
                 "mode": self.MODE,
                 "result_chars": self.result_chars,
                 "methods": list(self.methods),
@@ -463,15 +478,29 @@ class Sandbox:
             }
             body = self._pack(request)
             self._seq += 1
-            result, duration = self._request(
-                body,
-                self.timeout_s,
-                check_scratch=True,
-                parse=lambda reply: call_reply(reply, len(completions), seq=self._seq, stdout_limit=self.stdout_limit),
-            )
+            self._reply_items = len(completions) + CALL_REPLY_ITEMS
+            try:
+                result, duration = self._request(
+                    body,
+                    self.timeout_s,
+                    check_scratch=True,
+                    parse=lambda reply: self._call_result(reply, len(completions)),
+                )
+            finally:
+                self._reply_items = MAX_REPLY_ITEMS
             result.duration_s = duration
             result.replay(log_extra, log_metric)
             return result
+
+    def _call_result(self, reply, n: int) -> CallResult | SandboxError:
+        """The reply to the reward call just sent (for ``n`` completions), within the caps on log names per call and
+        for the run."""
+        result = call_reply(reply, n, seq=self._seq, stdout_limit=self.stdout_limit, max_names=self.log_names)
+        if isinstance(result, SandboxError):
+            return result
+        return run_log_names(
+            result, self.logged_columns, self.logged_metrics, limit=self.run_log_names, func_name=self.func_name
+        )
 
     def _ready(self) -> _Worker:
         """The worker for the next request: a fresh one where the last died or sent bytes nobody asked for (a
@@ -622,7 +651,7 @@ class Sandbox:
         self._fill(worker, HEADER.size + n, deadline)
         body = bytes(worker.buf[HEADER.size : HEADER.size + n])
         del worker.buf[: HEADER.size + n]
-        return decode(body)
+        return decode(body, self._reply_items)
 
     def _fill(self, worker: _Worker, need: int, deadline: float) -> None:
         while len(worker.buf) < need:
