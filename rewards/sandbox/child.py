@@ -336,8 +336,12 @@ DENIED = {
     "io_submit": 209,
     "io_cancel": 210,
     "io_pgetevents": 333,
+    # Pipe buffers are kernel memory, outside RLIMIT_AS: vmsplice would pin the worker's pages in them after it
+    # unmaps them (fcntl(F_SETPIPE_SZ) is denied below, so each pipe stays at its 64 KiB default).
+    "vmsplice": 278,
 }
 NR_CLONE3, NR_PRCTL, NR_PRLIMIT64, NR_CLONE = 435, 157, 302, 56
+NR_FCNTL, F_SETPIPE_SZ = 72, 1031
 CLONE_FORK = 0x01200011  # glibc's fork(): CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, nothing more
 
 
@@ -383,6 +387,15 @@ def seccomp_program(allow_fork: bool = False) -> list[tuple[int, int, int, int]]
     ]
     # prlimit64 on pid 0 (itself: glibc's setrlimit) only; a same-uid host must not be re-limited.
     prog += [ld(0), (BPF_JEQ_K, 0, 4, NR_PRLIMIT64), ld(arg0), (BPF_JEQ_K, 1, 0, 0), ret(eperm), ret(RET_ALLOW)]
+    # fcntl(F_SETPIPE_SZ): a pipe grown to 1 MiB pins that much kernel memory outside RLIMIT_AS, per pipe.
+    prog += [
+        ld(0),
+        (BPF_JEQ_K, 0, 4, NR_FCNTL),
+        ld(arg0 + 8),
+        (BPF_JEQ_K, 0, 1, F_SETPIPE_SZ),
+        ret(eperm),
+        ret(RET_ALLOW),
+    ]
     if allow_fork:
         prog += [
             ld(0),

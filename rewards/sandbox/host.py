@@ -65,7 +65,9 @@ MAX_SOURCE_BYTES = 1 << 20
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STATE_FIELDS = ("global_step", "max_steps", "epoch", "num_train_epochs")
 F_SETPIPE_SZ = 1031
-PIPE_SIZE = 1 << 20
+# Pipe buffers are kernel memory, outside the worker's RLIMIT_AS: each pipe only as large as its traffic needs.
+REQUEST_PIPE_SIZE = 256 << 10  # a 64 x 2 KB batch in one write
+REPLY_PIPE_SIZE = 64 << 10  # a reply is mostly rewards; a larger one takes a few reads
 NOFILE = 64
 
 
@@ -409,9 +411,9 @@ class Sandbox:
     def _spawn(self) -> _Worker:
         req_r, req_w = os.pipe2(os.O_CLOEXEC)
         rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
-        for fd in (req_w, rep_r):
+        for fd, size in ((req_w, REQUEST_PIPE_SIZE), (rep_r, REPLY_PIPE_SIZE)):
             try:
-                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)  # a 64 x 2 KB batch in one write
+                fcntl.fcntl(fd, F_SETPIPE_SZ, size)
             except OSError:
                 pass
         env = {
