@@ -14,7 +14,7 @@ No Django here: the training process uses this package directly. The threat mode
 
 ``Sandbox(source, func_name, *, slot=0, timeout_s=5.0, memory_mb=1024, cpu_limit_s=600.0, scratch_mb=64,
 scratch_root=None, max_message_mb=64, stdout_limit=65536, startup_timeout_s=30.0, private_mounts=None,
-allow_weak=False)``
+allow_weak=False, log_names=64, run_log_names=256)``
 
 - ``source`` defines ``def func_name(completions, prompts=None, completion_ids=None, **kwargs)`` returning one float,
   int, bool (as 0.0/1.0) or None per completion, exactly as for TRL. At most 1 MiB (``SandboxError``
@@ -29,7 +29,9 @@ allow_weak=False)``
 - Every failure raises ``SandboxError`` (``.kind``, ``.message``, ``.line`` in the user's source, ``.stdout``,
   ``.traceback``), and nothing else does, whatever the worker sends: the user's exception (the worker lives on; one
   whose class is named like one of ours comes back as ``UserException``), ``InvalidResult`` (not a list, wrong
-  length, NaN, inf, a string...), ``LogTooLarge`` (log_extra / log_metric past 100,000 values or 8 Mi characters),
+  length, NaN, inf, a string...), ``LogTooLarge`` (log_extra / log_metric past 100,000 values or 8 Mi characters,
+  ``log_names`` distinct columns or metric names in one call, ``run_log_names`` over the Sandbox's life, a name past
+  200 characters; ``logged_columns`` / ``logged_metrics`` hold the names so far),
   ``SandboxTimeout`` (past ``timeout_s``: SIGKILL) and ``SandboxCrash`` (segfault, ``os._exit``, a signal, a CPU or
   memory limit; kind ``ProtocolError`` for any reply an honest worker could not have sent). After those two the
   next call starts a fresh worker, transparently.

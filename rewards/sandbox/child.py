@@ -339,6 +339,9 @@ DENIED = {
     # Writeback of every dirty page on the host (sync), or of a whole file system (syncfs): fsync stays allowed.
     "sync": 162,
     "syncfs": 306,
+    # Pipe buffers are kernel memory, outside RLIMIT_AS: vmsplice would pin the worker's pages in them after it
+    # unmaps them (fcntl(F_SETPIPE_SZ) is denied below, so each pipe stays at its 64 KiB default).
+    "vmsplice": 278,
 }
 NR_CLONE3, NR_PRCTL, NR_PRLIMIT64, NR_CLONE = 435, 157, 302, 56
 # SIGCONT would undo the host's freeze between calls: denied where the syscall names the signal in an argument (the
@@ -350,7 +353,9 @@ SIGNAL_ARG = {
     "rt_sigqueueinfo": (129, 1),
     "rt_tgsigqueueinfo": (297, 2),
 }
-NR_FCNTL, F_SETSIG = 72, 10  # fcntl(fd, F_SETSIG, SIGCONT): SIGCONT as an fd's I/O signal
+# fcntl(fd, F_SETSIG, SIGCONT): SIGCONT as an fd's I/O signal; fcntl(F_SETPIPE_SZ): a pipe grown to 1 MiB pins that
+# much kernel memory outside RLIMIT_AS, per pipe
+NR_FCNTL, F_SETSIG, F_SETPIPE_SZ = 72, 10, 1031
 CLONE_FORK = 0x01200011  # glibc's fork(): CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, nothing more
 
 
@@ -399,10 +404,12 @@ def seccomp_program(allow_fork: bool = False) -> list[tuple[int, int, int, int]]
     for nr, index in SIGNAL_ARG.values():  # no SIGCONT, to itself or anyone
         sig = arg0 + 8 * index
         prog += [ld(0), (BPF_JEQ_K, 0, 4, nr), ld(sig), (BPF_JEQ_K, 0, 1, signal.SIGCONT), ret(eperm), ret(RET_ALLOW)]
+    # one block for fcntl (each block returns for its syscall): no F_SETPIPE_SZ, no F_SETSIG to SIGCONT
     prog += [
         ld(0),
-        (BPF_JEQ_K, 0, 6, NR_FCNTL),
+        (BPF_JEQ_K, 0, 7, NR_FCNTL),
         ld(arg0 + 8),
+        (BPF_JEQ_K, 3, 0, F_SETPIPE_SZ),
         (BPF_JEQ_K, 0, 3, F_SETSIG),
         ld(arg0 + 16),
         (BPF_JEQ_K, 0, 1, signal.SIGCONT),
@@ -810,8 +817,10 @@ class Worker:
     def call(self, req: dict) -> dict:
         args = req["args"]
         completions = args["completions"]
-        extra: list = []
+        extra: dict = {}  # column -> its values: one record per column, however often it is logged
         metrics: list = []
+        metric_names: set = set()
+        names = self.cfg["log_names"]
         room = {"values": self.cfg["log_values"], "chars": self.cfg["log_chars"]}  # the host's caps, kept here too
 
         def spend(values: int, chars: int) -> bool:
@@ -821,12 +830,21 @@ class Worker:
 
         def log_extra(column, values):
             record = [str(column), [_scalar(v) for v in values]]
-            if spend(len(record[1]), len(record[0]) + sum(len(v) for v in record[1] if type(v) is str)):
-                extra.append(record)
+            if len(record[0]) > self.cfg["log_name_chars"]:
+                room["names"] = f"a log_extra column name of more than {self.cfg['log_name_chars']} characters"
+            elif record[0] not in extra and len(extra) >= names:
+                room["names"] = f"more than {names} log_extra columns"
+            elif spend(len(record[1]), len(record[0]) + sum(len(v) for v in record[1] if type(v) is str)):
+                extra.setdefault(record[0], []).extend(record[1])
 
         def log_metric(name, value):
             record = [str(name), float(value)]
-            if spend(1, len(record[0])):
+            if len(record[0]) > self.cfg["log_name_chars"]:
+                room["names"] = f"a log_metric name of more than {self.cfg['log_name_chars']} characters"
+            elif record[0] not in metric_names and len(metric_names) >= names:
+                room["names"] = f"more than {names} log_metric names"
+            elif spend(1, len(record[0])):
+                metric_names.add(record[0])
                 metrics.append(record)
 
         out = Capture(self.cfg["stdout_limit"])
@@ -842,16 +860,23 @@ class Worker:
                 log_metric=log_metric,
                 **(args.get("columns") or {}),
             )
-            reply = {"ok": True, "rewards": plain_rewards(result, len(completions)), "extra": extra, "metrics": metrics}
-            if room["values"] < 0 or room["chars"] < 0:
+            reply = {
+                "ok": True,
+                "rewards": plain_rewards(result, len(completions)),
+                "extra": [[column, values] for column, values in extra.items()],
+                "metrics": metrics,
+            }
+            if room["values"] < 0 or room["chars"] < 0 or "names" in room:
+                too_much = room.get("names") or (
+                    f"more than {self.cfg['log_values']} values or {self.cfg['log_chars']} characters"
+                )
                 reply = {
                     "ok": False,
                     "error": {
                         "kind": "LogTooLarge",
                         "line": None,
                         "traceback": "",
-                        "message": f"log_extra / log_metric recorded more than {self.cfg['log_values']} values or "
-                        f"{self.cfg['log_chars']} characters in one call",
+                        "message": f"{self.cfg['name']}: log_extra / log_metric recorded {too_much} in one call",
                     },
                 }
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker stays up

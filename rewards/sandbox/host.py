@@ -40,14 +40,20 @@ from rewards.sandbox.errors import (
     malformed,
 )
 from rewards.sandbox.replies import (
+    CALL_REPLY_ITEMS,
     HOST_KINDS,
     MAX_LOG_CHARS,
+    MAX_LOG_NAME_CHARS,
+    MAX_LOG_NAMES,
     MAX_LOG_VALUES,
+    MAX_REPLY_ITEMS,
+    MAX_RUN_LOG_NAMES,
     CallResult,
     call_reply,
     decode,
     isolation_report,
     load_error,
+    run_log_names,
 )
 from rewards.sandbox.scratch import reap, usage, wipe
 
@@ -59,7 +65,9 @@ MAX_SOURCE_BYTES = 1 << 20
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STATE_FIELDS = ("global_step", "max_steps", "epoch", "num_train_epochs")
 F_SETPIPE_SZ = 1031
-PIPE_SIZE = 1 << 20
+# Pipe buffers are kernel memory, outside the worker's RLIMIT_AS: each pipe only as large as its traffic needs.
+REQUEST_PIPE_SIZE = 256 << 10  # a 64 x 2 KB batch in one write
+REPLY_PIPE_SIZE = 64 << 10  # a reply is mostly rewards; a larger one takes a few reads
 NOFILE = 64
 FROZEN_CPU_S = 0.05  # CPU a frozen worker may show between calls: what ran after the snapshot, before SIGSTOP landed
 SIGSTOP_BIT = 1 << (signal.SIGSTOP - 1)  # in /proc/<pid>/status ShdPnd / SigPnd
@@ -249,6 +257,8 @@ class Sandbox:
         startup_timeout_s: float = 30.0,
         private_mounts: bool | None = None,
         allow_weak: bool = False,
+        log_names: int = MAX_LOG_NAMES,
+        run_log_names: int = MAX_RUN_LOG_NAMES,
     ):
         if not isinstance(source, str):
             raise TypeError("source must be a str")
@@ -266,6 +276,11 @@ class Sandbox:
         self.memory_mb, self.cpu_limit_s, self.scratch_mb = int(memory_mb), float(cpu_limit_s), int(scratch_mb)
         self.max_message = int(max_message_mb) << 20
         self.stdout_limit, self.private_mounts = int(stdout_limit), private_mounts
+        # distinct log_extra columns and log_metric names (each): per call, and over this Sandbox's life (a run's)
+        self.log_names, self.run_log_names = int(log_names), int(run_log_names)
+        self.logged_columns: set[str] = set()
+        self.logged_metrics: set[str] = set()
+        self._reply_items = MAX_REPLY_ITEMS  # what the next reply may decode into (a call's: its rewards and logs)
         self.allow_weak = bool(allow_weak) or _env_bool("GRPO_SANDBOX_ALLOW_WEAK")
         self.scratch_root = Path(scratch_root or Path(tempfile.gettempdir()) / f"grpo-sandbox-{os.geteuid()}")
         self.calls = 0  # calls made, whatever their outcome
@@ -335,6 +350,8 @@ class Sandbox:
                 "max_message": self.max_message,
                 "log_values": MAX_LOG_VALUES,
                 "log_chars": MAX_LOG_CHARS,
+                "log_names": self.log_names,
+                "log_name_chars": MAX_LOG_NAME_CHARS,
                 "mode": self.MODE,
                 "result_chars": self.result_chars,
                 "methods": list(self.methods),
@@ -433,9 +450,9 @@ class Sandbox:
     def _spawn(self) -> _Worker:
         req_r, req_w = os.pipe2(os.O_CLOEXEC)
         rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
-        for fd in (req_w, rep_r):
+        for fd, size in ((req_w, REQUEST_PIPE_SIZE), (rep_r, REPLY_PIPE_SIZE)):
             try:
-                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)  # a 64 x 2 KB batch in one write
+                fcntl.fcntl(fd, F_SETPIPE_SZ, size)
             except OSError:
                 pass
         env = {
@@ -502,12 +519,16 @@ class Sandbox:
             }
             body = self._pack(request)
             self._seq += 1
-            result, duration = self._request(
-                body,
-                self.timeout_s,
-                check_scratch=True,
-                parse=lambda reply: call_reply(reply, len(completions), seq=self._seq, stdout_limit=self.stdout_limit),
-            )
+            self._reply_items = len(completions) + CALL_REPLY_ITEMS
+            try:
+                result, duration = self._request(
+                    body,
+                    self.timeout_s,
+                    check_scratch=True,
+                    parse=lambda reply: self._call_result(reply, len(completions)),
+                )
+            finally:
+                self._reply_items = MAX_REPLY_ITEMS
             result.duration_s = duration
             result.replay(log_extra, log_metric)
             return result
@@ -538,6 +559,16 @@ class Sandbox:
                 "and a fresh one starts on the next call",
             )
         return None
+
+    def _call_result(self, reply, n: int) -> CallResult | SandboxError:
+        """The reply to the reward call just sent (for ``n`` completions), within the caps on log names per call and
+        for the run."""
+        result = call_reply(reply, n, seq=self._seq, stdout_limit=self.stdout_limit, max_names=self.log_names)
+        if isinstance(result, SandboxError):
+            return result
+        return run_log_names(
+            result, self.logged_columns, self.logged_metrics, limit=self.run_log_names, func_name=self.func_name
+        )
 
     def _ready(self) -> _Worker:
         """The worker for the next request: a fresh one where the last died or sent bytes nobody asked for (a
@@ -697,7 +728,7 @@ class Sandbox:
         self._fill(worker, HEADER.size + n, deadline)
         body = bytes(worker.buf[HEADER.size : HEADER.size + n])
         del worker.buf[: HEADER.size + n]
-        return decode(body)
+        return decode(body, self._reply_items)
 
     def _fill(self, worker: _Worker, need: int, deadline: float) -> None:
         while len(worker.buf) < need:

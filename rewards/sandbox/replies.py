@@ -18,6 +18,15 @@ from rewards.sandbox.errors import SandboxError, SandboxUnavailable, malformed
 MAX_REPLY_ITEMS = 2_000_000  # lists + dict pairs one reply may decode into: a 64 MiB reply must not become 4 GB
 MAX_LOG_VALUES = 100_000  # log_extra values plus log_metric records one call may return
 MAX_LOG_CHARS = 8 << 20  # characters of log_extra strings and of column / metric names one call may return
+# TRL keeps every log_extra column it is ever given (a deque per name, for the whole run) and writes every metric
+# name into each logged step: what grows the training process and the metrics table is the number of names.
+MAX_LOG_NAMES = 64  # distinct log_extra columns, and distinct log_metric names, one call may return (each)
+MAX_LOG_NAME_CHARS = 200  # characters of one column or metric name: each is a key in every logged step's metrics
+MAX_RUN_LOG_NAMES = 256  # distinct columns, and distinct metric names, one Sandbox (a run's function) may ever log
+MAX_REPLY_MAP = 64  # keys of any one map in a reply: an honest worker's have at most 8
+# what an honest call reply decodes into, besides its rewards: log_extra values, metric records ([name, value]:
+# three objects each), the columns' records, the keys and the error
+CALL_REPLY_ITEMS = 3 * MAX_LOG_VALUES + 3 * MAX_LOG_NAMES + 64
 MAX_ERROR_MESSAGE, MAX_ERROR_TRACEBACK, MAX_KIND = 4000, 8000, 200
 # Kinds only this side raises: one arriving from the worker is the user's own exception class of that name.
 HOST_KINDS = frozenset(
@@ -64,14 +73,17 @@ class CallResult:
                 log_metric(name, value)
 
 
-def decode(body: bytes):
-    """One message's msgpack, decoded into at most MAX_REPLY_ITEMS lists and dict pairs; WorkerLost otherwise."""
-    budget = [MAX_REPLY_ITEMS]
+def decode(body: bytes, max_items: int = MAX_REPLY_ITEMS):
+    """One message's msgpack, decoded into at most ``max_items`` lists and dict pairs; WorkerLost otherwise.
+    msgpack checks each array's and map's length in its header, before building anything: no array longer than
+    ``max_items``, no map of more than MAX_REPLY_MAP keys, no bin or ext object (an honest worker sends none)
+    is built at all; the item count stops the decode once the containers built add up to more than ``max_items``."""
+    budget = [max_items]
 
     def count(items):
         budget[0] -= len(items)
         if budget[0] < 0:
-            raise ValueError("too many items")
+            raise ValueError(f"more than {max_items} objects")
         return items
 
     try:  # the C decoder nests at most 1024 deep (StackError) and recurses nowhere in this process
@@ -82,9 +94,13 @@ def decode(body: bytes):
             list_hook=count,
             object_pairs_hook=lambda pairs: dict(count(pairs)),
             max_ext_len=0,
-            max_array_len=MAX_REPLY_ITEMS,
-            max_map_len=MAX_REPLY_ITEMS,
+            max_bin_len=0,
+            max_array_len=max_items,
+            max_map_len=min(MAX_REPLY_MAP, max_items),
         )
+    except ValueError as exc:  # ours, or msgpack's "N exceeds max_map_len(64)": numbers, nothing of the worker's
+        text = type(exc).__name__ if isinstance(exc, UnicodeError) else str(exc)[:200] or type(exc).__name__
+        raise malformed(f"the worker sent an unreadable reply ({text})") from None
     except Exception as exc:
         raise malformed(f"the worker sent an unreadable reply ({type(exc).__name__})") from None
 
@@ -150,9 +166,11 @@ def load_error(message, *, stdout_limit: int) -> SandboxError | None:
     raise malformed("the worker sent a malformed start message")
 
 
-def call_reply(reply, n: int, *, seq: int, stdout_limit: int) -> CallResult | SandboxError:
+def call_reply(
+    reply, n: int, *, seq: int, stdout_limit: int, max_names: int = MAX_LOG_NAMES
+) -> CallResult | SandboxError:
     """A reward call's reply (to request ``seq``, for ``n`` completions) as a result, or the user's error;
-    WorkerLost for anything an honest worker does not send."""
+    WorkerLost for anything an honest worker does not send (``max_names`` columns or metric names, at most)."""
     if type(reply) is not dict or not reply.keys() <= CALL_REPLY_KEYS:
         raise malformed()
     if type(reply.get("id")) is not int or reply["id"] != seq:
@@ -164,9 +182,16 @@ def call_reply(reply, n: int, *, seq: int, stdout_limit: int) -> CallResult | Sa
         raise malformed(f"the worker sent {len(stdout)} characters of output; the limit is {stdout_limit}")
     if reply.get("ok") is True and "error" not in reply:
         rewards = checked_rewards(reply.get("rewards"), n, stdout)
-        return CallResult(
-            rewards, stdout, truncated, 0.0, *checked_logs(reply.get("extra", []), reply.get("metrics", []))
-        )
+        extra, metrics = checked_logs(reply.get("extra", []), reply.get("metrics", []), max_names)
+        for name, values in metrics.items():  # TRL averages each metric in a float32 tensor: NaN or 1e300 spoil it
+            bad = next((v for v in values if not math.isfinite(v) or abs(v) > FLOAT32_MAX), None)
+            if bad is not None:
+                return SandboxError(
+                    f"log_metric({name!r}, {bad}): metrics must be finite numbers that fit in float32",
+                    kind="InvalidResult",
+                    stdout=stdout,
+                )
+        return CallResult(rewards, stdout, truncated, 0.0, extra, metrics)
     if reply.get("ok") is False and not reply.keys() & {"rewards", "extra", "metrics"}:
         return user_error(reply.get("error"), stdout)
     raise malformed()
@@ -205,10 +230,13 @@ def checked_rewards(values, n: int, stdout: str) -> list[float | None]:
     return out
 
 
-def checked_logs(extra, metrics) -> tuple[dict, dict]:
-    """What log_extra / log_metric recorded, within MAX_LOG_VALUES values and MAX_LOG_CHARS characters."""
+def checked_logs(extra, metrics, max_names: int = MAX_LOG_NAMES) -> tuple[dict, dict]:
+    """What log_extra / log_metric recorded, within MAX_LOG_VALUES values, MAX_LOG_CHARS characters and
+    ``max_names`` distinct columns and metric names (the worker sends one record per column)."""
     if type(extra) is not list or type(metrics) is not list:
         raise malformed("the worker sent malformed log records")
+    if len(extra) > max_names:
+        raise malformed(f"the worker sent {len(extra)} log_extra columns; the limit is {max_names}")
     values = chars = 0
     out_extra: dict[str, list] = {}
     out_metrics: dict[str, list[float]] = {}
@@ -216,6 +244,8 @@ def checked_logs(extra, metrics) -> tuple[dict, dict]:
         if type(record) is not list or len(record) != 2 or type(record[0]) is not str or type(record[1]) is not list:
             raise malformed("the worker sent malformed log records")
         column, items = record
+        if len(column) > MAX_LOG_NAME_CHARS:
+            raise malformed(f"the worker sent a log_extra column name of {len(column)} characters")
         values += len(items)
         chars += len(column)
         if values > MAX_LOG_VALUES:
@@ -238,6 +268,8 @@ def checked_logs(extra, metrics) -> tuple[dict, dict]:
         ):
             raise malformed("the worker sent malformed metric records")
         name, value = record
+        if len(name) > MAX_LOG_NAME_CHARS:
+            raise malformed(f"the worker sent a metric name of {len(name)} characters")
         values += 1
         chars += len(name)
         if values > MAX_LOG_VALUES or chars > MAX_LOG_CHARS:
@@ -245,7 +277,31 @@ def checked_logs(extra, metrics) -> tuple[dict, dict]:
                 f"the worker sent more than {MAX_LOG_VALUES} log records or {MAX_LOG_CHARS} characters of them"
             )
         out_metrics.setdefault(name, []).append(float(value))
+        if len(out_metrics) > max_names:
+            raise malformed(f"the worker sent more than {max_names} metric names")
     return out_extra, out_metrics
+
+
+def run_log_names(
+    result: CallResult, seen_columns: set, seen_metrics: set, *, limit: int, func_name: str
+) -> CallResult | SandboxError:
+    """``result``, its names added to what the function logged before; or LogTooLarge, naming ``func_name``, where
+    that would pass ``limit`` distinct columns or metric names for the run (nothing is added then)."""
+    new_columns, new_metrics = result.logged_extra.keys() - seen_columns, result.logged_metrics.keys() - seen_metrics
+    for what, seen, new in (
+        ("log_extra columns", seen_columns, new_columns),
+        ("log_metric names", seen_metrics, new_metrics),
+    ):
+        if len(seen) + len(new) > limit:
+            return SandboxError(
+                f"{func_name} has logged {len(seen) + len(new)} distinct {what} in this run; the limit is {limit} "
+                "(TRL keeps every one it is given for the whole run)",
+                kind="LogTooLarge",
+                stdout=result.stdout,
+            )
+    seen_columns |= new_columns
+    seen_metrics |= new_metrics
+    return result
 
 
 def error_fields(err) -> tuple[str, str, int | None, str]:

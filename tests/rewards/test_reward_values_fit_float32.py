@@ -46,3 +46,18 @@ def test_an_environment_reward_float32_cannot_hold_is_refused(value):
         assert refused.value.kind == "InvalidReward" and "get_reward returned" in str(refused.value)
         env.reset(1, {"value": "3.0e38"})  # the largest rewards float32 holds still pass
         assert env.reward(1) == 3.0e38
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_a_logged_metric_float32_cannot_hold_is_refused(value):
+    # TRL averages each log_metric name in a float32 tensor: one 1e300 or NaN spoils the step's figure
+    source = (
+        "def f(completions, log_metric, **kwargs):\n"
+        f"    log_metric('fine', 1.0)\n    log_metric('spoiled', {VALUES[value]})\n"
+        "    return [1.0 for _ in completions]\n"
+    )
+    with Sandbox(source, "f", slot=3933, timeout_s=5.0) as sandbox:
+        with pytest.raises(SandboxError) as refused:
+            sandbox.call(["a", "b"])
+        assert refused.value.kind == "InvalidResult" and "log_metric('spoiled'" in str(refused.value)
+        assert sandbox.faults == 0
