@@ -67,7 +67,7 @@ class RolloutFilters(Schema):
     reflective: str | None = Field(None, description="yes or no: has a self-reflection phrase")
     reflection: str | None = Field(None, description="one of the run's reflection phrases")
     phrase: str | None = Field(None, description="completion contains (exact text)")
-    q: str | None = Field(None, description="full-text search of prompt and completion")
+    q: str | None = Field(None, description="full-text search of the prompt and the completion")
     prompt: str | None = Field(None, description="a prompt key")
     ids: str | None = Field(None, description="rollout ids, comma-separated (a detector's examples)")
     sort: str | None = Field(None, description="the browser's sort keys")
@@ -80,7 +80,12 @@ class RolloutsOut(Schema):
     next_cursor: str | None = Field(description="Pass as after= for the next page; null on the last page.")
 
 
-def _filters(request, run: Run):
+def _filters(request, run: Run, also: tuple[str, ...] = ()):
+    # a key that is no filter is refused: a typo (stepmin=) must not quietly select every row
+    unknown = sorted(set(request.GET) - set(RolloutFilters.model_fields) - set(also))
+    if unknown:
+        known = ", ".join([*RolloutFilters.model_fields, *also])
+        raise HttpError(400, f"unknown filter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} (known: {known})")
     # the browser's own form validates, so the API and the page can never disagree on what a filter means
     form = RolloutFilterForm(request.GET, run=run)
     if not form.is_valid():
@@ -125,7 +130,7 @@ def run_rollouts_export(
     request, run_id: int, filters: Query[RolloutFilters], format: str = Query("jsonl", pattern="^(jsonl|parquet)$")
 ):
     run = visible_run(request, run_id)
-    data = _filters(request, run)
+    data = _filters(request, run, also=("format",))
     chunks, content_type = (
         (jsonl_chunks, "application/x-ndjson")
         if format == "jsonl"

@@ -78,7 +78,10 @@ class RolloutFilterForm(forms.Form):
         max_length=200, required=False, label="contains", help_text="Text the completion contains, any case."
     )
     q = forms.CharField(
-        max_length=200, required=False, label="search", help_text='Words in any order; "a phrase", -excluded, or.'
+        max_length=200,
+        required=False,
+        label="search",
+        help_text='Words of the prompt or completion, in any order; "a phrase", -excluded, or.',
     )
     prompt = forms.CharField(max_length=16, required=False, widget=forms.HiddenInput)
     ids = forms.CharField(
@@ -167,14 +170,15 @@ _TERMS = re.compile(r'(-?)"([^"]*)"|(\S+)')
 
 
 def text_search(q: str):
-    """Full-text search: PostgreSQL's (stemmed English words, web-search syntax: "a phrase", -word, or); on SQLite
-    the same syntax over plain substrings."""
+    """Full-text search of the prompt and the completion: PostgreSQL's (stemmed English words, web-search syntax: "a
+    phrase", -word, or); on SQLite the same syntax over plain substrings."""
     if connection.vendor == "postgresql":
         # PostgreSQL only: django.contrib.postgres needs psycopg, which a SQLite install may not have
         from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorExact
 
         return SearchVectorExact(
-            SearchVector("completion", config="english"), SearchQuery(q, config="english", search_type="websearch")
+            SearchVector("prompt", "completion", config="english"),
+            SearchQuery(q, config="english", search_type="websearch"),
         )
     clauses: list[Q] = []
     join_next_with_or = False
@@ -188,7 +192,8 @@ def text_search(q: str):
         text = quoted if quoted is not None else word
         if not text:
             continue
-        clause = ~Q(completion__icontains=text) if negate else Q(completion__icontains=text)
+        found = Q(completion__icontains=text) | Q(prompt__icontains=text)
+        clause = ~found if negate else found
         if join_next_with_or:
             clauses[-1] = clauses[-1] | clause
             join_next_with_or = False

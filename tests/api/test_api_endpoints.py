@@ -156,6 +156,14 @@ def test_an_export_streams_what_the_filters_select(owner_api, inspected_run):
     assert table.num_rows == 2
 
 
+@pytest.mark.parametrize("path", ["rollouts", "rollouts/export"])
+def test_a_key_that_is_no_filter_is_refused_not_ignored(owner_api, inspected_run, path):
+    # a typo must not quietly export every row instead of the few asked for
+    response = owner_api.get(f"/api/runs/{inspected_run.pk}/{path}", {"stepmin": 2, "reward_min": 1})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("unknown filter: stepmin (known: step_min, step_max,")
+
+
 def test_metrics_and_evaluations_read_as_on_the_run_page(owner_api, inspected_run):
     metrics = owner_api.get(f"/api/runs/{inspected_run.pk}/metrics").json()
     assert metrics["steps"] == [1, 2] and metrics["series"]["reward"] == [1.2, 1.6]

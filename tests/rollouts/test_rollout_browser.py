@@ -103,6 +103,14 @@ def test_full_text_search_finds_words_in_any_order_and_excludes_minus_words(owne
     assert sorted(r["id"] for r in got) == sorted(r["id"] for r in expected)
 
 
+def test_full_text_search_looks_at_the_prompt_too(owner_client, run):
+    expected = [r for r in rows(run) if "Unscorable" in r["prompt"]]
+    assert len(expected) == 4 and not any("unscorable" in r["completion"].lower() for r in expected)
+    got = all_pages(owner_client, run, q="unscorable")
+    assert sorted(r["id"] for r in got) == sorted(r["id"] for r in expected)
+    assert all_pages(owner_client, run, q="carrot -unscorable") == all_pages(owner_client, run, q="carrot")
+
+
 @pytest.mark.parametrize(
     "sort,key,reverse",
     [
