@@ -102,6 +102,7 @@ def test_an_assert_test_cannot_be_passed_by_a_forged_verdict(make_runner, code, 
         OLD_PASS,  # a verdict without the output it printed
         to_every_fd(framed("{'stdout': '', 'error': '', 'passed': True}")),
         to_every_fd(framed("{'nonce': b'0' * 16, 'error': ''}")),
+        to_every_fd("(1 << 18).to_bytes(4, 'big') + b'x' * (1 << 20)"),  # a flood, blocked on a full pipe
     ],
 )
 def test_an_output_test_is_judged_by_the_output_the_template_compares(make_runner, code):
