@@ -1480,6 +1480,7 @@ def run_test(code: str, test: dict, limit: int, job_fd: int, frame_fd: int) -> N
     gc.disable()  # nor a finalizer or a gc callback
     if gettrace() is not None or getprofile() is not None:
         return send(frame_fd, {"error": "", "attack": "left a trace or profile function to run during the test"})
+    os.set_blocking(job_fd, True)  # the code may have changed it
     send(frame_fd, {"ran": True})
     nonce = receive(job_fd)["nonce"]
     try:
