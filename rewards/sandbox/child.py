@@ -1019,7 +1019,7 @@ class TestRunner:
     CPU and memory limits, a nested Landlock domain with nothing writable that cannot signal the template or the
     spawner, the full seccomp filter: no more forks) and only then reads its job: its own code and test, never the
     expected output. The template writes the job, reads what the process writes and judges it itself (the output
-    compared here; an assert passes only with the nonce the template sends once the code has run); the spawner
+    compared here; an assert passes only with the nonce the template sends, with the assert, once the code has run); the spawner
     reaps each process and reports its exit status. The template keeps the wall-clock limit, never blocks on a test
     process, and kills what overruns (through the spawner)."""
 
@@ -1258,7 +1258,7 @@ class TestRunner:
         output."""
         self.seq += 1
         test = job["tests"][at[1]]
-        mine = {"assert": test["assert"]} if "assert" in test else {"stdin": test.get("stdin", "")}
+        mine = {"assert": None} if "assert" in test else {"stdin": test.get("stdin", "")}  # the assert comes later
         proc = {
             "at": at,
             "slot": slot,
@@ -1331,7 +1331,7 @@ class TestRunner:
             if not is_assert or proc["nonce"] is not None:
                 return self.flag(proc, "asked for the judge's nonce out of turn")
             proc["nonce"] = os.urandom(16)
-            proc["out"] += _frame({"nonce": proc["nonce"]})
+            proc["out"] += _frame({"nonce": proc["nonce"], "assert": proc["test"]["assert"]})
             return self.send(proc)
         fields = {"error", "nonce", "attack"} if is_assert else {"error", "stdout", "attack"}
         needed = {"error"} if is_assert else {"error", "stdout"}
@@ -1453,43 +1453,72 @@ def run_test(code: str, test: dict, limit: int, job_fd: int, frame_fd: int) -> N
 
     Output tests send ``{"stdout", "error"}``: the template compares the output itself. Assert tests send
     ``{"ran": True}`` once the code has run and nothing is left to run code behind the test's back (no trace or
-    profile function, signals blocked, no garbage collection), wait for the template's nonce, run the assert and
-    send ``{"nonce", "error": ""}`` only when it passed (``{"error"}`` otherwise). The code runs in this
-    interpreter and could imitate these steps; what it cannot do is make the template see a pass without them."""
+    profile function, signals blocked, no garbage collection); only then does the template send the assert and a
+    nonce, and the process runs the assert and sends ``{"nonce", "error": ""}`` when it passed (``{"error"}``
+    otherwise). What it calls (exec, compile, msgpack, os) was taken before the code ran, so patching those does not
+    reach it. The code runs in this interpreter, and the functions the assert calls run while the nonce is in it:
+    they could imitate these steps (docs/sandbox.md, "Reward integrity")."""
     import gc
 
-    gettrace, getprofile, send, receive = sys.gettrace, sys.getprofile, _write_frame, _read_frame
-    sigmask, all_signals = signal.pthread_sigmask, signal.valid_signals()
+    run, build, write, read, packb, unpackb = (
+        builtins.exec,
+        builtins.compile,
+        os.write,
+        os.read,
+        msgpack.packb,
+        (msgpack.unpackb),
+    )
+    pack, unpack, size, set_blocking = HEADER.pack, HEADER.unpack, HEADER.size, os.set_blocking
+    gettrace, getprofile, disable_gc = sys.gettrace, sys.getprofile, gc.disable
+    sigmask, block, all_signals = signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()
+
+    def send(message: dict) -> None:
+        body = packb(message, use_bin_type=True)
+        view, sent = memoryview(pack(len(body)) + body), 0
+        while sent < len(view):
+            sent += write(frame_fd, view[sent:])
+
+    def exact(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = read(job_fd, n - len(buf))
+            if not chunk:
+                raise EOFError("the judge closed the job pipe")
+            buf += chunk
+        return buf
+
     out = _Output(limit)
     sys.stdout = sys.stderr = out
     sys.stdin = io.StringIO(test.get("stdin", ""))
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     is_assert, error = "assert" in test, ""
     try:
-        exec(compile(code, "<completion>", "exec"), namespace)
+        run(build(code, "<completion>", "exec"), namespace)
     except SystemExit as exc:
         if exc.code not in (None, 0) or is_assert:
             error = f"exited with {exc.code!r}"
     except BaseException as exc:
         error = _short(exc)
     if not is_assert:
-        return send(frame_fd, {"stdout": out.getvalue(), "error": error})
+        return send({"stdout": out.getvalue(), "error": error})
     if error:
-        return send(frame_fd, {"error": error})
-    sigmask(signal.SIG_BLOCK, all_signals)  # no handler, alarm or timer of the code's runs during the test
-    gc.disable()  # nor a finalizer or a gc callback
+        return send({"error": error})
+    sigmask(block, all_signals)  # no handler, alarm or timer of the code's runs during the test
+    disable_gc()  # nor a gc callback
     if gettrace() is not None or getprofile() is not None:
-        return send(frame_fd, {"error": "", "attack": "left a trace or profile function to run during the test"})
-    os.set_blocking(job_fd, True)  # the code may have changed it
-    send(frame_fd, {"ran": True})
-    nonce = receive(job_fd)["nonce"]
+        return send({"error": "", "attack": "left a trace or profile function to run during the test"})
+    set_blocking(job_fd, True)  # the code may have changed it
+    send({"ran": True})
+    (n,) = unpack(exact(size))
+    given = unpackb(exact(n), raw=False)
+    nonce = given["nonce"]
     try:
-        exec(compile(test["assert"], "<test>", "exec"), namespace)
+        run(build(given["assert"], "<test>", "exec"), namespace)
     except SystemExit as exc:
         error = f"exited with {exc.code!r}"
     except BaseException as exc:
         error = _short(exc) or "failed"
-    send(frame_fd, {"nonce": nonce, "error": ""} if not error else {"error": error})
+    send({"nonce": nonce, "error": ""} if not error else {"error": error})
 
 
 def load(source: str, name: str) -> tuple[object, str]:

@@ -85,6 +85,12 @@ def assert_batch_answered(runner: CodeRunner, results) -> None:
         (to_every_fd(framed("{'ran': True}") + " + " + framed("{'error': ''}")), True),  # no nonce waited for
         ("import os\nos._exit(0)\n", False),  # an early exit is no pass
         ("import builtins\nbuiltins.AssertionError = SystemExit\n", False),
+        ("import builtins\nbuiltins.exec = lambda *a, **k: None\n", False),  # the test's exec, made a no-op
+        ("import sys\nsys._getframe(1).f_locals['test']['assert'] = 'pass'\n", False),  # its test, rewritten
+        (
+            "import msgpack\nreal = msgpack.packb\nmsgpack.packb = lambda o, **k: real({**o, 'passed': True}, **k)\n",
+            False,
+        ),
         ("import sys\nsys.settrace(lambda *a: None)\n", True),  # a tracer left to rewrite the test as it runs
     ],
 )
