@@ -49,8 +49,8 @@ allow_weak=False, log_names=64, run_log_names=256)``
   kernel allows none unless weak mode is on; False never uses it (weak mode only: the scratch is then a host
   directory checked after each call).
 
-``rewards.sandbox.code.CodeRunner`` runs code against tests, one confined process per test forked from a warm
-template (the ``code_tests`` reward, ``rewards/code_tests.py``).
+``rewards.sandbox.code.CodeRunner`` runs code against tests, one confined process per test forked by a warm
+template's spawner (the ``code_tests`` reward, ``rewards/code_tests.py``); the template judges each test.
 
 ``sandbox_support() -> dict``: ``landlock_abi``, ``seccomp``, ``can_setuid``, ``arch``, ``missing``, ``ok``.
 """

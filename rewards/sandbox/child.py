@@ -1062,12 +1062,23 @@ def lock_in(cfg: dict) -> dict:
 
 
 class TestRunner:
-    """The code-test template: locked in like a reward worker, it runs no user code itself. For each test it forks
-    a process that confines itself further (its own CPU and memory limits, a nested Landlock domain with nothing
-    writable that cannot signal the template, the full seccomp filter: no more forks), runs the completion's code
-    and the test, and reports through a pipe. The template keeps the wall-clock limit and kills what overruns."""
+    """The code-test template: locked in like a reward worker, it runs no user code itself and holds the verdicts.
+
+    Before the first request it forks a *spawner*, which never sees a batch: for each test the template tells the
+    spawner which slot to use, the spawner forks the test process from its own pristine memory, and the test process
+    closes every descriptor but its slot's two pipes (its job in, its frames out), confines itself further (its own
+    CPU and memory limits, a nested Landlock domain with nothing writable that cannot signal the template or the
+    spawner, the full seccomp filter: no more forks) and only then reads its job: its own code and test, never the
+    expected output. The template writes the job, reads what the process writes and judges it itself (the output
+    compared here; an assert passes only with the nonce the template sends, with the assert, once the code has run); the spawner
+    reaps each process and reports its exit status. The template keeps the wall-clock limit, never blocks on a test
+    process, and kills what overruns (through the spawner)."""
 
     OUTPUT_LIMIT = 1 << 16
+    FRAME_LIMIT = 4 * OUTPUT_LIMIT + 4096  # bytes a test process may write in all: its stdout's UTF-8, a verdict
+    CMD = struct.Struct("<iiiid")  # to the spawner: op, slot, seq, memory_mb, time_s
+    REPORT = struct.Struct("<iiii")  # from the spawner: slot, seq, wait status (or -errno: could not fork), 0
+    SPAWN, KILL = 1, 2
 
     def __init__(self, channel: Channel, cfg: dict, abi: int):
         self.channel, self.cfg, self.abi = channel, cfg, abi
@@ -1085,11 +1096,144 @@ class TestRunner:
         self.seccomp = (
             seccomp_compiled(allow_fork=False) if os.uname().machine == "x86_64" and seccomp_available() else None
         )
+        self.seq = 0
+        self.slots = []  # per slot: (job read end, job write end, frames read end, frames write end)
+        for _ in range(max(1, int(cfg.get("parallel", 1)))):
+            jr, jw = os.pipe2(os.O_CLOEXEC)
+            fr, fw = os.pipe2(os.O_CLOEXEC)
+            self.slots.append((jr, jw, fr, fw))
+        cr, self.ctl = os.pipe2(os.O_CLOEXEC)
+        self.reports, rw = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()  # before any batch is in memory: what the spawner forks holds no other test's data
+        if pid == 0:
+            try:
+                self.spawner(cr, rw)
+            finally:
+                os._exit(1)
+        self.spawner_pid = pid
+        os.close(cr)
+        os.close(rw)
+        for _jr, jw, fr, fw in self.slots:  # the template keeps the job's read end too: to drain what is left
+            os.close(fw)
+            os.set_blocking(jw, False)
+            os.set_blocking(fr, False)
+        os.set_blocking(self.reports, False)
+
+    # --- the spawner: forked once, before any batch; runs no user code --------------------------------------------
+
+    def spawner(self, cr: int, rw: int) -> None:
+        import gc
+
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.template:
+            os._exit(1)
+        os.close(self.channel.rfd)
+        os.close(self.channel.wfd)
+        os.close(self.ctl)
+        os.close(self.reports)
+        for _jr, jw, fr, _fw in self.slots:
+            os.close(jw)
+            os.close(fr)
+        self.spawner_pid = os.getpid()
+        wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        gc.freeze()
+        live: dict[int, tuple[int, int]] = {}  # pid -> (slot, seq)
+        buf = bytearray()
+        poller = select.poll()
+        poller.register(cr, select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
+        while True:
+            for fd, _ in poller.poll():
+                if fd == wake_r:
+                    while True:
+                        try:
+                            if not os.read(wake_r, 512):
+                                break
+                        except BlockingIOError:
+                            break
+                    continue
+                chunk = os.read(cr, self.CMD.size * 64)
+                if not chunk:  # the template is gone
+                    os._exit(0)
+                buf += chunk
+                while len(buf) >= self.CMD.size:
+                    op, slot, seq, memory_mb, time_s = self.CMD.unpack_from(buf)
+                    del buf[: self.CMD.size]
+                    if op == self.SPAWN:
+                        try:
+                            pid = os.fork()
+                        except OSError as exc:
+                            os.write(rw, self.REPORT.pack(slot, seq, -max(exc.errno or 1, 1), 0))
+                            continue
+                        if pid == 0:
+                            self.test_process(slot, time_s, memory_mb)  # never returns
+                        live[pid] = (slot, seq)
+                    elif op == self.KILL:
+                        for pid, at in live.items():
+                            if at == (slot, seq):
+                                os.kill(pid, signal.SIGKILL)
+            while live:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                if pid in live:
+                    slot, seq = live.pop(pid)
+                    os.write(rw, self.REPORT.pack(slot, seq, status, 0))
+
+    def test_process(self, slot: int, time_s: float, memory_mb: int) -> None:
+        """In the test process, forked by the spawner: keep only this slot's two pipes, confine, run its job."""
+        try:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            jr, _jw, _fr, fw = self.slots[slot]
+            os.set_blocking(jr, True)  # shared with the slot's earlier processes: one may have changed them
+            os.set_blocking(fw, True)
+            self.confine(time_s, memory_mb)
+            low = 3  # 0-2 are /dev/null
+            for keep in sorted((jr, fw)):
+                os.closerange(low, keep)
+                low = keep + 1
+            os.closerange(low, 1 << 16)
+            job = _read_frame(jr)
+            run_test(job["code"], job["test"], self.OUTPUT_LIMIT, jr, fw)
+        except BaseException as exc:
+            try:
+                _write_frame(fw, {"error": _short(exc)})
+            except BaseException:
+                pass
+        finally:
+            os._exit(0)
+
+    def confine(self, time_s: float, memory_mb: int) -> None:
+        mib = 1 << 20
+        cpu = max(1, math.ceil(time_s))
+        hard = cpu + 1
+        _, most = resource.getrlimit(resource.RLIMIT_CPU)  # the template's own hard limit caps its tests'
+        if most != resource.RLIM_INFINITY:
+            cpu, hard = min(cpu, max(most - 1, 1)), min(hard, most)
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mib, memory_mb * mib))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.spawner_pid:  # the spawner died before that: no one to report to
+            os._exit(1)
+        if self.ruleset >= 0:  # nested: nothing writable, no signals to the template or the spawner
+            _syscall(NR_LANDLOCK_RESTRICT_SELF, self.ruleset, 0)
+            os.close(self.ruleset)
+        if self.seccomp is not None:
+            seccomp_install(compiled=self.seccomp)
+
+    # --- the template -------------------------------------------------------------------------------------------
 
     def serve(self) -> None:
         import gc
 
-        gc.freeze()  # what the template holds stays shared with each fork: no copy-on-write from collections
+        gc.freeze()  # what the template holds stays shared: no copy-on-write from collections
         while True:
             req = self.channel.receive()
             if req is None or req.get("op") == "close":
@@ -1103,125 +1247,226 @@ class TestRunner:
             )
 
     def run_all(self, jobs: list[dict], time_s: float, memory_mb: int) -> list[list[dict]]:
-        """Every test of every job, up to ``parallel`` test processes at a time, each with its own deadline."""
+        """Every test of every job, one test process per free slot, each with its own deadline. A job one of whose
+        test processes attacked the judge fails all its tests, each marked so."""
         pending = [(j, t) for j, job in enumerate(jobs) for t in range(len(job["tests"]))]
         pending.reverse()
         results: list[list] = [[None] * len(job["tests"]) for job in jobs]
-        running: dict[int, dict] = {}  # read end of its verdict pipe -> the test process
-        poller = select.poll()
+        free = list(range(len(self.slots)))
+        running: dict[int, dict] = {}  # slot -> the test process's state
+        reports = bytearray()
         while pending or running:
-            while pending and len(running) < self.cfg.get("parallel", 1):
-                j, t = pending.pop()
-                started = self.start(jobs[j]["code"], jobs[j]["tests"][t], time_s, memory_mb)
-                if "pid" not in started:  # could not fork: that is its verdict
-                    results[j][t] = started
-                    continue
-                started.update(at=(j, t), test=jobs[j]["tests"][t], data=bytearray())
-                running[started["fd"]] = started
-                poller.register(started["fd"], select.POLLIN)
-            if not running:
-                continue
-            now = time.monotonic()
-            wait = min(p["deadline"] for p in running.values()) - now
-            ready = {fd for fd, _ in poller.poll(max(0, math.ceil(wait * 1000)))}
-            for fd in list(running):
-                proc, done = running[fd], False
-                if fd in ready:
-                    chunk = os.read(fd, 1 << 16)
-                    proc["data"] += chunk
-                    if len(proc["data"]) > 4 * self.OUTPUT_LIMIT:  # more than an honest verdict: judged without
-                        os.kill(proc["pid"], signal.SIGKILL)
-                        proc["data"].clear()
-                        done = True
-                    done = done or not chunk
-                elif time.monotonic() >= proc["deadline"]:
-                    os.kill(proc["pid"], signal.SIGKILL)
+            while pending and free:
+                slot, (j, t) = free.pop(), pending.pop()
+                running[slot] = self.start(slot, jobs[j], (j, t), time_s, memory_mb)
+            poller = select.poll()
+            poller.register(self.reports, select.POLLIN)
+            for slot, proc in running.items():
+                poller.register(self.slots[slot][2], select.POLLIN)
+                if proc["out"]:
+                    poller.register(self.slots[slot][1], select.POLLOUT)
+            wait = min(p["deadline"] for p in running.values()) - time.monotonic()
+            ready = dict(poller.poll(max(0, math.ceil(wait * 1000))))
+            for slot, proc in running.items():
+                if ready.get(self.slots[slot][2]):
+                    self.receive(proc)
+                if proc["out"] and ready.get(self.slots[slot][1]):
+                    self.send(proc)
+                if time.monotonic() >= proc["deadline"]:  # killed; and again a second later if still unreaped
                     proc["timed_out"] = True
-                    done = True
-                if done:
-                    poller.unregister(fd)
-                    del running[fd]
+                    proc["deadline"] = time.monotonic() + 1.0
+                    self.kill(proc)
+            if ready.get(self.reports):
+                try:
+                    chunk = os.read(self.reports, self.REPORT.size * 64)
+                except BlockingIOError:
+                    chunk = None
+                if chunk == b"":
+                    raise RuntimeError("the code-test spawner is gone")
+                reports += chunk or b""
+                while len(reports) >= self.REPORT.size:
+                    slot, seq, status, _ = self.REPORT.unpack_from(reports)
+                    del reports[: self.REPORT.size]
+                    proc = running.get(slot)
+                    if proc is None or proc["seq"] != seq:
+                        continue
+                    del running[slot]
+                    free.append(slot)
                     j, t = proc["at"]
-                    results[j][t] = self.finish(proc, time_s)
+                    results[j][t] = self.finish(proc, status, time_s)
+        for row in results:
+            attack = next((r["attack"] for r in row if "attack" in r), None)
+            for t, r in enumerate(row):
+                row[t] = (
+                    {"passed": False, "error": f"attacked the judge: {attack}"[:500]}
+                    if attack
+                    else {"passed": r["passed"], "error": r["error"]}
+                )
         return results
 
-    def start(self, code: str, test: dict, time_s: float, memory_mb: int) -> dict:
-        """Fork one test process; what the template keeps of it, or a failed verdict when it could not fork."""
-        r, w = os.pipe2(os.O_CLOEXEC)
-        try:
-            pid = os.fork()
-        except OSError as exc:  # out of processes or memory: this test cannot run, the template goes on
-            os.close(r)
-            os.close(w)
-            return {"passed": False, "error": f"could not start a test process: {exc}"[:500]}
-        if pid == 0:  # the test process: never returns
-            os.close(r)
-            try:
-                os.close(self.channel.rfd)  # it may not read requests nor write replies to the host
-                os.close(self.channel.wfd)
-                self.confine(time_s, memory_mb)
-                verdict = run_test(code, test, self.OUTPUT_LIMIT)
-            except BaseException as exc:
-                verdict = {"passed": False, "error": _short(exc)}
-            try:
-                os.write(w, msgpack.packb(verdict, use_bin_type=True))
-            finally:
-                os._exit(0)
-        os.close(w)
-        return {"pid": pid, "fd": r, "deadline": time.monotonic() + time_s, "timed_out": False}
+    def start(self, slot: int, job: dict, at: tuple[int, int], time_s: float, memory_mb: int) -> dict:
+        """Ask the spawner for a test process in ``slot`` and queue its job: its code and its test, no expected
+        output."""
+        self.seq += 1
+        test = job["tests"][at[1]]
+        mine = {"assert": None} if "assert" in test else {"stdin": test.get("stdin", "")}  # the assert comes later
+        proc = {
+            "at": at,
+            "slot": slot,
+            "seq": self.seq,
+            "test": test,
+            "out": bytearray(_frame({"code": job["code"], "test": mine})),
+            "data": bytearray(),
+            "received": 0,
+            "nonce": None,
+            "verdict": None,
+            "attack": None,
+            "timed_out": False,
+            "deadline": time.monotonic() + time_s,
+        }
+        os.write(self.ctl, self.CMD.pack(self.SPAWN, slot, self.seq, memory_mb, time_s))
+        self.send(proc)
+        return proc
 
-    def finish(self, proc: dict, time_s: float) -> dict:
-        """Reap a test process and judge it from what it reported (its output, for stdin/stdout tests)."""
-        pid, status = os.waitpid(proc["pid"], os.WNOHANG)
-        for _ in range(500):  # a process that is exiting closes its pipe a moment before it can be reaped
-            if pid:
+    def kill(self, proc: dict) -> None:
+        os.write(self.ctl, self.CMD.pack(self.KILL, proc["slot"], proc["seq"], 0, 0.0))
+
+    def send(self, proc: dict) -> None:
+        try:
+            sent = os.write(self.slots[proc["slot"]][1], proc["out"])
+        except BlockingIOError:
+            return
+        del proc["out"][:sent]
+
+    def receive(self, proc: dict) -> None:
+        """Read what the test process wrote (never blocking) and take each complete frame."""
+        fd = self.slots[proc["slot"]][2]
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
                 break
-            time.sleep(0.0002)
-            pid, status = os.waitpid(proc["pid"], os.WNOHANG)
-        if pid == 0:  # it closed its verdict pipe and lives on: it is done all the same
-            os.kill(proc["pid"], signal.SIGKILL)
-            os.waitpid(proc["pid"], 0)
-            status = None
-        os.close(proc["fd"])
+            if not chunk:
+                break
+            proc["received"] += len(chunk)
+            if proc["attack"]:
+                continue
+            if proc["received"] > self.FRAME_LIMIT:
+                self.flag(proc, "wrote more to the judge's pipe than a test's output")
+                continue
+            proc["data"] += chunk
+            while len(proc["data"]) >= HEADER.size and not proc["attack"]:
+                (n,) = HEADER.unpack_from(proc["data"])
+                if n > self.FRAME_LIMIT:
+                    self.flag(proc, "wrote a frame larger than a test's output to the judge's pipe")
+                    break
+                if len(proc["data"]) < HEADER.size + n:
+                    break
+                body = bytes(proc["data"][HEADER.size : HEADER.size + n])
+                del proc["data"][: HEADER.size + n]
+                try:
+                    frame = msgpack.unpackb(body, raw=False)
+                except Exception:
+                    frame = None
+                self.take(proc, frame)
+
+    def take(self, proc: dict, frame) -> None:
+        """One frame from a test process: ``{"ran": True}`` (an assert test's code has run: the template answers
+        with a fresh nonce), then its verdict; anything else is an attack on the judge."""
+        is_assert = "assert" in proc["test"]
+        if type(frame) is not dict:
+            return self.flag(proc, "wrote something other than its frames to the judge's pipe")
+        if proc["verdict"] is not None:
+            return self.flag(proc, "wrote again after its verdict")
+        if frame == {"ran": True}:
+            if not is_assert or proc["nonce"] is not None:
+                return self.flag(proc, "asked for the judge's nonce out of turn")
+            proc["nonce"] = os.urandom(16)
+            proc["out"] += _frame({"nonce": proc["nonce"], "assert": proc["test"]["assert"]})
+            return self.send(proc)
+        fields = {"error", "nonce", "attack"} if is_assert else {"error", "stdout", "attack"}
+        needed = {"error"} if is_assert else {"error", "stdout"}
+        if (
+            not needed <= frame.keys() <= fields
+            or type(frame["error"]) is not str
+            or type(frame.get("stdout", "")) is not str
+            or type(frame.get("attack", "")) is not str
+        ):
+            return self.flag(proc, "sent a verdict with missing or unexpected fields")
+        if "attack" in frame:
+            return self.flag(proc, frame["attack"][:200])
+        if "nonce" in frame and (proc["nonce"] is None or frame["nonce"] != proc["nonce"]):
+            return self.flag(proc, "sent a verdict with a forged nonce")
+        if is_assert and not frame["error"] and "nonce" not in frame:
+            return self.flag(proc, "claimed a pass without the judge's nonce")
+        proc["verdict"] = frame
+
+    def flag(self, proc: dict, why: str) -> None:
+        if not proc["attack"]:
+            proc["attack"] = why
+            proc["data"].clear()
+            self.kill(proc)
+
+    def finish(self, proc: dict, status: int, time_s: float) -> dict:
+        """Judge a reaped test process from what the template saw: its exit status and its frames."""
+        jr, _jw, fr, _fw = self.slots[proc["slot"]]
+        self.receive(proc)  # the rest of what it wrote: nothing else writes this pipe
+        while select.select([jr], [], [], 0)[0]:  # what it left unread of its job: for no one else to read
+            os.read(jr, 1 << 16)
+        if proc["attack"]:
+            return {"passed": False, "error": "", "attack": proc["attack"]}
+        if status < 0:
+            return {"passed": False, "error": f"could not start a test process: {os.strerror(-status)}"}
         if proc["timed_out"]:
             return {"passed": False, "error": f"timed out after {time_s:g} s"}
-        if status is not None and os.WIFSIGNALED(status):
+        if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             why = "its CPU limit" if sig in (signal.SIGXCPU, signal.SIGKILL) else signal.Signals(sig).name
             return {"passed": False, "error": f"killed by {why}"}
-        try:
-            verdict = msgpack.unpackb(bytes(proc["data"]), raw=False)
-            passed, error = verdict["passed"], verdict.get("error", "")
-            if type(passed) is not bool or type(error) is not str:
-                raise TypeError
-        except Exception:
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        verdict = proc["verdict"]
+        if code != 0:
+            return {"passed": False, "error": f"exited with status {code} before its verdict"}
+        if proc["data"]:
+            return {"passed": False, "error": "", "attack": "left an unfinished frame on the judge's pipe"}
+        if verdict is None:
+            if "assert" in proc["test"] and proc["nonce"] is None:
+                return {"passed": False, "error": "the process ended before its test ran"}
             return {"passed": False, "error": "the test process ended without a verdict"}
-        out = {"passed": passed, "error": error[:500]}
-        test = proc["test"]
-        if "stdout" in verdict and type(verdict["stdout"]) is str and "stdout" in test:
-            out["passed"] = passed and same_output(verdict["stdout"], test["stdout"])
-            if passed and not out["passed"]:
-                out["error"] = "wrong output: " + repr(verdict["stdout"][:200])
-        return out
+        if verdict["error"]:
+            return {"passed": False, "error": verdict["error"][:500]}
+        if "assert" in proc["test"]:
+            if verdict.get("nonce") != proc["nonce"]:
+                return {"passed": False, "error": "the test process ended without a verdict"}
+            return {"passed": True, "error": ""}
+        if same_output(verdict["stdout"], proc["test"].get("stdout", "")):
+            return {"passed": True, "error": ""}
+        return {"passed": False, "error": "wrong output: " + repr(verdict["stdout"][:200])}
 
-    def confine(self, time_s: float, memory_mb: int) -> None:
-        mib = 1 << 20
-        cpu = max(1, math.ceil(time_s))
-        hard = cpu + 1
-        _, most = resource.getrlimit(resource.RLIMIT_CPU)  # the template's own hard limit caps its tests'
-        if most != resource.RLIM_INFINITY:
-            cpu, hard = min(cpu, max(most - 1, 1)), min(hard, most)
-        resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mib, memory_mb * mib))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
-        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != self.template:  # the template died before that: no one to report to
-            os._exit(1)
-        if self.ruleset >= 0:  # nested: nothing writable, no signals to the template
-            _syscall(NR_LANDLOCK_RESTRICT_SELF, self.ruleset, 0)
-            os.close(self.ruleset)
-        if self.seccomp is not None:
-            seccomp_install(compiled=self.seccomp)
+
+def _frame(message: dict) -> bytes:
+    body = msgpack.packb(message, use_bin_type=True)
+    return HEADER.pack(len(body)) + body
+
+
+def _write_frame(fd: int, message: dict) -> None:
+    view, sent = memoryview(_frame(message)), 0
+    while sent < len(view):
+        sent += os.write(fd, view[sent:])
+
+
+def _read_frame(fd: int) -> dict:
+    def exact(n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = os.read(fd, n - len(buf))
+            if not chunk:
+                raise EOFError("the judge closed the job pipe")
+            buf += chunk
+        return bytes(buf)
+
+    (n,) = HEADER.unpack(exact(HEADER.size))
+    return msgpack.unpackb(exact(n), raw=False)
 
 
 def _short(exc: BaseException) -> str:
@@ -1254,22 +1499,77 @@ def same_output(got: str, expected: str) -> bool:
     return lines(got) == lines(expected)
 
 
-def run_test(code: str, test: dict, limit: int) -> dict:
-    """In the test process: run the completion's code, then the assert (or feed stdin and keep stdout)."""
+def run_test(code: str, test: dict, limit: int, job_fd: int, frame_fd: int) -> None:
+    """In the test process: run the completion's code, then the assert (or feed stdin and send back stdout).
+
+    Output tests send ``{"stdout", "error"}``: the template compares the output itself. Assert tests send
+    ``{"ran": True}`` once the code has run and nothing is left to run code behind the test's back (no trace or
+    profile function, signals blocked, no garbage collection); only then does the template send the assert and a
+    nonce, and the process runs the assert and sends ``{"nonce", "error": ""}`` when it passed (``{"error"}``
+    otherwise). What it calls (exec, compile, msgpack, os) was taken before the code ran, so patching those does not
+    reach it. The code runs in this interpreter, and the functions the assert calls run while the nonce is in it:
+    they could imitate these steps (docs/sandbox.md, "Reward integrity")."""
+    import gc
+
+    run, build, write, read, packb, unpackb = (
+        builtins.exec,
+        builtins.compile,
+        os.write,
+        os.read,
+        msgpack.packb,
+        (msgpack.unpackb),
+    )
+    pack, unpack, size, set_blocking = HEADER.pack, HEADER.unpack, HEADER.size, os.set_blocking
+    gettrace, getprofile, disable_gc = sys.gettrace, sys.getprofile, gc.disable
+    sigmask, block, all_signals = signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()
+
+    def send(message: dict) -> None:
+        body = packb(message, use_bin_type=True)
+        view, sent = memoryview(pack(len(body)) + body), 0
+        while sent < len(view):
+            sent += write(frame_fd, view[sent:])
+
+    def exact(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = read(job_fd, n - len(buf))
+            if not chunk:
+                raise EOFError("the judge closed the job pipe")
+            buf += chunk
+        return buf
+
     out = _Output(limit)
     sys.stdout = sys.stderr = out
     sys.stdin = io.StringIO(test.get("stdin", ""))
     namespace = {"__name__": "__main__", "__builtins__": builtins}
+    is_assert, error = "assert" in test, ""
     try:
-        exec(compile(code, "<completion>", "exec"), namespace)
-        if "assert" in test:
-            exec(compile(test["assert"], "<test>", "exec"), namespace)
+        run(build(code, "<completion>", "exec"), namespace)
     except SystemExit as exc:
-        if exc.code not in (None, 0) or "assert" in test:
-            return {"passed": False, "error": f"exited with {exc.code!r}", "stdout": out.getvalue()}
+        if exc.code not in (None, 0) or is_assert:
+            error = f"exited with {exc.code!r}"
     except BaseException as exc:
-        return {"passed": False, "error": _short(exc), "stdout": out.getvalue()}
-    return {"passed": True, "error": "", "stdout": out.getvalue()}
+        error = _short(exc)
+    if not is_assert:
+        return send({"stdout": out.getvalue(), "error": error})
+    if error:
+        return send({"error": error})
+    sigmask(block, all_signals)  # no handler, alarm or timer of the code's runs during the test
+    disable_gc()  # nor a gc callback
+    if gettrace() is not None or getprofile() is not None:
+        return send({"error": "", "attack": "left a trace or profile function to run during the test"})
+    set_blocking(job_fd, True)  # the code may have changed it
+    send({"ran": True})
+    (n,) = unpack(exact(size))
+    given = unpackb(exact(n), raw=False)
+    nonce = given["nonce"]
+    try:
+        run(build(given["assert"], "<test>", "exec"), namespace)
+    except SystemExit as exc:
+        error = f"exited with {exc.code!r}"
+    except BaseException as exc:
+        error = _short(exc) or "failed"
+    send({"nonce": nonce, "error": ""} if not error else {"error": error})
 
 
 def load(source: str, name: str) -> tuple[object, str]:

@@ -7,13 +7,19 @@ cost ~50 ms; a fork costs about 1 ms).
         results[0][1].passed, results[0][1].error
 
 The template is a sandbox worker (private root, own uid, rlimits, Landlock, seccomp) that runs no user code itself:
-its seccomp filter allows one thing more, a plain fork. Each test process then lowers its CPU and memory limits,
-enters a nested Landlock domain in which nothing is writable and the template cannot be signalled, installs the full
-seccomp filter (no further process), runs the code and the test, and reports; the template kills it at its time
-limit. The host checks the template's replies as strictly as a reward worker's.
+its seccomp filter allows one thing more, a plain fork. Before its first batch it forks a spawner, which never holds
+a batch; each test process is forked by the spawner, closes every descriptor but its slot's two pipes, lowers its
+CPU and memory limits, enters a nested Landlock domain in which nothing is writable and neither the template nor the
+spawner can be signalled, installs the full seccomp filter (no further process), and only then reads its own code
+and test (never the expected output) from its pipe, runs them and sends back frames. The template judges them
+itself and kills each test process at its time limit. The host checks the template's replies as strictly as a
+reward worker's.
 
-A test process runs the completion's code and the test in one interpreter, so the code can end the process with a
-verdict of its own making: ``passed`` is what the process reported, not a proof (docs/sandbox.md).
+``passed`` is the template's judgement: for an output test its own comparison of what the process printed; for an
+assert test a verdict that carries the nonce the template sent only once the code had run. A row whose process
+attacked the judge (forged frames, a field missing, a guessed nonce, a flood) fails all its tests with an error
+``"attacked the judge: ..."``. What an assert test still cannot rule out, as the code and the assert share one
+interpreter, is in docs/sandbox.md ("Reward integrity").
 """
 
 from __future__ import annotations
@@ -32,11 +38,11 @@ MAX_CODE_CHARS = 1 << 20
 @dataclass(frozen=True)
 class TestResult:
     passed: bool
-    error: str  # "" when passed; the exception, "timed out after 2 s", "wrong output: ..." otherwise
+    error: str  # "" when passed; the exception, "timed out after 2 s", "wrong output: ...", "attacked the judge: ..."
 
 
 class CodeRunner(Sandbox):
-    """A warm template that forks one confined process per test. See the module docstring."""
+    """A warm template whose spawner forks one confined process per test. See the module docstring."""
 
     # RLIMIT_NPROC counts every process of the uid, and templates of concurrent runs may share one (code_tests uses
     # a fixed slot): room for several. Test processes cannot fork at all (seccomp), so this is not what stops them.
