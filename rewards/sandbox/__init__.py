@@ -31,7 +31,9 @@ allow_weak=False, log_names=64, run_log_names=256)``
   whose class is named like one of ours comes back as ``UserException``), ``InvalidResult`` (not a list, wrong
   length, NaN, inf, a string...), ``LogTooLarge`` (log_extra / log_metric past 100,000 values or 8 Mi characters,
   ``log_names`` distinct columns or metric names in one call, ``run_log_names`` over the Sandbox's life, a name past
-  200 characters; ``logged_columns`` / ``logged_metrics`` hold the names so far),
+  200 characters; ``logged_columns`` / ``logged_metrics`` hold the names so far; logged values are scalars, or
+  their ``str()``, except the ``step_scores`` column's ``{"split", "scores"}`` dicts, bounded by
+  ``rewards/step_scores.py``: another shape there is ``InvalidResult``),
   ``SandboxTimeout`` (past ``timeout_s``: SIGKILL) and ``SandboxCrash`` (segfault, ``os._exit``, a signal, a CPU or
   memory limit; kind ``ProtocolError`` for any reply an honest worker could not have sent). After those two the
   next call starts a fresh worker, transparently.

@@ -798,6 +798,42 @@ def _scalar(value):
     )
 
 
+def step_scores_value(value, max_scores: int, max_split: int):
+    """A ``step_scores`` value as the host takes it: None, or ``{"split": str, "scores": [float or None, ...]}``
+    (plus ``"pattern": bool``) with at most ``max_scores`` finite scores (numpy/torch scalars become floats) and a
+    split of at most ``max_split`` characters. Returns (value, None), or (None, why it is not one)."""
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        return None, f"is a {type(value).__name__}"
+    keys = set(value)
+    if not {"split", "scores"} <= keys or keys - {"split", "scores", "pattern"}:
+        return None, f"has the keys {', '.join(sorted(repr(k)[:40] for k in keys)[:8])}, not split and scores"
+    split, scores, pattern = value["split"], value["scores"], value.get("pattern", False)
+    if type(split) is not str or len(split) > max_split:
+        return None, f"has a split that is not a string of at most {max_split} characters"
+    if type(pattern) is not bool:
+        return None, "has a pattern that is not True or False"
+    if not isinstance(scores, (list, tuple)) or len(scores) > max_scores:
+        return None, f"has scores that are not a list of at most {max_scores}"
+    out = []
+    for i, v in enumerate(scores):
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            f = float(v) if not isinstance(v, (str, bytes)) else math.nan
+        except (OverflowError, ValueError, TypeError):
+            f = math.nan
+        if not math.isfinite(f):
+            return None, f"has scores[{i}] = {repr(v)[:60]}, not a finite number or None"
+        out.append(f)
+    kept = {"split": split, "scores": out}
+    if "pattern" in value:
+        kept["pattern"] = pattern
+    return kept, None
+
+
 def _disarm_timers() -> None:
     """No user code between calls: stop interval timers and their Python handlers (a C-level timer still meets the
     host's time limit on the next call)."""
@@ -829,12 +865,33 @@ class Worker:
             return room["values"] >= 0 and room["chars"] >= 0
 
         def log_extra(column, values):
-            record = [str(column), [_scalar(v) for v in values]]
+            column = str(column)
+            if column == self.cfg["step_column"]:  # per-step scores keep their structure (rewards/step_scores.py)
+                converted = []
+                for i, v in enumerate(values):
+                    kept, why = step_scores_value(v, self.cfg["step_scores"], self.cfg["step_split_chars"])
+                    if why is not None:
+                        room["invalid"] = (
+                            f"{self.cfg['name']}: log_extra({column!r}, values): values[{i}] {why}; each value must be "
+                            f'None or {{"split": str, "scores": [at most {self.cfg["step_scores"]} finite numbers '
+                            'or None]} (optionally "pattern": True)'
+                        )
+                        return
+                    converted.append(kept)
+                # a step-score value counts as two values plus one per step, its split as characters
+                cost = (
+                    sum(2 + len(v["scores"]) if v else 1 for v in converted),
+                    sum(len(v["split"]) for v in converted if v),
+                )
+                record = [column, converted]
+            else:
+                record = [column, [_scalar(v) for v in values]]
+                cost = len(record[1]), sum(len(v) for v in record[1] if type(v) is str)
             if len(record[0]) > self.cfg["log_name_chars"]:
                 room["names"] = f"a log_extra column name of more than {self.cfg['log_name_chars']} characters"
             elif record[0] not in extra and len(extra) >= names:
                 room["names"] = f"more than {names} log_extra columns"
-            elif spend(len(record[1]), len(record[0]) + sum(len(v) for v in record[1] if type(v) is str)):
+            elif spend(cost[0], len(record[0]) + cost[1]):
                 extra.setdefault(record[0], []).extend(record[1])
 
         def log_metric(name, value):
@@ -866,7 +923,12 @@ class Worker:
                 "extra": [[column, values] for column, values in extra.items()],
                 "metrics": metrics,
             }
-            if room["values"] < 0 or room["chars"] < 0 or "names" in room:
+            if "invalid" in room:
+                reply = {
+                    "ok": False,
+                    "error": {"kind": "InvalidResult", "line": None, "traceback": "", "message": room["invalid"]},
+                }
+            elif room["values"] < 0 or room["chars"] < 0 or "names" in room:
                 too_much = room.get("names") or (
                     f"more than {self.cfg['log_values']} values or {self.cfg['log_chars']} characters"
                 )

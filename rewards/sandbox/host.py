@@ -30,6 +30,7 @@ from pathlib import Path
 
 import msgpack
 
+from rewards import step_scores
 from rewards.sandbox import child as _child
 from rewards.sandbox.errors import (
     SandboxCrash,
@@ -352,6 +353,9 @@ class Sandbox:
                 "log_chars": MAX_LOG_CHARS,
                 "log_names": self.log_names,
                 "log_name_chars": MAX_LOG_NAME_CHARS,
+                "step_column": step_scores.COLUMN,
+                "step_scores": step_scores.MAX_STEP_SCORES,
+                "step_split_chars": step_scores.MAX_SPLIT_CHARS,
                 "mode": self.MODE,
                 "result_chars": self.result_chars,
                 "methods": list(self.methods),

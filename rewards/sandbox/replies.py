@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
+from rewards import step_scores
 from rewards.sandbox.errors import SandboxError, SandboxUnavailable, malformed
 
 MAX_REPLY_ITEMS = 2_000_000  # lists + dict pairs one reply may decode into: a 64 MiB reply must not become 4 GB
@@ -250,7 +251,15 @@ def checked_logs(extra, metrics, max_names: int = MAX_LOG_NAMES) -> tuple[dict, 
         chars += len(column)
         if values > MAX_LOG_VALUES:
             raise malformed(f"the worker sent more than {MAX_LOG_VALUES} logged values")
-        for v in items:
+        if column == step_scores.COLUMN:  # per-step scores: dicts the worker built (child.step_scores_value)
+            for v in items:
+                if v is not None:
+                    scores, split = checked_step_scores(v)
+                    values += 1 + len(scores)  # two values plus one per step, as the worker counts them
+                    chars += len(split)
+            if values > MAX_LOG_VALUES:
+                raise malformed(f"the worker sent more than {MAX_LOG_VALUES} logged values")
+        for v in items if column != step_scores.COLUMN else ():
             t = type(v)
             if t is str:
                 chars += len(v)
@@ -280,6 +289,25 @@ def checked_logs(extra, metrics, max_names: int = MAX_LOG_NAMES) -> tuple[dict, 
         if len(out_metrics) > max_names:
             raise malformed(f"the worker sent more than {max_names} metric names")
     return out_extra, out_metrics
+
+
+def checked_step_scores(value) -> tuple[list, str]:
+    """A ``step_scores`` value's scores and split, as an honest worker sends them: ``{"split": str, "scores": [float
+    or None]}`` (and ``"pattern": bool``), at most MAX_STEP_SCORES finite scores, a split of at most MAX_SPLIT_CHARS
+    characters; WorkerLost otherwise."""
+    if type(value) is not dict or not {"split", "scores"} <= value.keys() <= step_scores.KEYS:
+        raise malformed("the worker sent a malformed step_scores value")
+    split, scores = value["split"], value["scores"]
+    if (
+        type(split) is not str
+        or len(split) > step_scores.MAX_SPLIT_CHARS
+        or type(value.get("pattern", False)) is not bool
+        or type(scores) is not list
+        or len(scores) > step_scores.MAX_STEP_SCORES
+        or any(v is not None and (type(v) is not float or not math.isfinite(v)) for v in scores)
+    ):
+        raise malformed("the worker sent a malformed step_scores value")
+    return scores, split
 
 
 def run_log_names(

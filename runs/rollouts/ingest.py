@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 import orjson
 from django.db import connection, transaction
 
+from rewards.step_scores import MAX_SPLIT_CHARS, MAX_STEP_SCORES
 from runs.evaluations.services import store_periodic
 from runs.models import Rollout, Run, StepMetric, reward_bucket
 from runs.rollouts.groups import group_stats
@@ -69,9 +70,6 @@ def _json_text(value) -> bytes:
     return _dumps(json_safe(value)) if b"\\u0000" in text else text
 
 
-MAX_STEP_SCORES = 4096
-
-
 def step_scores(value) -> tuple[dict | None, float | None]:
     """A row's per-step (process) scores as a reward function logged them ({"split": the delimiter or pattern,
     "scores": a number or None per step}), checked; and the first step's score (the first that was scored)."""
@@ -85,7 +83,7 @@ def step_scores(value) -> tuple[dict | None, float | None]:
         float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
         for v in value["scores"][:MAX_STEP_SCORES]
     ]
-    kept = {"split": value["split"][:200], "scores": scores}
+    kept = {"split": value["split"][:MAX_SPLIT_CHARS], "scores": scores}
     if isinstance(value.get("pattern"), bool):
         kept["pattern"] = value["pattern"]
     return kept, next((v for v in scores if v is not None), None)

@@ -102,3 +102,64 @@ def test_the_transcript_shades_each_step_by_its_score(web_server, page, owner, d
     red = steps.nth(0).evaluate("e => getComputedStyle(e).backgroundColor")
     green = steps.nth(1).evaluate("e => getComputedStyle(e).backgroundColor")
     assert red != green and red.startswith("rgba(") and green.startswith("rgba(")
+
+
+# equation_steps as a user's sandboxed function that logs only at even global steps, with a second column beside
+EVEN_STEPS = """
+import re
+
+def check_line(line):
+    found = re.findall(r"(-?\\d+)\\s*([-+*])\\s*(-?\\d+)\\s*=\\s*(-?\\d+)", line)
+    if not found:
+        return None
+    ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+    return float(all(ops[op](int(a), int(b)) == int(c) for a, op, b, c in found))
+
+def even_steps(completions, trainer_state, log_extra, **kwargs):
+    logged = [{"split": "\\n", "scores": [check_line(l) for l in c.split("\\n")]} for c in completions]
+    if trainer_state.global_step % 2 == 0:
+        log_extra("step_scores", logged)
+        log_extra("scored_at", [trainer_state.global_step] * len(completions))
+    return [float(len(c) % 3) for c in completions]
+"""
+
+
+def even_steps_scores(completion: str) -> dict:
+    namespace: dict = {}
+    exec(EVEN_STEPS, namespace)
+    logged: dict = {}
+    namespace["even_steps"](
+        [completion], trainer_state=type("S", (), {"global_step": 0}), log_extra=lambda c, v: logged.setdefault(c, v)
+    )
+    return logged["step_scores"][0]
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_scores_a_sandboxed_function_logs_at_some_steps_reach_those_steps_rows_only(tmp_path, tiny_model):
+    from rewards.sandbox import sandbox_support
+
+    if not sandbox_support()["ok"]:
+        pytest.skip(f"this kernel cannot sandbox: {sandbox_support()['missing']}")
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(32)))
+    config = TrainConfig(
+        model=str(tiny_model),
+        dataset_path=str(data),
+        output_dir=str(tmp_path / "out"),
+        event_log=str(tmp_path / "events.jsonl"),
+        rewards=[RewardSpec("even_steps", 1.0, source=EVEN_STEPS, entrypoint="even_steps")],
+        grpo=GRPOFields(max_steps=3, num_generations=4, per_device_train_batch_size=8, max_completion_length=16),
+    )
+    from workers.training.train import run
+
+    run(config)
+    events = read_events(config.event_log)[0]
+    assert not [e for e in events if e["type"] == "reward_fault"]
+    rows = {e["step"]: e["rows"] for e in events if e["type"] == "rollouts"}
+    assert sorted(rows) == [1, 2, 3] and all(len(r) == 8 for r in rows.values())
+    for step in (1, 3):  # scored at global steps 0 and 2: the sandbox's dicts, as the function built them
+        for row in rows[step]:
+            assert row["step_scores"] == even_steps_scores(row["completion"])
+            assert row["columns"]["scored_at"] == step - 1
+    for row in rows[2]:  # nothing logged for this batch: no scores, and no earlier batch's either
+        assert row["step_scores"] is None and "scored_at" not in row["columns"]

@@ -25,6 +25,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self._events = events
         self.step_timing = StepTiming()
+        self.extra_logged_now: set[str] = set()  # the log_extra columns logged for the batch being scored
         # token-level values of a sample of each batch's groups, as TRL computed them at the update (workers.training.tokens)
         self.token_capture = None
         if tokens_dir and token_sample_groups:
@@ -50,7 +51,13 @@ class CapturingGRPOTrainer(GRPOTrainer):
         with self.step_timing.part("reward"):  # sandboxed reward functions included
             return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
 
+    def _log_completion_extra(self, column: str, values: list):
+        # TRL extends a column's deque only in the batches it was logged for: the rest hold an earlier batch's values
+        self.extra_logged_now.add(column)
+        super()._log_completion_extra(column, values)
+
     def _generate_and_score_completions(self, inputs):
+        self.extra_logged_now = set()
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
             self._capture(inputs, output)
@@ -75,6 +82,8 @@ class CapturingGRPOTrainer(GRPOTrainer):
         from accelerate.utils import gather_object
 
         local_count = len(inputs)
+        # the columns any process logged for this batch (TRL flushes the union; see _log_completion_extra)
+        fresh = set(gather_object(sorted(self.extra_logged_now)))
         # the row's own columns (answer, ...): what the reward functions saw beside the completion
         columns = gather_object([{k: v for k, v in x.items() if k != "prompt"} for x in inputs])
         ids = output["completion_ids"]  # (B_local, T), right-padded to the longest completion
@@ -94,8 +103,9 @@ class CapturingGRPOTrainer(GRPOTrainer):
         advantages = list(logs["advantages"])[-n:]
         per_func = [list(logs["rewards"][name])[-n:] for name in self.reward_func_names]
         # what reward functions logged per completion with TRL's log_extra (code_tests: each test's outcome),
-        # kept beside the row's columns for the rollout browser; per-step (process) scores go to a field of their own
-        extra = logs.get("extra", {})
+        # kept beside the row's columns for the rollout browser; per-step (process) scores go to a field of their own.
+        # Only the columns logged for this batch: a column logged at some steps still holds an earlier batch's values.
+        extra = {col: values for col, values in logs.get("extra", {}).items() if col in fresh}
         logged = {col: list(values)[-n:] for col, values in extra.items() if len(values) >= n and col != "step_scores"}
         step_scores = list(extra["step_scores"])[-n:] if "step_scores" in extra else [None] * n
         if len(step_scores) < n:
