@@ -334,3 +334,17 @@ def test_the_mapping_preview_reads_no_chat_template_from_another_users_model(out
     assert (
         dataset_preview(chat, Mapping.of(chat), model=output, user=theirs.owner).rows[0]["rendered"] == "SECRET 2 + 2?"
     )
+
+
+def test_model_roots_from_the_environment_must_be_absolute(monkeypatch, tmp_path):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from grpo_web.env import envpaths
+
+    monkeypatch.setenv("GRPO_MODEL_ROOTS", f"{tmp_path}, ,{tmp_path}/b")
+    assert envpaths("GRPO_MODEL_ROOTS") == [tmp_path.resolve(), (tmp_path / "b").resolve()]
+    monkeypatch.delenv("GRPO_MODEL_ROOTS")
+    assert envpaths("GRPO_MODEL_ROOTS") == []
+    monkeypatch.setenv("GRPO_MODEL_ROOTS", "models")
+    with pytest.raises(ImproperlyConfigured, match="GRPO_MODEL_ROOTS: 'models' is not an absolute path"):
+        envpaths("GRPO_MODEL_ROOTS")
