@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -42,3 +43,13 @@ def envhttp(name: str, default: str = "") -> str:
     if value and not value.startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{name}={value!r} is not an http(s) URL")
     return value
+
+
+def envpaths(name: str, default: str = "") -> list[Path]:
+    """Comma-separated absolute folders; a relative one is an error (it would mean a different folder to each
+    process, from wherever it was started)."""
+    parts = [p.strip() for p in os.environ.get(name, default).split(",") if p.strip()]
+    relative = [p for p in parts if not Path(p).is_absolute()]
+    if relative:
+        raise ImproperlyConfigured(f"{name}: {relative[0]!r} is not an absolute path")
+    return [Path(p).resolve() for p in parts]

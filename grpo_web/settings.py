@@ -5,7 +5,7 @@ from pathlib import Path
 import dj_database_url
 
 from grpo_web import queues
-from grpo_web.env import envbool, envfloat, envhttp, envint, envstr
+from grpo_web.env import envbool, envfloat, envhttp, envint, envpaths, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("GRPO_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -155,6 +155,9 @@ GRPO_IMPORT_WALL_SECONDS = envint("GRPO_IMPORT_WALL_SECONDS", "3600")
 GRPO_IMPORT_ROOTS = [
     Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(DATA_DIR / "imports")).split(",") if p.strip()
 ]
+# Server folders of models every user may train, evaluate and sample from by path (comma-separated; none by default).
+# A user's own runs' outputs and exports, those shared with them and the demo models need no root.
+GRPO_MODEL_ROOTS = envpaths("GRPO_MODEL_ROOTS")
 GRPO_TINY_MODEL_DIR = DATA_DIR / "models" / "tiny-qwen2"
 GRPO_EXPORT_DIR = Path(envstr("GRPO_EXPORT_DIR", str(DATA_DIR / "exports"))).resolve()  # the Models page's exports
 GRPO_TINY_SFT_MODEL_DIR = (

@@ -1,27 +1,127 @@
 """Where a run's files are and which model a name means: the demo model names, event logs, checkpoints, log tails,
-and a model folder's basic check. Shared by the capabilities and by the worker."""
+and which models a user may load (model_problems). Shared by the capabilities and by the worker."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
+import uuid
 from pathlib import Path
 
 from django.conf import settings
 
 from runs.models import Run
 
+DEMO_MODELS = ("tiny", "tiny-sft", "tiny-tools")
+# a hub id is org/name and never a path: no leading dot, no "..", nothing but letters, digits, '.', '-', '_'
+HUB_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+# what a refusal says about a folder the user may not read: the same whether or not it exists
+NOT_YOURS = "model: not found or not yours"
+_EXPORT = re.compile(r"run-(?P<pk>\d{1,18})-(?:final|checkpoint-\d+)")
 
-def model_problems(model: str) -> list[str]:
-    """A local model folder must hold a config.json; a hub id must at least look like one (org/name)."""
+
+def is_hub_id(model: str) -> bool:
+    return len(model) <= 200 and ".." not in model and HUB_MODEL_ID.fullmatch(model) is not None
+
+
+def model_problems(model: str, *, user) -> list[str]:
+    """Why ``user`` cannot train, evaluate or sample from ``model``; [] when they can: one they may read
+    (model_access_problems) and, unless a hub id, a folder holding a config.json."""
+    problems = model_access_problems(model, user=user)
+    if problems or (model not in DEMO_MODELS and is_hub_id(model)):
+        return problems
     path = Path(resolve_model(model))
-    if path.is_absolute() or model.startswith((".", "~")) or path.exists():
-        if not (path / "config.json").is_file():
-            return [f"model: no loadable model at {path} (no config.json)"]
-        return []
-    if model.count("/") != 1 or not all(part.strip() for part in model.split("/")):
-        return [f"model: '{model}' is neither a local folder nor a hub id like org/name"]
+    if not (path / "config.json").is_file():
+        return [f"model: no loadable model at {path} (no config.json)"]
     return []
+
+
+def model_access_problems(model: str, *, user) -> list[str]:
+    """A model is a demo name ('tiny', 'tiny-sft', 'tiny-tools'), a hub id (org/name) or a model folder (an
+    absolute path) that ``user`` may read (model_readable). A folder they may not read is refused with NOT_YOURS,
+    the same whether or not it exists."""
+    if not isinstance(model, str) or not (
+        model in DEMO_MODELS or model.startswith(("/", ".", "~")) or is_hub_id(model)
+    ):
+        return [
+            f"model: {str(model)[:200]!r} is neither a demo model ({', '.join(DEMO_MODELS)}), a model folder "
+            f"(an absolute path) nor a hub id like org/name"
+        ]
+    return [] if model_readable(model, user=user) else [NOT_YOURS]
+
+
+def model_roots() -> list[Path]:
+    """The server folders every user may load models from: the demo models' folder (GRPO_DATA_DIR/models) and
+    GRPO_MODEL_ROOTS (none by default)."""
+    demo = [Path(settings.DATA_DIR) / "models"] + [
+        Path(p).parent
+        for p in (settings.GRPO_TINY_MODEL_DIR, settings.GRPO_TINY_SFT_MODEL_DIR, settings.GRPO_TINY_TOOLS_MODEL_DIR)
+    ]
+    return [Path(p) for p in dict.fromkeys([*demo, *settings.GRPO_MODEL_ROOTS])]
+
+
+def model_readable(model: str, *, user) -> bool:
+    """Whether ``user`` may load ``model``: a demo name; a hub id (that no folder beside the server answers to: the
+    workers load models from there, and transformers tries a local folder of the id's name first); or a folder under
+    a model root (model_roots), or the output (final model, checkpoints) or export of a run ``user`` owns or that a
+    team of theirs shares. Symbolic links and '..' are resolved first."""
+    if model in DEMO_MODELS:
+        return True
+    try:
+        if is_hub_id(model):
+            return not (Path(settings.BASE_DIR) / model).exists()
+        path = Path(model)
+        if not path.is_absolute():
+            return False
+        resolved = path.resolve()
+        if not run_area(resolved):  # run folders and exports answer to their run's sharing, even inside a root
+            return any(resolved.is_relative_to(root.resolve()) for root in model_roots())
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, a link loop
+        return False
+    run = model_run(resolved)
+    return run is not None and Run.objects.visible_to(user).filter(pk=run.pk).exists()
+
+
+def run_area(resolved: Path) -> bool:
+    """Whether the folder is among the runs' folders or the exports, where each run's files are its owner's."""
+    return any(
+        resolved.is_relative_to(Path(base).resolve())
+        for base in (Path(settings.DATA_DIR) / "runs", settings.GRPO_EXPORT_DIR)
+    )
+
+
+def model_run(resolved: Path) -> Run | None:
+    """The run whose output (GRPO_DATA_DIR/runs/<uid>/output/...) or export (GRPO_EXPORT_DIR/<user>/run-<id>-<key>/)
+    the resolved folder is in, or None."""
+    for base, owner_of in (
+        (Path(settings.DATA_DIR) / "runs", _run_of_output),
+        (settings.GRPO_EXPORT_DIR, _run_of_export),
+    ):
+        try:
+            parts = resolved.relative_to(Path(base).resolve()).parts
+        except (ValueError, OSError):
+            continue
+        run = owner_of(parts)
+        if run is not None:
+            return run
+    return None
+
+
+def _run_of_output(parts: tuple[str, ...]) -> Run | None:
+    if len(parts) < 3 or parts[1] != "output":
+        return None
+    try:
+        uid = uuid.UUID(parts[0])
+    except ValueError:
+        return None
+    # a run's folder is named by its uid as str() writes it; another spelling of the same uid is no folder of it
+    return Run.objects.filter(uid=uid).first() if str(uid) == parts[0] else None
+
+
+def _run_of_export(parts: tuple[str, ...]) -> Run | None:
+    match = _EXPORT.fullmatch(parts[1]) if len(parts) >= 2 else None
+    return Run.objects.filter(pk=int(match["pk"])).first() if match else None
 
 
 def resolve_model(model: str) -> str:

@@ -98,7 +98,7 @@ class DatasetMappingForm(forms.Form):
     model = forms.CharField(
         max_length=500,
         required=False,
-        help_text="For the preview only: 'tiny', a local model folder, or a hub id already in "
+        help_text="For the preview only: 'tiny', a model folder you may load, or a hub id already in "
         "this machine's cache. Blank: no chat template.",
     )
 

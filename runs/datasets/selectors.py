@@ -17,7 +17,7 @@ from django.db.models import Count
 from runs.datasets.importing import DatasetError, column_kind
 from runs.datasets.mapping import ChatTemplate, Mapping, find_chat_template, preview_rows, render_chat
 from runs.models import DatasetVersion
-from runs.paths import resolve_model
+from runs.paths import DEMO_MODELS, is_hub_id, model_access_problems, resolve_model
 
 ROWS_PER_PAGE = 50
 
@@ -113,8 +113,9 @@ class Preview:
     notes: list[str]
 
 
-def dataset_preview(version: DatasetVersion, mapping: Mapping, *, model: str = "", n: int = 5) -> Preview:
-    """The first rows as the model will see them; with a model, conversational prompts through its chat template.
+def dataset_preview(version: DatasetVersion, mapping: Mapping, *, model: str = "", user=None, n: int = 5) -> Preview:
+    """The first rows as the model will see them; with a model ``user`` may read (runs.paths.model_access_problems),
+    conversational prompts through its chat template.
 
     Raises DatasetError when the mapping cannot be applied (a missing column...)."""
     notes = []
@@ -128,7 +129,7 @@ def dataset_preview(version: DatasetVersion, mapping: Mapping, *, model: str = "
         rows = preview_rows(version.path, mapping, n=n)
     except (KeyError, TypeError, pa.ArrowInvalid) as exc:  # e.g. an empty cell where the template needs text
         raise DatasetError([f"the mapping cannot be applied to the first rows ({type(exc).__name__}: {exc})"]) from None
-    template = _chat_template(model) if model else None
+    template = _chat_template(model) if model and not model_access_problems(model, user=user) else None
     if model and template is None:
         notes.append(
             f"no chat template found for '{model}' (a local model folder, 'tiny', or a hub id already in "
@@ -144,11 +145,9 @@ def dataset_preview(version: DatasetVersion, mapping: Mapping, *, model: str = "
 
 
 def _chat_template(model: str) -> ChatTemplate | None:
-    resolved = Path(resolve_model(model))
-    if resolved.is_dir():
-        return find_chat_template(resolved)
-    if model.startswith((".", "/", "~")) or model.count("/") > 1:
-        return None
+    if model in DEMO_MODELS or not is_hub_id(model):  # a folder; a hub id is never one (runs.paths.is_hub_id)
+        resolved = Path(resolve_model(model))
+        return find_chat_template(resolved) if resolved.is_dir() else None
     try:  # a hub id: only what this machine already has, the web process never downloads
         from huggingface_hub import try_to_load_from_cache  # only for hub ids; it is slow to import
 

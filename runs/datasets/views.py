@@ -180,7 +180,7 @@ def dataset_mapping(request, pk, number):
         mapping = None
     if mapping is not None and not errors:
         try:
-            preview = selectors.dataset_preview(version, mapping, model=model)
+            preview = selectors.dataset_preview(version, mapping, model=model, user=request.user)
         except DatasetError as exc:
             errors = exc.errors
     return render(

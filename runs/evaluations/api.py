@@ -57,7 +57,7 @@ def run_evaluate(request, run_id: int, body: EvaluationIn):
     if not form.is_valid():
         return Status(400, {"errors": [f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()]})
     try:
-        evaluation = evaluation_create(run=run, **form.evaluation_args())
+        evaluation = evaluation_create(run=run, user=request.user, **form.evaluation_args())
     except EvaluationRefused as exc:
         return Status(400, {"errors": exc.errors})
     return Status(

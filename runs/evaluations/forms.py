@@ -29,7 +29,8 @@ class EvaluationForm(forms.Form):
         max_length=500,
         required=False,
         label="model path",
-        help_text="With 'another model': a model folder on the worker, or a hub id.",
+        help_text="With 'another model': a hub id, or the folder of a model you may load (a run's output "
+        "or export of yours or shared with you, or one under GRPO_MODEL_ROOTS).",
     )
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), label="dataset")
     split = forms.ChoiceField(choices=list(EVAL_SPLITS.items()), label="split")

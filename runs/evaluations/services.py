@@ -107,8 +107,8 @@ def model_choices(run: Run) -> list[tuple[str, str]]:
     return choices
 
 
-def _resolve(run: Run, choice: str, path: str) -> tuple[str, str, int | None]:
-    """(model to load, label, step) for a model choice."""
+def _resolve(run: Run, choice: str, path: str, user) -> tuple[str, str, int | None]:
+    """(model to load, label, step) for a model choice; another model must be one ``user`` may read."""
     valid = dict(model_choices(run))
     if choice not in valid:
         raise EvaluationRefused([f"model: '{choice}' is not available for this run (choose one of {', '.join(valid)})"])
@@ -119,7 +119,7 @@ def _resolve(run: Run, choice: str, path: str) -> tuple[str, str, int | None]:
     if choice.startswith("checkpoint-"):
         return str(run.run_dir / "output" / choice), choice, int(choice.split("-")[-1])
     path = path.strip()
-    problems = model_problems(path) if path else ["model path: give a model folder or a hub id"]
+    problems = model_problems(path, user=user) if path else ["model path: give a model folder or a hub id"]
     if problems:
         raise EvaluationRefused(problems)
     return resolve_model(path), path, None
@@ -128,13 +128,15 @@ def _resolve(run: Run, choice: str, path: str) -> tuple[str, str, int | None]:
 def evaluation_create(
     *,
     run: Run,
+    user,
     model: str,
     model_path: str = "",
     dataset_version: DatasetVersion,
     split: str = "eval",
     settings: EvalFields | None = None,
 ) -> Evaluation:
-    """Validate and queue a standalone evaluation of one model of ``run`` (scored by the run's reward functions)."""
+    """Validate and queue ``user``'s standalone evaluation of one model of ``run`` (scored by the run's reward
+    functions); a model other than the run's own must be one ``user`` may read (runs.paths.model_problems)."""
     settings = settings or eval_settings(run)
     errors = []
     if split not in EVAL_SPLITS:
@@ -157,7 +159,7 @@ def evaluation_create(
     except ValueError as exc:
         errors.append(str(exc))
     try:
-        loaded, label, step = _resolve(run, model, model_path)
+        loaded, label, step = _resolve(run, model, model_path, user)
     except EvaluationRefused as exc:
         errors += exc.errors
     if errors:

@@ -102,7 +102,8 @@ class RunForm(forms.Form):
         max_length=500,
         initial="tiny",
         help_text="'tiny' for the local demo model ('tiny-sft': the same after a short cold-start "
-        "SFT, it answers now and then), a local path, or a Hugging Face hub id.",
+        "SFT, it answers now and then), a Hugging Face hub id (org/name), or the folder of a model you may "
+        "load: a run's output or export of yours or shared with you, or one under GRPO_MODEL_ROOTS.",
     )
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none())
     requested_gpus = forms.IntegerField(

@@ -43,7 +43,7 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
     that is not up yet will take it)."""
     spec = spec_normalized(spec)
-    errors = spec_problems(spec, queue_anyway=queue_anyway)
+    errors = spec_problems(spec, owner=owner, queue_anyway=queue_anyway)
     if errors:
         raise RunRefused(errors)
     evaluation = EvalFields(**spec.evaluation)  # stored whole when it evaluates, else not at all
@@ -86,9 +86,10 @@ def spec_normalized(spec: RunSpec) -> RunSpec:
     )
 
 
-def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
-    """Why a run of ``spec`` would fail, each message naming its field; [] when it would not. Every way of starting a
-    run (the form, a YAML, the API, the CLI, a retry, a clone, a recipe's stage) is checked here, by run_create.
+def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[str]:
+    """Why ``owner``'s run of ``spec`` would fail, each message naming its field; [] when it would not. Every way of
+    starting a run (the form, a YAML, the API, the CLI, a retry, a clone, a recipe's stage) is checked here, by
+    run_create; the model must be one ``owner`` may read (runs.paths.model_problems).
     ``queue_anyway``: no refusal for want of an online worker with the GPUs, vLLM or Ray cluster asked for."""
     spec = spec_normalized(spec)
     version, trainer, config = spec.dataset_version, spec.trainer, spec.config
@@ -101,7 +102,7 @@ def spec_problems(spec: RunSpec, *, queue_anyway: bool = False) -> list[str]:
     env_signature = _env_signature(env_spec) if env_spec else None
     errors = (
         train.validate()
-        + model_problems(spec.model)
+        + model_problems(spec.model, user=owner)
         + engine_problems(spec.engine, spec.num_workers, queue_anyway)
         + tool_problems(tool_spec_list)
         + environment_problems(env_spec)

@@ -296,7 +296,7 @@ def run_evaluate(request, pk):
     form = EvaluationForm(request.POST, run=run)
     if form.is_valid():
         try:
-            evaluation = evaluation_create(run=run, **form.evaluation_args())
+            evaluation = evaluation_create(run=run, user=request.user, **form.evaluation_args())
         except EvaluationRefused as exc:
             for error in exc.errors:
                 form.add_error(None, error)

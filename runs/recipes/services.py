@@ -18,6 +18,7 @@ from runs.evaluations.services import evaluation_cancel, evaluation_create
 from runs.lifecycle.services import run_cancel, run_create
 from runs.lifecycle.spec import RunSpec
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
+from runs.paths import model_access_problems
 from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
 from workers.training.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields, GRPOFields
 
@@ -119,7 +120,7 @@ MAX_STAGES = 32  # the R1 recipe has five; 20,000 stages took minutes to make an
 
 def recipe_problems(stages: list[dict], owner) -> list[str]:
     """Each problem names its stage: an unknown kind, an input naming a later stage or one that makes no such output,
-    a dataset version the owner cannot use."""
+    a dataset version or a model the owner cannot use (a later stage's "stage:N" is the owner's own run's output)."""
     errors = []
     if not stages:
         return ["stages: give at least one stage"]
@@ -152,6 +153,8 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
                 errors.append(f"stage {n}: {key}: you have no dataset version {value!r} (give its id, or stage:N)")
             elif key == "model" and not isinstance(value, str):
                 errors.append(f"stage {n}: model: give a model name, folder or hub id, or stage:N")
+            elif key == "model":  # one the owner may read; whether it loads is the stage's run or job to check
+                errors += [f"stage {n}: {problem}" for problem in model_access_problems(value, user=owner)]
         if kind != "eval" and stage.get("dataset") is None:
             errors.append(f"stage {n}: dataset: give a dataset version id, or stage:N")
         if kind == "eval" and _ref(stage.get("model")) is None:
@@ -305,6 +308,7 @@ def _launch(recipe: Recipe) -> None:
             version = _input(recipe, stage.get("dataset"), "dataset") or source.dataset_version
             evaluation = evaluation_create(
                 run=source,
+                user=owner,
                 model="final",
                 dataset_version=version,
                 split=stage.get("split", "eval"),

@@ -30,7 +30,8 @@ class RejectionJobForm(forms.Form):
     model = forms.CharField(
         max_length=500,
         initial="tiny-sft",
-        help_text="'tiny', 'tiny-sft', a model folder (a run's final output or checkpoint), or a hub id.",
+        help_text="'tiny', 'tiny-sft', a hub id, or a model folder you may load (a run's final output or "
+        "checkpoint of yours or shared with you, or one under GRPO_MODEL_ROOTS).",
     )
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), label="Prompts")
     split = forms.ChoiceField(choices=[(s, s) for s in SPLITS], initial="all")

@@ -77,7 +77,7 @@ def rejection_job_create(
     mix_version: DatasetVersion | None = None,
 ) -> RejectionJob:
     """Validate and queue a job once its row is committed; JobRefused names each problem."""
-    errors = model_problems(model) + settings.problems([r["name"] for r in rewards])
+    errors = model_problems(model, user=owner) + settings.problems([r["name"] for r in rewards])
     if not rewards:
         errors.append("rewards: pick at least one reward function to score the samples")
     if split not in SPLITS:

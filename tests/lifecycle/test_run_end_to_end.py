@@ -95,8 +95,9 @@ def test_stored_rewards_and_advantages_are_trls_own(celery_worker, owner, datase
 
 
 def test_a_training_process_that_fails_marks_the_run_failed_with_its_log(
-    celery_worker, owner, dataset_version, tiny_model, tmp_path
+    celery_worker, owner, dataset_version, tiny_model, tmp_path, settings
 ):
+    settings.GRPO_MODEL_ROOTS = [tmp_path]  # a server folder of models every user may train from
     broken = tmp_path / "broken-model"
     shutil.copytree(tiny_model, broken)
     (broken / "model.safetensors").write_bytes(b"not weights")
@@ -109,7 +110,11 @@ def test_a_training_process_that_fails_marks_the_run_failed_with_its_log(
     assert not run.resumable
 
 
-def test_a_model_path_without_a_model_is_refused_naming_the_field(owner, dataset_version):
-    with pytest.raises(RunRefused, match="model: no loadable model at /nonexistent/model"):
+def test_a_model_path_without_a_model_is_refused_naming_the_field(owner, dataset_version, tmp_path, settings):
+    # outside the model roots nothing is said about the folder; inside one, what is wrong with it
+    with pytest.raises(RunRefused, match="model: not found or not yours"):
         _submit(owner, dataset_version, model="/nonexistent/model")
+    settings.GRPO_MODEL_ROOTS = [tmp_path]
+    with pytest.raises(RunRefused, match=f"model: no loadable model at {tmp_path / 'nothing'}"):
+        _submit(owner, dataset_version, model=str(tmp_path / "nothing"))
     assert not Run.objects.exists()
