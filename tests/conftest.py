@@ -141,17 +141,26 @@ def eval_version(dataset_version):
 
 @pytest.fixture(scope="session")
 def redis_service():
+    """The Redis the suite uses; an embedded one this session started is stopped at its end (nothing left running)."""
     import redis
 
+    started = False
     if settings.REDIS_EMBEDDED:
-        from grpo_web.embedded import ensure_redis
+        from grpo_web.embedded import ensure_redis, stop_redis
 
+        socket_path = settings.DATA_DIR / "redis.sock"
+        try:
+            started = not (socket_path.exists() and redis.Redis(unix_socket_path=str(socket_path)).ping())
+        except redis.RedisError:
+            started = True
         ensure_redis(settings.DATA_DIR)
     try:
         redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
     except redis.RedisError as exc:
         pytest.skip(f"Redis at {settings.REDIS_URL} is not reachable: {exc}")
-    return settings.REDIS_URL
+    yield settings.REDIS_URL
+    if started:
+        stop_redis(settings.DATA_DIR)
 
 
 def _database_url() -> str:
