@@ -25,8 +25,9 @@ def diagnostic(line: int, col: int, message: str, severity: str = "error") -> di
     return {"line": max(1, int(line or 1)), "col": max(0, int(col or 0)), "severity": severity, "message": message}
 
 
-def lint(code: str, entrypoint: str) -> list[dict]:
-    """Problems in ``code``, first line 1 and first column 0, in order; [] when there are none."""
+def lint(code: str, entrypoint: str, *, kind: str = "reward") -> list[dict]:
+    """Problems in ``code``, first line 1 and first column 0, in order; [] when there are none. The entrypoint of an
+    environment (``kind``) is a top-level class, TRL's environment_factory; of a reward or a tool, a function."""
     size = len(code.encode("utf-8", "surrogatepass"))
     if size > MAX_SOURCE_BYTES:
         return [diagnostic(1, 0, f"the code is {size} bytes; the limit is {MAX_SOURCE_BYTES}")]
@@ -44,7 +45,9 @@ def lint(code: str, entrypoint: str) -> list[dict]:
     for m in sorted(report.messages, key=lambda m: (m.lineno, m.col)):
         severity = "error" if isinstance(m, ERRORS) else "warning"
         found.append(diagnostic(m.lineno, m.col, m.message % m.message_args, severity))
-    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if entrypoint and entrypoint not in names:
-        found.append(diagnostic(1, 0, f"no top-level function named '{entrypoint}' (the entrypoint)"))
+    wanted, what = (
+        ((ast.ClassDef,), "class") if kind == "environment" else ((ast.FunctionDef, ast.AsyncFunctionDef), "function")
+    )
+    if entrypoint and entrypoint not in {n.name for n in tree.body if isinstance(n, wanted)}:
+        found.append(diagnostic(1, 0, f"no top-level {what} named '{entrypoint}' (the entrypoint)"))
     return found

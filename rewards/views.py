@@ -112,9 +112,9 @@ def reward_diff(request, pk):
 @require_POST
 def reward_lint(request, pk):
     """The editor's lint as you type: {"source", "entrypoint"} (form-encoded) -> {"diagnostics": [...]}."""
-    _visible(request, pk)
+    rf = _visible(request, pk)
     source, entrypoint = request.POST.get("source", ""), request.POST.get("entrypoint", "")
-    return JsonResponse({"diagnostics": lint(normalize(source), entrypoint.strip())})
+    return JsonResponse({"diagnostics": lint(normalize(source), entrypoint.strip(), kind=rf.kind)})
 
 
 @require_POST

@@ -4,6 +4,8 @@ column; the code is parsed, never run."""
 import pytest
 from django.urls import reverse
 
+from rewards.library import ENVIRONMENTS
+from rewards.library import source as library_source
 from rewards.lint import lint
 from rewards.models import RewardFunction
 from rewards.services import MAX_SOURCE_BYTES
@@ -61,3 +63,18 @@ def test_the_lint_endpoint_answers_the_owner(owner_client, owner):
 def test_the_lint_endpoint_is_404_to_an_outsider(outsider_client, owner):
     url = reverse("reward_lint", args=[RewardFunction.objects.filter(owner=owner).first().pk])
     assert outsider_client.post(url, {"source": CLEAN, "entrypoint": "my_reward"}).status_code == 404
+
+
+@pytest.mark.django_db
+def test_an_environments_entrypoint_is_its_class_the_librarys_own_included(owner_client, owner):
+    code = library_source("calculator_session")
+    environment = RewardFunction.objects.create(
+        owner=owner,
+        name="calc-env",
+        kind=RewardFunction.Kind.ENVIRONMENT,
+    )
+    url = reverse("reward_lint", args=[environment.pk])
+    answer = owner_client.post(url, {"source": code, "entrypoint": ENVIRONMENTS["calculator_session"]}).json()
+    assert answer == {"diagnostics": []}
+    missing = owner_client.post(url, {"source": code, "entrypoint": "evaluate"}).json()["diagnostics"]
+    assert missing[-1]["message"] == "no top-level class named 'evaluate' (the entrypoint)"  # a function is no class
