@@ -24,8 +24,11 @@ function pythonBase() {
 }
 
 // CodeMirror's default colours, but for the two below 4.5:1 contrast on white (WCAG AA; the browser tests run
-// axe-core): escapes and regular expressions (#e40) and invalid code (#f00) in darker shades of the same hues.
+// axe-core): escapes and regular expressions (#e40) and invalid code (#f00) in darker shades of the same hues. One
+// style with every default tag in it: basicSetup's default style is only a fallback, which any other highlighter
+// (a style of these two tags alone) switches off.
 const contrastFixes = HighlightStyle.define([
+  ...defaultHighlightStyle.specs,
   { tag: [tags.regexp, tags.escape, tags.special(tags.string)], color: "#b33000" },
   { tag: tags.invalid, color: "#c00" },
 ]);

@@ -87,6 +87,25 @@ def test_the_editor_lints_as_you_type(web_server, owner, page):
     page.wait_for_selector(".cm-gutter-lint .cm-lint-marker-error", state="detached", timeout=10_000)
 
 
+def test_the_editor_highlights_python(web_server, owner, page):
+    log_in(page, web_server)
+    rf = RewardFunction.objects.filter(owner=owner).first()
+    page.goto(f"{web_server}/rewards/{rf.pk}/")
+    page.wait_for_selector("[data-testid=code-editor] .cm-content")
+    _set_code(page, 'def f(completions, **kwargs):\n    # a comment\n    return [len("x") for c in completions]\n')
+    colours = page.evaluate("""() => {
+      const colour = (text) => {
+        const span = [...document.querySelectorAll('.cm-content span')].find((s) => s.textContent === text);
+        return span ? getComputedStyle(span).color : null;
+      };
+      return {plain: getComputedStyle(document.querySelector('.cm-line')).color,
+              keyword: colour('def'), comment: colour('# a comment'), string: colour('"x"')};
+    }""")
+    # keywords, comments and strings each in a colour of their own, none in the plain text's
+    assert None not in colours.values(), colours
+    assert len({colours["plain"], colours["keyword"], colours["comment"], colours["string"]}) == 4, colours
+
+
 def _first_answer(version):
     from runs.datasets.mapping import Mapping, preview_rows
 
