@@ -70,7 +70,18 @@ def run_new(request):
         run = create_from_form(request, form)
         if run:
             return redirect(run)
-    return render(request, "lifecycle/run_new.html", {"form": form}, status=400 if form.errors else 200)
+    return render(
+        request,
+        "lifecycle/run_new.html",
+        {"form": form, "import_notes": carried_notes(request)},
+        status=400 if form.errors else 200,
+    )
+
+
+def carried_notes(request) -> list[str]:
+    """The notes of an imported config, carried through the form's re-renders (hidden fields): a refusal must not
+    hide what the import changed. Shown as text only."""
+    return [note[:2000] for note in request.POST.getlist("import_note")[:500]] if request.method == "POST" else []
 
 
 # the run page's tabs, in order: (the name in the address, #metrics; the label)
