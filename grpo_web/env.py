@@ -53,3 +53,11 @@ def envpaths(name: str, default: str = "") -> list[Path]:
     if relative:
         raise ImproperlyConfigured(f"{name}: {relative[0]!r} is not an absolute path")
     return [Path(p).resolve() for p in parts]
+
+
+def hub_offline() -> bool:
+    """Whether this process may not reach the Hugging Face hub (HF_HUB_OFFLINE, as huggingface_hub reads it)."""
+    from huggingface_hub import constants  # only where a hub id is checked: the settings import no ML library
+
+    value = os.environ.get("HF_HUB_OFFLINE", "").upper()
+    return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)

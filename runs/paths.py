@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from grpo_web.env import hub_offline
 from runs.models import Run
 
 DEMO_MODELS = ("tiny", "tiny-sft", "tiny-tools")
@@ -29,12 +30,29 @@ def model_problems(model: str, *, user) -> list[str]:
     """Why ``user`` cannot train, evaluate or sample from ``model``; [] when they can: one they may read
     (model_access_problems) and, unless a hub id, a folder holding a config.json."""
     problems = model_access_problems(model, user=user)
-    if problems or (model not in DEMO_MODELS and is_hub_id(model)):
+    if problems:
         return problems
+    if model not in DEMO_MODELS and is_hub_id(model):
+        return hub_model_problems(model)
     path = Path(resolve_model(model))
     if not (path / "config.json").is_file():
         return [f"model: no loadable model at {path} (no config.json)"]
     return []
+
+
+def hub_model_problems(model: str) -> list[str]:
+    """A hub model on a server that may not reach the hub (HF_HUB_OFFLINE) must be in its hub cache already: said
+    now, not when the run starts and transformers fails to download it. Online, the hub answers at start."""
+    if not hub_offline():
+        return []
+    from huggingface_hub import try_to_load_from_cache  # only for a hub id: most runs never load it
+
+    if isinstance(try_to_load_from_cache(model, "config.json"), str):
+        return []
+    return [
+        f"model: '{model}' is not in this server's Hugging Face cache and the server runs offline "
+        f"(HF_HUB_OFFLINE=1): download it where the hub is reachable, or give a model folder"
+    ]
 
 
 def model_access_problems(model: str, *, user) -> list[str]:

@@ -348,3 +348,22 @@ def test_model_roots_from_the_environment_must_be_absolute(monkeypatch, tmp_path
     monkeypatch.setenv("GRPO_MODEL_ROOTS", "models")
     with pytest.raises(ImproperlyConfigured, match="GRPO_MODEL_ROOTS: 'models' is not an absolute path"):
         envpaths("GRPO_MODEL_ROOTS")
+
+
+def test_an_offline_server_refuses_a_hub_model_it_has_not_cached_now_not_at_start(owner, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert model_problems("org/model", user=owner) == []  # online, the hub answers when the run starts
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert model_problems("org/model", user=owner) == [
+        "model: 'org/model' is not in this server's Hugging Face cache and the server runs offline "
+        "(HF_HUB_OFFLINE=1): download it where the hub is reachable, or give a model folder"
+    ]
+    # the hub cache's own layout, as huggingface_hub's snapshot_download leaves it
+    repo = tmp_path / "models--org--model"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123456789abcdef0123456789abcdef01234567")
+    _model_folder(repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567")
+    assert model_problems("org/model", user=owner) == []

@@ -8,6 +8,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from grpo_web.env import hub_offline
 from runs.datasets.importing.options import DatasetError
 
 # The hub's repository ids: a name, or an owner and a name, each starting with a letter or digit; no "..", so that no
@@ -23,15 +24,6 @@ def hub_id_problem(hub_id: str) -> str | None:
             "through the import folders (Local path)"
         )
     return None
-
-
-def hub_offline() -> bool:
-    import os
-
-    from huggingface_hub import constants
-
-    value = os.environ.get("HF_HUB_OFFLINE", "").upper()
-    return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)
 
 
 def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "", split: str = "", cache_dir: Path):
