@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from rewards.selectors import reward_specs
 from runs.datasets.services import version_training_file
-from runs.evaluations.services import eval_source, store_eval_event
+from runs.evaluations.services import eval_max_new_tokens, eval_source, store_eval_event
 from runs.models import Evaluation, RejectionJob
 from runs.paths import log_tail, resolve_model
 from runs.sampling.services import RejectionSettings, prompts_file, rejection_job_claim, rejection_job_store
@@ -111,7 +111,7 @@ def run_evaluation(evaluation_id: int) -> None:
             evaluation=EvalFields(**evaluation.settings),
             label=evaluation.label,
             source=eval_source(evaluation.dataset_version),
-            max_new_tokens=run.config.get("max_completion_length") or 16,
+            max_new_tokens=eval_max_new_tokens(run, evaluation.settings),
             top_p=run.config.get("top_p") or 1.0,
             seed=run.config.get("seed") or 0,
             max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,

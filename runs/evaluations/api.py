@@ -28,6 +28,7 @@ class EvaluationIn(Schema):
     eval_num_samples: int | None = None
     eval_max_prompts: int | None = None
     eval_temperature: float | None = None
+    eval_max_new_tokens: int | None = Field(None, description="Tokens per completion; by default the run's own.")
     eval_solved_by: str | None = None
     eval_threshold: float | None = None
 

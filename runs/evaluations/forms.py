@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from django import forms
 
-from runs.evaluations.services import EVAL_SPLITS, eval_settings, model_choices
+from runs.evaluations.services import EVAL_SPLITS, eval_max_new_tokens, eval_settings, model_choices
 from runs.forms import config_field
 from runs.models import DatasetVersion
 from workers.training.protocol.config import EVAL_FIELDS
@@ -20,6 +20,7 @@ class EvaluationForm(forms.Form):
         "eval_num_samples": "k",
         "eval_max_prompts": "max prompts",
         "eval_temperature": "temperature",
+        "eval_max_new_tokens": "max new tokens",
         "eval_solved_by": "solved by",
         "eval_threshold": "threshold",
     }
@@ -59,21 +60,26 @@ class EvaluationForm(forms.Form):
             else:
                 self.fields[name] = config_field(name, f)
             self.fields[name].label = label
+        self.fields["eval_max_new_tokens"].required = False  # left out (an older client): the run's length
         self.initial = {
             "model": "base",
             "dataset_version": run.dataset_version_id,
             "split": "eval" if run.dataset_version.eval_rows else "all",
             **{name: getattr(self.settings, name) for name in self.SETTINGS},
+            # shown as what it will be: the run's generation length unless changed here
+            "eval_max_new_tokens": eval_max_new_tokens(run, {"eval_max_new_tokens": self.settings.eval_max_new_tokens}),
             **self.initial,
         }
 
     def evaluation_args(self) -> dict:
         """evaluation_create's arguments."""
         d = self.cleaned_data
+        values = {name: d[name] for name in self.SETTINGS}
+        values["eval_max_new_tokens"] = values["eval_max_new_tokens"] or 0  # blank: the run's max_completion_length
         return {
             "model": d["model"],
             "model_path": d["model_path"],
             "dataset_version": d["dataset_version"],
             "split": d["split"],
-            "settings": replace(self.settings, **{name: d[name] for name in self.SETTINGS}),
+            "settings": replace(self.settings, **values),
         }

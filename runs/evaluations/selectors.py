@@ -12,6 +12,7 @@ from django import forms
 from django.db.models import Q
 from django.urls import reverse
 
+from runs.evaluations.services import eval_max_new_tokens
 from runs.forms import YES_NO
 from runs.models import Evaluation, Run
 from workers.training.protocol.scoring import majority
@@ -68,6 +69,8 @@ def _row(run: Run, e: Evaluation, base: Evaluation | None) -> dict:
         "split": e.split,
         "status": e.status,
         "k": e.k,
+        "temperature": e.settings.get("eval_temperature", 1.0),
+        "max_new_tokens": eval_max_new_tokens(run, e.settings),
         "solved_by": e.solved_by,
         "threshold": e.threshold,
         "prompts": e.prompts,

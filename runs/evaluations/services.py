@@ -35,6 +35,12 @@ def eval_settings(run: Run) -> EvalFields:
     return EvalFields(**(run.evaluation or {}))
 
 
+def eval_max_new_tokens(run: Run, settings: dict) -> int:
+    """The tokens an evaluation of ``run`` generates per completion: its own setting, else the run's
+    max_completion_length (what the periodic evaluation uses too: workers.training.evaluate)."""
+    return int(settings.get("eval_max_new_tokens") or run.config.get("max_completion_length") or 16)
+
+
 # --- storing results ----------------------------------------------------------------------------------------------
 
 

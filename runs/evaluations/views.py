@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 from runs.access import async_chunks, visible_run
 from runs.evaluations import selectors as evaluation_selectors
 from runs.evaluations.selectors import EvalFilterForm
+from runs.evaluations.services import eval_max_new_tokens
 from runs.models import Evaluation, Run
 
 METRICS = ("mean@k", "pass@k", "maj@k", "greedy", "reward_mean@k", "reward_greedy", "answer_rate")
@@ -46,6 +47,8 @@ def evaluation_detail(request, pk, evaluation_id):
         {
             "run": evaluation.run,
             "evaluation": evaluation,
+            "temperature": evaluation.settings.get("eval_temperature", 1.0),
+            "max_new_tokens": eval_max_new_tokens(evaluation.run, evaluation.settings),
             "form": form,
             "filter_query": query,
             "page_url": "?" + (query + "&" if query else "") + "page=",

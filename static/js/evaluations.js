@@ -37,13 +37,14 @@ function rows(e) {
     el("td", { class: "small" }, el("a", { href: e.dataset_url, text: e.dataset_version }),
       e.split === "all" ? " · every row" : " · eval split"),
     el("td", { class: "num", text: e.k || "–" }),
+    el("td", { class: "small", "data-field": "generation", text: `T=${e.temperature} · ${e.max_new_tokens} tokens` }),
     ...METRICS.map(figure),
     deltaCell(e),
     el("td", {}, el("span", { class: `badge ${e.status}`, "data-field": "status", text: e.status })),
     el("td", {}, e.status === "completed" ? el("a", { href: e.url, class: "browse", text: "browse" }) : ""));
   if (!e.error) return [row];
   return [row, el("tr", { "data-error-for": e.id },
-    el("td", { colspan: 12 }, el("div", { class: "error", text: `${e.label}: ${e.error}` })))];
+    el("td", { colspan: 13 }, el("div", { class: "error", text: `${e.label}: ${e.error}` })))];
 }
 
 function render() {

@@ -3,6 +3,7 @@ now and then) and its final model evaluated from the run page's form on the same
 their figures as stored, the final model its change against the base model, and its completions can be browsed."""
 
 import pytest
+from transformers import AutoTokenizer
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_create
@@ -15,11 +16,14 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 METRICS = ("mean@k", "pass@k", "maj@k", "greedy", "reward_mean@k")
 
 
-def _evaluate(page, model: str) -> None:
+def _evaluate(page, model: str, max_new_tokens: str | None = None) -> None:
     page.click("#evaluate-details > summary")
     page.select_option("#id_model", model)
     page.fill("#id_eval_num_samples", "2")
     page.fill("#id_eval_max_prompts", "4")
+    assert page.input_value("#id_eval_max_new_tokens") == "16"  # the run's generation length, shown
+    if max_new_tokens:
+        page.fill("#id_eval_max_new_tokens", max_new_tokens)
     page.click("#evaluate-button")
     page.wait_for_selector(f".flash:text('Queued an evaluation: {model} model.')")
 
@@ -52,7 +56,7 @@ def test_the_base_and_the_final_model_are_compared_on_the_run_page(
     page.goto(f"{web_server}/runs/{run.pk}/#evaluations")
     page.wait_for_selector("#no-evaluations", state="visible")
     _evaluate(page, "base")
-    _evaluate(page, "final")
+    _evaluate(page, "final", max_new_tokens="4")
     for label in ("base model", "final model"):
         page.wait_for_selector(f'#evaluation-table tr[data-label="{label}"][data-status="completed"]', timeout=240_000)
 
@@ -69,6 +73,14 @@ def test_the_base_and_the_final_model_are_compared_on_the_run_page(
         assert row.locator("a.browse").get_attribute("href") == f"/runs/{run.pk}/evaluations/{evaluation.pk}/"
     assert (base.model, base.step) == (str(coldstart_model), 0)
     assert (final.model, final.step) == (str(run.run_dir / "output" / "final"), 4)
+
+    # each row states its generation settings, and the final model's completions were cut at the 4 tokens asked for
+    generation = {e.label: page.inner_text(f'#evaluation-table tr[data-id="{e.pk}"] [data-field="generation"]')
+                  for e in (base, final)}  # fmt: skip
+    assert generation == {"base model": "T=1 · 16 tokens", "final model": "T=1 · 4 tokens"}
+    tokenizer = AutoTokenizer.from_pretrained(coldstart_model)
+    longest = max(len(tokenizer(s.completion, add_special_tokens=False).input_ids) for s in final.samples.all())
+    assert 0 < longest <= 4 < max(len(tokenizer(s.completion).input_ids) for s in base.samples.all())
 
     base_row = page.locator(f'#evaluation-table tr[data-id="{base.pk}"]')
     assert base_row.locator('td[data-field="delta"]').inner_text() == "base"

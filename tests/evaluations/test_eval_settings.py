@@ -20,6 +20,7 @@ EVAL = {
     "eval_num_samples": 3,
     "eval_max_prompts": 10,
     "eval_temperature": 0.7,
+    "eval_max_new_tokens": 0,
     "eval_solved_by": "accuracy",
     "eval_threshold": 1.0,
 }

@@ -165,6 +165,17 @@ def test_a_valid_form_queues_one_evaluation_with_its_settings(owner_client, run,
     assert evaluation.settings["eval_solved_by"] == "accuracy"
 
 
+def test_the_generation_length_is_shown_as_the_runs_taken_from_the_form_and_stated(owner_client, run):
+    page = owner_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert re.search(r'name="eval_max_new_tokens" value="16"', page)  # the run's max_completion_length, visible
+    owner_client.post(reverse("run_evaluate", args=[run.pk]), form_data(run, eval_max_new_tokens=48))
+    owner_client.post(reverse("run_evaluate", args=[run.pk]), form_data(run))  # left out: the run's
+    longer, default = Evaluation.objects.order_by("pk")
+    assert longer.settings["eval_max_new_tokens"] == 48 and default.settings["eval_max_new_tokens"] == 0
+    rows = owner_client.get(reverse("run_evaluations_json", args=[run.pk])).json()["evaluations"]
+    assert [(r["max_new_tokens"], r["temperature"]) for r in rows] == [(48, 1.0), (16, 1.0)]
+
+
 @pytest.mark.parametrize(
     "changes, error",
     [

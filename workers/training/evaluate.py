@@ -365,7 +365,7 @@ def eval_callback(trainer, config, events: EventWriter, reward_funcs, weights, r
         reward_funcs,
         weights,
         reward_names,
-        max_new_tokens=config.grpo.max_completion_length,
+        max_new_tokens=settings.eval_max_new_tokens or config.grpo.max_completion_length,
         top_p=config.grpo.top_p,
     )
     return _load_eval_callback()(

@@ -166,6 +166,9 @@ class EvalFields:
         32, "Eval prompts used (the first rows of the eval split); 0: all of them.", "evaluation", min=0
     )
     eval_temperature: float = _f(1.0, "Sampling temperature of the k samples.", "evaluation", min=0.0)
+    eval_max_new_tokens: int = _f(
+        0, "Tokens generated per eval completion; 0: the run's max_completion_length.", "evaluation", min=0
+    )
     eval_solved_by: str = _f(
         "",
         "The reward that decides a correct completion: a reward function's name, or "
