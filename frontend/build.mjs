@@ -68,7 +68,11 @@ const katexOut = join(here, "..", "static", "vendor", "katex");
 const katexVersion = JSON.parse(readFileSync(join(here, "node_modules", "katex", "package.json"), "utf8")).version;
 rmSync(katexOut, { recursive: true, force: true });
 mkdirSync(join(katexOut, "fonts"), { recursive: true });
-for (const name of ["katex.min.js", "katex.min.css"]) copyFileSync(join(katexDist, name), join(katexOut, name));
+copyFileSync(join(katexDist, "katex.min.js"), join(katexOut, "katex.min.js"));
+// the stylesheet without the .woff and .ttf fallbacks it names after each woff2 (not copied: collectstatic's
+// manifest storage refuses a stylesheet that names a missing file)
+writeFileSync(join(katexOut, "katex.min.css"), readFileSync(join(katexDist, "katex.min.css"), "utf8")
+  .replace(/,url\(fonts\/[\w-]+\.(?:woff|ttf)\) format\("(?:woff|truetype)"\)/g, ""));
 for (const name of readdirSync(join(katexDist, "fonts")).filter((n) => n.endsWith(".woff2"))) {
   copyFileSync(join(katexDist, "fonts", name), join(katexOut, "fonts", name));
 }
@@ -91,3 +95,16 @@ writeFileSync(join(axeOut, "README.md"),
   "Used by the browser tests only (injected by tests/browser_checks.py); no page includes it.\n" +
   "Do not edit: rebuild with `cd frontend && npm ci && npm run build`.\n");
 console.log(`${axeOut}: axe-core ${axeVersion}`);
+
+// Plotly's "basic" bundle (scatter, bar, pie: the only trace types the pages draw), as plotly.js ships it: a
+// quarter of the full bundle's 4.8 MB. Keep its version the plotly Python package's (pyproject).
+const plotlyDir = join(here, "node_modules", "plotly.js-basic-dist-min");
+const plotlyOut = join(here, "..", "static", "vendor", "plotly-basic");
+const plotlyVersion = JSON.parse(readFileSync(join(plotlyDir, "package.json"), "utf8")).version;
+rmSync(plotlyOut, { recursive: true, force: true });
+mkdirSync(plotlyOut, { recursive: true });
+for (const name of ["plotly-basic.min.js", "LICENSE"]) copyFileSync(join(plotlyDir, name), join(plotlyOut, name));
+writeFileSync(join(plotlyOut, "README.md"),
+  `plotly.js ${plotlyVersion}, basic bundle (MIT License), copied from node_modules/plotly.js-basic-dist-min by ` +
+  "frontend/build.mjs.\nDo not edit: rebuild with `cd frontend && npm ci && npm run build`.\n");
+console.log(`${plotlyOut}: plotly.js basic ${plotlyVersion}`);

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "grpo_web.compress.GzipJson",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -131,13 +132,14 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    # Plotly's browser bundle, served from the copy the plotly Python package ships (no CDN, nothing vendored twice).
-    ("vendor/plotly", Path(__import__("plotly").__file__).parent / "package_data"),
-]
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # collectstatic fills it in production; empty is fine on a laptop
+# hashed, compressed and cached for a year once `manage.py collectstatic` has run; as they are before (staticstorage)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "grpo_web.staticstorage.StaticStorage"},
+}
 WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic on a laptop
 
 # Uploads stream to disk past 2.5 MB; the dataset size cap is enforced while reading.

@@ -1,4 +1,5 @@
-"""One command for a laptop: migrate, build the tiny model, load demo data, start Redis, a worker and the web server.
+"""One command for a laptop: migrate, collect the static files, build the tiny model, load demo data, start Redis, a
+worker and the web server.
 
 Ctrl-C, SIGTERM or SIGHUP stop it and everything it started."""
 
@@ -34,6 +35,8 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGHUP, _stop)
         call_command("migrate", interactive=False, verbosity=0)
+        # hashed, compressed static files, cached for a year (grpo_web.staticstorage): the pages' first load is light
+        call_command("collectstatic", interactive=False, verbosity=0)
         call_command("build_tiny_model")
         call_command("load_demo")
         # an embedded Redis the demo starts is the demo's to stop; one already running (another demo's, a test's) is not
