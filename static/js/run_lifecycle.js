@@ -43,7 +43,7 @@ async function refresh() {
   if (silent) {
     parts.push(`the worker${p.worker ? ` ${p.worker}` : ""} is not responding: no heartbeat for ${duration(p.silent_seconds)}`);
     if (p.trainer_alive === true) parts.push("its trainer is still training (a paused or stuck supervisor); the run is not failed while it trains");
-    else if (p.trainer_alive === false) parts.push("its trainer has stopped; a live worker will mark the run failed");
+    else if (p.trainer_alive === false) parts.push("its trainer has stopped: a live worker will settle the run from its log");
   } else if (stalled) parts.push(`stalled: no new step for ${duration(p.stalled_seconds)} (the log's last lines are below)`);
   else if (p.steps_per_second) parts.push(`${p.steps_per_second.toFixed(2)} steps/s`);
   if (!stalled && p.eta_seconds !== null && p.status === "running") parts.push(`about ${duration(p.eta_seconds)} left`);

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import connection
 
 from rewards.models import RewardFunction
-from runs.lifecycle.services import run_reap_stale, run_resume
-from runs.models import Rollout, Run
+from runs.lifecycle.services import run_cancel, run_reap_stale, run_resume
+from runs.models import Rollout, Run, StepMetric
 from tests.conftest import start_worker, stop_process, wait_for
 from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refreshed, submit, training_pid
 
@@ -96,8 +96,9 @@ def test_a_paused_supervisor_is_shown_paused_never_failed_while_its_trainer_trai
         model="tiny",
         dataset_version=dataset_version,
         rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.latest_version.pk}],
-        config={"num_generations": 4, "max_completion_length": 8, "per_device_train_batch_size": 8, "max_steps": 30},
-        total_steps=30,
+        # far from done while paused: the trainer is still training when the silence shows
+        config={"num_generations": 4, "max_completion_length": 8, "per_device_train_batch_size": 8, "max_steps": 2000},
+        total_steps=2000,
     )
     try:
         train_run.apply_async(args=[run.pk], queue="pauses")
@@ -115,9 +116,13 @@ def test_a_paused_supervisor_is_shown_paused_never_failed_while_its_trainer_trai
         assert refreshed(run).status == Run.Status.RUNNING
         os.killpg(paused.pid, signal.SIGCONT)
         wait_for(lambda: progress(client, run)["silent_seconds"] is None, timeout=30, what="the heartbeat again")
-        wait_for(lambda: refreshed(run).is_finished, timeout=180, what="the run")
-        assert run.status == Run.Status.COMPLETED and run.attempt == 1, run.error
-        assert_complete_and_unique(run, steps=30)
+        paused_at = refreshed(run).step
+        wait_for(lambda: refreshed(run).step > paused_at, timeout=60, what="the woken supervisor to ingest on")
+        run_cancel(run=run)  # the same attempt trained on and is still its supervisor's: it obeys
+        wait_for(lambda: refreshed(run).is_finished, timeout=60, what="the run to stop")
+        assert run.status == Run.Status.CANCELLED and run.attempt == 1, run.error
+        steps = list(StepMetric.objects.filter(run=run).values_list("step", flat=True))
+        assert steps == sorted(set(steps)) and len(steps) == run.step  # every step stored once
     finally:
         os.killpg(paused.pid, signal.SIGCONT)
         stop_process(paused)
