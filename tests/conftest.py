@@ -163,6 +163,14 @@ def redis_service():
         stop_redis(settings.DATA_DIR)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """The embedded Redis of the test data folder goes with the session, whoever started it (a page, a queue)."""
+    if settings.configured and settings.REDIS_EMBEDDED:
+        from grpo_web.embedded import stop_redis
+
+        stop_redis(settings.DATA_DIR)
+
+
 def _database_url() -> str:
     """The test database, as a DATABASE_URL another process can open."""
     from django.db import connection
