@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from workers.processes import celery_worker_command, wait_until_answers
 
@@ -63,6 +64,19 @@ def owner(django_user_model):
 @pytest.fixture
 def outsider(django_user_model):
     return django_user_model.objects.create_user(username="outsider", password="outsider-pass")
+
+
+@pytest.fixture
+def member(django_user_model):
+    """A third user, for teams: a member of the owner's team in the sharing tests."""
+    return django_user_model.objects.create_user(username="member", password="member-pass")
+
+
+def logged_in(user):
+    """A test client of its own, logged in as ``user`` (several users in one test)."""
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 @pytest.fixture

@@ -3,26 +3,14 @@
 
 import pytest
 from django.contrib.auth.models import Group
-from django.test import Client
 from django.urls import reverse
 
 from rewards.models import RewardFunction
 from runs.models import Run
 from tests.api.conftest import api_client
-from tests.conftest import run_form_data
+from tests.conftest import logged_in, run_form_data
 
 pytestmark = pytest.mark.django_db
-
-
-def logged_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def member(django_user_model):
-    return django_user_model.objects.create_user(username="member", password="member-pass")
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group
-from django.test import Client
 from django.urls import reverse
 
 from rewards.models import RewardFunction
@@ -24,7 +23,7 @@ from runs.registry.selectors import model_entry
 from runs.registry.services import model_export
 from runs.sampling.services import JobRefused, RejectionSettings, rejection_job_create
 from tests.api.conftest import api_client
-from tests.conftest import run_form_data
+from tests.conftest import logged_in, run_form_data
 from workers.training.coldstart import cold_start_rows
 from workers.training.demo_data import python_task_rows
 
@@ -56,17 +55,6 @@ def _run(user, version, name="theirs", model="tiny"):
         total_steps=2,
         status=Run.Status.COMPLETED,
     )
-
-
-def _logged_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def member(django_user_model):
-    return django_user_model.objects.create_user(username="member", password="member-pass")
 
 
 @pytest.fixture
@@ -172,7 +160,7 @@ def test_the_run_form_refuses_an_unshared_model_and_starts_from_a_shared_one(out
         data = {k: v for k, v in run_form_data(user).items() if not k.startswith("reward_")}
         # the built-in code_tests reward needs no sandbox worker to check it
         data.update(name="borrowed", model=output, dataset_version=tasks.pk, builtin_code_tests="on")
-        return _logged_in(user).post(reverse("run_new"), data)
+        return logged_in(user).post(reverse("run_new"), data)
 
     for user in (outsider, member):
         response = post(user)
@@ -226,7 +214,7 @@ def test_an_evaluation_of_another_users_model_is_refused_and_of_a_shared_one_que
     }
     for user in (outsider, member):
         data["dataset_version"] = mine[user].dataset_version_id
-        response = _logged_in(user).post(reverse("run_evaluate", args=[mine[user].pk]), data)
+        response = logged_in(user).post(reverse("run_evaluate", args=[mine[user].pk]), data)
         assert response.status_code == 400 and NOT_YOURS in response.content.decode()
         api = api_client(user).post(f"/api/runs/{mine[user].pk}/evaluations", data, content_type="application/json")
         assert api.status_code == 400 and NOT_YOURS in json.dumps(api.json()), api.content
@@ -319,7 +307,7 @@ def test_the_mapping_preview_reads_no_chat_template_from_another_users_model(out
     output = str(theirs.run_dir / "output" / "final")
     preview = dataset_preview(chat, Mapping.of(chat), model=output, user=outsider)
     assert preview.rows[0]["rendered"] is None
-    page = _logged_in(outsider).post(
+    page = logged_in(outsider).post(
         reverse("dataset_mapping", args=[chat.dataset.pk, 1]),
         {
             "action": "preview",
