@@ -31,18 +31,13 @@ def source(body: str) -> str:
 
 
 @pytest.fixture
-def sandbox():
-    made: list[Sandbox] = []
+def sandbox(started_sandboxes):
+    slots = iter(range(3940, 4000))
 
     def make(body: str, **kwargs) -> Sandbox:
-        sb = Sandbox(source(body), "scored", slot=3940 + len(made), timeout_s=10.0, **kwargs)
-        made.append(sb)
-        sb.start()
-        return sb
+        return started_sandboxes(source(body), "scored", slot=next(slots), timeout_s=10.0, **kwargs)
 
-    yield make
-    for sb in made:
-        sb.close()
+    return make
 
 
 def call(sb: Sandbox, start: int = 0, count: int = 0):

@@ -53,19 +53,12 @@ def assert_next_call_works(sb: Sandbox) -> None:
 
 
 @pytest.fixture
-def sandbox():
-    made: list[Sandbox] = []
-
+def sandbox(started_sandboxes):
     def make(source: str, name: str = "f", **kwargs) -> Sandbox:
         kwargs.setdefault("timeout_s", 1.0)
-        sb = Sandbox(source, name, **kwargs)
-        made.append(sb)
-        sb.start()
-        return sb
+        return started_sandboxes(source, name, **kwargs)
 
-    yield make
-    for sb in made:
-        sb.close()
+    return make
 
 
 @pytest.fixture(scope="module")

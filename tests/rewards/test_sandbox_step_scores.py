@@ -11,7 +11,7 @@ import pytest
 
 from rewards.library import equation_steps as library_module
 from rewards.library import function
-from rewards.sandbox import Sandbox, SandboxError, sandbox_support
+from rewards.sandbox import SandboxError, sandbox_support
 from rewards.sandbox.errors import WorkerLost
 from rewards.sandbox.replies import checked_logs
 from rewards.step_scores import MAX_SPLIT_CHARS, MAX_STEP_SCORES
@@ -22,18 +22,8 @@ SLIP = "12 + 7 = 20\n\\boxed{40}"
 
 
 @pytest.fixture
-def sandbox():
-    made: list[Sandbox] = []
-
-    def make(source: str, name: str) -> Sandbox:
-        sb = Sandbox(source, name, timeout_s=5.0)
-        made.append(sb)
-        sb.start()
-        return sb
-
-    yield make
-    for sb in made:
-        sb.close()
+def sandbox(started_sandboxes):
+    return lambda source, name: started_sandboxes(source, name, timeout_s=5.0)
 
 
 def logging(body: str) -> str:
