@@ -29,10 +29,12 @@ PASSED_ENV = (
     "OPENBLAS_CORETYPE",
     "OPENBLAS_L2_SIZE",
 )
+# vLLM's own settings (VLLM_CPU_KVCACHE_SPACE, VLLM_CPU_OMP_THREADS_BIND, ...): what its CPU build needs to start
+PASSED_ENV_PREFIXES = ("VLLM_",)
 
 
 def training_env() -> dict[str, str]:
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIXES)}
     env["PYTHONPATH"] = str(settings.BASE_DIR)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -84,20 +84,45 @@ def _corpus() -> list[str]:
     return lines
 
 
+def tiny_config(vocab_size: int, *, hidden_size: int, layers: int, heads: int, eos_token_id=None, pad_token_id=None):
+    """The tiny model's Qwen2Config: ``heads`` attention heads and half as many key/value heads (at least one)."""
+    from transformers import Qwen2Config
+
+    if heads < 1 or hidden_size % heads:
+        raise ValueError(f"hidden_size {hidden_size} does not split into {heads} heads")
+    return Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        bos_token_id=None,
+    )
+
+
 def build_tiny_model(
     out_dir: str | Path,
     *,
     vocab_size: int = 1024,
     hidden_size: int = 64,
     layers: int = 2,
+    heads: int = 4,
     seed: int = 0,
     tools: bool = False,
 ) -> Path:
     """Write a randomly initialised tiny Qwen2 and its tokenizer to ``out_dir``; return the folder. ``tools``: with
-    Qwen2.5's tool-calling chat template and markup tokens (the model a run with tools trains)."""
+    Qwen2.5's tool-calling chat template and markup tokens (the model a run with tools trains). ``heads``: attention
+    heads (half as many key/value heads, at least one); the head size is ``hidden_size // heads``, and vLLM's CPU
+    attention takes 32 or more (``heads=2`` at the default hidden size), where the demo's 4 heads give 16."""
+    tiny_config(vocab_size, hidden_size=hidden_size, layers=layers, heads=heads)  # a bad shape fails before any work
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,18 +162,13 @@ def build_tiny_model(
     tokenizer.save_pretrained(out)
 
     torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    config = tiny_config(
+        len(tokenizer),
         hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
+        layers=layers,
+        heads=heads,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
     )
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -161,6 +181,7 @@ def build_tiny_model(
                 "seed": seed,
                 "hidden_size": hidden_size,
                 "layers": layers,
+                "heads": heads,
                 "vocab_size": len(tokenizer),
                 "tools": tools,
             }
