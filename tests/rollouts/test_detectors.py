@@ -1,15 +1,8 @@
 """Reward-hacking detectors: each fires on a run built to trigger it, links to example rollouts through the rollout
-browser's URL filters (and those links find them), takes its threshold from the run, and stays quiet on the demo
-run (its event log as the demo's training program wrote it, ingested).
+browser's URL filters (and those links find them), and takes its threshold from the run. The demo run's own hack,
+and a healthy run where none fires: test_hack_detectors.py."""
 
-``data/demo_run_events.jsonl.gz`` is the event log of ``workers.training.train.run`` with the demo's defaults (GRPOFields(): 30
-steps, G=8, seed 42) on the tiny model and ``arithmetic_rows(64)``, rewards digit_ratio (1.0) and think_format (0.5),
-as in ``tests/workers/test_training_program.py``; regenerate it the same way if the program's output changes."""
-
-import gzip
-import json
 import random
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -19,8 +12,6 @@ from runs.rollouts.filters import RolloutFilterForm, filtered
 from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
 pytestmark = pytest.mark.django_db
-
-DEMO_EVENTS = Path(__file__).parent / "data" / "demo_run_events.jsonl.gz"
 
 
 def detectors(client, run) -> dict:
@@ -187,18 +178,6 @@ def test_without_an_accuracy_reward_gold_answers_are_not_checked(owner_client, o
     run = make_run(owner, dataset_version, rewards=("digit_ratio", "think_format"))
     ingest(run, rollouts_event(1, plain(1)))
     assert "gold_unparsed" not in detectors(owner_client, run)
-
-
-def test_every_detector_stays_quiet_on_the_demo_run(owner_client, owner, dataset_version):
-    events = [json.loads(line) for line in gzip.open(DEMO_EVENTS, "rt")]
-    config = {"num_generations": 8, "max_steps": 30, "per_device_train_batch_size": 16}
-    run = make_run(owner, dataset_version, rewards=("digit_ratio", "think_format"), config=config)
-    run.rewards[1]["weight"] = 0.5
-    run.save(update_fields=["rewards"])
-    ingest(run, *events)
-    signals = detectors(owner_client, run)
-    assert {"dominance", "ceiling", "variance_collapse", "length_drift", "reward_slope"} <= set(signals)
-    assert {k: s["level"] for k, s in signals.items() if s["level"] != "ok"} == {}
 
 
 def test_an_outsider_can_neither_see_nor_set_thresholds(outsider_client, owner, dataset_version):
