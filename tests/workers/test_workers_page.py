@@ -36,3 +36,15 @@ def test_another_user_sees_the_worker_busy_not_the_runs_name(training, outsider_
     page = outsider_client.get("/workers/").content.decode()
     assert "secret-experiment-42" not in page
     assert ">busy<" in page and "gpu@host" in page
+
+
+def test_a_cpu_worker_with_vllms_cpu_build_shows_vllm_cpu(owner_client):
+    now = timezone.now()
+    for name, gpus, vllm in (("cpu-vllm@host", [], True), ("gpu@big", [{"index": 0, "name": "H200"}], True)):
+        Worker.objects.create(name=name, hostname="h", queues=[], started_at=now, last_seen=now, gpus=gpus, vllm=vllm)
+    rows = {
+        row.split("</td>")[0].split(">")[-1]: row
+        for row in owner_client.get("/workers/").content.decode().split("<tr>")[2:]
+    }
+    assert "<td>vLLM (CPU)</td>" in rows["cpu-vllm@host"]
+    assert "<td>yes</td>" in rows["gpu@big"] and "vLLM (CPU)" not in rows["gpu@big"]

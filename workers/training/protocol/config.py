@@ -59,7 +59,9 @@ class GRPOFields:
         None, "Optimizer steps per generation batch (defaults to gradient_accumulation_steps).", "generation", min=1
     )
     # vLLM
-    use_vllm: bool = _f(False, "Generate with vLLM (GPU workers with vLLM installed).", "vllm")
+    use_vllm: bool = _f(
+        False, "Generate with vLLM (GPU workers with vLLM; CPU workers with its CPU build, colocate mode).", "vllm"
+    )
     vllm_mode: str = _f(
         "colocate",
         "'colocate': vLLM inside the trainer process; 'server': a TRL vLLM server the worker starts on a spare GPU.",
