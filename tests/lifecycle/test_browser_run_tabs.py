@@ -74,6 +74,10 @@ def test_tabs_switch_stay_in_the_address_and_size_their_charts(web_server, run, 
     }""")
     widths = page.evaluate("[...document.querySelectorAll('#charts .js-plotly-plot')].map((div) => div.clientWidth)")
     assert all(300 < w < 700 for w in widths), widths  # three to a row, not Plotly's 700 px
+    # the zero-variance chart's legend sits above its plot, clear of the step axis' title below
+    page.wait_for_function("document.getElementById('chart-zero-variance').layout")
+    legend = page.evaluate("document.getElementById('chart-zero-variance').layout.legend")
+    assert legend["orientation"] == "h" and legend["yanchor"] == "bottom" and legend["y"] >= 1
 
     page.reload()
     assert selected(page) == ["metrics"] and visible_panels(page) == ["metrics"]
