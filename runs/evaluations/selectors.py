@@ -63,7 +63,7 @@ def _row(run: Run, e: Evaluation, base: Evaluation | None) -> dict:
         "label": e.label,
         "kind": e.kind,
         "step": e.step,
-        "model": e.model,
+        "model": e.evaluated,
         "dataset_version": str(e.dataset_version),
         "dataset_url": e.dataset_version.get_absolute_url(),
         "split": e.split,

@@ -78,8 +78,8 @@ def _trl_value(f: dict, value):
     if f["kind"] == "json":
         try:
             return json.loads(value)
-        except ValueError as exc:
-            raise ValueError(f"not JSON ({exc})") from None
+        except json.JSONDecodeError as exc:  # its own text adds "(char N)", counted from 0: people count from 1
+            raise ValueError(f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
         except RecursionError:
             raise ValueError("not JSON a config takes: nested too deeply") from None
     return value

@@ -208,10 +208,14 @@ MAX_DICT_LINE = 20_000  # longer "{...}" lines stay text: reading them is not wo
 LOGGED_SHOWN = 5  # logged metric dicts shown side by side, the latest last
 
 
-def log_view(text: str) -> dict:
+def log_view(text: str, step_metrics=()) -> dict:
     """The log tail made readable: TRL's logged metric dicts (lines like ``{'loss': 0.01, 'reward': 0.5}``) as one
     table, a metric a row and a logged line a column (the last LOGGED_SHOWN), and every other line as it is.
-    Lines are read as Python literals only (ast.literal_eval), never run."""
+    Lines are read as Python literals only (ast.literal_eval), never run.
+
+    A logged line does not say its step; ``step_metrics`` (the run's latest (step, metrics) rows, as ingested from
+    the same logs) does: each column's step is the latest one whose metrics hold that line's values ("steps", None
+    where none does)."""
     logged, other = [], []
     for line in text.splitlines():
         stripped = line.strip()
@@ -229,9 +233,42 @@ def log_view(text: str) -> dict:
     names = list(dict.fromkeys(name for values in shown for name in values))
     return {
         "logged": len(logged),
+        "steps": _logged_steps(shown, sorted(step_metrics, key=lambda row: row[0], reverse=True)),
         "metrics": [[name, [values.get(name) for values in shown]] for name in names],
         "text": "\n".join(other),
     }
+
+
+def _logged_steps(shown: list[dict], rows: list[tuple[int, dict]]) -> list[int | None]:
+    """Each logged line's step, latest line first, no later than the step found for the line after it."""
+    steps: list[int | None] = []
+    below = None  # the step of the next line logged: an earlier line is at that step or before
+    for values in reversed(shown):
+        step = next(
+            (
+                s
+                for s, m in rows
+                if (below is None or s <= below) and all(_same(v, m.get(k, _MISSING)) for k, v in values.items())
+            ),
+            None,
+        )
+        steps.append(step)
+        below = step if step is not None else below
+    return steps[::-1]
+
+
+_MISSING = object()
+
+
+def _same(printed, stored) -> bool:
+    """A printed value and the stored one: transformers prints floats as text with 4 significant digits."""
+    if stored is _MISSING:
+        return False
+    if isinstance(printed, str) and isinstance(stored, (int, float)) and not isinstance(stored, bool):
+        return printed == f"{stored:.4g}" or printed == str(stored)
+    if isinstance(printed, (int, float)) and isinstance(stored, (int, float)):
+        return math.isclose(printed, stored, rel_tol=1e-9, abs_tol=0.0)
+    return printed == stored
 
 
 def _loggable(value) -> bool:

@@ -179,6 +179,9 @@ async def run_events(request, pk):
     return sse_response([pk])
 
 
+LOG_STEP_ROWS = 50  # the latest logged steps searched for the steps of the log tail's metric lines
+
+
 @require_GET
 def run_progress_json(request, pk):
     run = visible_run(request, pk)  # a read: a run whose worker died is settled by a live worker's beat (its reaper)
@@ -202,7 +205,7 @@ def run_progress_json(request, pk):
             "cancel_requested": run.cancel_requested_at is not None,
             "worker": run.worker_name,
             "log_tail": tail,
-            "log": log_view(tail),
+            "log": log_view(tail, run.step_metrics.order_by("-step").values_list("step", "metrics")[:LOG_STEP_ROWS]),
             "error": run.error,
         }
     )

@@ -48,6 +48,14 @@ class Evaluation(Job):
         return f"{self.run.name}: {self.label}"
 
     @property
+    def evaluated(self) -> str:
+        """What was evaluated, as the pages name it. ``model`` is the run's base model for a periodic evaluation too,
+        but one after step 0 scored the policy the run was training at that step, not the base model."""
+        if self.kind == self.Kind.PERIODIC and self.step:
+            return f"this run, step {self.step}"
+        return self.model
+
+    @property
     def eval_dir(self):
         return self.run.run_dir / "evaluations" / str(self.pk)
 

@@ -297,7 +297,9 @@ def _zero_variance_shares(run: Run, series: dict, steps: list[int], recent: int 
 
 def run_health(run: Run) -> list[dict]:
     """Signals a GRPO run is going wrong, read from TRL's logged metrics, each with its level (ok, warn, info),
-    what it saw, and where to look."""
+    what it saw, and where to look. An SFT run has no groups, advantages or KL: it gets its own (sft_health)."""
+    if run.is_sft:
+        return sft_health(run)
     m = metric_series(run)
     steps, series = m["steps"], m["series"]
     config = run.config or {}
@@ -427,6 +429,69 @@ def run_health(run: Run) -> list[dict]:
                     f"term averages near zero; its gradient does not. Watch reward and grad_norm."
                 ),
                 "step": loss[-1][0],
+            }
+        )
+    return signals
+
+
+def sft_health(run: Run) -> list[dict]:
+    """An SFT run's signals from SFTTrainer's logged metrics: the training loss (rising is a warning), the share of
+    next tokens it predicts right, and its periodic held-out accuracy."""
+    m = metric_series(run)
+    steps, series = m["steps"], m["series"]
+    signals = []
+    loss = _values(series, "loss", steps)
+    if len(loss) >= 4:
+        start, now = statistics.fmean(v for _, v in loss[:3]), _recent(loss)
+        rising = now > 1.1 * start
+        signals.append(
+            {
+                "key": "sft_loss",
+                "level": "warn" if rising else "ok",
+                "title": "Training loss rising" if rising else "Training loss",
+                "detail": f"loss {start:.3g} over the first steps, {now:.3g} now"
+                + (": the model fits its training completions worse; lower the learning rate" if rising else ""),
+                "step": loss[-1][0],
+            }
+        )
+    else:
+        signals.append(
+            {
+                "key": "sft_loss",
+                "level": "ok",
+                "title": "Training loss",
+                "detail": "not enough steps logged yet",
+                "step": None,
+            }
+        )
+    accuracy = _values(series, "mean_token_accuracy", steps)
+    if accuracy:
+        signals.append(
+            {
+                "key": "token_accuracy",
+                "level": "ok",
+                "title": "Token accuracy",
+                "detail": f"{accuracy[-1][1]:.1%} of the training completions' next tokens predicted right at step "
+                f"{accuracy[-1][0]}",
+                "step": accuracy[-1][0],
+            }
+        )
+    evals = list(
+        Evaluation.objects.filter(run=run, kind=Evaluation.Kind.PERIODIC, status=Evaluation.Status.COMPLETED).order_by(
+            "step"
+        )
+    )
+    evals = [e for e in evals if isinstance(e.metrics.get("mean@k"), (int, float))]
+    if evals:
+        first, last = evals[0], evals[-1]
+        signals.append(
+            {
+                "key": "held_out_accuracy",
+                "level": "ok",
+                "title": "Held-out accuracy",
+                "detail": f"held-out mean@{last.k} {first.metrics['mean@k']:.0%} at step {first.step}, "
+                f"{last.metrics['mean@k']:.0%} at step {last.step}",
+                "step": last.step,
             }
         )
     return signals

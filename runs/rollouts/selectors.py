@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Count, Max, Q
 
-from runs.models import Rollout, Run
+from rewards.models import RewardFunctionVersion
+from runs.models import Replay, Rollout, Run
 from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
 from runs.rollouts.tokens import token_groups
@@ -195,6 +196,18 @@ def whole_number(text: str, digits: int = 12) -> int | None:
 
 
 REPLAY_FIELDS = ("rollout_id", "index", "new_rewards", "new_reward", "new_advantage", "old_rank", "new_rank")
+
+
+def replay_rewards_shown(replay: Replay) -> list[dict]:
+    """The replay's reward list as a person names it: a user's function with its version's number ("accuracy v3"),
+    never the version's internal id; a built-in by its name. Each entry keeps its weight and version_id."""
+    ids = [r["version_id"] for r in replay.rewards if r.get("version_id")]
+    numbers = dict(RewardFunctionVersion.objects.filter(pk__in=ids).values_list("pk", "number"))
+    shown = []
+    for r in replay.rewards:
+        number = numbers.get(r.get("version_id"))
+        shown.append({**r, "version": number, "label": f"{r['name']} v{number}" if number else r["name"]})
+    return shown
 
 
 def replay_values(run: Run, replay_id: str, **rows) -> list[dict] | None:

@@ -25,7 +25,7 @@ from runs.rollouts.exports import jsonl_chunks, parquet_chunks
 from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
 from runs.rollouts.groups import formula
 from runs.rollouts.reflection import clean_phrases, matcher
-from runs.rollouts.selectors import replay_values, whole_number
+from runs.rollouts.selectors import replay_rewards_shown, replay_values, whole_number
 from runs.rollouts.services import (
     dataset_from_rollouts,
     replay_create,
@@ -376,6 +376,7 @@ def run_replay(request, pk, replay_id):
         {
             "run": run,
             "replay": replay,
+            "rewards": replay_rewards_shown(replay),
             "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
         },
     )
@@ -411,7 +412,7 @@ def run_replay_json(request, pk, replay_id):
             "total": replay.total,
             "error": replay.error,
             "steps": replay.steps,
-            "rewards": replay.rewards,
+            "rewards": replay_rewards_shown(replay),
             "summary": replay.summary,
             "rows": rows,
         }

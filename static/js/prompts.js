@@ -37,9 +37,13 @@ async function refreshOne() {
     { x: d.steps, y: d.mean_reward, name: "mean reward", mode: "lines+markers" },
     { x: d.steps, y: d.solve_rate, name: "solve rate", mode: "lines+markers", yaxis: "y2" },
   ], {
-    height: 300, margin: { l: 48, r: 48, t: 20, b: 36 }, xaxis: stepAxis(d.steps),
+    // the legend above the plot: at the right (Plotly's place) it covered the solve-rate axis' labels
+    height: 300, margin: { l: 48, r: 48, t: 40, b: 36 }, xaxis: stepAxis(d.steps),
+    legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" },
     yaxis: { title: { text: "mean reward" } },
-    yaxis2: { title: { text: "solve rate" }, overlaying: "y", side: "right", range: [0, 1], tickformat: ".0%" },
+    // a share: 0 to 100% in quarters, whatever the height; no grid of its own across the reward axis' grid
+    yaxis2: { title: { text: "solve rate" }, overlaying: "y", side: "right", range: [0, 1], tickmode: "linear",
+              tick0: 0, dtick: 0.25, tickformat: ".0%", showgrid: false, zeroline: false },
   }, { displayModeBar: false, responsive: true });
   return false;
 }

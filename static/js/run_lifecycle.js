@@ -16,13 +16,18 @@ function duration(seconds) {
   return s >= 3600 ? `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min` : s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
 }
 
-// The log tail: TRL's logged metric dicts as one table (a metric a row, the latest logged line last), the rest as text.
+// The log tail: TRL's logged metric dicts as one table (a metric a row, a logged line a column headed by its step,
+// the latest last), the rest as text.
 function showLog(log) {
   if (!log) return;
   const table = document.getElementById("log-metrics");
   table.hidden = !log.metrics.length;
   document.getElementById("log-metrics-caption").textContent =
     `the last ${Math.min(log.logged, log.metrics.length ? log.metrics[0][1].length : 0)} of ${log.logged} metric lines TRL logged`;
+  // each column's step, found among the run's ingested metrics ("–" where none holds that line's values)
+  const steps = log.steps ?? [];
+  (table.tHead ?? table.createTHead()).replaceChildren(el("tr", {}, el("th", { scope: "col", text: "step" }),
+    ...steps.map((s) => el("th", { scope: "col", class: "num", text: s === null || s === undefined ? "–" : String(s) }))));
   table.tBodies[0].replaceChildren(...log.metrics.map(([name, values]) => el("tr", {},
     el("th", { text: name }), ...values.map((v) => el("td", { class: "num", text: v === null || v === undefined ? "–" : typeof v === "number" ? compact(v) : v })))));
   const tail = document.getElementById("log-tail");

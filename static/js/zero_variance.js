@@ -17,9 +17,11 @@ async function draw() {
     trace(data.all_wrong, "all wrong (too hard)", "#b3261e"),
     trace(data.other, "all equal, in between", "#8a8f98"),
   ], {
-    title: { text: "Zero-variance groups", font: { size: 13 } }, barmode: "stack", height: 260,
-    margin: { l: 48, r: 8, t: 32, b: 36 }, xaxis: stepAxis(data.steps),
-    yaxis: { tickformat: ".0%", rangemode: "tozero" }, legend: { orientation: "h", y: -0.25 },
+    // the legend sits above the plot, under the title: below it, it covered the step axis' title
+    title: { text: "Zero-variance groups", font: { size: 13 }, x: 0, xanchor: "left", y: 0.98, yanchor: "top" },
+    barmode: "stack", height: 290, margin: { l: 48, r: 8, t: 64, b: 40 }, xaxis: stepAxis(data.steps),
+    yaxis: { tickformat: ".0%", rangemode: "tozero" },
+    legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" },
   }, { displayModeBar: false, responsive: true });
   chart.setAttribute("aria-label", `zero-variance groups per step; ${data.criterion.text}`);
 }

@@ -45,7 +45,7 @@ def _parquet(table: pa.Table) -> bytes:
 
 def test_a_broken_json_line_is_named(owner):
     errors = _refused(owner, b'{"prompt": "ok"}\n{"prompt": "broken", \n', "rows.jsonl")
-    assert errors[0].startswith("line 2: not valid JSON (")
+    assert errors[0].startswith("line 2, column 22: not valid JSON (")
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
@@ -61,12 +61,12 @@ def test_nan_and_infinity_are_not_json_and_are_named(owner, constant, name):
 
 def test_a_line_that_is_not_utf8_is_named(owner):
     errors = _refused(owner, '{"prompt": "ok"}\n{"prompt": "café"}\n'.encode("latin-1"), "rows.jsonl")
-    assert errors == ["line 2: not UTF-8 text (byte 15)"]
+    assert errors == ["line 2, column 16: not UTF-8 text"]
 
 
 def test_a_csv_line_that_is_not_utf8_is_named(owner):
     errors = _refused(owner, "prompt,answer\nok,1\ncafé,2\n".encode("latin-1"), "rows.csv")
-    assert errors == ["line 3: not UTF-8 text (byte 3)"]
+    assert errors == ["line 3, column 4: not UTF-8 text"]
 
 
 def test_utf16_text_is_refused_with_the_encoding_named(owner):
@@ -170,7 +170,7 @@ def test_a_json_array_element_that_is_not_an_object_is_named(owner):
 
 def test_broken_json_in_an_array_names_the_line(owner):
     errors = _refused(owner, b'[\n{"prompt": "a"},\n{"prompt": }\n]', "rows.json")
-    assert errors[0].startswith("line 3: not valid JSON")
+    assert errors[0].startswith("line 3, column 12: not valid JSON")
 
 
 @pytest.mark.parametrize("content, name", [(b"", "rows.jsonl"), (b"\n \n", "rows.jsonl"), (b"", "rows.csv")])
@@ -271,4 +271,4 @@ def test_a_gsm8k_answer_without_its_marker_is_named(owner):
 def test_only_the_first_twenty_problems_are_listed(owner):
     errors = _refused(owner, b"not json\n" * 50, "rows.jsonl")
     assert len(errors) == 21 and errors[-1] == "(only the first 20 problems are shown)"
-    assert errors[19].startswith("line 20: not valid JSON")
+    assert errors[19].startswith("line 20, column 1: not valid JSON")

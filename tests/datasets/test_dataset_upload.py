@@ -38,7 +38,7 @@ def test_it_rejects_a_broken_json_line_naming_it_and_saves_nothing(owner_client)
     content = b'{"prompt": "ok", "answer": "1"}\n{"prompt": "broken", \n{"prompt": "ok too"}\n'
     response = _upload(owner_client, content)
     assert response.status_code == 400
-    assert "line 2: not valid JSON" in response.content.decode()
+    assert "line 2, column 22: not valid JSON" in response.content.decode()
     assert not Dataset.objects.exists() and not DatasetVersion.objects.exists()
     assert _stored_files() == before
 
@@ -56,7 +56,7 @@ def test_it_rejects_a_row_without_prompt_naming_line_and_column(owner_client):
 def test_it_rejects_non_utf8_and_non_objects(owner_client):
     response = _upload(owner_client, b'{"prompt": "ok"}\n\xff\xfe\n[1, 2]\n')
     body = response.content.decode()
-    assert "line 2: not UTF-8 text" in body
+    assert "line 2, column 1: not UTF-8 text" in body
     assert "line 3: expected a JSON object, got list" in body
     assert not Dataset.objects.exists()
 

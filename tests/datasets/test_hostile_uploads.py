@@ -95,36 +95,36 @@ CASES = {
         ["line 151: values are nested more than 32 levels deep, the limit"],
     ),
     # encodings
-    "Latin-1 after 150 good lines": (jsonl(GOOD, LATIN1_LINE), "rows.jsonl", ["line 151: not UTF-8 text (byte 15)"]),
+    "Latin-1 after 150 good lines": (jsonl(GOOD, LATIN1_LINE), "rows.jsonl", ["line 151, column 16: not UTF-8 text"]),
     "Latin-1 in a gzipped file": (
         gzip.compress(jsonl(GOOD, LATIN1_LINE)),
         "rows.jsonl.gz",
-        ["line 151: not UTF-8 text (byte 15)"],
+        ["line 151, column 16: not UTF-8 text"],
     ),
     "Latin-1 in a JSON array": (
         b'[{"prompt": "ok"},\n' + '{"prompt": "café"}]'.encode("latin-1"),
         "rows.json",
-        ["line 2: not UTF-8 text (byte 15)"],
+        ["line 2, column 16: not UTF-8 text"],
     ),
     "Latin-1 in a CSV cell after 150 lines": (
         b"prompt\n" + b"ok\n" * 150 + "café\n".encode("latin-1"),
         "rows.csv",
-        ["line 152: not UTF-8 text (byte 3)"],
+        ["line 152, column 4: not UTF-8 text"],
     ),
     "an overlong UTF-8 sequence": (
         jsonl(GOOD, b'{"prompt": "\xc0\xaf"}\n'),
         "rows.jsonl",
-        ["line 151: not UTF-8 text (byte 12)"],
+        ["line 151, column 13: not UTF-8 text"],
     ),
     "an encoded surrogate": (
         jsonl(GOOD, b'{"prompt": "\xed\xa0\x80"}\n'),
         "rows.jsonl",
-        ["line 151: not UTF-8 text (byte 12)"],
+        ["line 151, column 13: not UTF-8 text"],
     ),
     "UTF-8 cut in the middle of a character at the end": (
         jsonl(GOOD) + '{"prompt": "é'.encode()[:-1],
         "rows.jsonl",
-        ["line 151: not UTF-8 text (byte 12)"],
+        ["line 151, column 13: not UTF-8 text"],
     ),
     "Parquet text that is not UTF-8": (
         parquet(pa.table({"prompt": not_utf8_strings()})),
@@ -157,7 +157,7 @@ CASES = {
     "a JSON line cut short": (
         jsonl(GOOD) + b'{"prompt": "cut',
         "rows.jsonl",
-        ["line 151: not valid JSON (Unterminated string starting at at column 12)"],
+        ["line 151, column 12: not valid JSON (Unterminated string starting here)"],
     ),
     "a gzip cut short": (
         gzip.compress(jsonl(GOOD))[:-20],
@@ -197,7 +197,7 @@ CASES = {
     "text after a JSON array": (
         b'[{"prompt": "ok"}] {"prompt": "smuggled"}',
         "rows.json",
-        ["line 1: unexpected text after the end of the JSON array"],
+        ["line 1, column 20: unexpected text after the end of the JSON array"],
     ),
     # path tricks in names
     "a traversal name with an unknown type": (

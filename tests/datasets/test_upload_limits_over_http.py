@@ -135,7 +135,7 @@ def test_a_chunked_body_that_streams_past_the_limit_is_cut_off(small_limit_serve
         (
             "latin.jsonl",
             b'{"prompt": "ok"}\n' + '{"prompt": "café"}\n'.encode("latin-1"),
-            "line 2: not UTF-8 text (byte 15)",
+            "line 2, column 16: not UTF-8 text",
         ),
         (
             "wide.jsonl",

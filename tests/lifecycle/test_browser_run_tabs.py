@@ -36,6 +36,8 @@ def run(owner, dataset_version):
         k=4,
         metrics={"mean@k": 0.375},
     )
+    run.run_dir.mkdir(parents=True, exist_ok=True)  # the Log tab's metric lines, as transformers prints them
+    (run.run_dir / "train.log").write_text("{'reward': '0.25', 'loss': '0.1'}\n{'reward': '0.5', 'loss': '0.1'}\n")
     return run
 
 
@@ -74,6 +76,10 @@ def test_tabs_switch_stay_in_the_address_and_size_their_charts(web_server, run, 
     }""")
     widths = page.evaluate("[...document.querySelectorAll('#charts .js-plotly-plot')].map((div) => div.clientWidth)")
     assert all(300 < w < 700 for w in widths), widths  # three to a row, not Plotly's 700 px
+    # the zero-variance chart's legend sits above its plot, clear of the step axis' title below
+    page.wait_for_function("document.getElementById('chart-zero-variance').layout")
+    legend = page.evaluate("document.getElementById('chart-zero-variance').layout.legend")
+    assert legend["orientation"] == "h" and legend["yanchor"] == "bottom" and legend["y"] >= 1
 
     page.reload()
     assert selected(page) == ["metrics"] and visible_panels(page) == ["metrics"]
@@ -89,6 +95,11 @@ def test_tabs_switch_stay_in_the_address_and_size_their_charts(web_server, run, 
     page.select_option("#step-select", "1")
     page.wait_for_selector("#shown-step:text('Step 1')")
     assert page.url.endswith("?step=1#rollouts")
+
+    # the Log tab's metric table heads each logged line with its step
+    page.goto(f"{web_server}/runs/{run.pk}/#log")
+    page.wait_for_selector("#log-metrics thead th >> nth=2")
+    assert page.locator("#log-metrics thead th").all_inner_texts() == ["step", "1", "2"]
 
 
 def test_the_arrow_keys_home_and_end_move_between_tabs(web_server, run, page):

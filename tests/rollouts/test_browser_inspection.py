@@ -232,6 +232,19 @@ def test_markup_in_model_text_is_shown_as_text_and_runs_nothing(web_server, owne
     page.wait_for_function("document.getElementById('prompt-text').textContent.length > 0")
     assert page.inner_text("#prompt-text") == prompt
     assert json.dumps(page.evaluate("window.pwned")) == "null"
+    # its solve-rate axis: 0 to 100% in quarters, with no grid of its own across the reward axis' grid, and the
+    # legend above the plot, off that axis' labels
+    page.wait_for_function("document.getElementById('chart-prompt').layout")
+    layout = page.evaluate("document.getElementById('chart-prompt').layout")
+    assert layout["legend"]["yanchor"] == "bottom" and layout["legend"]["y"] >= 1
+    axis = layout["yaxis2"]
+    assert (axis["range"], axis["tick0"], axis["dtick"], axis["tickformat"], axis["showgrid"]) == (
+        [0, 1],
+        0,
+        0.25,
+        ".0%",
+        False,
+    )
 
 
 def test_a_large_step_opens_at_the_linked_group_and_pages_through_its_groups(web_server, owner, dataset_version, page):

@@ -74,7 +74,7 @@ def import_file(source: Path, *, filename: str, dest: Path, workdir: Path, optio
             raise DatasetError([f"{filename} is empty"])
         problem = first_utf8_problem(source)
         if problem and fmt == "json":
-            raise DatasetError([problem])
+            raise DatasetError([": ".join(problem)])
         if problem:  # whatever pyarrow would make of it: the row by row road names every line that is not UTF-8
             options = dataclasses.replace(options, precise=True)
     # .gz and .zip were capped while decompressing; Parquet decompresses as it is read, so the sink watches it

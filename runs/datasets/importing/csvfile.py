@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 from pathlib import Path
 from typing import Iterator
@@ -13,15 +14,17 @@ from runs.datasets.importing.checks import FastPathStopped, checked
 from runs.datasets.importing.options import BLOCK_BYTES, DatasetError, ImportOptions
 from runs.datasets.importing.scan import Record, scan_and_write
 from runs.datasets.importing.sink import ParquetSink
+from runs.datasets.importing.sniff import NOT_UTF8, utf8_column
 
 
 def _csv_header(path: Path, options: ImportOptions) -> list[str]:
     with open(path, "rb") as fh:
         first = fh.readline()
+    first = first.removeprefix(codecs.BOM_UTF8)
     try:
-        text = first.decode("utf-8-sig")
+        text = first.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DatasetError([f"line 1: not UTF-8 text (byte {exc.start})"]) from None
+        raise DatasetError([f"line 1, column {utf8_column(first, exc.start)}: {NOT_UTF8}"]) from None
     header = next(csv.reader([text]), [])
     if len(header) > options.max_columns:
         raise DatasetError([f"line 1: {len(header)} columns; the limit is {options.max_columns}"])
@@ -38,16 +41,17 @@ def _csv_header(path: Path, options: ImportOptions) -> list[str]:
 
 
 def _csv_records(path: Path, header: list[str]) -> Iterator[Record]:
-    problems: list[tuple[int, str]] = []
+    problems: list[tuple[str, str]] = []
 
     def lines():
         with open(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
+                line = raw.removeprefix(codecs.BOM_UTF8) if lineno == 1 else raw
                 try:
-                    yield raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                    yield line.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    problems.append((lineno, f"not UTF-8 text (byte {exc.start})"))
-                    yield raw.decode("utf-8", errors="replace")
+                    problems.append((f"line {lineno}, column {utf8_column(line, exc.start)}", NOT_UTF8))
+                    yield line.decode("utf-8", errors="replace")
 
     reader = csv.reader(lines())
     previous = 0
@@ -61,8 +65,7 @@ def _csv_records(path: Path, header: list[str]) -> Iterator[Record]:
             break
         start, previous = previous + 1, reader.line_num
         while problems:
-            lineno, problem = problems.pop(0)
-            yield f"line {lineno}", problem
+            yield problems.pop(0)
         if start == 1 or not fields:
             continue
         if len(fields) != len(header):

@@ -11,6 +11,7 @@ from runs.datasets.importing.jsonl import DECODER, DuplicateKey, NotJSONNumber, 
 from runs.datasets.importing.options import ImportOptions
 from runs.datasets.importing.scan import Record, scan_and_write
 from runs.datasets.importing.sink import ParquetSink
+from runs.datasets.importing.sniff import first_utf8_problem, json_problem
 
 MAX_JSON_ROW_CHARS = 64 * 1024**2  # one element of a JSON array; past this an unfinished element is an error
 NEWLINE = "\n"
@@ -20,26 +21,35 @@ def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
     """Elements of a top-level JSON array, one at a time (the file is never read whole)."""
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     buf, pos, lines_before, eof, index = "", 0, 0, False, 0
-    consumed_bytes = 0
+    columns_before = 0  # characters of the current line before buf (a line can span many reads)
 
     def more() -> bool:
-        nonlocal buf, pos, lines_before, eof, consumed_bytes
+        nonlocal buf, pos, lines_before, columns_before, eof
         if eof:
             return False
         chunk = fh.read(1024**2)
         eof = not chunk
         try:
             text = decoder.decode(chunk, final=eof)
-        except UnicodeDecodeError as exc:
-            line = lines_before + buf.count("\n") + chunk.count(b"\n", 0, exc.start) + 1
-            raise _Stop(f"line {line}", f"not UTF-8 text (byte {consumed_bytes + exc.start})") from None
-        consumed_bytes += len(chunk)
-        lines_before += buf.count("\n", 0, pos)
+        except UnicodeDecodeError:
+            # the importer checks the whole file first (sniff.first_utf8_problem), so this is a file changed since
+            raise _Stop(*(first_utf8_problem(path) or ("the file", "not UTF-8 text"))) from None
+        dropped = buf[:pos]
+        if NEWLINE in dropped:
+            lines_before += dropped.count(NEWLINE)
+            columns_before = len(dropped) - dropped.rindex(NEWLINE) - 1
+        else:
+            columns_before += len(dropped)
         buf, pos = buf[pos:] + text, 0
         return True
 
     def line_at(p: int) -> str:
         return f"line {lines_before + buf.count(NEWLINE, 0, p) + 1}"
+
+    def position(p: int) -> str:
+        """Line and column of buf[p] as a person counts them: from 1, in characters."""
+        start = buf.rfind(NEWLINE, 0, p) + 1
+        return f"{line_at(p)}, column {p - start + 1 + (columns_before if start == 0 else 0)}"
 
     def skip_ws() -> None:
         nonlocal pos
@@ -53,7 +63,7 @@ def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
         try:
             skip_ws()
             if buf[pos : pos + 1] != "[":
-                raise _Stop(line_at(pos), "expected a JSON array of objects, or one object per line")
+                raise _Stop(position(pos), "expected a JSON array of objects, or one object per line")
             pos += 1
             while True:
                 skip_ws()
@@ -61,11 +71,11 @@ def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
                     pos += 1
                     skip_ws()
                     if pos < len(buf):
-                        raise _Stop(line_at(pos), "unexpected text after the end of the JSON array")
+                        raise _Stop(position(pos), "unexpected text after the end of the JSON array")
                     return
                 if index:
                     if buf[pos : pos + 1] != ",":
-                        raise _Stop(line_at(pos), "not valid JSON (expected ',' or ']' between rows)")
+                        raise _Stop(position(pos), "not valid JSON (expected ',' or ']' between rows)")
                     pos += 1
                     skip_ws()
                 index += 1
@@ -77,7 +87,7 @@ def _json_array_records(path: Path, max_depth: int) -> Iterator[Record]:
                         break
                     except json.JSONDecodeError as exc:
                         if len(buf) - pos > MAX_JSON_ROW_CHARS or not more():
-                            raise _Stop(line_at(exc.pos), f"not valid JSON ({exc.msg})") from None
+                            raise _Stop(position(exc.pos), json_problem(exc.msg)) from None
                     except DuplicateKey as exc:
                         raise _Stop(f"row {index}", f"column '{exc.args[0]}' appears twice") from None
                     except NotJSONNumber as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 from typing import Iterator
@@ -14,6 +15,7 @@ from runs.datasets.importing.checks import FastPathStopped, RowChecker, checked,
 from runs.datasets.importing.options import BLOCK_BYTES, ImportOptions
 from runs.datasets.importing.scan import Record, scan_and_write
 from runs.datasets.importing.sink import ParquetSink
+from runs.datasets.importing.sniff import NOT_UTF8, json_problem, utf8_column
 
 
 def _no_duplicates(pairs):
@@ -53,20 +55,22 @@ def non_finite(batch: pa.RecordBatch) -> bool:
     return False
 
 
-def _parse_object(text: str, max_depth: int) -> dict | str:
+def _parse_object(where: str, text: str, max_depth: int) -> Record:
+    """The line's object, or the problem; a JSON error names its column too (``line 3, column 12``: Python's json
+    counts characters from 1, as a person does)."""
     try:
         row = DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        return f"not valid JSON ({exc.msg} at column {exc.colno})"
+        return f"{where}, column {exc.colno}", json_problem(exc.msg)
     except RecursionError:
-        return f"values are nested more than {max_depth} levels deep, the limit"
+        return where, f"values are nested more than {max_depth} levels deep, the limit"
     except DuplicateKey as exc:
-        return f"column '{exc.args[0]}' appears twice"
+        return where, f"column '{exc.args[0]}' appears twice"
     except NotJSONNumber as exc:
-        return f"not valid JSON ({exc.args[0]} is not a JSON number)"
+        return where, f"not valid JSON ({exc.args[0]} is not a JSON number)"
     if not isinstance(row, dict):
-        return f"expected a JSON object, got {type(row).__name__}"
-    return row
+        return where, f"expected a JSON object, got {type(row).__name__}"
+    return where, row
 
 
 def _jsonl_records(path: Path, options: ImportOptions, max_lines: int = 0) -> Iterator[Record]:
@@ -76,12 +80,13 @@ def _jsonl_records(path: Path, options: ImportOptions, max_lines: int = 0) -> It
                 return
             if not raw.strip():
                 continue
+            line = (raw.removeprefix(codecs.BOM_UTF8) if lineno == 1 else raw).rstrip(b"\r\n")  # its own line only
             try:
-                text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                text = line.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield f"line {lineno}", f"not UTF-8 text (byte {exc.start})"
+                yield f"line {lineno}, column {utf8_column(line, exc.start)}", NOT_UTF8
                 continue
-            yield f"line {lineno}", _parse_object(text, options.max_depth)
+            yield _parse_object(f"line {lineno}", text, options.max_depth)
 
 
 def _head_has_problems(path: Path, options: ImportOptions, lines: int = 100) -> bool:

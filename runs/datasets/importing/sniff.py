@@ -79,9 +79,9 @@ def expect(path: Path, filename: str, kind: str, problem: str) -> None:
     raise DatasetError([f"{filename} {problem}: it looks like {looks}"])
 
 
-def first_utf8_problem(path: Path) -> str | None:
-    """Text formats must be UTF-8 throughout: the first bad byte, named by its line and its byte in that line
-    (0-based); None when the file is all UTF-8."""
+def first_utf8_problem(path: Path) -> tuple[str, str] | None:
+    """Text formats must be UTF-8 throughout: where the first bad byte is, as a person counts (``line 3, column 7``:
+    1-based, in characters), and the problem; None when the file is all UTF-8."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     line, line_start, offset = 1, 0, 0  # offset: bytes of the file before this chunk
     with open(path, "rb") as fh:
@@ -96,7 +96,7 @@ def first_utf8_problem(path: Path) -> str | None:
                 newlines = before.count(b"\n")
                 if newlines:
                     line_start = offset + before.rindex(b"\n") + 1
-                return f"line {line + newlines}: not UTF-8 text (byte {bad - line_start})"
+                return f"line {line + newlines}, column {_column(fh, line_start, bad)}", NOT_UTF8
             if not chunk:
                 return None
             newlines = chunk.count(b"\n")
@@ -104,6 +104,35 @@ def first_utf8_problem(path: Path) -> str | None:
                 line += newlines
                 line_start = offset + chunk.rindex(b"\n") + 1
             offset += len(chunk)
+
+
+NOT_UTF8 = "not UTF-8 text"
+
+
+def _column(fh, line_start: int, bad: int) -> int:
+    """The column of the file's byte ``bad`` in the line starting at byte ``line_start``: the characters before it
+    (valid UTF-8, read again in blocks; a byte-order mark is not one) plus one."""
+    fh.seek(line_start)
+    decoder = codecs.getincrementaldecoder("utf-8-sig" if line_start == 0 else "utf-8")()
+    chars, left = 0, bad - line_start
+    while left > 0:
+        piece = fh.read(min(left, BLOCK_BYTES))
+        left -= len(piece)
+        chars += len(decoder.decode(piece, final=left <= 0 or not piece))
+        if not piece:
+            break
+    return chars + 1
+
+
+def utf8_column(line: bytes, bad: int) -> int:
+    """The column (1-based, in characters) of byte ``bad`` of ``line``, the first byte that is not UTF-8."""
+    return len(line[:bad].decode("utf-8")) + 1
+
+
+def json_problem(msg: str) -> str:
+    """Python's json message as a sentence beside its line and column ("Unterminated string starting at" names a
+    position the caller already gives)."""
+    return f"not valid JSON ({msg.removesuffix(' at') + ' here' if msg.endswith(' at') else msg})"
 
 
 def is_blank(path: Path) -> bool:
