@@ -63,7 +63,8 @@ def _row(run: Run, e: Evaluation, base: Evaluation | None) -> dict:
         "label": e.label,
         "kind": e.kind,
         "step": e.step,
-        "model": e.evaluated,
+        "model": e.model,  # the model folder or hub id the evaluation loaded (the base model for a periodic one)
+        "evaluated": e.evaluated,  # what the pages name: "this run, step N" for a periodic one after step 0
         "dataset_version": str(e.dataset_version),
         "dataset_url": e.dataset_version.get_absolute_url(),
         "split": e.split,

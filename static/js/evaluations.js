@@ -33,7 +33,7 @@ function rows(e) {
                                     text: fmt(e.metrics[m]) });
   const row = el("tr", { "data-id": e.id, "data-kind": e.kind, "data-label": e.label, "data-status": e.status },
     el("td", { "data-field": "label", text: e.label }),
-    el("td", { class: "small", "data-field": "model", text: e.model }),
+    el("td", { class: "small", "data-field": "model", text: e.evaluated }),
     el("td", { class: "small" }, el("a", { href: e.dataset_url, text: e.dataset_version }),
       e.split === "all" ? " · every row" : " · eval split"),
     el("td", { class: "num", text: e.k || "–" }),

@@ -17,6 +17,7 @@ def test_periodic_rows_name_the_trained_policy_at_their_step(owner_client, owner
     before = store_periodic(run, {**eval_event(PROMPTS), "step": 0})
     after = store_periodic(run, {**eval_event(PROMPTS), "step": 4})
     rows = owner_client.get(reverse("run_evaluations_json", args=[run.pk])).json()["evaluations"]
-    assert {r["id"]: r["model"] for r in rows} == {before.pk: "tiny", after.pk: "this run, step 4"}
+    assert {r["id"]: r["evaluated"] for r in rows} == {before.pk: "tiny", after.pk: "this run, step 4"}
+    assert {r["model"] for r in rows} == {"tiny"}  # what was loaded stays what it was, for scripts reading it
     page = owner_client.get(reverse("evaluation_detail", args=[run.pk, after.pk])).content.decode()
     assert '<p class="muted" id="evaluation-summary">this run, step 4 on' in page
