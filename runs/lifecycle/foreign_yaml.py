@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from workers.training.protocol.config import GRPO_FIELDS
-from workers.training.protocol.verl_keys import flatten, from_verl
+from workers.training.protocol.verl_keys import flatten, from_verl, verl_gpus
 
 OWN_KEYS = (
     "name",
@@ -75,8 +75,7 @@ def from_verl_yaml(data: dict) -> tuple[dict, list[str], list[str]]:
     out["name"] = own.get("name") or flat.get("trainer.experiment_name") or "imported verl run"
     if flat.get("actor_rollout_ref.model.path"):
         out["model_name_or_path"] = flat["actor_rollout_ref.model.path"]
-    gpus = int(flat.get("trainer.n_gpus_per_node") or 1) * max(1, int(flat.get("trainer.nnodes") or 1))
-    out["requested_gpus"] = own.get("requested_gpus") or gpus
+    out["requested_gpus"] = own.get("requested_gpus") or verl_gpus(flat, errors)
     if "dataset_name" not in own:
         train = flat.get("data.train_files")
         train = train[0] if isinstance(train, list) and train else train
@@ -125,6 +124,17 @@ def from_oumi_yaml(data: dict) -> tuple[dict, list[str], list[str]]:
     out.setdefault("name", training.pop("run_name", None) or "imported Oumi run")
     grpo = training.pop("grpo", None) or {}
     overrides = training.pop("verl_config_overrides", None) or {}
+    trainer_kwargs = training.pop("trainer_kwargs", None) or {}
+    if not isinstance(trainer_kwargs, dict):
+        errors.append("training.trainer_kwargs: a mapping of the trainer's arguments")
+        trainer_kwargs = {}
+    for key, value in trainer_kwargs.items():
+        # Oumi passes them to the TRL trainer's config: GRPOConfig's names, read as the rest of the file
+        out[key] = value
+        notes.append(f"training.trainer_kwargs.{key}: read as {key}: {value!r}")
+    if out["trainer"] == "verl" and isinstance(training.get("save_steps"), int) and training["save_steps"] < 0:
+        notes.append("training.save_steps: -1 (Oumi's verl trainer: trainer.save_freq -1) saves no checkpoint")
+        training["save_steps"] = 0
     for key, value in training.items():
         name = OUMI_RENAMED.get(key, key)
         if key in OUMI_MANAGED:
@@ -142,11 +152,22 @@ def from_oumi_yaml(data: dict) -> tuple[dict, list[str], list[str]]:
         if out["trainer"] != "verl":
             notes.append("training.verl_config_overrides: a TRL_GRPO run does not use them")
         else:
-            fields, extra, more, errs = from_verl({"algorithm": {"adv_estimator": "grpo"}, **overrides})
+            # Oumi sets adv_estimator: grpo, then merges the overrides into verl's config (OmegaConf.merge)
+            fields, extra, more, errs = from_verl(_merged({"algorithm": {"adv_estimator": "grpo"}}, overrides))
             out.update(fields)
             out.update(extra)
             notes += [f"training.verl_config_overrides: {n}" for n in more]
             errors += errs
-    if out["trainer"] == "verl":
-        out.setdefault("requested_gpus", 1)
+    if out["trainer"] == "verl" and "requested_gpus" not in out:
+        out["requested_gpus"] = verl_gpus(flatten(overrides), errors)
     return out, notes, errors
+
+
+def _merged(base: dict, more) -> dict:
+    """``more`` merged into ``base`` key by key, nested mappings too (as OmegaConf.merge does)."""
+    if not isinstance(more, dict):
+        return base
+    out = dict(base)
+    for key, value in more.items():
+        out[key] = _merged(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
