@@ -108,18 +108,32 @@ def from_oumi_yaml(data: dict) -> tuple[dict, list[str], list[str]]:
         errors.append(f"training.trainer_type: {trainer_type!r}; grpo-web imports TRL_GRPO or VERL_GRPO")
         return out, notes, errors
     out["trainer"] = OUMI_TRAINERS[trainer_type]
-    model = data.get("model") or {}
+    shapes = {
+        "model": data.get("model") or {},
+        "data": data.get("data") or {},
+        "data.train": (data.get("data") or {}).get("train") or {} if isinstance(data.get("data"), dict) else {},
+        "training.grpo": training.get("grpo") or {},
+        "training.verl_config_overrides": training.get("verl_config_overrides") or {},
+    }
+    wrong = [key for key, value in shapes.items() if not isinstance(value, dict)]
+    if wrong:
+        errors += [f"{key}: a mapping of Oumi's {key} settings" for key in wrong]
+        return out, notes, errors
+    model = shapes["model"]
     if model.get("model_name"):
         out.setdefault("model_name_or_path", model["model_name"])
     for key in model:
         if key != "model_name":
             notes.append(f"model.{key}: not applied (the model loads with its own settings)")
-    datasets = ((data.get("data") or {}).get("train") or {}).get("datasets") or []
+    datasets = shapes["data.train"].get("datasets") or []
+    if not isinstance(datasets, list) or not all(isinstance(d, dict) for d in datasets):
+        errors.append("data.train.datasets: a list of datasets, each with its dataset_name")
+        return out, notes, errors
     if datasets and "dataset_name" not in out:
         out["dataset_name"] = datasets[0].get("dataset_name")
         if len(datasets) > 1:
             notes.append("data.train.datasets: only the first is used; mix datasets into one version on its page")
-    if (data.get("data") or {}).get("validation"):
+    if shapes["data"].get("validation"):
         notes.append("data.validation: the dataset version's own eval split is used")
     out.setdefault("name", training.pop("run_name", None) or "imported Oumi run")
     grpo = training.pop("grpo", None) or {}

@@ -243,7 +243,8 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     )
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
-    out.requested_gpus = int(data.get("requested_gpus") or 0)
+    if data.get("requested_gpus") is not None:
+        out.requested_gpus = _number(data, "requested_gpus", out, int) or 0
     if "token_sample_groups" in data:
         out.token_sample_groups = _coerce("token_sample_groups", data["token_sample_groups"], out.errors, TOKEN_FIELDS)
     _engine(data, out)
@@ -467,7 +468,11 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
     if not named.exists() and isinstance(dataset_name, str) and "/" in dataset_name:
         named = versions.filter(dataset__name=dataset_name.rsplit("/", 1)[1])
     if data.get("dataset_version") is not None:
-        named = named.filter(number=data["dataset_version"])
+        number = data["dataset_version"]
+        if isinstance(number, bool) or not isinstance(number, int):
+            out.errors.append(f"dataset_version: {number!r} is not a version number")
+            return
+        named = named.filter(number=number)
     version = named.order_by("-number").first()
     if version is None:
         out.errors.append(
@@ -531,9 +536,19 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
 
 def _rewards(data: dict, owner, out: ImportedRun) -> None:
     names = data.get("reward_funcs") or []
-    names = [names] if isinstance(names, str) else list(names)
-    weights = data.get("reward_weights") or [1.0] * len(names)
-    pinned = data.get("reward_versions") or [None] * len(names)
+    names = [names] if isinstance(names, str) else names
+    weights = data.get("reward_weights") or [1.0] * len(names) if isinstance(names, list) else []
+    pinned = data.get("reward_versions") or [None] * len(names) if isinstance(names, list) else []
+    for key, value in (("reward_funcs", names), ("reward_weights", weights), ("reward_versions", pinned)):
+        if not isinstance(value, list):
+            out.errors.append(f"{key}: a list, one entry per reward function")
+            return
+    if not all(isinstance(n, str) for n in names):
+        out.errors.append("reward_funcs: a list of reward function names")
+        return
+    if not all(n is None or (isinstance(n, int) and not isinstance(n, bool)) for n in pinned):
+        out.errors.append("reward_versions: a list of version numbers (or null for the latest)")
+        return
     if not names and out.kind == "grpo":
         out.errors.append("reward_funcs: name at least one of your reward functions")
     if len(weights) != len(names) or len(pinned) != len(names):

@@ -284,15 +284,16 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
             "algorithm.use_kl_in_reward: a KL penalty in the reward is not applied; set beta (the KL "
             "loss, actor.kl_loss_coef) instead"
         )
-    if (flat.get("actor_rollout_ref.model.lora_rank") or 0) > 0:
+    rank = _int(flat, "actor_rollout_ref.model.lora_rank", errors)
+    if rank is not None and rank > 0:
         fields["use_peft"] = True
-        fields["lora_r"] = int(flat["actor_rollout_ref.model.lora_rank"])
-    warmup = flat.get("actor_rollout_ref.actor.optim.lr_warmup_steps")
-    ratio = flat.get("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio")
-    if warmup is not None and int(warmup) > 0:
-        extra["warmup_steps"] = int(warmup)
+        fields["lora_r"] = rank
+    warmup = _int(flat, "actor_rollout_ref.actor.optim.lr_warmup_steps", errors)
+    ratio = _float(flat, "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", errors)
+    if warmup is not None and warmup > 0:
+        extra["warmup_steps"] = warmup
     elif ratio:
-        extra["warmup_steps"] = float(ratio)
+        extra["warmup_steps"] = ratio
     for key, value in flat.items():
         if key in FROM_VERL:
             name, convert = FROM_VERL[key]
@@ -327,6 +328,19 @@ def _int(flat: dict, key: str, errors: list[str]) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         errors.append(f"{key}: {value!r} is not a whole number")
+        return None
+
+
+def _float(flat: dict, key: str, errors: list[str]) -> float | None:
+    value = flat.get(key)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | str | float):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        errors.append(f"{key}: {value!r} is not a number")
         return None
 
 
