@@ -77,6 +77,7 @@ NOT_APPLIED = {
             "hub_token",
             "hub_revision",
             "hub_always_push",
+            "hub_model_revision",
         ),
         "grpo-web keeps the model on its worker and pushes nothing to the Hub; the run page downloads it",
     ),
@@ -91,8 +92,6 @@ NOT_APPLIED = {
     ),
     "chat_template": "not applied: the model's own chat template formats conversational prompts",
     "empty_device_cache_steps": "transformers 5 removed it; not applied",
-    "hub_model_revision": "grpo-web keeps the model on its worker and pushes nothing to the Hub; the run page "
-    "downloads it",
     **dict.fromkeys(
         ("wandb_entity", "wandb_project", "wandb_run_group", "wandb_run_id", "wandb_log_unique_prompts"),
         "Weights & Biases settings; not applied: grpo-web reports to no tracker, the run page draws the metrics",
