@@ -31,23 +31,26 @@ OWN_KEYS = (
 # Oumi's training.* names that differ from TRL's
 OUMI_RENAMED = {"enable_gradient_checkpointing": "gradient_checkpointing", "reward_functions": "reward_funcs"}
 OUMI_TRAINERS = {"TRL_GRPO": "grpo", "VERL_GRPO": "verl"}
-# Oumi keys about its own machinery (logging, compile, data loading): grpo-web decides these for every run
-OUMI_MANAGED = {
+# Oumi keys grpo-web sets for every run (workers/training/trainargs.py): the imported value would be overridden
+OUMI_SET_BY_GRPO_WEB = {
     "trainer_type",
     "output_dir",
     "logging_steps",
+    "run_name",
+    "logging_strategy",
+    "dataloader_num_workers",
+}
+# Oumi keys about its own machinery (trackers, compile, data loading, export): not applied, the trainer's defaults hold
+OUMI_NOT_APPLIED = {
     "enable_wandb",
     "enable_tensorboard",
     "enable_mlflow",
     "log_model_summary",
     "include_performance_metrics",
-    "dataloader_num_workers",
     "dataloader_prefetch_factor",
     "compile",
     "ddp_find_unused_parameters",
     "gradient_checkpointing_kwargs",
-    "run_name",
-    "logging_strategy",
     "save_final_model",
     "optimizer",
     "try_resume_from_last_checkpoint",
@@ -151,8 +154,12 @@ def from_oumi_yaml(data: dict) -> tuple[dict, list[str], list[str]]:
         training["save_steps"] = 0
     for key, value in training.items():
         name = OUMI_RENAMED.get(key, key)
-        if key in OUMI_MANAGED:
+        if key in OUMI_SET_BY_GRPO_WEB:
             notes.append(f"training.{key}: set by grpo-web for every run; the imported value is ignored")
+        elif key in OUMI_NOT_APPLIED:
+            notes.append(
+                f"training.{key}: Oumi's own setting; not applied (the run trains with TRL's or verl's default for it)"
+            )
         elif name == "reward_funcs":
             out.setdefault("reward_funcs", value)
         else:

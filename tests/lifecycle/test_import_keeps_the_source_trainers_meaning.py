@@ -59,3 +59,15 @@ def test_oumi_trainer_kwargs_are_read_as_trl_fields(owner, dataset_version):
     assert imported.errors == []
     assert imported.config["vllm_mode"] == "server" and imported.config["num_generations"] == 4
     assert "training.trainer_kwargs.vllm_mode: read as vllm_mode: 'server'" in imported.notes
+
+
+def test_oumis_own_settings_are_not_said_to_be_set_by_grpo_web(owner, dataset_version):
+    text = (
+        "model:\n  model_name: tiny\ndata:\n  train:\n    datasets:\n      - dataset_name: arithmetic\n"
+        "training:\n  trainer_type: TRL_GRPO\n  reward_functions: [format]\n  optimizer: adafactor\n"
+        "  enable_wandb: true\n  output_dir: out\n"
+    )
+    notes = {n.split(":", 1)[0]: n for n in parse_run_yaml(text, owner=owner).notes}
+    assert "Oumi's own setting; not applied" in notes["training.optimizer"]
+    assert "Oumi's own setting; not applied" in notes["training.enable_wandb"]
+    assert "set by grpo-web for every run" in notes["training.output_dir"]
