@@ -1,7 +1,8 @@
 """The field's published configs import as published (issue 27): open-r1's GRPO and SFT recipes, Oumi's TRL and verl
 GRPO examples, verl's GRPO launch scripts (and one composed onto verl's defaults) and TRL's CLI example, kept unchanged
 in published_configs/ (what the tests swap is listed in tests/lifecycle/published_corpus.py). Each goes through the
-import the API uses and the check made before a run is queued; none is refused but for the reasons given per file
+import the API uses and the check made before a run is queued (and through POST /api/runs itself where that needs no
+sandbox worker: the SFT recipes and the refused files); none is refused but for the reasons given per file
 below; TRL builds its config from each accepted TRL run as the worker will; each verl run gives verl back the
 batches its file set."""
 
@@ -13,6 +14,7 @@ import yaml
 from runs.lifecycle.services import spec_problems
 from runs.lifecycle.spec import RunSpec, api_import
 from runs.lifecycle.training_config import run_train_config
+from tests.api.conftest import api_client
 from tests.lifecycle.published_corpus import CORPUS, corpus_files, corpus_mapping, corpus_owner_setup, corpus_yaml
 from workers.training.protocol.verl_keys import flatten, overrides
 
@@ -57,8 +59,14 @@ def test_each_published_config_imports_or_is_refused_for_its_own_reason(corpus_o
     from workers.training.sft import sft_config
     from workers.training.train import grpo_config
 
+    api = api_client(corpus_owner)
     for name in corpus_files():
         result, problems = imported(name, corpus_owner)
+        # through POST /api/runs too, where no sandbox worker is needed (no reward of the user's code to check)
+        if name in REFUSED or all(r.get("builtin") for r in result.rewards):
+            body = {"yaml": corpus_yaml(name), "queue_anyway": True}
+            response = api.post("/api/runs", body, content_type="application/json")
+            assert response.status_code == (400 if name in REFUSED else 201), (name, response.content[:300])
         if name in REFUSED:
             assert any(REFUSED[name] in p for p in problems), (name, problems)
             continue
