@@ -171,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "submit":
             run = submit(client, args.config, queue_anyway=args.queue_anyway)
+            for note in run.get("notes") or []:
+                print(f"note: {safe(note, lines=True)}")
             print(f"queued run {run['id']}: {client.url}{run['url']}", flush=True)
             if args.watch:
                 return 0 if watch(client, run["id"]).get("status") == "completed" else 1

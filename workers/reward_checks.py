@@ -109,7 +109,7 @@ def trl_config_problems(train_config: dict) -> list[str]:
         return []  # SFTConfig's own checks run when the SFT run starts
     try:
         grpo_config(config)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, KeyError) as exc:
         return [f"GRPOConfig refuses this configuration (TRL's check): {exc}"]
     return []
 

@@ -11,7 +11,7 @@ from runs.access import visible_run, writable_run
 from runs.apischemas import Errors
 from runs.lifecycle.selectors import SORTS, dashboard_runs
 from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
-from runs.lifecycle.spec import RunSpec
+from runs.lifecycle.spec import RunSpec, api_import
 from runs.lifecycle.trl_yaml import run_yaml
 from runs.models import Run
 from runs.rollouts import selectors as rollout_selectors
@@ -54,6 +54,12 @@ class RunDetail(RunOut):
     steps: list[int] = Field(description="Steps with stored rollouts.")
     started_at: str | None
     finished_at: str | None
+
+
+class RunCreated(RunDetail):
+    notes: list[str] = Field(
+        description="What the import did with keys it did not take as they are: each names the key and says why."
+    )
 
 
 class RunCreateIn(Schema):
@@ -139,20 +145,17 @@ def runs_list(
 
 @router.post(
     "/runs",
-    response={201: RunDetail, 400: Errors},
+    response={201: RunCreated, 400: Errors},
     tags=["runs"],
     summary="Start a run from a run YAML (or the same keys as JSON)",
 )
 def run_start(request, body: RunCreateIn):
     try:
-        run = run_create(
-            owner=request.user,
-            spec=RunSpec.from_api(yaml_text=body.yaml, config=body.config, owner=request.user),
-            queue_anyway=body.queue_anyway,
-        )
+        imported = api_import(yaml_text=body.yaml, config=body.config, owner=request.user)
+        run = run_create(owner=request.user, spec=RunSpec.from_imported(imported), queue_anyway=body.queue_anyway)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
-    return Status(201, _run_detail(run, request.user))
+    return Status(201, {**_run_detail(run, request.user), "notes": imported.notes})
 
 
 @router.get("/runs/{int:run_id}", response=RunDetail, tags=["runs"])

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from runs.lifecycle.trl_yaml import parse_run_yaml
+from runs.lifecycle.trl_yaml import ImportedRun, parse_run_yaml
 from runs.models import DatasetVersion, Run
 from runs.safe_yaml import MAX_DEPTH, nesting_depth
 from workers.training.protocol.config import TOKEN_FIELDS
@@ -96,17 +96,17 @@ class RunSpec:
         """A run YAML, read for ``owner`` (whose datasets and rewards it names)."""
         return cls.from_imported(parse_run_yaml(text[:YAML_LIMIT], owner=owner))
 
-    @classmethod
-    def from_api(cls, *, yaml_text: str | None, config: dict | None, owner) -> RunSpec:
-        """POST /api/runs's body: a run YAML, or the same keys as a mapping."""
-        if yaml_text is None and config is None:
-            raise RunRefused(["give yaml or config"])
-        if yaml_text is None and nesting_depth(config) > MAX_DEPTH:
-            raise RunRefused([f"config: nested deeper than {MAX_DEPTH} levels"])
-        return cls.from_yaml(
-            yaml_text if yaml_text is not None else yaml.safe_dump(config, sort_keys=False), owner=owner
-        )
-
     def as_run(self, **fields) -> Run:
         """An unsaved Run of this spec (``fields`` set or overridden), for what reads a run before there is one."""
         return Run(**{**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, **fields})
+
+
+def api_import(*, yaml_text: str | None, config: dict | None, owner) -> ImportedRun:
+    """What POST /api/runs's body imports (a run YAML, or the same keys as a mapping), with its notes; RunRefused
+    for a body it cannot read."""
+    if yaml_text is None and config is None:
+        raise RunRefused(["give yaml or config"])
+    if yaml_text is None and nesting_depth(config) > MAX_DEPTH:
+        raise RunRefused([f"config: nested deeper than {MAX_DEPTH} levels"])
+    text = yaml_text if yaml_text is not None else yaml.safe_dump(config, sort_keys=False)
+    return parse_run_yaml(text[:YAML_LIMIT], owner=owner)

@@ -77,6 +77,7 @@ NOT_APPLIED = {
             "hub_token",
             "hub_revision",
             "hub_always_push",
+            "hub_model_revision",
         ),
         "grpo-web keeps the model on its worker and pushes nothing to the Hub; the run page downloads it",
     ),
@@ -90,6 +91,16 @@ NOT_APPLIED = {
         "when importing the dataset)",
     ),
     "chat_template": "not applied: the model's own chat template formats conversational prompts",
+    "empty_device_cache_steps": "transformers 5 removed it; not applied",
+    **dict.fromkeys(
+        ("wandb_entity", "wandb_project", "wandb_run_group", "wandb_run_id", "wandb_log_unique_prompts"),
+        "Weights & Biases settings; not applied: grpo-web reports to no tracker, the run page draws the metrics",
+    ),
+    **dict.fromkeys(
+        ("remote_gen_model_url", "remote_gen_model_n_gpus", "remote_gen_model_provider"),
+        "open-r1's remote generation server; not applied: the run generates in its own process (or with "
+        "use_vllm on its worker's GPUs)",
+    ),
     **dict.fromkeys(
         ("eval_strategy", "do_eval", "per_device_eval_batch_size", "eval_on_start", "eval_accumulation_steps"),
         "not applied: TRL's evaluation needs a separate eval dataset and knows no pass@k; grpo-web "
@@ -140,6 +151,10 @@ REWARD_PARAMETERS = {
 }
 # Fields newer TRL or transformers removed or renamed: each translated, with a note that says what changed.
 RENAMED = {"warmup_ratio", "max_prompt_length", "vllm_device", "num_train_epochs", "num_processes"}
+# Older TRL names of SFTConfig fields (an SFT run takes them under the new name, with a note)
+SFT_RENAMED = {"max_seq_length": "max_length", "use_liger": "use_liger_kernel"}
+# Fields transformers reads as a fraction of the run's steps when below 1 (TrainerState.compute_steps)
+FRACTIONAL = {"save_steps", "eval_steps"}
 # open-r1 reward names whose grpo-web built-in goes by another name.
 REWARD_ALIASES = {"code": "code_tests"}
 LIBRARY = set(LIBRARY_NAMES) | set(OPEN_R1)
@@ -227,7 +242,8 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     )
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
-    out.requested_gpus = int(data.get("requested_gpus") or 0)
+    if data.get("requested_gpus") is not None:
+        out.requested_gpus = _number(data, "requested_gpus", out, int) or 0
     if "token_sample_groups" in data:
         out.token_sample_groups = _coerce("token_sample_groups", data["token_sample_groups"], out.errors, TOKEN_FIELDS)
     _engine(data, out)
@@ -237,10 +253,28 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     _environment(data, owner, out)
 
     out.config = {name: f.default for name, f in fields.items()}
+    fractions: dict[str, float] = {}
     for key, value in data.items():
         if key in SCRIPT_KEYS or key in RENAMED:
             continue
-        if key in fields:
+        f = fields.get(key) or EVAL_FIELDS.get(key)
+        if f is not None and value is None and f.default is not None:
+            out.notes.append(f"{key}: left empty; the default {f.default!r} is used")
+        elif key in FRACTIONAL and isinstance(value, float) and 0 < value < 1:
+            fractions[key] = value  # resolved once max_steps is known
+        elif key == "scale_rewards" and isinstance(value, bool) and out.kind == "grpo":
+            out.config[key] = "group" if value else "none"
+            out.notes.append(
+                f"scale_rewards: {value} is TRL's older boolean form; read as {out.config[key]!r}, as TRL does"
+            )
+        elif key in SFT_RENAMED and out.kind == "sft":
+            new = SFT_RENAMED[key]
+            if new in fields:
+                out.config[new] = _coerce(new, value, out.errors, fields)
+            else:
+                out.extra[new] = value
+            out.notes.append(f"{key}: SFTConfig's older name of {new}; read as {new}: {value!r}")
+        elif key in fields:
             out.config[key] = _coerce(key, value, out.errors, fields)
         elif key in EVAL_FIELDS:  # eval_steps is TRL's name too: every N steps, on the eval split
             out.evaluation[key] = _coerce(key, value, out.errors)
@@ -257,32 +291,79 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         elif key in config_names:
             out.extra[key] = value
             out.notes.append(f"{key}: passed to {trl_config} as it is")
+        elif out.kind == "grpo" and (key in SFT_RENAMED or key in trl_fields.SFT_CONFIG_FIELDS):
+            out.notes.append(
+                f"{key}: an SFTConfig field; a GRPO run does not use it (if this file is an SFT config, add "
+                f"`trainer: sft`)"
+            )
         else:
             out.errors.append(f"{key}: not a {trl_config} field nor a grpo-web key")
+    if not data.get("reward_funcs") and out.kind == "grpo" and any(k in data for k in SFT_HINTS):
+        out.errors.append(
+            "trainer: this looks like an SFT config (it has "
+            + ", ".join(k for k in SFT_HINTS if k in data)
+            + " and no reward_funcs): add `trainer: sft` to train it with TRL's SFTTrainer"
+        )
     _translate(data, out)
+    _fractions(fractions, out)
     return out
+
+
+# Keys that say a config is for SFTTrainer (the hint to add ``trainer: sft``)
+SFT_HINTS = ("max_seq_length", "max_length", "packing", "dataset_text_field", "use_liger", "completion_only_loss")
+
+
+def _fractions(fractions: dict[str, float], out: ImportedRun) -> None:
+    """``save_steps``/``eval_steps`` below 1: a share of the run's steps, resolved as transformers does
+    (TrainerState.compute_steps: ceil(max_steps x share))."""
+    steps = out.config.get("max_steps")
+    for key, share in fractions.items():
+        if not isinstance(steps, int) or steps < 1:
+            out.errors.append(f"{key}: {share} is a share of max_steps, and max_steps is not set")
+            continue
+        value = math.ceil(steps * share)
+        (out.evaluation if key in EVAL_FIELDS else out.config)[key] = value
+        out.notes.append(
+            f"{key}: {share} is a share of the run's {steps} steps (as in transformers); resolved to {value}"
+        )
+
+
+def _number(data: dict, key: str, out: ImportedRun, convert=float):
+    """``data[key]`` as a number, or None with an error naming the key."""
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        out.errors.append(f"{key}: {value!r} is not a number")
+        return None
+    try:
+        return convert(value)
+    except (TypeError, ValueError):
+        out.errors.append(f"{key}: {value!r} is not a number")
+        return None
 
 
 def _translate(data: dict, out: ImportedRun) -> None:
     """Fields newer transformers or TRL removed or renamed, carried over where a faithful translation exists."""
-    if "warmup_ratio" in data:
+    ratio = _number(data, "warmup_ratio", out) if data.get("warmup_ratio") is not None else None
+    if ratio is not None and out.kind != "sft":
         # transformers 5 folded warmup_ratio into warmup_steps: a float below 1 is a share of the steps
-        out.extra["warmup_steps"] = float(data["warmup_ratio"])
+        out.extra["warmup_steps"] = ratio
         out.notes.append(
             f"warmup_ratio: transformers 5 removed it; translated to warmup_steps: "
-            f"{float(data['warmup_ratio'])} (a value below 1 is the same share of the steps)"
+            f"{ratio} (a value below 1 is the same share of the steps)"
         )
     if "max_prompt_length" in data:
         out.notes.append(
             "max_prompt_length: TRL 1.x removed it (the trainer no longer cuts prompts); dropped: "
             "prompts reach the model whole, so keep them short in the dataset"
         )
-    if "num_processes" in data and not data.get("requested_gpus"):
-        out.requested_gpus = int(data["num_processes"])
-        out.notes.append(
-            f"num_processes: accelerate's launch setting; translated to requested_gpus: "
-            f"{out.requested_gpus} (the worker starts one training process per GPU)"
-        )
+    if data.get("num_processes") is not None and not data.get("requested_gpus"):
+        processes = _number(data, "num_processes", out, int)
+        if processes is not None:
+            out.requested_gpus = processes
+            out.notes.append(
+                f"num_processes: accelerate's launch setting; translated to requested_gpus: "
+                f"{out.requested_gpus} (the worker starts one training process per GPU)"
+            )
     if "vllm_device" in data:
         out.config["vllm_mode"] = "server"
         out.notes.append(
@@ -290,6 +371,22 @@ def _translate(data: dict, out: ImportedRun) -> None:
             f"translated to vllm_mode: server, in which the worker starts TRL's vLLM server on a GPU "
             f"of its own"
         )
+    _steps(data, out)
+    if ratio is not None and out.kind == "sft":
+        # SFTConfig has warmup_steps as a run field: the share resolved as transformers does (get_warmup_steps)
+        steps = out.config.get("max_steps")
+        if ratio >= 1 or not isinstance(steps, int) or steps < 1:
+            out.errors.append(f"warmup_ratio: {ratio} is not a share (from 0 to 1) of a set max_steps")
+        else:
+            out.config["warmup_steps"] = math.ceil(steps * ratio)
+            out.notes.append(
+                f"warmup_ratio: transformers 5 removed it; {ratio} of the run's {steps} steps is warmup_steps: "
+                f"{out.config['warmup_steps']} (as transformers rounds it)"
+            )
+
+
+def _steps(data: dict, out: ImportedRun) -> None:
+    """``max_steps: -1`` (or none) with ``num_train_epochs``: the steps the epochs take."""
     steps = out.config.get("max_steps") if "max_steps" in data else None
     if isinstance(steps, int) and steps > 0:
         if "num_train_epochs" in data:
@@ -298,11 +395,24 @@ def _translate(data: dict, out: ImportedRun) -> None:
     if steps is None and "num_train_epochs" not in data:
         return  # the form's own default number of steps
     # max_steps -1 (TRL's "by epochs"): as many steps as the epochs take, 3 by transformers' default
-    epochs = float(data.get("num_train_epochs", 3))
+    epochs = _number(data, "num_train_epochs", out) if data.get("num_train_epochs") is not None else 3.0
     version = out.dataset_version
-    if version is None:
+    if version is None or epochs is None:
+        return
+    if epochs <= 0:
+        out.errors.append(f"num_train_epochs: {epochs:g} trains no step")
         return
     cfg = out.config
+    if out.trainer == "verl":
+        # verl's step is one data.train_batch_size of prompts, its dataloader drops the last partial batch
+        per_step = _verl_prompts_per_step(out)
+        cfg["max_steps"] = max(1, version.train_rows // per_step) * max(1, int(epochs))
+        out.notes.append(
+            f"trainer.total_epochs: {epochs:g} epochs of {version.train_rows // per_step or 1} steps "
+            f"({version.train_rows} training prompts // {per_step} a step, as verl's dataloader drops the last "
+            f"partial batch); max_steps: {cfg['max_steps']}"
+        )
+        return
     # each optimizer step takes B x GA completions per process, G of them per prompt
     prompts_per_step = max(
         1,
@@ -316,6 +426,19 @@ def _translate(data: dict, out: ImportedRun) -> None:
         f"max_steps: -1 trains for num_train_epochs={epochs:g}; translated to max_steps: "
         f"{cfg['max_steps']} ({version.train_rows} training prompts x {epochs:g} epochs / "
         f"{prompts_per_step} prompts a step)"
+    )
+
+
+def _verl_prompts_per_step(out: ImportedRun) -> int:
+    """Prompts behind one verl training step (data.train_batch_size), from the fields the verl import set."""
+    cfg = out.config
+    spg = cfg.get("steps_per_generation") or cfg["gradient_accumulation_steps"]
+    return max(
+        1,
+        cfg["per_device_train_batch_size"]
+        * spg
+        * max(1, out.requested_gpus)
+        // max(1, cfg.get("num_generations") or 1),
     )
 
 
@@ -344,7 +467,11 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
     if not named.exists() and isinstance(dataset_name, str) and "/" in dataset_name:
         named = versions.filter(dataset__name=dataset_name.rsplit("/", 1)[1])
     if data.get("dataset_version") is not None:
-        named = named.filter(number=data["dataset_version"])
+        number = data["dataset_version"]
+        if isinstance(number, bool) or not isinstance(number, int):
+            out.errors.append(f"dataset_version: {number!r} is not a version number")
+            return
+        named = named.filter(number=number)
     version = named.order_by("-number").first()
     if version is None:
         out.errors.append(
@@ -408,9 +535,19 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
 
 def _rewards(data: dict, owner, out: ImportedRun) -> None:
     names = data.get("reward_funcs") or []
-    names = [names] if isinstance(names, str) else list(names)
-    weights = data.get("reward_weights") or [1.0] * len(names)
-    pinned = data.get("reward_versions") or [None] * len(names)
+    names = [names] if isinstance(names, str) else names
+    weights = data.get("reward_weights") or [1.0] * len(names) if isinstance(names, list) else []
+    pinned = data.get("reward_versions") or [None] * len(names) if isinstance(names, list) else []
+    for key, value in (("reward_funcs", names), ("reward_weights", weights), ("reward_versions", pinned)):
+        if not isinstance(value, list):
+            out.errors.append(f"{key}: a list, one entry per reward function")
+            return
+    if not all(isinstance(n, str) for n in names):
+        out.errors.append("reward_funcs: a list of reward function names")
+        return
+    if not all(n is None or (isinstance(n, int) and not isinstance(n, bool)) for n in pinned):
+        out.errors.append("reward_versions: a list of version numbers (or null for the latest)")
+        return
     if not names and out.kind == "grpo":
         out.errors.append("reward_funcs: name at least one of your reward functions")
     if len(weights) != len(names) or len(pinned) != len(names):

@@ -168,11 +168,17 @@ def test_verls_gsm8k_grpo_example_reads_back_into_the_run_form():
     assert not errors
     assert fields["num_generations"] == 5 and fields["beta"] == 0.001 and fields["learning_rate"] == 1e-6
     assert fields["max_completion_length"] == 1024
-    assert fields["per_device_train_batch_size"] == 256 * 5 and fields["steps_per_generation"] == 4
-    # and back: the run's own translation gives verl the same batch shape
-    config = train_config(**{k: v for k, v in fields.items() if k in GRPOFields.__dataclass_fields__})
-    back = compose_verl(config)
+    # 256 prompts x 5 completions an update over verl's default 8 GPUs: 160 a GPU (no micro-batch set: one pass)
+    assert fields["per_device_train_batch_size"] == 160 and fields["gradient_accumulation_steps"] == 1
+    assert fields["steps_per_generation"] == 4
+    assert fields["max_steps"] == -1 and fields["num_train_epochs"] == 15  # the import counts the epochs' steps
+    # and back: the run's own translation gives verl the same batch shape on the same GPUs
+    config = train_config(
+        **{k: v for k, v in fields.items() if k in GRPOFields.__dataclass_fields__ and k != "max_steps"}
+    )
+    back = compose_verl(config, gpus=8)
     assert back.data.train_batch_size == 1024 and back.actor_rollout_ref.actor.ppo_mini_batch_size == 256
+    assert back.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 160
 
 
 def test_a_non_grpo_verl_config_is_refused():

@@ -54,7 +54,9 @@ def test_verls_config_imports_as_a_verl_run(owner, dataset_version):
         48,
         7,
     )
-    assert c["per_device_train_batch_size"] == 16 * 4 and c["steps_per_generation"] == 2
+    # 16 prompts x 4 completions an update over 2 GPUs: 32 a GPU, one pass (no micro-batch set); 2 updates a step
+    assert c["per_device_train_batch_size"] == 16 * 4 // 2 and c["gradient_accumulation_steps"] == 1
+    assert c["steps_per_generation"] == 2
     assert any(n.startswith("data.train_files") for n in imported.notes)
     assert any("not applied" in n for n in imported.notes)  # verl keys with no grpo-web field say so
 

@@ -250,6 +250,34 @@ def kind_groups(kind: str) -> list[str]:
     return SFT_GROUPS if kind == "sft" else GROUPS
 
 
+# GRPOConfig / SFTConfig arguments the training program sets itself (workers.training.trainargs, train.grpo_config):
+# an imported config's pass-through field of one of these names would be given twice
+SET_BY_TRAINER_ARGS = (
+    "output_dir",
+    "use_cpu",
+    "logging_steps",
+    "save_strategy",
+    "save_steps",
+    "report_to",
+    "disable_tqdm",
+    "dataloader_num_workers",
+    "vllm_server_host",
+    "vllm_server_port",
+)
+
+
+def extra_problems(fields: dict, extra: dict) -> list[str]:
+    """Pass-through fields that TRL's config would be given twice (a field the run sets, or one the training program
+    sets), each naming the key: TRL would refuse them when the run starts, after it was queued."""
+    return [
+        f"{key}: given twice: it is one of the run's own fields; set it there, not as a pass-through field"
+        if key in fields
+        else f"{key}: the training program sets it for every run; it cannot pass through"
+        for key in extra
+        if key in fields or key in SET_BY_TRAINER_ARGS
+    ]
+
+
 def field_problems(fields: dict, values) -> list[str]:
     """Values below a field's minimum or outside its choices, each naming the field."""
     errors = []
@@ -368,6 +396,7 @@ class TrainConfig:
         if self.trainer == "verl" and self.kind != "grpo":
             return ["trainer: verl trains GRPO runs only; an SFT run trains with trl."]
         errors = self._validate_sft() if self.kind == "sft" else self._validate_grpo()
+        errors += extra_problems(SFT_FIELDS if self.kind == "sft" else GRPO_FIELDS, self.extra)
         errors += field_problems(EVAL_FIELDS, self.evaluation)
         if self.rewards and self.evaluation.eval_solved_by:
             names = [r.name for r in self.rewards]

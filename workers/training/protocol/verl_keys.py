@@ -228,6 +228,7 @@ MANAGED_VERL = {
     "trainer.nnodes",
     "trainer.total_epochs",
     "trainer.test_freq",
+    "actor_rollout_ref.actor.ppo_mini_batch_size",
     "trainer.val_before_train",
     "trainer.resume_mode",
     "trainer.critic_warmup",
@@ -283,20 +284,23 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
             "algorithm.use_kl_in_reward: a KL penalty in the reward is not applied; set beta (the KL "
             "loss, actor.kl_loss_coef) instead"
         )
-    if (flat.get("actor_rollout_ref.model.lora_rank") or 0) > 0:
+    rank = _int(flat, "actor_rollout_ref.model.lora_rank", errors)
+    if rank is not None and rank > 0:
         fields["use_peft"] = True
-        fields["lora_r"] = int(flat["actor_rollout_ref.model.lora_rank"])
-    warmup = flat.get("actor_rollout_ref.actor.optim.lr_warmup_steps")
-    ratio = flat.get("actor_rollout_ref.actor.optim.lr_warmup_steps_ratio")
-    if warmup is not None and int(warmup) > 0:
-        extra["warmup_steps"] = int(warmup)
+        fields["lora_r"] = rank
+    warmup = _int(flat, "actor_rollout_ref.actor.optim.lr_warmup_steps", errors)
+    ratio = _float(flat, "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", errors)
+    if warmup is not None and warmup > 0:
+        extra["warmup_steps"] = warmup
     elif ratio:
-        extra["warmup_steps"] = float(ratio)
+        extra["warmup_steps"] = ratio
     for key, value in flat.items():
         if key in FROM_VERL:
             name, convert = FROM_VERL[key]
+            if value is None:
+                continue  # verl's null: worked out by verl (total_training_steps from total_epochs), or unset
             try:
-                fields[name] = convert(value) if value is not None else None
+                fields[name] = convert(value)
             except (TypeError, ValueError):
                 errors.append(f"{key}: {value!r} is not a valid value")
         elif key in MANAGED_VERL or key.startswith(("critic.", "reward_model.", "reward.", "defaults")):
@@ -307,17 +311,101 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
             notes.append(f"{key}: not applied (no grpo-web field)")
     if "actor_rollout_ref.actor.use_kl_loss" in flat and not flat["actor_rollout_ref.actor.use_kl_loss"]:
         fields["beta"] = 0.0
-    mini = flat.get("actor_rollout_ref.actor.ppo_mini_batch_size")
+    _verl_steps(flat, fields, errors)
     n = fields.get("num_generations") or GRPOFields().num_generations
-    if mini is not None:
-        # an optimizer step takes ppo_mini_batch_size prompts, n completions each: TRL's B x GA on one device
-        fields["per_device_train_batch_size"] = int(mini) * n
-        fields["gradient_accumulation_steps"] = 1
-        batch = int(flat.get("data.train_batch_size") or mini)
-        if batch != int(mini):
-            fields["steps_per_generation"] = max(1, batch // int(mini))
-        notes.append(
-            f"actor.ppo_mini_batch_size: {mini} prompts x {n} completions a step; translated to "
-            f"per_device_train_batch_size: {int(mini) * n} (one GPU; with more, divide by their number)"
-        )
+    notes += _verl_batches(flat, n, fields, errors)
     return fields, extra, notes, errors
+
+
+def _int(flat: dict, key: str, errors: list[str]) -> int | None:
+    value = flat.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str | float):
+        errors.append(f"{key}: {value!r} is not a whole number")
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        errors.append(f"{key}: {value!r} is not a whole number")
+        return None
+
+
+def _float(flat: dict, key: str, errors: list[str]) -> float | None:
+    value = flat.get(key)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | str | float):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        errors.append(f"{key}: {value!r} is not a number")
+        return None
+
+
+def verl_gpus(flat: dict, errors: list[str]) -> int:
+    """GPUs a verl config trains on: trainer.n_gpus_per_node x trainer.nnodes (1 x 1 where it sets neither)."""
+    per_node = _int(flat, "trainer.n_gpus_per_node", errors) or 1
+    nodes = _int(flat, "trainer.nnodes", errors) or 1
+    return max(1, per_node) * max(1, nodes)
+
+
+def _verl_steps(flat: dict, fields: dict, errors: list[str]) -> None:
+    """verl's length and evaluation: total_training_steps wins; else total_epochs (left to the import, which knows
+    the dataset's rows: num_train_epochs with max_steps -1); test_freq is the evaluation's every-N-steps."""
+    if flat.get("trainer.total_training_steps") is None and flat.get("trainer.total_epochs") is not None:
+        epochs = _int(flat, "trainer.total_epochs", errors)
+        if epochs is not None:
+            fields["max_steps"] = -1
+            fields["num_train_epochs"] = epochs
+    test_freq = _int(flat, "trainer.test_freq", errors)
+    if test_freq is not None:
+        fields["eval_steps"] = max(0, test_freq)  # verl's -1: no periodic validation
+
+
+def _verl_batches(flat: dict, n: int, fields: dict, errors: list[str]) -> list[str]:
+    """verl's batches as TRL's (workers.training.verl_run translates them back unchanged): data.train_batch_size
+    prompts a step over all GPUs, actor.ppo_mini_batch_size prompts an optimizer update, ppo_micro_batch_size_per_gpu
+    completions a forward pass on each GPU (verl's fsdp_workers multiply the mini-batch by rollout.n and divide it by
+    the GPUs). TRL: per_device_train_batch_size completions a forward pass, gradient_accumulation_steps passes an
+    update, steps_per_generation passes a generation batch."""
+    keys = (
+        "data.train_batch_size",
+        "actor_rollout_ref.actor.ppo_mini_batch_size",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    )
+    if not any(flat.get(k) is not None for k in keys):
+        return []
+    gpus = verl_gpus(flat, errors)
+    batch = _int(flat, keys[0], errors) or 1024  # verl's defaults (ppo_trainer.yaml)
+    mini = _int(flat, keys[1], errors) or 256
+    micro = _int(flat, keys[2], errors)
+    if batch < 1 or mini < 1 or (micro is not None and micro < 1):
+        errors.append(f"{keys[0]} / {keys[1]} / {keys[2]}: each must be at least 1")
+        return []
+    if mini > batch:
+        errors.append(f"{keys[1]}: {mini} prompts an update is more than {keys[0]}: {batch} prompts a step")
+        return []
+    per_gpu = mini * n // gpus  # completions each GPU takes an update
+    notes = []
+    if micro is None:
+        micro = per_gpu
+        notes.append(f"{keys[2]}: not set; the whole per-GPU mini-batch ({per_gpu} completions) is one pass")
+    if mini * n % gpus or per_gpu % micro:
+        errors.append(
+            f"{keys[2]}: {mini} prompts x {n} completions over {gpus} GPU(s) is {mini * n / gpus:g} completions "
+            f"a GPU an update, not a multiple of {micro} (verl refuses it too)"
+        )
+        return notes
+    accumulation = per_gpu // micro
+    fields["per_device_train_batch_size"] = micro
+    fields["gradient_accumulation_steps"] = accumulation
+    fields["steps_per_generation"] = accumulation * (batch // mini)
+    notes.append(
+        f"{keys[0]}: {batch}, {keys[1]}: {mini}, {keys[2]}: {micro} on {gpus} GPU(s): as TRL's batches, "
+        f"per_device_train_batch_size: {micro}, gradient_accumulation_steps: {accumulation}, "
+        f"steps_per_generation: {fields['steps_per_generation']} (the same batches under TRL's names)"
+        + (f"; {batch % mini} prompts of each step beyond whole mini-batches are dropped" if batch % mini else "")
+    )
+    return notes

@@ -1,0 +1,78 @@
+"""A verl config's keys mean what verl means by them (issue 27): train_batch_size prompts a step over all GPUs,
+ppo_mini_batch_size prompts an update, ppo_micro_batch_size_per_gpu completions a pass on each GPU (verl's
+fsdp_workers); the import keeps them and verl gets them back unchanged, not inflated. total_epochs and test_freq carry
+over, the GPUs are n_gpus_per_node x nnodes, and Oumi's ``algorithm:`` overrides merge into GRPO's, as Oumi merges
+them."""
+
+import pytest
+
+from runs.lifecycle.trl_yaml import parse_run_yaml
+from workers.training.protocol.config import GRPOFields, TrainConfig
+from workers.training.protocol.verl_keys import overrides
+
+pytestmark = pytest.mark.django_db
+
+VERL = """algorithm:
+  adv_estimator: grpo
+data:
+  train_files: ~/data/arithmetic/train.parquet
+  train_batch_size: 1024
+actor_rollout_ref:
+  model:
+    path: tiny
+  actor:
+    ppo_mini_batch_size: 256
+    ppo_micro_batch_size_per_gpu: 32
+  rollout:
+    n: 5
+trainer:
+  n_gpus_per_node: 4
+  nnodes: 2
+  total_epochs: 3
+  test_freq: 5
+reward_funcs: [format]
+"""
+
+
+def verl_overrides(imported) -> dict:
+    config = TrainConfig(
+        model="tiny", dataset_path="d", output_dir="o", event_log="e", rewards=[], grpo=GRPOFields(**imported.config)
+    )
+    gpus = imported.requested_gpus
+    values = overrides(config, train_file="t", val_file="v", reward_path="r", config_path="c", gpus=gpus // 2, nnodes=2)
+    return dict(v.split("=", 1) for v in values)
+
+
+def test_verls_batches_come_back_to_verl_unchanged(owner, eval_version):
+    imported = parse_run_yaml(VERL, owner=owner)
+    assert imported.errors == []
+    assert imported.requested_gpus == 8
+    # 256 prompts x 5 completions over 8 GPUs: 160 a GPU an update, in passes of 32
+    assert imported.config["per_device_train_batch_size"] == 32
+    assert imported.config["gradient_accumulation_steps"] == 5
+    assert imported.config["steps_per_generation"] == 20  # 4 updates a step
+    got = verl_overrides(imported)
+    assert got["data.train_batch_size"] == "1024"
+    assert got["actor_rollout_ref.actor.ppo_mini_batch_size"] == "256"
+    assert got["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] == "32"
+    assert got["trainer.n_gpus_per_node"] == "4" and got["trainer.nnodes"] == "2"
+
+
+def test_total_epochs_and_test_freq_carry_over(owner, eval_version):
+    imported = parse_run_yaml(VERL.replace("1024", "16").replace("256", "8").replace("32\n", "5\n"), owner=owner)
+    assert imported.errors == []
+    # 50 training rows // 16 prompts a step = 3 steps an epoch (verl drops the last partial batch), 3 epochs
+    assert eval_version.train_rows == 50
+    assert imported.config["max_steps"] == 9
+    assert imported.evaluation["eval_steps"] == 5
+
+
+def test_oumis_algorithm_overrides_merge_into_grpo(owner, dataset_version):
+    text = (
+        "model:\n  model_name: tiny\ndata:\n  train:\n    datasets:\n      - dataset_name: arithmetic\n"
+        "training:\n  trainer_type: VERL_GRPO\n  reward_functions: [format]\n  verl_config_overrides:\n"
+        "    algorithm:\n      kl_ctrl:\n        kl_coef: 0.001\n    trainer:\n      n_gpus_per_node: 4\n"
+    )
+    imported = parse_run_yaml(text, owner=owner)
+    assert imported.errors == []  # not "algorithm.adv_estimator: 'gae'"
+    assert imported.trainer == "verl" and imported.requested_gpus == 4
