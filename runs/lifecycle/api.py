@@ -136,7 +136,7 @@ def _run_detail(run: Run, user) -> dict:
 @router.get("/runs", response=list[RunOut], tags=["runs"], summary="Runs you may see, as the dashboard lists them")
 def runs_list(
     request,
-    q: str = Query("", max_length=200, description="search name, model and dataset"),
+    q: str = Query("", max_length=200, description="search name, model, dataset, tags and notes"),
     status: str = Query("", description="queued, running, completed, failed or cancelled"),
     dataset: str = Query("", description="a dataset id"),
     model: str = Query("", max_length=500),

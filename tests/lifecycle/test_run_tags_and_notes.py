@@ -39,6 +39,7 @@ def test_the_dashboards_search_matches_tags_and_notes(owner, owner_client, run, 
     for q in ("ablat", "kl TERM"):
         page = owner_client.get(reverse("dashboard"), {"q": q}).content.decode()
         assert ">lr sweep 3<" in page and ">another run<" not in page, q
+    assert '<span class="badge tag">Ablation</span>' in page  # shown beside the run's name
 
 
 @pytest.mark.parametrize(
