@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "submit":
             run = submit(client, args.config, queue_anyway=args.queue_anyway)
-            for note in run.get("notes") or []:
+            for note in run.get("import_notes") or []:
                 print(f"note: {safe(note, lines=True)}")
             print(f"queued run {run['id']}: {client.url}{run['url']}", flush=True)
             if args.watch:

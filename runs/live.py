@@ -10,6 +10,7 @@ from django.conf import settings
 from django.http import StreamingHttpResponse
 
 from grpo_web.embedded import ensure_configured_redis
+from runs.models import Run
 
 _client = None
 
@@ -31,9 +32,12 @@ def publish(run_id: int, **payload) -> None:
 
 
 def sse_response(run_ids: list[int]):
-    """Server-sent events carrying the runs' pushes on one connection: "open" once subscribed (pages refetch then, so
-    nothing published before is lost), then one message per push, its payload with ``run`` set to the run's id, and
-    a comment every 15 s of quiet to keep the connection open."""
+    """Server-sent events carrying the runs' pushes on one connection: "open" once subscribed, then one message per
+    push, its payload with ``run`` set to the run's id, and a comment every 15 s of quiet to keep the connection open.
+
+    "open" carries each run's ``version`` as read after subscribing (``{"versions": {id: "attempt.bytes"}}``, the
+    ``version`` of metrics.json): a page whose data is of that version has missed nothing and need not refetch;
+    anything ingested since is pushed."""
     runs_by_channel = {channel(pk).encode(): pk for pk in run_ids}
 
     async def stream():
@@ -41,7 +45,13 @@ def sse_response(run_ids: list[int]):
         pubsub = client.pubsub()
         await pubsub.subscribe(*runs_by_channel)
         try:
-            yield "retry: 2000\nevent: open\ndata: {}\n\n"
+            versions = {
+                str(pk): f"{attempt}.{offset}"
+                async for pk, attempt, offset in Run.objects.filter(pk__in=run_ids).values_list(
+                    "pk", "attempt", "event_offset"
+                )
+            }
+            yield f"retry: 2000\nevent: open\ndata: {json.dumps({'versions': versions})}\n\n"
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=15.0)
                 if message is None:

@@ -1,4 +1,4 @@
-"""The JSON API over runs: list, start (from a run YAML), read, cancel, resume, retry, the run YAML (grpo_web/api.py
+"""The JSON API over runs: list, start (from a run YAML), read, change tags/notes/pin, cancel, resume, retry, the run YAML (grpo_web/api.py
 mounts this router at /api/)."""
 
 from __future__ import annotations
@@ -10,7 +10,17 @@ from pydantic import Field
 from runs.access import visible_run, writable_run
 from runs.apischemas import Errors
 from runs.lifecycle.selectors import SORTS, dashboard_runs
-from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
+from runs.lifecycle.services import (
+    MAX_TAGS,
+    NOTES_LENGTH,
+    TAG_LENGTH,
+    RunRefused,
+    run_annotate,
+    run_cancel,
+    run_create,
+    run_resume,
+    run_retry,
+)
 from runs.lifecycle.spec import RunSpec, api_import
 from runs.lifecycle.trl_yaml import run_yaml
 from runs.models import Run
@@ -35,6 +45,8 @@ class RunOut(Schema):
     rewards: list[dict] = Field(description="[{name, weight, version}] as the run uses them.")
     latest_reward: float | None = None
     latest_mean_at_k: float | None = None
+    tags: list[str] = Field(description="Short labels the owner gave the run.")
+    notes: str = Field(description="The owner's notes on the run.")
     created_at: str
     url: str
 
@@ -54,10 +66,19 @@ class RunDetail(RunOut):
     steps: list[int] = Field(description="Steps with stored rollouts.")
     started_at: str | None
     finished_at: str | None
+    pinned_metric: str = Field(description="The metric whose curve the run page's Overview shows beside the reward.")
+
+
+class RunPatchIn(Schema):
+    tags: list[str] | None = Field(
+        None, description=f"At most {MAX_TAGS} tags of at most {TAG_LENGTH} characters, no commas; replaces them."
+    )
+    notes: str | None = Field(None, description=f"At most {NOTES_LENGTH} characters; replaces them.")
+    pinned_metric: str | None = Field(None, description="A metric name; empty unpins.")
 
 
 class RunCreated(RunDetail):
-    notes: list[str] = Field(
+    import_notes: list[str] = Field(
         description="What the import did with keys it did not take as they are: each names the key and says why."
     )
 
@@ -90,6 +111,8 @@ def _run(run: Run, user, *, reward=None, mean=None) -> dict:
         "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in run.rewards],
         "latest_reward": reward,
         "latest_mean_at_k": mean,
+        "tags": run.tag_list,
+        "notes": run.notes,
         "created_at": run.created_at.isoformat(),
         "url": run.get_absolute_url(),
     }
@@ -112,13 +135,14 @@ def _run_detail(run: Run, user) -> dict:
         "steps": rollout_selectors.rollout_steps(run),
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "pinned_metric": run.pinned_metric,
     }
 
 
 @router.get("/runs", response=list[RunOut], tags=["runs"], summary="Runs you may see, as the dashboard lists them")
 def runs_list(
     request,
-    q: str = Query("", max_length=200, description="search name, model and dataset"),
+    q: str = Query("", max_length=200, description="search name, model, dataset, tags and notes"),
     status: str = Query("", description="queued, running, completed, failed or cancelled"),
     dataset: str = Query("", description="a dataset id"),
     model: str = Query("", max_length=500),
@@ -155,12 +179,27 @@ def run_start(request, body: RunCreateIn):
         run = run_create(owner=request.user, spec=RunSpec.from_imported(imported), queue_anyway=body.queue_anyway)
     except RunRefused as exc:
         return Status(400, {"errors": exc.errors})
-    return Status(201, {**_run_detail(run, request.user), "notes": imported.notes})
+    return Status(201, {**_run_detail(run, request.user), "import_notes": imported.notes})
 
 
 @router.get("/runs/{int:run_id}", response=RunDetail, tags=["runs"])
 def run_get(request, run_id: int):
     return _run_detail(visible_run(request, run_id), request.user)
+
+
+@router.patch(
+    "/runs/{int:run_id}",
+    response={200: RunDetail, 400: Errors},
+    tags=["runs"],
+    summary="Change a run's tags, notes or pinned curve (the fields given; nothing is saved if one is refused)",
+)
+def run_patch(request, run_id: int, body: RunPatchIn):
+    run = writable_run(request, run_id)
+    try:
+        run = run_annotate(run=run, tags=body.tags, notes=body.notes, pinned_metric=body.pinned_metric)
+    except RunRefused as exc:
+        return Status(400, {"errors": exc.errors})
+    return Status(200, _run_detail(run, request.user))
 
 
 def _change(request, run_id: int, action) -> Status:

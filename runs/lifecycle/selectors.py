@@ -114,7 +114,7 @@ def dashboard_runs(
     sort: str = "-created",
     limit: int = 200,
 ) -> RunTable:
-    """The runs ``owner`` may see (theirs and those their teams share), searched (name, model, dataset), filtered
+    """The runs ``owner`` may see (theirs and those their teams share), searched (name, model, dataset, tags, notes), filtered
     (``scope``: mine or shared; ``team``: shared with that team of theirs) and sorted, with the latest reward, the
     latest mean@k and a sparkline of the reward. Unknown filter or sort values are ignored, never an error."""
     mine = Run.objects.visible_to(owner)
@@ -127,7 +127,11 @@ def dashboard_runs(
         runs = runs.filter(shares__team_id=int(team), shares__team__user=owner)
     if q:
         runs = runs.filter(
-            Q(name__icontains=q) | Q(model__icontains=q) | Q(dataset_version__dataset__name__icontains=q)
+            Q(name__icontains=q)
+            | Q(model__icontains=q)
+            | Q(dataset_version__dataset__name__icontains=q)
+            | Q(tags__icontains=q)
+            | Q(notes__icontains=q)
         )
     if status in Run.Status.values:
         runs = runs.filter(status=status)

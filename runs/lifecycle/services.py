@@ -1,8 +1,9 @@
 """Writes of the lifecycle capability: create a run (validated, its rewards checked in the sandbox), queue it, cancel,
-resume, retry, and reap the runs whose worker went silent. Keyword-only functions named <entity>_<action>."""
+resume, retry, and reap the runs whose worker went silent; the owner's tags, notes and pinned curve. Keyword-only functions named <entity>_<action>."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import asdict, replace
 from datetime import timedelta
 
@@ -358,3 +359,75 @@ def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
 
 
 # --- inspection: the reflection phrase list, rejection sampling ---------------------------------------------------
+
+
+# --- the owner's labels on a run: tags, notes, the Overview's pinned curve -------------------------------------
+
+MAX_TAGS = 8
+TAG_LENGTH = 32
+NOTES_LENGTH = 5000
+METRIC_LENGTH = 200
+
+
+def _control(text: str) -> bool:
+    """Whether ``text`` holds a control or format character (a line break, a bidi override...)."""
+    return any(unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
+def split_tags(text: str) -> list[str]:
+    """The tags of a form's text field: separated by commas, blanks dropped."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def annotation_problems(*, tags: list[str] | None = None, notes: str | None = None, pinned_metric: str | None = None):
+    """What is wrong with tags, notes or a pinned metric's name, each naming its field; [] when they may be saved."""
+    problems = []
+    if tags is not None:
+        if len(tags) > MAX_TAGS:
+            problems.append(f"tags: at most {MAX_TAGS} tags (got {len(tags)})")
+        for tag in tags[: MAX_TAGS + 1]:
+            shown = tag[:TAG_LENGTH] + ("…" if len(tag) > TAG_LENGTH else "")
+            if not tag.strip():
+                problems.append("tags: a tag may not be blank")
+            elif len(tag) > TAG_LENGTH:
+                problems.append(f"tags: {shown!r} is longer than {TAG_LENGTH} characters")
+            elif "," in tag or _control(tag):
+                problems.append(f"tags: {shown!r} holds a comma or a control character")
+    if notes is not None:
+        if len(notes) > NOTES_LENGTH:
+            problems.append(f"notes: at most {NOTES_LENGTH} characters (got {len(notes)})")
+        if "\x00" in notes:
+            problems.append("notes: a NUL character is not allowed")
+    if pinned_metric is not None and (len(pinned_metric) > METRIC_LENGTH or _control(pinned_metric)):
+        problems.append(
+            f"pinned_metric: a metric name of at most {METRIC_LENGTH} characters, without control characters"
+        )
+    return problems
+
+
+def run_annotate(
+    *, run: Run, tags: list[str] | None = None, notes: str | None = None, pinned_metric: str | None = None
+) -> Run:
+    """Set the run's tags, notes and the metric pinned to its Overview ("" unpins; a name, not checked against what
+    the run logged: a running run may log it later). None leaves a field as it is. All or nothing: RunRefused names
+    each bad field."""
+    notes = None if notes is None else notes.replace("\r\n", "\n")  # a form's line breaks count one each
+    problems = annotation_problems(tags=tags, notes=notes, pinned_metric=pinned_metric)
+    if problems:
+        raise RunRefused(problems)
+    fields = []
+    if tags is not None:
+        kept: dict[str, str] = {}
+        for tag in tags:
+            kept.setdefault(tag.strip().casefold(), tag.strip())  # one of each, as first spelled
+        run.tags = ", ".join(kept.values())
+        fields.append("tags")
+    if notes is not None:
+        run.notes = notes
+        fields.append("notes")
+    if pinned_metric is not None:
+        run.pinned_metric = pinned_metric
+        fields.append("pinned_metric")
+    if fields:
+        run.save(update_fields=fields)
+    return run

@@ -17,6 +17,8 @@ urlpatterns = [
     path("runs/<int:pk>/clone/", views.run_clone, name="run_clone"),
     path("runs/<int:pk>/diff/<int:other>/", views.run_diff, name="run_diff"),
     path("runs/<int:pk>/config.yaml", views.run_yaml_view, name="run_yaml"),
+    path("runs/<int:pk>/notes/", views.run_notes, name="run_notes"),
+    path("runs/<int:pk>/pin/", views.run_pin_view, name="run_pin"),
     path("runs/<int:pk>/evaluations/", views.run_evaluate, name="run_evaluate"),
     path("runs/import/", views.run_import, name="run_import"),
 ]

@@ -20,7 +20,15 @@ from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.forms import RunForm
 from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace, run_silence
-from runs.lifecycle.services import RunRefused, run_cancel, run_create, run_resume, run_retry
+from runs.lifecycle.services import (
+    RunRefused,
+    run_annotate,
+    run_cancel,
+    run_create,
+    run_resume,
+    run_retry,
+    split_tags,
+)
 from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.live import sse_response
@@ -95,14 +103,17 @@ RUN_TABS = [
 ]
 
 
-def run_detail(request, pk, eval_form=None):
-    """The run page; ``eval_form``: the evaluation form as submitted, with its errors (run_evaluate)."""
+def run_detail(request, pk, eval_form=None, notes_form=None):
+    """The run page; ``eval_form``: the evaluation form as submitted, with its errors (run_evaluate); ``notes_form``:
+    the tags and notes as submitted, with their errors (run_notes)."""
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("dataset_version__dataset"), pk=pk)
     return render(
         request,
         "lifecycle/run_detail.html",
         {
             "run": run,
+            "can_write": Run.objects.visible_to(request.user, write=True).filter(pk=run.pk).exists(),
+            "notes_form": notes_form or {"tags": run.tags, "notes": run.notes, "errors": []},
             "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
             "eval_form": eval_form or EvaluationForm(run=run),
             # an SFT run has no rollouts: no Rollouts tab
@@ -111,6 +122,33 @@ def run_detail(request, pk, eval_form=None):
             **share_context(run, request.user),
         },
     )
+
+
+@require_POST
+def run_notes(request, pk):
+    """Save the run's tags (comma separated) and notes; bad input re-renders the run page with each error by name and
+    what was typed, and saves nothing."""
+    run = writable_run(request, pk)
+    tags, notes = request.POST.get("tags", ""), request.POST.get("notes", "")
+    try:
+        run_annotate(run=run, tags=split_tags(tags), notes=notes)
+    except RunRefused as exc:
+        response = run_detail(request, pk, notes_form={"tags": tags, "notes": notes, "errors": exc.errors})
+        response.status_code = 400
+        return response
+    messages.success(request, "Saved the tags and notes.")
+    return redirect(run)
+
+
+@require_POST
+def run_pin_view(request, pk):
+    """Pin a metric's curve to the Overview (``metric``; empty unpins), from the Metrics tab's pin buttons."""
+    run = writable_run(request, pk)
+    try:
+        run = run_annotate(run=run, pinned_metric=request.POST.get("metric", ""))
+    except RunRefused as exc:
+        return JsonResponse({"errors": {"metric": exc.errors}}, status=400)
+    return JsonResponse({"pinned_metric": run.pinned_metric})
 
 
 @require_GET

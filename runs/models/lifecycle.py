@@ -142,6 +142,16 @@ class Run(Job):
         "entropy, ratio, clipping) are kept in <run_dir>/tokens; -1: all, 0: none.",
     )
     started_at = models.DateTimeField(null=True, blank=True)
+    tags = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Short labels, separated by commas (runs.lifecycle.services.run_annotate checks them); the "
+        "dashboard's search matches them.",
+    )
+    notes = models.TextField(blank=True, help_text="The owner's notes on the run; the dashboard's search matches them.")
+    pinned_metric = models.CharField(
+        max_length=200, blank=True, help_text="The metric whose curve the run page's Overview shows beside the reward."
+    )
 
     objects = SharedQuerySet.as_manager()
 
@@ -166,6 +176,10 @@ class Run(Job):
     @property
     def run_dir(self):
         return settings.DATA_DIR / "runs" / str(self.uid)
+
+    @property
+    def tag_list(self) -> list[str]:
+        return [t for t in self.tags.split(", ") if t]
 
     @property
     def is_sft(self) -> bool:

@@ -33,6 +33,8 @@ def models_list(request):
             "from": parent(e),
             "used_by": [r.pk for r in e.used_by],
             "download": reverse("model_download", args=[e.run.pk, e.key]) if e.run else None,
+            # a LoRA run's final model: its adapter alone, too
+            "adapter_download": reverse("model_adapter_download", args=[e.run.pk]) if e.adapter else None,
         }
         for e in registry(request.user)
     ]

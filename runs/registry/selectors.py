@@ -16,7 +16,7 @@ from runs.paths import resolve_model
 ARCHIVE_FILES = re.compile(
     r"(.*\.safetensors|.*\.safetensors\.index\.json|config\.json|generation_config\.json|"
     r"tokenizer.*|special_tokens_map\.json|vocab\.json|merges\.txt|chat_template\.jinja|"
-    r"added_tokens\.json|train_config\.json|grpo_web\.json)"
+    r"added_tokens\.json|train_config\.json|grpo_web\.json|adapter_config\.json)"
 )
 _MADE = re.compile(r"runs/(?P<uid>[0-9a-f-]{36})/output/(?P<which>final|checkpoint-\d+)$")
 
@@ -32,6 +32,15 @@ class ModelEntry:
     @property
     def is_base(self) -> bool:
         return self.run is None
+
+    @property
+    def adapter(self) -> Path | None:
+        """A LoRA run's adapter alone, the folder workers.training.train.save_final writes beside the merged final
+        model; None for any other model."""
+        if self.run is None or self.key != "final":
+            return None
+        folder = self.run.run_dir / "output" / "adapter"
+        return folder if (folder / "adapter_config.json").is_file() else None
 
     @property
     def label(self) -> str:
@@ -92,6 +101,7 @@ def model_entry(user, run_id: int, key: str) -> ModelEntry | None:
     return next((e for e in registry(user) if e.run == run and e.key == key), None)
 
 
-def archive_files(entry: ModelEntry) -> list[Path]:
-    folder = Path(entry.path)
+def archive_files(entry: ModelEntry, *, adapter: bool = False) -> list[Path]:
+    """The loadable files of the model, or with ``adapter`` of its LoRA adapter (entry.adapter)."""
+    folder = entry.adapter if adapter else Path(entry.path)
     return sorted(p for p in folder.iterdir() if p.is_file() and ARCHIVE_FILES.fullmatch(p.name))

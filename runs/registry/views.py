@@ -1,4 +1,5 @@
-"""The model registry: the list with lineage, a model's download (a zip of its loadable files) and its export."""
+"""The model registry: the list with lineage, a model's download (a zip of its loadable files; a LoRA run's adapter
+alone too) and its export."""
 
 from __future__ import annotations
 
@@ -30,19 +31,32 @@ def _entry(request, run_id, key):
     return entry
 
 
+def _zip(files, name: str) -> FileResponse:
+    """``files`` in a zip named ``name``.zip, under a folder of that name."""
+    archive = SpooledTemporaryFile(max_size=64 * 1024 * 1024)
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in files:
+            zf.write(path, arcname=f"{name}/{path.name}")
+    archive.seek(0)
+    return FileResponse(archive, as_attachment=True, filename=f"{name}.zip", content_type="application/zip")
+
+
 @require_GET
 def model_download(request, run_id, key):
     """The model as a zip: safetensors, config, tokenizer (no optimizer state); loadable with from_pretrained once
     unpacked."""
     entry = _entry(request, run_id, key)
-    archive = SpooledTemporaryFile(max_size=64 * 1024 * 1024)
-    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for path in archive_files(entry):
-            zf.write(path, arcname=f"run-{entry.run.pk}-{entry.key}/{path.name}")
-    archive.seek(0)
-    return FileResponse(
-        archive, as_attachment=True, filename=f"run-{entry.run.pk}-{entry.key}.zip", content_type="application/zip"
-    )
+    return _zip(archive_files(entry), f"run-{entry.run.pk}-{entry.key}")
+
+
+@require_GET
+def model_adapter_download(request, run_id):
+    """A LoRA run's adapter alone as a zip (adapter_config.json, adapter_model.safetensors, tokenizer): loadable onto
+    its base model with PEFT; 404 for a run without one."""
+    entry = _entry(request, run_id, "final")
+    if entry.adapter is None:
+        raise Http404("no adapter")
+    return _zip(archive_files(entry, adapter=True), f"run-{entry.run.pk}-adapter")
 
 
 @require_POST

@@ -31,9 +31,29 @@ CHART_METRICS = [
 ]  # the last two: what an SFT run's page shows beside its loss
 
 
+# The Metrics tab's sections, in order: (name, the prefixes of its metrics). TRL logs its core metrics (reward, loss,
+# kl, entropy...) without a prefix, as the trainer's; W&B shows them under train/. What fits no section is "other".
+SECTIONS = [
+    ("train", ("train/",)),
+    ("rewards", ("rewards/",)),
+    ("completions", ("completions/",)),
+    ("eval", ("eval/", "eval_", "val-core/")),
+]
+
+
+def metric_section(key: str) -> str:
+    for name, prefixes in SECTIONS:
+        if key.startswith(prefixes):
+            return name
+    return "train" if "/" not in key else "other"
+
+
 def metric_series(run: Run, smooth: float = 0.0) -> dict:
-    """{"steps": [...], "series": {metric: [value or None per step]}} for every metric TRL logged; with ``smooth``
-    (0 to below 1), "smoothed" holds each series after TensorBoard's smoothing (smooth_ema)."""
+    """{"steps": [...], "series": {metric: [value or None per step]}} for every metric TRL logged; "charts": the
+    metrics drawn, in order, and "sections": [{"name", "charts"}] the same by prefix (SECTIONS); "version": what of
+    the event log was ingested when read (attempt.bytes), so a page can tell whether a later push is news. With
+    ``smooth`` (0 to below 1), "smoothed" holds each series after TensorBoard's smoothing (smooth_ema)."""
+    version = f"{run.attempt}.{run.event_offset}"  # read before the rows: never newer than they are
     rows = list(run.step_metrics.values_list("step", "metrics"))
     steps = [step for step, _ in rows]
     keys: dict[str, None] = {}
@@ -52,7 +72,17 @@ def metric_series(run: Run, smooth: float = 0.0) -> dict:
         + [k for k in series if k.startswith(TRL_GROUPS)]
         + [k for k in series if k.startswith("val-core/")]
     )
-    out = {"steps": steps, "series": series, "charts": charts, "smooth": smooth}
+    sections = {name: [] for name, _ in SECTIONS} | {"other": []}
+    for key in charts:
+        sections[metric_section(key)].append(key)
+    out = {
+        "steps": steps,
+        "series": series,
+        "charts": charts,
+        "sections": [{"name": name, "charts": keys} for name, keys in sections.items() if keys],
+        "smooth": smooth,
+        "version": version,
+    }
     if smooth:
         out["smoothed"] = {key: smooth_ema(values, smooth) for key, values in series.items()}
     return out

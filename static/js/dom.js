@@ -34,3 +34,27 @@ export async function getJSON(url) {
   }
   return response.json();
 }
+
+// Charts are drawn when they are seen: a chart in a hidden tab, a closed section or filtered out costs no Plotly call
+// (a run page's first paint waits for none of them). `drawWhenShown(node, draw)` calls `draw` now if `node` is on
+// screen, else keeps it, the latest for that node, until a tab is shown (tabs.js's "tabshown" event), a section
+// opens, or a module says it changed what is shown (`drawShown()`).
+const waiting = new Map(); // node -> its latest draw
+
+export const isShown = (node) => node.isConnected && !node.closest("[hidden], details:not([open])");
+
+export function drawWhenShown(node, draw) {
+  waiting.set(node, draw);
+  if (isShown(node)) drawShown();
+}
+
+export function drawShown() {
+  for (const [node, draw] of waiting) {
+    if (!isShown(node)) continue;
+    waiting.delete(node);
+    draw();
+  }
+}
+
+document.addEventListener("tabshown", drawShown);
+document.addEventListener("toggle", drawShown, true); // a <details> opened (toggle does not bubble)

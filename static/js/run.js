@@ -2,7 +2,7 @@
 // pushes new steps. The step in view is in the URL (?step=N, #group-G), so a view can be shared.
 // Everything from the model goes in as text (dom.js, transcript.js): it is never parsed as HTML.
 
-import { el, fmt, getJSON, stepAxis } from "./dom.js";
+import { drawShown, drawWhenShown, el, fmt, getJSON, isShown, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 import { tokenPanel } from "./tokens.js";
 import { hasTools, transcript, turns } from "./transcript.js";
@@ -67,20 +67,20 @@ document.getElementById("smoothing-value").textContent = smoothing.value;
 smoothing.addEventListener("change", () => {
   localStorage.setItem("grpo-smoothing", smoothing.value);
   document.getElementById("smoothing-value").textContent = smoothing.value;
-  refreshMetrics();
+  loadMetrics();
 });
 
 // One hover for every chart: hovering a step on one shows each chart's values at that step (Plotly's unified hover
-// within a chart, Plotly.Fx.hover on the others).
+// within a chart, Plotly.Fx.hover on the others that are on screen).
 let syncing = false;
+const others = (source) => [...document.querySelectorAll("#charts .js-plotly-plot")]
+  .filter((div) => div !== source && isShown(div));
 function syncHover(source) {
   source.on("plotly_hover", (event) => {
     if (syncing || !event.points.length) return;
     syncing = true;
     try {
-      for (const other of document.querySelectorAll("#charts .js-plotly-plot")) {
-        if (other !== source) Plotly.Fx.hover(other, { xval: event.points[0].x }, ["xy"]);
-      }
+      for (const other of others(source)) Plotly.Fx.hover(other, { xval: event.points[0].x }, ["xy"]);
     } finally {
       syncing = false;
     }
@@ -89,9 +89,7 @@ function syncHover(source) {
     if (syncing) return;
     syncing = true;
     try {
-      for (const other of document.querySelectorAll("#charts .js-plotly-plot")) {
-        if (other !== source) Plotly.Fx.unhover(other);
-      }
+      for (const other of others(source)) Plotly.Fx.unhover(other);
     } finally {
       syncing = false;
     }
@@ -106,52 +104,159 @@ function showLatestReward(m) {
   document.getElementById("figure-reward").textContent = i < 0 ? "–" : `${fmt(values[i])} (step ${m.steps[i]})`;
 }
 
-async function refreshMetrics() {
-  const m = await getJSON(`${base}/metrics.json?smooth=${encodeURIComponent(smoothing.value)}`);
-  showLatestReward(m);
-  const charts = document.getElementById("charts");
-  for (const key of m.charts) {
-    const id = `chart-${key.replace(/[^a-z0-9]+/gi, "-")}`;
-    let div = document.getElementById(id);
-    if (!div) {
-      div = el("div", { id, class: "chart", "data-metric": key });
-      if (key === "frac_reward_zero_std") {
-        // the zero-variance share links to those groups: all of them, or a clicked step's
-        const link = el("a", { href: `${browse}?zero_std=yes`, id: "zero-std-link", class: "small",
-                               text: "browse the zero-variance groups (click a point for its step)" });
-        charts.append(el("div", { class: "chart-wrap" }, div, link));
-        div.dataset.clickable = "1";
-      } else {
-        charts.append(div);
-      }
-    }
-    // connectgaps: held-out curves (val-core/...) have points only at the evaluated steps
-    // raw values faint, TensorBoard's smoothing over them; one hover shows both at the step
-    const traces = [{ x: m.steps, y: m.series[key], name: "value", mode: "lines+markers", connectgaps: true,
-                      line: { width: m.smoothed ? 1 : 2, color: "#4a5cf0" }, marker: { size: 4, color: "#4a5cf0" },
-                      opacity: m.smoothed ? 0.35 : 1 }];
-    if (m.smoothed) traces.push({ x: m.steps, y: m.smoothed[key], name: `smoothed (${m.smooth})`, mode: "lines",
-                                  connectgaps: true, line: { width: 2, color: "#4a5cf0" } });
-    Plotly.react(div, traces, {
-      title: { text: key, font: { size: 13 } },
-      margin: { l: 40, r: 10, t: 30, b: 30 },
-      height: 220,
-      xaxis: stepAxis(m.steps),
-      hovermode: "x unified",
-      showlegend: false,
-    }, { displayModeBar: false, responsive: true });
-    if (!div.dataset.synced) {
-      div.dataset.synced = "1";
-      syncHover(div);
-    }
-    if (div.dataset.clickable === "1") {
-      div.dataset.clickable = "bound";
-      div.on("plotly_click", (event) => {
-        const step = event.points[0].x;
-        location.href = `${browse}?zero_std=yes&step_min=${step}&step_max=${step}`;
-      });
-    }
+const chartId = (key) => `chart-${key.replace(/[^a-z0-9]+/gi, "-")}`;
+const canWrite = root.dataset.canWrite === "1";
+const csrf = document.querySelector("#run-actions [name=csrfmiddlewaretoken]")?.value ?? "";
+let pinned = root.dataset.pinned;
+let metrics = null; // the latest metrics.json
+let metricsLoad = null; // the fetch under way, if any
+
+// One metric's curve: raw values (faint once smoothed), TensorBoard's smoothing over them, one hover for both.
+function drawCurve(div, m, key, title = key) {
+  // connectgaps: held-out curves (val-core/...) have points only at the evaluated steps
+  const traces = [{ x: m.steps, y: m.series[key] ?? [], name: "value", mode: "lines+markers", connectgaps: true,
+                    line: { width: m.smoothed ? 1 : 2, color: "#4a5cf0" }, marker: { size: 4, color: "#4a5cf0" },
+                    opacity: m.smoothed ? 0.35 : 1 }];
+  if (m.smoothed) traces.push({ x: m.steps, y: m.smoothed[key] ?? [], name: `smoothed (${m.smooth})`, mode: "lines",
+                                connectgaps: true, line: { width: 2, color: "#4a5cf0" } });
+  Plotly.react(div, traces, {
+    title: { text: title, font: { size: 13 } },
+    margin: { l: 40, r: 10, t: 30, b: 30 },
+    height: 220,
+    xaxis: stepAxis(m.steps),
+    hovermode: "x unified",
+    showlegend: false,
+  }, { displayModeBar: false, responsive: true });
+}
+
+function drawMetricChart(div, key) {
+  drawCurve(div, metrics, key);
+  if (!div.dataset.synced) {
+    div.dataset.synced = "1";
+    syncHover(div);
   }
+  if (key === "frac_reward_zero_std" && !div.dataset.clickable) {
+    div.dataset.clickable = "1";
+    div.on("plotly_click", (event) => {
+      const step = event.points[0].x;
+      location.href = `${browse}?zero_std=yes&step_min=${step}&step_max=${step}`;
+    });
+  }
+}
+
+function chartWrap(key) {
+  const div = el("div", { id: chartId(key), class: "chart", "data-metric": key });
+  const wrap = el("div", { class: "chart-wrap", "data-metric": key }, div);
+  if (key === "frac_reward_zero_std") {
+    // the zero-variance share links to those groups: all of them, or a clicked step's
+    wrap.append(el("a", { href: `${browse}?zero_std=yes`, id: "zero-std-link", class: "small",
+                          text: "browse the zero-variance groups (click a point for its step)" }));
+  }
+  if (canWrite) {
+    const pin = el("button", { type: "button", class: "secondary pin", "data-metric": key, "aria-pressed": "false",
+                               text: "pin to Overview" });
+    pin.addEventListener("click", () => pinMetric(pin.getAttribute("aria-pressed") === "true" ? "" : key));
+    wrap.append(pin);
+  }
+  return wrap;
+}
+
+// The Metrics tab: a section per TRL prefix (metrics.json's "sections"), charts made once and drawn when seen.
+function showSections(m) {
+  const charts = document.getElementById("charts");
+  for (const { name, charts: keys } of m.sections) {
+    let section = charts.querySelector(`details[data-section="${name}"]`);
+    if (!section) {
+      section = el("details", { class: "metric-section", "data-section": name, open: "" },
+        el("summary", { text: name }), el("div", { class: "charts" }));
+      charts.append(section);
+    }
+    const grid = section.querySelector(".charts");
+    for (const key of keys) {
+      const div = document.getElementById(chartId(key)) ?? grid.appendChild(chartWrap(key)).firstChild;
+      drawWhenShown(div, () => drawMetricChart(div, key));
+    }
+    section.querySelector("summary").textContent = `${name} · ${keys.length} chart${keys.length === 1 ? "" : "s"}`;
+  }
+  filterCharts();
+  showPins();
+}
+
+// The filter box: charts whose name holds the text stay, the others are hidden (and are not drawn); a section with
+// none left is hidden too.
+const filter = document.getElementById("metric-filter");
+function filterCharts() {
+  const text = filter.value.trim().toLowerCase();
+  let shown = 0;
+  let total = 0;
+  for (const section of document.querySelectorAll("#charts details.metric-section")) {
+    let left = 0;
+    for (const wrap of section.querySelectorAll(".chart-wrap")) {
+      const match = wrap.dataset.metric.toLowerCase().includes(text);
+      wrap.hidden = !match;
+      left += match;
+      total += 1;
+    }
+    section.hidden = left === 0;
+    shown += left;
+  }
+  document.getElementById("metric-count").textContent = text ? `${shown} of ${total} charts` : "";
+  drawShown();
+}
+filter.addEventListener("input", filterCharts);
+
+// The Overview: the reward curve and the pinned one (saved with the run, so a reload and every viewer keep it).
+function showOverview(m) {
+  const reward = document.getElementById("overview-reward");
+  reward.hidden = !m.series.reward; // an SFT run logs none
+  if (m.series.reward) drawWhenShown(reward, () => drawCurve(reward, m, "reward"));
+  const wrap = document.getElementById("overview-pinned-wrap");
+  const div = document.getElementById("overview-pinned");
+  wrap.hidden = !pinned;
+  document.getElementById("pin-hint").hidden = Boolean(pinned);
+  if (pinned) {
+    const key = pinned;
+    drawWhenShown(div, () => drawCurve(div, m, key, `${key} (pinned)`));
+  }
+}
+
+function showPins() {
+  for (const pin of document.querySelectorAll("#charts .pin")) {
+    const on = pin.dataset.metric === pinned;
+    pin.setAttribute("aria-pressed", String(on));
+    pin.textContent = on ? "pinned to Overview" : "pin to Overview";
+  }
+}
+
+async function pinMetric(key) {
+  const response = await fetch(`${base}/pin/`, { method: "POST", body: new URLSearchParams({ metric: key }),
+                                                 headers: { "X-CSRFToken": csrf } });
+  if (!response.ok) return;
+  pinned = (await response.json()).pinned_metric;
+  showPins();
+  if (metrics) showOverview(metrics);
+}
+document.getElementById("unpin")?.addEventListener("click", () => pinMetric(""));
+
+async function loadMetrics() {
+  metricsLoad = getJSON(`${base}/metrics.json?smooth=${encodeURIComponent(smoothing.value)}`);
+  try {
+    metrics = await metricsLoad;
+  } finally {
+    metricsLoad = null;
+  }
+  showLatestReward(metrics);
+  showSections(metrics);
+  showOverview(metrics);
+}
+
+// The stream's "open" says which version of the run's data there is (runs.live.sse_response): the metrics fetched
+// at load are refetched only when they are older; every push after that is news.
+async function refreshMetrics(event) {
+  if (metricsLoad) await metricsLoad.catch(() => null);
+  const latest = event?.versions?.[runId];
+  if (latest !== undefined && metrics && latest === metrics.version) return;
+  await loadMetrics();
 }
 
 function formulaText(group, scaleRewards, aggregation) {
@@ -260,7 +365,7 @@ follow.addEventListener("change", () => {
   if (steps.length) showStep(steps[steps.length - 1]);
 });
 
-onRunEvents(runId, async () => {
-  await Promise.all([refreshStatus(), refreshMetrics(), refreshHealth()]);
+onRunEvents(runId, async (event) => {
+  await Promise.all([refreshStatus(), refreshMetrics(event), refreshHealth()]);
   return finished;
 });

@@ -1,7 +1,8 @@
 // Tabs after WAI-ARIA's pattern (role=tablist/tab/tabpanel): a click or Enter shows a tab; the arrow keys, Home and
 // End move between them and show the one reached. The tab shown is in the address (#metrics), so a reload or a link
-// keeps it; #group-G (a group of the step in view) opens the Rollouts tab. Charts drawn while their tab was hidden
-// have no size yet: they are resized when it is shown (Plotly.Plots.resize). Pages go on updating hidden tabs.
+// keeps it; #group-G (a group of the step in view) opens the Rollouts tab. A tab shown is told so ("tabshown", on its
+// panel): the charts waiting for it are drawn then (dom.js's drawWhenShown), those drawn before are resized
+// (Plotly.Plots.resize). Pages go on fetching for hidden tabs; only the drawing waits.
 
 const ALIASES = { group: "rollouts" }; // #group-3 -> Rollouts
 
@@ -31,6 +32,7 @@ export function setupTabs(tablist) {
       history.replaceState(null, "", url);
     }
     if (window.Plotly) panel(tab).querySelectorAll(".js-plotly-plot").forEach((div) => Plotly.Plots.resize(div));
+    panel(tab).dispatchEvent(new CustomEvent("tabshown", { bubbles: true })); // its charts are drawn now (dom.js)
   }
 
   tablist.addEventListener("click", (event) => {

@@ -1,8 +1,9 @@
 // The run page's Resources section: telemetry.json drawn as charts (each step's time split and tokens/s; CPU, RSS
 // and per-GPU utilisation and memory over time) and a one-line summary, redrawn as steps arrive and, while the run
-// trains, every few seconds (the worker samples between steps too, and a step can take minutes on a GPU).
+// trains, every few seconds (the worker samples between steps too, and a step can take minutes on a GPU). The charts
+// are drawn once the Resources tab is shown (dom.js's drawWhenShown); the Overview's step time at once.
 
-import { el, getJSON, stepAxis } from "./dom.js";
+import { drawWhenShown, el, getJSON, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 
 const runId = document.getElementById("run").dataset.run;
@@ -47,14 +48,8 @@ function drawGpus(samples) {
     total ? { yaxis: { title: { text: "MB" }, range: [0, total] } } : {}), config);
 }
 
-async function refresh() {
-  const d = await getJSON(`/runs/${runId}/telemetry.json`);
+function draw(d) {
   const t = d.timing;
-  document.getElementById("resource-summary").textContent = summary(d);
-  // the Overview's step time: the last timed step's
-  const last = t.steps.length - 1;
-  document.getElementById("figure-step-time").textContent =
-    last < 0 || t.step_s[last] === null ? "–" : `${t.step_s[last].toFixed(2)} s (step ${t.steps[last]})`;
   const bars = PARTS.filter(([key]) => t[key].some((v) => v !== null))
     .map(([key, name]) => ({ x: t.steps, y: t[key], name, type: "bar" }));
   Plotly.react("chart-step-split", bars, layout("time per step", "step", "seconds", {
@@ -68,6 +63,17 @@ async function refresh() {
   Plotly.react("chart-rss", [line(s.t, s.rss_mb, "RSS")],
     layout("RAM (RSS) of the training processes", "seconds", "MB"), config);
   drawGpus(s);
+}
+
+async function refresh() {
+  const d = await getJSON(`/runs/${runId}/telemetry.json`);
+  const t = d.timing;
+  document.getElementById("resource-summary").textContent = summary(d);
+  // the Overview's step time: the last timed step's
+  const last = t.steps.length - 1;
+  document.getElementById("figure-step-time").textContent =
+    last < 0 || t.step_s[last] === null ? "–" : `${t.step_s[last].toFixed(2)} s (step ${t.steps[last]})`;
+  drawWhenShown(document.getElementById("resource-charts"), () => draw(d)); // once the Resources tab is shown
   finished = d.finished;
   return finished;
 }

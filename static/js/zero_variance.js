@@ -1,6 +1,7 @@
 // The run page's zero-variance panel: per step, the share of groups where every completion solved the prompt (too
-// easy) and where none did (too hard), from /runs/<pk>/zero_variance.json. Both carry no learning signal.
-import { stepAxis } from "./dom.js";
+// easy) and where none did (too hard), from /runs/<pk>/zero_variance.json. Both carry no learning signal. Drawn once
+// the Metrics tab is shown (dom.js's drawWhenShown).
+import { drawWhenShown, stepAxis } from "./dom.js";
 
 const root = document.getElementById("run");
 const chart = document.getElementById("chart-zero-variance");
@@ -12,7 +13,7 @@ async function draw() {
   const data = await response.json();
   if (!data.steps.length) return;
   const trace = (y, name, color) => ({ x: data.steps, y, name, type: "bar", marker: { color } });
-  window.Plotly.react(chart, [
+  drawWhenShown(chart, () => window.Plotly.react(chart, [
     trace(data.all_right, "all right (too easy)", "#2e7d4f"),
     trace(data.all_wrong, "all wrong (too hard)", "#b3261e"),
     trace(data.other, "all equal, in between", "#8a8f98"),
@@ -22,7 +23,7 @@ async function draw() {
     barmode: "stack", height: 290, margin: { l: 48, r: 8, t: 64, b: 40 }, xaxis: stepAxis(data.steps),
     yaxis: { tickformat: ".0%", rangemode: "tozero" },
     legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" },
-  }, { displayModeBar: false, responsive: true });
+  }, { displayModeBar: false, responsive: true }));
   chart.setAttribute("aria-label", `zero-variance groups per step; ${data.criterion.text}`);
 }
 

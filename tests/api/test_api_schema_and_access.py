@@ -82,13 +82,14 @@ def _send(client, method, path, template, dataset_version):
         "/api/runs/{run_id}/resume": {},
         "/api/runs/{run_id}/retry": {},
         "/api/recipes/{recipe_id}/{action}": {},
+        "/api/runs/{run_id}": {"notes": "changed"},  # PATCH
     }
     assert template in bodies, f"{template}: give this new endpoint a well-formed body here"
     if bodies[template] is None:
         upload = io.BytesIO(b'{"prompt": "1+1?"}\n')
         upload.name = "rows.jsonl"
         return client.post(path, {"file": upload})
-    return client.post(path, bodies[template], content_type="application/json")
+    return getattr(client, method)(path, bodies[template], content_type="application/json")
 
 
 @pytest.fixture

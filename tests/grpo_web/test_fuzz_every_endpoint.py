@@ -45,6 +45,9 @@ GARBAGE = [
     "'; DROP TABLE runs_run; --",
 ]
 EXTRA = [
+    "tags",
+    "notes",
+    "metric",
     "template",
     "prompts",
     "sft",

@@ -32,3 +32,32 @@ def runs(owner, dataset_version):
         metrics={"mean@k": 0.625},
     )
     return made
+
+
+@pytest.fixture
+def charted_run(owner, dataset_version):
+    """A running run with three steps of rollouts and metrics under several of TRL's prefixes (none, rewards/,
+    completions/, clip_ratio/), step timings, and no push since (its stream stays open)."""
+    from tests.rollouts.inspect_data import ingest, metrics_event, rollouts_event
+
+    run = make_run(owner, dataset_version, name="charted run", status=Run.Status.RUNNING, step=3)
+    for step in (1, 2, 3):
+        ingest(
+            run,
+            rollouts_event(step, [("What is 2 + 2?", [("4", [1.0, 1.0]), ("5", [0.0, 0.5])])]),
+            metrics_event(
+                step,
+                **{
+                    "reward": 0.25 * step,
+                    "loss": 0.1,
+                    "entropy": 1.0 - 0.1 * step,
+                    "rewards/accuracy/mean": 0.5,
+                    "rewards/digit_ratio/mean": 0.2 * step,
+                    "completions/mean_length": 10.0 + step,
+                    "clip_ratio/region_mean": 0.01,
+                    "timing/step_s": 1.5,
+                    "timing/generation_s": 1.0,
+                },
+            ),
+        )
+    return run

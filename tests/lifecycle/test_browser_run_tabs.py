@@ -1,5 +1,5 @@
 """In chromium: the run page's tabs. Overview shows the key figures; a tab is chosen by click or by the arrow keys,
-kept in the address through a reload and a link, draws its charts at their size when shown, and hidden tabs go on
+kept in the address through a reload and a link, draws its charts when shown (at their size), and hidden tabs go on
 receiving live steps."""
 
 import pytest
@@ -62,13 +62,13 @@ def test_the_overview_shows_the_key_figures(web_server, run, page):
 def test_tabs_switch_stay_in_the_address_and_size_their_charts(web_server, run, page):
     log_in(page, web_server)
     page.goto(f"{web_server}/runs/{run.pk}/")
-    # the curves are drawn while their tab is hidden...
-    page.wait_for_selector("#chart-reward .main-svg", state="attached")
-    assert not page.is_visible("#chart-reward")
+    # the curves wait while their tab is hidden...
+    page.wait_for_selector("#figure-reward:text('0.750 (step 3)')")
+    assert page.locator("#panel-metrics .js-plotly-plot").count() == 0
     page.click("#tab-metrics")
     assert selected(page) == ["metrics"] and visible_panels(page) == ["metrics"]
     assert page.url.endswith(f"/runs/{run.pk}/#metrics")
-    # ...and take their box's width when it is shown (Plotly drew them 700 px wide, its default, while hidden)
+    # ...and are drawn at their box's width when it is shown (not Plotly's default of 700 px)
     page.wait_for_function("""() => {
         const divs = [...document.querySelectorAll('#charts .js-plotly-plot')];
         return divs.length === 3 && divs.every((div) =>
@@ -144,7 +144,6 @@ def test_one_hover_shows_every_metric_chart_at_that_step(web_server, run, page):
 def test_hidden_tabs_keep_receiving_live_steps(web_server, run, page):
     log_in(page, web_server)
     page.goto(f"{web_server}/runs/{run.pk}/#log")
-    page.wait_for_selector("#chart-reward .main-svg", state="attached")
     page.wait_for_selector("#figure-reward:text('0.750 (step 3)')", state="attached")
     ingest(
         run,
@@ -152,9 +151,9 @@ def test_hidden_tabs_keep_receiving_live_steps(web_server, run, page):
         metrics_event(4, reward=1.25, loss=0.1, entropy=0.5),
     )
     publish(run.pk, status=run.status, step=4, steps=[4], rollouts=2)
-    page.wait_for_function("document.getElementById('chart-reward').data[0].x.includes(4)", timeout=15_000)
+    page.wait_for_selector("#figure-reward:text('1.250 (step 4)')", state="attached", timeout=15_000)
     page.wait_for_selector("#shown-step:text('Step 4')", state="attached")
-    assert page.text_content("#figure-reward") == "1.250 (step 4)"
     assert selected(page) == ["log"]
-    page.click("#tab-metrics")
+    page.click("#tab-metrics")  # drawn when shown, with every step received while hidden
+    page.wait_for_selector("#chart-reward .main-svg")
     assert page.evaluate("document.getElementById('chart-reward').data[0].y") == [0.25, 0.5, 0.75, 1.25]

@@ -35,7 +35,7 @@ def test_an_empty_bf16_takes_its_default_with_a_note(corpus_api):
     assert response.status_code == 201, response.content
     run = Run.objects.get(pk=response.json()["id"])
     assert run.config["bf16"] == "auto"
-    assert "bf16: left empty; the default 'auto' is used" in response.json()["notes"]
+    assert "bf16: left empty; the default 'auto' is used" in response.json()["import_notes"]
 
 
 def test_a_verl_config_composed_onto_verls_defaults_imports_with_its_epochs(corpus_api):

@@ -97,7 +97,7 @@ def test_an_outsider_gets_404_on_every_lifecycle_url(outsider_client, run, owner
         reverse("run_yaml", args=[run.pk]),
     ]:
         assert outsider_client.get(url).status_code == 404, url
-    for name in ("run_cancel", "run_resume", "run_retry"):
+    for name in ("run_cancel", "run_resume", "run_retry", "run_notes", "run_pin"):
         assert outsider_client.post(reverse(name, args=[run.pk])).status_code == 404, name
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED and Run.objects.count() == 2
