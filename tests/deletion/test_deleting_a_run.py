@@ -89,7 +89,7 @@ def test_a_run_folder_that_leads_outside_the_data_folder_is_not_followed(
     Path(run.run_dir).parent.mkdir(parents=True, exist_ok=True)
     run.run_dir.symlink_to(outside, target_is_directory=True)
     try:
-        assert not Path(settings.DATA_DIR).resolve() in outside.resolve().parents
+        assert Path(settings.DATA_DIR).resolve() not in outside.resolve().parents
         with django_capture_on_commit_callbacks(execute=True):
             run_delete(run=run, user=owner)
         assert (outside / "keep.txt").read_text() == "not the app's"
