@@ -167,7 +167,7 @@ def reward_version_new(request, reward_id: int, body: RewardVersionIn):
     response={204: None, 409: Errors},
     summary="Delete a reward function of yours with its versions (409: the runs and jobs that pin it)",
 )
-def reward_delete(request, reward_id: int):
+def reward_delete_api(request, reward_id: int):
     function = get_object_or_404(RewardFunction, pk=reward_id, owner=request.user)
     try:
         reward_function_delete(function=function, user=request.user)
