@@ -12,6 +12,7 @@ from runs.models import (
     DatasetImport,
     DatasetVersion,
     Evaluation,
+    Recipe,
     RejectionJob,
     Replay,
     Rollout,
@@ -60,6 +61,9 @@ def run_removal(run: Run) -> Removal:
     if run.replays.filter(UNFINISHED).exists():
         refusals.append(f"{label} has a reward replay under way: wait for it to finish first")
     refusals += [f"{label} made the model of {who}: delete that first" for who in started_from(run)]
+    for recipe in Recipe.objects.filter(status=Recipe.Status.RUNNING):  # a later stage reads its model or run
+        if any(run.pk in (o.get("run"), o.get("evaluated_run")) for o in recipe.outputs or []):
+            refusals.append(f"{label} is a stage of recipe '{recipe.name}', still running: wait for it or cancel it")
     return Removal(
         label=label,
         rows=[

@@ -96,3 +96,18 @@ def test_a_run_folder_that_leads_outside_the_data_folder_is_not_followed(
         assert not Run.objects.filter(pk=run.pk).exists()
     finally:
         run.run_dir.unlink(missing_ok=True)
+
+
+def test_a_stage_of_a_running_recipe_is_refused(owner, finished_run):
+    from runs.models import Recipe
+
+    Recipe.objects.create(
+        owner=owner,
+        name="r1",
+        stages=[{"kind": "sft"}, {"kind": "grpo"}],
+        outputs=[{"run": finished_run.pk, "status": "completed"}, {}],
+        status=Recipe.Status.RUNNING,
+        current=1,
+    )
+    with pytest.raises(DeleteRefused, match="a stage of recipe 'r1', still running"):
+        run_delete(run=finished_run, user=owner)
