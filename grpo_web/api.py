@@ -4,7 +4,7 @@ the Tokens page) or, from the app's own pages, with their session and its CSRF t
 
 A read token may only make GET requests; every other method answers 403 before an endpoint runs. Endpoints live with
 what they serve: one router per capability of runs (runs/<capability>/api.py: accounts for /me, datasets, lifecycle
-for runs, rollouts for metrics and rollouts, evaluations, sampling, registry, recipes) and rewards/api.py."""
+for runs, rollouts for metrics and rollouts, evaluations, sampling, registry, recipes, deletion for a model's DELETE) and rewards/api.py."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from rewards.api import router as rewards_router
 from runs.accounts import api as accounts_api
 from runs.accounts.services import token_user
 from runs.datasets import api as datasets_api
+from runs.deletion import api as deletion_api
 from runs.evaluations import api as evaluations_api
 from runs.lifecycle import api as lifecycle_api
 from runs.recipes import api as recipes_api
@@ -69,6 +70,7 @@ for runs_api in (
     sampling_api,
     registry_api,
     recipes_api,
+    deletion_api,
 ):
     api.add_router("", runs_api.router)
 api.add_router("", rewards_router)

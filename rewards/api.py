@@ -8,10 +8,11 @@ from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from grpo_web.removal import DeleteRefused
 from rewards.forms import RewardEditForm, RewardNewForm
 from rewards.library import source as library_source
 from rewards.models import RewardFunction
-from rewards.services import RewardCodeError, docstring, reward_create, reward_save
+from rewards.services import RewardCodeError, docstring, reward_create, reward_function_delete, reward_save
 
 router = Router(tags=["rewards"])
 
@@ -159,3 +160,17 @@ def reward_version_new(request, reward_id: int, body: RewardVersionIn):
     except RewardCodeError as exc:
         return Status(400, {"errors": [f"source: {exc}"]})
     return Status(201 if created else 200, _detail(rf, request.user))
+
+
+@router.delete(
+    "/rewards/{int:reward_id}",
+    response={204: None, 409: Errors},
+    summary="Delete a reward function of yours with its versions (409: the runs and jobs that pin it)",
+)
+def reward_delete_api(request, reward_id: int):
+    function = get_object_or_404(RewardFunction, pk=reward_id, owner=request.user)
+    try:
+        reward_function_delete(function=function, user=request.user)
+    except DeleteRefused as exc:
+        return Status(409, {"errors": exc.reasons})
+    return Status(204, None)

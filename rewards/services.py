@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import Max
 
+from grpo_web.removal import Removal, counted
 from rewards.library import NAMES, TOOLS, source
 from rewards.models import RewardFunction, RewardFunctionVersion
 from rewards.toolspec import ToolError, environment_signature, tool_signature
@@ -136,3 +138,39 @@ def reward_builtins_install(*, owner, names=None) -> list[RewardFunction]:
                 )
             )
     return created
+
+
+# Who pins versions of a reward function: each question takes version ids and returns what pins them ("run 'x' of
+# alice"). rewards sits below runs, so runs registers its question here (runs.apps) instead of rewards importing runs.
+VERSION_USERS: list[Callable[[set[int]], list[str]]] = []
+
+
+def reward_function_removal(*, function: RewardFunction) -> Removal:
+    """What deleting ``function`` removes (the function, its versions, its shares), or why it may not: a run or a
+    job pins one of its versions, and deleting the code would leave it unable to start, resume or be replayed."""
+    ids = set(function.versions.values_list("pk", flat=True))
+    pinned = [who for ask in VERSION_USERS for who in ask(ids)]
+    label = f"the {function.get_kind_display()} '{function.name}'"
+    return Removal(
+        label=label,
+        rows=[
+            f"{label}",
+            counted(len(ids), "version"),
+            counted(function.shares.count(), "team share"),
+        ],
+        refusals=[f"{label} is used by {who}: delete that first" for who in pinned],
+    )
+
+
+def reward_function_delete(*, function: RewardFunction, user) -> Removal:
+    """Delete a reward function its owner no longer needs, with its versions and shares; DeleteRefused (with the
+    reasons) while a run or job pins a version of it. Only the owner deletes: anyone else is refused as if it did
+    not exist (the caller selects by owner)."""
+    if function.owner_id != user.pk:
+        raise PermissionError("only the owner deletes a reward function")
+    with transaction.atomic():
+        function = RewardFunction.objects.select_for_update().get(pk=function.pk)
+        removal = reward_function_removal(function=function)
+        removal.check()
+        function.delete()
+    return removal

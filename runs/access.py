@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from asgiref.sync import sync_to_async
+from django.db.models import Q
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from runs.models import Dataset, DatasetVersion, Run
+from runs.models import Dataset, DatasetVersion, Evaluation, Run
 
 
 def visible_run(request, pk) -> Run:
@@ -24,8 +26,25 @@ def writable_run(request, pk) -> Run:
 
 
 def visible_versions(user):
-    """Dataset versions the user may train or evaluate on: of their datasets and of those shared with them."""
-    return DatasetVersion.objects.filter(dataset__in=Dataset.objects.visible_to(user))
+    """Dataset versions the user may read, train or evaluate on: of their datasets and of those shared with them, and
+    the data of every run they may see (sharing a run shares, read-only, what it trained and was evaluated on: a team
+    member who opens a shared run's dataset must not get a 404)."""
+    runs = Run.objects.visible_to(user)
+    return DatasetVersion.objects.filter(
+        Q(dataset__in=Dataset.objects.visible_to(user))
+        | Q(pk__in=runs.values("dataset_version"))
+        | Q(pk__in=Evaluation.objects.filter(run__in=runs).values("dataset_version"))
+    )
+
+
+def visible_version(request, dataset_id, number=None) -> DatasetVersion:
+    """Version ``number`` (the latest the user may read, without one) of dataset ``dataset_id``, when the user may
+    read it (visible_versions); 404 otherwise."""
+    versions = visible_versions(request.user).filter(dataset_id=dataset_id).select_related("dataset", "dataset__owner")
+    version = versions.filter(number=number).first() if number else versions.order_by("-number").first()
+    if version is None:
+        raise Http404("no such dataset version")
+    return version
 
 
 async def async_chunks(chunks: Iterator[bytes]):

@@ -11,3 +11,9 @@ class RunsConfig(AppConfig):
         # names of datasets, runs, reward functions, recipes, teams, tokens and jobs are stored without control or
         # bidi characters (issue 30): once here, for every path a name comes in by
         pre_save.connect(clean_names, dispatch_uid="grpo_web_clean_names")
+        # a reward function a run pins is not deleted: rewards asks runs which pin it (rewards sits below runs)
+        from rewards.services import VERSION_USERS
+        from runs.deletion.selectors import reward_version_users
+
+        if reward_version_users not in VERSION_USERS:
+            VERSION_USERS.append(reward_version_users)

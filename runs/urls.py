@@ -13,4 +13,5 @@ urlpatterns = [
     path("", include("runs.sampling.urls")),
     path("", include("runs.registry.urls")),
     path("", include("runs.recipes.urls")),
+    path("", include("runs.deletion.urls")),
 ]

@@ -8,10 +8,13 @@ from ninja import File, Form, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 from pydantic import Field
 
+from grpo_web.removal import DeleteRefused
+from runs.access import visible_version, visible_versions
 from runs.apischemas import Errors
 from runs.datasets import selectors as dataset_selectors
 from runs.datasets.importing import DatasetError
 from runs.datasets.services import dataset_import
+from runs.deletion.services import dataset_delete
 from runs.models import Dataset, DatasetVersion
 
 router = Router()
@@ -105,8 +108,9 @@ def datasets_list(
 
 @router.get("/datasets/{int:dataset_id}", response=DatasetDetail, tags=["datasets"])
 def dataset_get(request, dataset_id: int):
-    d = get_object_or_404(Dataset.objects.visible_to(request.user).select_related("owner"), pk=dataset_id)
-    versions = dataset_selectors.dataset_versions(d)
+    d = visible_version(request, dataset_id).dataset  # a team that may read a run may read its data
+    readable = set(visible_versions(request.user).filter(dataset=d).values_list("pk", flat=True))
+    versions = [v for v in dataset_selectors.dataset_versions(d) if v.pk in readable]
     return {**_dataset(d, request.user, versions), "versions": [_version(v) for v in versions]}
 
 
@@ -117,9 +121,7 @@ def dataset_get(request, dataset_id: int):
     summary="One page of a version's rows, optionally searched",
 )
 def dataset_rows(request, dataset_id: int, number: int, q: str = Query("", max_length=200), page: int = Query(1, ge=1)):
-    version = get_object_or_404(
-        DatasetVersion, dataset__in=Dataset.objects.visible_to(request.user), dataset_id=dataset_id, number=number
-    )
+    version = visible_version(request, dataset_id, number)
     rows = dataset_selectors.dataset_rows(version, q=q.replace("\x00", ""), page=page)
     columns = list(version.columns or [])
     return {
@@ -180,3 +182,18 @@ def dataset_version_create(
     return _upload(
         request, file=file, name=dataset.name, dataset=dataset, prompt_column=prompt_column, gsm8k_column=gsm8k_column
     )
+
+
+@router.delete(
+    "/datasets/{int:dataset_id}",
+    response={204: None, 409: Errors},
+    tags=["datasets"],
+    summary="Delete a dataset of yours with its versions and files (409: the runs and jobs that still use it)",
+)
+def dataset_delete_api(request, dataset_id: int):
+    dataset = get_object_or_404(Dataset, pk=dataset_id, owner=request.user)
+    try:
+        dataset_delete(dataset=dataset, user=request.user)
+    except DeleteRefused as exc:
+        return Status(409, {"errors": exc.reasons})
+    return Status(204, None)

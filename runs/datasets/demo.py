@@ -36,12 +36,17 @@ DEMO_DATASETS = {
 
 
 def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[DatasetVersion]]:
-    """Create the demo user and datasets; run again, it changes nothing but the password."""
+    """Create the demo user (staff, so it manages users in /admin/) and datasets; run again, it changes nothing but
+    the password."""
     User = get_user_model()
     user, created = User.objects.get_or_create(username=username)
     if created or not user.check_password(password):
         user.set_password(password)
         user.save(update_fields=["password"])
+    if not (user.is_staff and user.is_superuser):
+        # the demo's one user runs the install: it adds, invites and deactivates users in Django's admin (/admin/)
+        user.is_staff = user.is_superuser = True
+        user.save(update_fields=["is_staff", "is_superuser"])
     versions = []
     for name, (rows, options) in DEMO_DATASETS.items():
         dataset = Dataset.objects.filter(owner=user, name=name).first()

@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET
 
 from grpo_web.sharing import share_context
+from runs.access import visible_version, visible_versions
 from runs.datasets import selectors
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importing import DatasetError
@@ -123,6 +124,8 @@ def dataset_import_json(request, pk):
 
 
 def _visible_version(request, pk, number=None, *, write: bool = False) -> DatasetVersion:
+    if not write:  # readers include a team that may read a run trained on it (runs.access.visible_versions)
+        return visible_version(request, pk, number)
     dataset = get_object_or_404(Dataset.objects.visible_to(request.user, write=write), pk=pk)
     versions = dataset.versions.select_related("dataset")
     version = versions.filter(number=number).first() if number else versions.first()
@@ -139,7 +142,8 @@ def dataset_detail(request, pk, number=None):
     except ValueError:
         page = 1
     rows = selectors.dataset_rows(version, q=q, page=page)
-    versions = selectors.dataset_versions(version.dataset)
+    readable = set(visible_versions(request.user).filter(dataset=version.dataset).values_list("pk", flat=True))
+    versions = [v for v in selectors.dataset_versions(version.dataset) if v.pk in readable]
     base = request.path + "?" + (urlencode({"q": q}) + "&" if q else "")
     return render(
         request,

@@ -4,11 +4,14 @@ mounts this router at /api/)."""
 from __future__ import annotations
 
 from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
+from grpo_web.removal import DeleteRefused
 from runs.access import visible_run, writable_run
 from runs.apischemas import Errors
+from runs.deletion.services import run_delete
 from runs.lifecycle.selectors import SORTS, dashboard_runs
 from runs.lifecycle.services import (
     MAX_TAGS,
@@ -253,3 +256,18 @@ def run_retry_api(request, run_id: int):
 )
 def run_config_yaml(request, run_id: int):
     return HttpResponse(run_yaml(visible_run(request, run_id)), content_type="application/yaml; charset=utf-8")
+
+
+@router.delete(
+    "/runs/{int:run_id}",
+    response={204: None, 409: Errors},
+    tags=["runs"],
+    summary="Delete a finished run of yours with its rollouts, metrics, evaluations and folder (409: why not)",
+)
+def run_delete_api(request, run_id: int):
+    run = get_object_or_404(Run, pk=run_id, owner=request.user)
+    try:
+        run_delete(run=run, user=request.user)
+    except DeleteRefused as exc:
+        return Status(409, {"errors": exc.reasons})
+    return Status(204, None)

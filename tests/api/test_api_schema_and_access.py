@@ -56,6 +56,7 @@ def _object_calls(run, dataset, reward, job, recipe):
         "job_id": job.pk,
         "recipe_id": recipe.pk,
         "action": "cancel",
+        "key": "final",
     }
     calls = []
     for path, operations in _schema()["paths"].items():
@@ -69,8 +70,8 @@ def _object_calls(run, dataset, reward, job, recipe):
 
 def _send(client, method, path, template, dataset_version):
     """A well-formed request, so what answers is the access rule, not the body's validation."""
-    if method == "get":
-        return client.get(path)
+    if method in ("get", "delete"):
+        return getattr(client, method)(path)
     bodies = {
         "/api/datasets/{dataset_id}/versions": None,
         "/api/rewards/{reward_id}/versions": {

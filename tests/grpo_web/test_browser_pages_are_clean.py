@@ -108,6 +108,11 @@ PAGES = {
     "recipe_detail": ("/recipes/{recipe}/", "#recipe-status"),
     "recipe_clone": ("/recipes/{recipe}/clone/", "#id_yaml"),
     "models": ("/models/", "main"),
+    # the delete confirmations: what goes (a finished run), and what is refused (a dataset runs train on, a reward
+    # function a rejection-sampling job pins)
+    "run_delete": ("/runs/{run}/delete/", "#delete-form"),
+    "dataset_delete": ("/datasets/{dataset}/delete/", "#delete-refusals"),
+    "reward_delete": ("/rewards/{reward}/delete/", "#delete-refusals"),
 }
 NOT_PAGES = {
     # data for the pages' scripts (checked through the pages that read them: a failed one is a finding there)
@@ -174,6 +179,7 @@ NOT_PAGES = {
         ],
         "POST only: answers with a redirect or JSON",
     ),
+    "model_delete": "the same page as run_delete, for a model on disk: tests/deletion/test_browser_delete_a_run.py",
     # the JSON API (grpo_web/api.py) and its schema; its reference, openapi-view, is a page above
     **dict.fromkeys(
         [
@@ -209,6 +215,10 @@ NOT_PAGES = {
             "rejection_job_get",
             "rejection_job_samples",
             "rejection_job_start",
+            "run_delete_api",
+            "dataset_delete_api",
+            "reward_delete_api",
+            "model_delete_api",
         ],
         "the JSON API, for scripts",
     ),
