@@ -339,11 +339,26 @@ def _stage_state(output: dict) -> tuple[str, dict, str]:
     if output.get("job"):
         job = RejectionJob.objects.get(pk=output["job"])
         figures = {k: job.stats.get(k) for k in ("kept", "kept_share", "mixed_in")} if job.stats else {}
-        return job.status, {"dataset_version": job.output_version_id, "figures": figures}, job.error
+        produced = {"dataset_version": job.output_version_id, "figures": figures}
+        if job.status == RejectionJob.Status.COMPLETED and job.stats.get("kept") == 0:
+            # its dataset holds only the mixed-in rows: the stages after it would learn nothing the model sampled
+            return "failed", produced, nothing_kept_error(job)
+        return job.status, produced, job.error
     if output.get("evaluation"):
         evaluation = Evaluation.objects.get(pk=output["evaluation"])
         return evaluation.status, {"figures": dict(evaluation.metrics)}, evaluation.error
     return output.get("status", "failed"), {}, output.get("error", "")
+
+
+def nothing_kept_error(job: RejectionJob) -> str:
+    """Why a recipe stops at a rejection-sampling stage that kept no sample, and what to change."""
+    stats, settings = job.stats, job.settings
+    return (
+        f"rejection sampling kept 0 of {stats.get('samples', 0)} samples: none reached "
+        f"{stats.get('solved_by') or 'the reward'} ≥ {settings.get('threshold', 1.0):g}, so its dataset holds only "
+        f"the {stats.get('mixed_in', 0)} mixed-in rows. Lower the threshold, sample more (k), or train the model "
+        f"before it longer, then resume"
+    )
 
 
 def recipe_advance(*, recipe_id: int) -> Recipe | None:
