@@ -9,7 +9,7 @@ import json
 from django.contrib.auth import get_user_model
 
 from runs.datasets.mapping import Mapping
-from runs.datasets.services import dataset_import, dataset_version_map
+from runs.datasets.services import dataset_import, dataset_version_map, import_folders
 from runs.models import Dataset, DatasetVersion
 from workers.training.demo_data import (
     arithmetic_rows,
@@ -56,6 +56,7 @@ def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[Da
     if created or not user.check_password(password):
         user.set_password(password)
         user.save(update_fields=["password"])
+    import_folders()  # the import form's Local path reads it: there from the start, empty
     versions = []
     for name, (rows, options) in DEMO_DATASETS.items():
         dataset = Dataset.objects.filter(owner=user, name=name).first()

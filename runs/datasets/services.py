@@ -30,6 +30,16 @@ def hf_import_root() -> Path:
     return settings.GRPO_IMPORT_ROOTS[0]
 
 
+def import_folders() -> list[tuple[Path, bool]]:
+    """The import folders (GRPO_IMPORT_ROOTS) and whether each exists, the first made if missing: the folder a
+    relative Local path names, and where the import form tells people to put what they import."""
+    try:
+        hf_import_root().mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # a configured folder this process may not make: the page says it is missing
+    return [(root, root.is_dir()) for root in settings.GRPO_IMPORT_ROOTS]
+
+
 def local_source(local_path: str) -> Path:
     """A path a user asked to import: absolute, or relative to the first import root; it must lie under one of the
     import roots (GRPO_IMPORT_ROOTS) and exist. DatasetError otherwise, naming the roots."""
