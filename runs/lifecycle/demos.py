@@ -1,0 +1,51 @@
+"""The run form's demo templates: one run for each feature the demo advertises, on the demo's models and datasets
+(runs.datasets.demo), as a TRL config YAML that fills the form the way an imported config does. Each is a setup
+that shows its feature on a CPU: checked by a real run where noted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    label: str
+    shows: str
+    yaml: str
+
+
+DEMO_RUNS = {
+    "calculator": DemoRun(
+        label="Tool calls",
+        shows="tiny-tools calls the calculator at every step (TRL's tools/call_frequency stays up).",
+        # TRL's form default (1e-2) trains the cold-started tool calls away by step 3; at this rate they stay
+        yaml="""\
+name: calculator demo
+model_name_or_path: tiny-tools
+dataset_name: arithmetic with a calculator (demo)
+reward_funcs: [accuracy]
+tools: [calculator]
+learning_rate: 1.0e-4
+max_steps: 20
+num_generations: 4
+per_device_train_batch_size: 8
+max_completion_length: 48
+""",
+    ),
+    "flips": DemoRun(
+        label="Prompts that flip",
+        shows="tiny-sft revisits the arithmetic prompts; some go from all wrong to solved (the run's Prompts page).",
+        # 8 prompts a step over the 180 training rows: each is sampled again within 23 steps, so it can flip
+        yaml="""\
+name: prompts that flip
+model_name_or_path: tiny-sft
+dataset_name: arithmetic (demo)
+reward_funcs: [accuracy, think_format]
+learning_rate: 1.0e-3
+max_steps: 40
+num_generations: 4
+per_device_train_batch_size: 32
+max_completion_length: 24
+""",
+    ),
+}
