@@ -31,6 +31,8 @@ _SFT = {k: f.default for k, f in SFT_FIELDS.items()} | {
     "save_steps": 20,
 }
 _GRPO = {
+    # TRL's form default (1e-2) undoes a tiny cold start in a few steps: the rejection sampling after it kept nothing
+    "learning_rate": 1e-3,
     "max_steps": 8,
     "num_generations": 4,
     "per_device_train_batch_size": 8,
@@ -38,11 +40,12 @@ _GRPO = {
     "save_steps": 4,
 }
 _SAMPLE = {
-    "k": 4,
+    # a tiny cold-started model answers a few percent right: 64 prompts x 8 samples keep some, 24 x 4 kept none
+    "k": 8,
     "threshold": 1.0,
     "solved_by": "accuracy",
     "max_per_prompt": 1,
-    "max_prompts": 24,
+    "max_prompts": 64,
     "max_new_tokens": 24,
     "mix_rows": 16,
 }
