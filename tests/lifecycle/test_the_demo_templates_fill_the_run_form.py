@@ -46,3 +46,11 @@ def test_a_demo_template_without_the_demo_data_says_what_is_missing(owner_client
     assert "dataset_name: you have no dataset named &#x27;arithmetic with a calculator (demo)&#x27;" in (
         response.content.decode()
     )
+
+
+@pytest.mark.parametrize("demo", ["nope", "../calculator", "calculator\x00", "x" * 5000])
+def test_an_unknown_demo_name_leaves_the_form_as_it_is(owner_client, demo):
+    response = owner_client.get(reverse("run_new"), {"demo": demo})
+    form = response.context["form"]
+    assert response.status_code == 200 and form.get_initial_for_field(form.fields["model"], "model") == "tiny"
+    assert "import-errors" not in response.content.decode()
