@@ -1,6 +1,6 @@
 """The run form's demo templates: one run for each feature the demo advertises, on the demo's models and datasets
 (runs.datasets.demo), as a TRL config YAML that fills the form the way an imported config does. Each is a setup
-that shows its feature on a CPU: checked by a real run where noted."""
+that shows its feature on a CPU."""
 
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ max_completion_length: 48
     "flips": DemoRun(
         label="Prompts that flip",
         shows="tiny-sft revisits the arithmetic prompts; some go from all wrong to solved (the run's Prompts page).",
-        # 8 prompts a step over the 180 training rows: each is sampled again within 23 steps, so it can flip
+        # 8 prompts a step over the 180 training rows: from step 23 on prompts come back. A run of this setup (the
+        # training program alone, on CPU) had 92 of 157 prompts sampled twice and 13 flipped by step 34; accuracy held
+        # at 3-6% of samples (at 1e-2 the cold start's format is soon lost)
         yaml="""\
 name: prompts that flip
 model_name_or_path: tiny-sft
