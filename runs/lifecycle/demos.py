@@ -37,7 +37,7 @@ max_completion_length: 48
         shows="tiny-sft revisits the arithmetic prompts; some go from all wrong to solved (the run's Prompts page).",
         # 8 prompts a step over the 180 training rows: from step 23 on prompts come back. A run of this setup (the
         # training program alone, on CPU) had 92 of 157 prompts sampled twice and 13 flipped by step 34; accuracy held
-        # at 3-6% of samples (at 1e-2 the cold start's format is soon lost)
+        # at 3-6% of samples at this rate
         yaml="""\
 name: prompts that flip
 model_name_or_path: tiny-sft
