@@ -18,7 +18,8 @@ DEMO_RUNS = {
     "calculator": DemoRun(
         label="Tool calls",
         shows="tiny-tools calls the calculator at every step (TRL's tools/call_frequency stays up).",
-        # TRL's form default (1e-2) trains the cold-started tool calls away by step 3; at this rate they stay
+        # A run of this setup (the training program alone, on CPU): at the form's default 1e-2 the model called the tool
+        # at steps 1-3 and never after; at 1e-4 it called it at every step of 20 (call frequency 0.88-1.0)
         yaml="""\
 name: calculator demo
 model_name_or_path: tiny-tools
