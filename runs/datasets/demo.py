@@ -9,7 +9,7 @@ import json
 from django.contrib.auth import get_user_model
 
 from runs.datasets.mapping import Mapping
-from runs.datasets.services import dataset_import, dataset_version_map
+from runs.datasets.services import dataset_import, dataset_version_map, import_folders
 from runs.models import Dataset, DatasetVersion
 from workers.training.demo_data import (
     arithmetic_rows,
@@ -17,9 +17,15 @@ from workers.training.demo_data import (
     letter_count_rows,
     python_task_rows,
     word_problem_rows,
+    worked_answer_rows,
 )
 
-# name -> (rows, import options). Arithmetic comes last: the newest version is the run form's default.
+# The run form's default dataset (the README's quick start), and the R1 recipe template's worked answers: found by
+# these names, whichever was loaded last.
+QUICK_START_DATASET = "arithmetic (demo)"
+WORKED_ANSWERS_DATASET = "worked answers (demo)"
+
+# name -> (rows, import options)
 DEMO_DATASETS = {
     "letter counting (demo)": (lambda: letter_count_rows(200, seed=0), {}),
     # GSM8K's shape: the "#### <answer>" line is parsed into 'answer', the worked solution kept in 'solution'
@@ -31,8 +37,16 @@ DEMO_DATASETS = {
     "python tasks (demo)": (lambda: python_task_rows(120, seed=0), {}),
     # chat prompts offering the calculator tool: a run with the calculator and the 'tiny-tools' model calls it
     "arithmetic with a calculator (demo)": (lambda: arithmetic_tool_rows(200, seed=0), {}),
-    "arithmetic (demo)": (lambda: arithmetic_rows(200, seed=0), {}),
+    QUICK_START_DATASET: (lambda: arithmetic_rows(200, seed=0), {}),
+    # the arithmetic prompts answered in the <think>...</think> \\boxed{} format (a completion column): the R1 and
+    # distill recipe templates' worked answers, and an SFT run's data
+    WORKED_ANSWERS_DATASET: (lambda: worked_answer_rows(200, seed=7), {}),
 }
+
+
+def newest_named(versions, name: str) -> DatasetVersion | None:
+    """The newest of ``versions`` (a queryset, newest first) of a dataset called ``name``: the forms' defaults."""
+    return versions.filter(dataset__name=name).first()
 
 
 def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[DatasetVersion]]:
@@ -47,6 +61,7 @@ def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[Da
         # the demo's one user runs the install: it adds, invites and deactivates users in Django's admin (/admin/)
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])
+    import_folders()  # the import form's Local path reads it: there from the start, empty
     versions = []
     for name, (rows, options) in DEMO_DATASETS.items():
         dataset = Dataset.objects.filter(owner=user, name=name).first()

@@ -13,7 +13,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from grpo_web import queues
-from runs.datasets.importing import DatasetError, ImportOptions, ImportResult, save_stream
+from runs.datasets.importing import DatasetError, ImportOptions, ImportResult, hub_offline, save_stream
 from runs.datasets.isolated import ParseLimits, import_file_isolated, import_hf_isolated
 from runs.datasets.mapping import Mapping, check_mapping, default_mapping, write_training_jsonl
 from runs.models import Dataset, DatasetImport, DatasetVersion
@@ -28,6 +28,16 @@ def datasets_dir() -> Path:
 def hf_import_root() -> Path:
     """The first of the server folders a user may import from by path (GRPO_IMPORT_ROOTS)."""
     return settings.GRPO_IMPORT_ROOTS[0]
+
+
+def import_folders() -> list[tuple[Path, bool]]:
+    """The import folders (GRPO_IMPORT_ROOTS) and whether each exists, the first made if missing: the folder a
+    relative Local path names, and where the import form tells people to put what they import."""
+    try:
+        hf_import_root().mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # a configured folder this process may not make: the page says it is missing
+    return [(root, root.is_dir()) for root in settings.GRPO_IMPORT_ROOTS]
 
 
 def local_source(local_path: str) -> Path:
@@ -213,9 +223,16 @@ def dataset_import_hf_start(
     prompt_column: str = "prompt",
     gsm8k_column: str = "",
 ) -> DatasetImport:
-    """Check what can be checked at once (the path is under an import root and exists), then queue the import for a
-    worker (workers.tasks.dataset_import); its page follows it."""
+    """Check what can be checked at once (the path is under an import root and exists; a hub id needs a server that
+    may reach the hub), then queue the import for a worker (workers.tasks.dataset_import); its page follows it."""
     local = str(local_source(local_path)) if local_path else ""
+    if hub_id and hub_offline():
+        raise DatasetError(
+            [
+                f"hub id: this server runs offline (HF_HUB_OFFLINE=1) and cannot fetch '{hub_id}' from the Hugging "
+                f"Face hub; put a copy in an import folder ({hf_import_root()}) and import it by Local path"
+            ]
+        )
     with transaction.atomic():
         job = DatasetImport.objects.create(
             owner=owner,
@@ -242,7 +259,9 @@ def dataset_import_job_run(*, job_id: int) -> DatasetImport | None:
         job = DatasetImport.objects.select_for_update().filter(pk=job_id, status=DatasetImport.Status.QUEUED).first()
         if job is None:
             return None
-        job.status, job.progress = DatasetImport.Status.RUNNING, "loading"
+        hub_id = "" if job.source.get("local_path") else job.source.get("hub_id", "")
+        job.status = DatasetImport.Status.RUNNING
+        job.progress = f"asking the Hugging Face hub for {hub_id}" if hub_id else "loading"
         job.save(update_fields=["status", "progress"])
 
     def progress(rows: int) -> None:

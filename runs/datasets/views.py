@@ -20,7 +20,7 @@ from runs.datasets import selectors
 from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importing import DatasetError
 from runs.datasets.mapping import Mapping
-from runs.datasets.services import dataset_import, dataset_import_hf_start, dataset_version_map
+from runs.datasets.services import dataset_import, dataset_import_hf_start, dataset_version_map, import_folders
 from runs.models import Dataset, DatasetImport, DatasetVersion
 
 
@@ -48,6 +48,7 @@ def _dataset_upload(request, pk):
     # a new version changes the dataset: its owner, or a team that shares it for writing
     dataset = get_object_or_404(Dataset.objects.visible_to(request.user, write=True), pk=pk) if pk else None
     source = request.POST.get("source", "file") if request.method == "POST" else None  # one page, two forms
+    folders = import_folders()  # before the hub form lists what they hold
     forms = {
         "file": DatasetUploadForm(
             request.POST if source == "file" else None, request.FILES if source == "file" else None, dataset=dataset
@@ -93,7 +94,7 @@ def _dataset_upload(request, pk):
             "hub_form": forms["hf"],
             "errors": errors,
             "dataset": dataset,
-            "import_roots": settings.GRPO_IMPORT_ROOTS,
+            "import_folders": folders,
         },
         status=400 if errors or (form is not None and form.errors) else 200,
     )

@@ -12,6 +12,7 @@ from rewards.library import source as library_source
 from rewards.models import RewardFunction
 from rewards.services import docstring
 from runs.access import visible_versions
+from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET, newest_named
 from runs.forms import JSONObjectField, config_field
 from runs.lifecycle.trl_yaml import MANAGED
 from runs.models import DatasetVersion
@@ -156,8 +157,11 @@ class RunForm(forms.Form):
             visible_versions(owner).select_related("dataset").order_by("-created_at")
         )
         if not self.initial.get("dataset_version"):
-            latest = self.fields["dataset_version"].queryset.first()
-            self.initial["dataset_version"] = latest.pk if latest else None
+            # the README's quick start (the demo's arithmetic; worked answers for SFT) by name, not the latest upload
+            versions = self.fields["dataset_version"].queryset
+            wanted = WORKED_ANSWERS_DATASET if self.kind == "sft" else QUICK_START_DATASET
+            default = newest_named(versions, wanted) or versions.first()
+            self.initial["dataset_version"] = default.pk if default else None
         # the user's own functions first, then those teams share with them (a shared one may carry the same name)
         visible = sorted(
             (

@@ -18,6 +18,7 @@ from runs.access import visible_run, writable_run
 from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
+from runs.lifecycle.demos import DEMO_RUNS
 from runs.lifecycle.forms import RunForm
 from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace, run_silence
 from runs.lifecycle.services import (
@@ -73,7 +74,9 @@ def run_new(request):
     }
     if request.GET.get("model"):  # "use as base" on the Models page
         initial["model"] = request.GET["model"][:500]
-    form = RunForm(request.POST or None, owner=request.user, initial=initial, kind=kind)
+    demo = DEMO_RUNS.get(request.GET.get("demo", "")) if request.method == "GET" and kind == "grpo" else None
+    imported = parse_run_yaml(demo.yaml, owner=request.user) if demo else None
+    form = RunForm(request.POST or None, owner=request.user, initial=initial, kind=kind, imported=imported)
     if request.method == "POST" and form.is_valid():
         run = create_from_form(request, form)
         if run:
@@ -81,7 +84,13 @@ def run_new(request):
     return render(
         request,
         "lifecycle/run_new.html",
-        {"form": form, "import_notes": carried_notes(request)},
+        {
+            "form": form,
+            "import_notes": carried_notes(request),
+            # a demo template on an install without the demo's data: what is missing (load_demo makes it)
+            "import_errors": imported.errors if imported else [],
+            "demo_runs": DEMO_RUNS,
+        },
         status=400 if form.errors else 200,
     )
 

@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.access import visible_versions
+from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET, newest_named
 from runs.models import Recipe
 from runs.recipes.selectors import pipeline, pipeline_json
 from runs.recipes.services import (
@@ -69,6 +70,9 @@ def recipe_list(request):
             "recipes": Recipe.objects.filter(owner=request.user),
             "templates": TEMPLATES,
             "versions": versions,
+            # the demo's arithmetic prompts and its worked answers, so that the R1 template works as it comes
+            "default_prompts": newest_named(versions, QUICK_START_DATASET),
+            "default_sft": newest_named(versions, WORKED_ANSWERS_DATASET),
             "errors": errors,
         },
         status=400 if errors else 200,

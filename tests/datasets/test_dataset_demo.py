@@ -1,5 +1,6 @@
-"""A fresh install has five demo datasets made locally: letter counting, arithmetic (and the same as chat prompts
-that offer the calculator tool), GSM8K-style word problems, and small Python tasks with tests."""
+"""A fresh install has six demo datasets made locally: letter counting, arithmetic (and the same as chat prompts
+that offer the calculator tool, and answered with worked traces), GSM8K-style word problems, and small Python tasks
+with tests."""
 
 import re
 
@@ -17,7 +18,7 @@ def _rows(name):
     return pq.read_table(Dataset.objects.get(name=name).latest_version.path).to_pylist()
 
 
-def test_load_demo_creates_the_five_demo_datasets(capsys):
+def test_load_demo_creates_the_six_demo_datasets(capsys):
     call_command("load_demo")
     assert sorted(Dataset.objects.values_list("name", flat=True)) == [
         "arithmetic (demo)",
@@ -25,6 +26,7 @@ def test_load_demo_creates_the_five_demo_datasets(capsys):
         "letter counting (demo)",
         "python tasks (demo)",
         "word problems (demo)",
+        "worked answers (demo)",
     ]
 
 
@@ -63,9 +65,14 @@ def test_word_problem_answers_are_parsed_from_their_marker_lines():
         assert row["solution"].endswith(f"#### {row['answer']}") and row["answer"].isdigit()
 
 
-def test_arithmetic_is_the_newest_so_the_run_form_offers_it_first():
+def test_worked_answers_box_the_true_answer_after_a_trace():
     demo_load(password="demo")
-    assert DatasetVersion.objects.order_by("-created_at").first().dataset.name == "arithmetic (demo)"
+    version = Dataset.objects.get(name="worked answers (demo)").latest_version
+    assert version.columns == ["prompt", "completion", "answer"]  # what the R1 template and SFT runs read
+    for row in _rows("worked answers (demo)"):
+        a, op, b = re.fullmatch(r"What is (\d+) ([+-]) (\d+)\?", row["prompt"]).groups()
+        assert row["answer"] == str(int(a) + int(b) if op == "+" else int(a) - int(b))
+        assert row["completion"] == f"<think>{a} {op} {b} = {row['answer']}</think> \\boxed{{{row['answer']}}}"
 
 
 def test_demo_datasets_hold_out_an_eval_split():

@@ -133,7 +133,7 @@ def test_a_path_outside_the_import_roots_is_refused_before_any_job(owner_client)
     assert not DatasetImport.objects.exists()
 
 
-def test_a_hub_id_on_an_offline_server_fails_its_job_with_a_clear_error(owner_client, monkeypatch):
+def test_a_hub_id_on_an_offline_server_is_refused_before_any_job(owner_client, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     response = owner_client.post(
         reverse("dataset_upload"),
@@ -146,16 +146,12 @@ def test_a_hub_id_on_an_offline_server_fails_its_job_with_a_clear_error(owner_cl
             "hf-prompt_column": "question",
         },
     )
-    assert response.status_code == 302
-    job = dataset_import_job_run(job_id=DatasetImport.objects.get().pk)
-    assert job.status == DatasetImport.Status.FAILED
-    assert job.errors == [
-        "cannot reach the Hugging Face hub for 'openai/gsm8k': this server runs offline "
-        "(HF_HUB_OFFLINE=1); import a local copy by path instead"
-    ]
-    page = owner_client.get(job.get_absolute_url()).content.decode()
-    assert "cannot reach the Hugging Face hub for &#x27;openai/gsm8k&#x27;" in page
-    assert not Dataset.objects.exists()
+    assert response.status_code == 400
+    assert (
+        "hub id: this server runs offline (HF_HUB_OFFLINE=1) and cannot fetch &#x27;openai/gsm8k&#x27; from the "
+        f"Hugging Face hub; put a copy in an import folder ({hf_import_root()}) and import it by Local path"
+    ) in response.content.decode()
+    assert not DatasetImport.objects.exists() and not Dataset.objects.exists()
 
 
 def test_an_outsider_gets_404_on_someone_elses_import(outsider_client, owner):

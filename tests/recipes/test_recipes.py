@@ -1,8 +1,6 @@
 """Recipes: stage inputs must name earlier outputs; a completed stage starts the next with its outputs; a failed stage
 stops the recipe, resumable from there; YAML both ways; the owner alone sees a recipe."""
 
-import io
-import json
 import shutil
 
 import pytest
@@ -23,15 +21,6 @@ from runs.recipes.services import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def sft_version(owner):
-    from runs.datasets.services import dataset_import
-    from workers.training.coldstart import cold_start_rows
-
-    data = "".join(json.dumps(r) + "\n" for r in cold_start_rows(16)).encode()
-    return dataset_import(owner=owner, name="worked", stream=io.BytesIO(data), source_name="w.jsonl")
 
 
 def _finish_run(pk, status=Run.Status.COMPLETED):

@@ -13,22 +13,13 @@ from pathlib import Path
 
 from rewards.library import source
 from rewards.toolspec import stand_in, tool_signature
-from workers.training.demo_data import arithmetic_rows, arithmetic_tool_rows
+from workers.training.demo_data import arithmetic_tool_rows, worked_answer_rows
 from workers.training.tinymodel import build_tiny_model
 
 
 def cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:
     """Prompt-completion pairs in TRL's format: the demo's arithmetic prompts, answered with a short trace."""
-    rows = []
-    for row in arithmetic_rows(n, seed=seed):
-        expression = row["prompt"].removeprefix("What is ").rstrip("?")
-        rows.append(
-            {
-                "prompt": row["prompt"],
-                "completion": f"<think>{expression} = {row['answer']}</think> \\boxed{{{row['answer']}}}",
-            }
-        )
-    return rows
+    return [{"prompt": r["prompt"], "completion": r["completion"]} for r in worked_answer_rows(n, seed=seed)]
 
 
 def tool_cold_start_rows(n: int = 400, *, seed: int = 7) -> list[dict]:

@@ -152,6 +152,22 @@ def arithmetic_rows(n: int = 200, *, seed: int = 0) -> list[dict]:
     return rows
 
 
+def worked_answer_rows(n: int = 200, *, seed: int = 7) -> list[dict]:
+    """The arithmetic prompts answered with a short worked trace in the ``<think>...</think> \\boxed{}`` format, in
+    TRL's prompt-completion format (and the ``answer``): the R1 recipe's cold start and its worked answers."""
+    rows = []
+    for row in arithmetic_rows(n, seed=seed):
+        expression = row["prompt"].removeprefix("What is ").rstrip("?")
+        rows.append(
+            {
+                "prompt": row["prompt"],
+                "completion": f"<think>{expression} = {row['answer']}</think> \\boxed{{{row['answer']}}}",
+                "answer": row["answer"],
+            }
+        )
+    return rows
+
+
 def arithmetic_tool_rows(n: int = 200, *, seed: int = 0) -> list[dict]:
     """The arithmetic set as chat prompts that offer the ``calculator`` tool (TRL calls tools only in conversations):
     ``{"prompt": [{"role": "user", "content": "What is 3 + 4? Use the calculator."}], "answer": "7"}``."""

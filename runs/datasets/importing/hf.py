@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+import socket
+import threading
+import urllib.request
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 
@@ -24,6 +28,38 @@ def hub_id_problem(hub_id: str) -> str | None:
             "through the import folders (Local path)"
         )
     return None
+
+
+HUB_PROBE_SECONDS = 3.0  # datasets' own retries took 31.5 s to fail where the network drops packets
+
+
+def hub_unreachable(timeout: float = HUB_PROBE_SECONDS) -> str | None:
+    """Why the hub (HF_ENDPOINT, or the proxy the process would go through) takes no connection within ``timeout``
+    seconds, name lookup included; None when it does. One connect, nothing sent."""
+    from huggingface_hub import constants  # only for a hub import: the web process loads it lazily
+
+    endpoint = urlsplit(constants.ENDPOINT)
+    proxy = urllib.request.getproxies().get(endpoint.scheme)
+    if proxy and not urllib.request.proxy_bypass(endpoint.hostname or ""):
+        endpoint = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    host, port = endpoint.hostname or "", endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    failure: list[str] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as exc:
+            failure.append(f"{type(exc).__name__}: {exc}")
+        else:
+            failure.append("")
+
+    # in a thread: a name lookup is not bounded by the socket's timeout
+    probe = threading.Thread(target=connect, daemon=True)
+    probe.start()
+    probe.join(timeout)
+    if not failure:
+        return f"{host}:{port} did not answer within {timeout:g} s"
+    return f"{host}:{port}: {failure[0]}" if failure[0] else None
 
 
 def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "", split: str = "", cache_dir: Path):
@@ -53,6 +89,14 @@ def load_hf(*, local_path: Path | None = None, hub_id: str = "", config: str = "
                     [
                         f"cannot reach the Hugging Face hub for '{hub_id}': this server runs offline "
                         f"(HF_HUB_OFFLINE=1); import a local copy by path instead"
+                    ]
+                )
+            unreachable = hub_unreachable()
+            if unreachable:
+                raise DatasetError(
+                    [
+                        f"cannot reach the Hugging Face hub for '{hub_id}' ({unreachable}); import a local copy "
+                        f"by path instead"
                     ]
                 )
             loaded = datasets.load_dataset(hub_id, config or None, split=split or None, cache_dir=str(cache_dir))
