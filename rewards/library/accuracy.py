@@ -27,7 +27,8 @@ def parsed(text):
     return parse(f"${text}$")
 
 
-INTEGER = re.compile(r"\s*-?\d{1,30}\s*")
+# ASCII digits and spaces only: str's \s and \d also match characters int() refuses ("\x1f9"), which would raise
+INTEGER = re.compile(r"[ \t\n\r]*-?[0-9]{1,30}[ \t\n\r]*")
 
 
 @lru_cache(maxsize=65536)

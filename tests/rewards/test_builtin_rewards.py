@@ -118,3 +118,9 @@ def test_accuracys_integer_shortcut_gives_math_verifys_verdict(expected, boxed):
     assert accuracy([f"\\boxed{{{boxed}}}"], answer=[expected]) == [
         1.0 if gold and guess and verify(gold, guess) else 0.0
     ]
+
+
+@pytest.mark.parametrize("boxed", ["\x1f9", "9\x1c", "\u0669", "\u00a09"])
+def test_accuracy_judges_digits_and_spaces_int_would_refuse_without_raising(boxed):
+    # the model's text, not ours: a unit separator or an Arabic-Indic digit is a score, never a crash
+    assert accuracy([f"\\boxed{{{boxed}}}"], answer=["9"])[0] in (0.0, 1.0)
