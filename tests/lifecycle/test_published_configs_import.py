@@ -30,6 +30,9 @@ REFUSED = {
     "oumi_letter_counting_grpo.yaml": "per_device_train_batch_size: the generation batch (2 x 1",
     # the same, with TRL's default num_generations 8
     "oumi_grpo_tldr.yaml": "per_device_train_batch_size: the generation batch (2 x 1",
+    # `vllm_device: auto` (TRL's server mode, on a GPU of its own) with no GPU asked for: TRL's weight sync into the
+    # server is NCCL, which needs GPUs; asked for with `requested_gpus`, it imports
+    "open-r1_qwen2.5-coder-7b_grpo_codeforces.yaml": "vllm_mode: server mode needs a GPU",
     # `reward_functions: []`: a vision model scored by verl's data_source default, which grpo-web has no equivalent of
     "oumi_grpo_verl_geometry3k.yaml": "reward_funcs: name at least one",
 }
