@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from ninja.responses import Status
 
 
 class DeleteRefused(Exception):
@@ -70,3 +71,12 @@ def remove_paths(paths: list[Path]) -> None:
             shutil.rmtree(resolved, ignore_errors=True)
         else:
             resolved.unlink(missing_ok=True)
+
+
+def delete_answer(delete) -> Status:
+    """The API's answer to a DELETE: 204 once ``delete()`` is done, 409 with the reasons when it refused."""
+    try:
+        delete()
+    except DeleteRefused as exc:
+        return Status(409, {"errors": exc.reasons})
+    return Status(204, None)

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 from pydantic import Field
 
-from grpo_web.removal import DeleteRefused
+from grpo_web.removal import delete_answer
 from rewards.forms import RewardEditForm, RewardNewForm
 from rewards.library import source as library_source
 from rewards.models import RewardFunction
@@ -169,8 +169,4 @@ def reward_version_new(request, reward_id: int, body: RewardVersionIn):
 )
 def reward_delete_api(request, reward_id: int):
     function = get_object_or_404(RewardFunction, pk=reward_id, owner=request.user)
-    try:
-        reward_function_delete(function=function, user=request.user)
-    except DeleteRefused as exc:
-        return Status(409, {"errors": exc.reasons})
-    return Status(204, None)
+    return delete_answer(lambda: reward_function_delete(function=function, user=request.user))

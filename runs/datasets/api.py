@@ -8,7 +8,7 @@ from ninja import File, Form, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 from pydantic import Field
 
-from grpo_web.removal import DeleteRefused
+from grpo_web.removal import delete_answer
 from runs.access import visible_version, visible_versions
 from runs.apischemas import Errors
 from runs.datasets import selectors as dataset_selectors
@@ -192,8 +192,4 @@ def dataset_version_create(
 )
 def dataset_delete_api(request, dataset_id: int):
     dataset = get_object_or_404(Dataset, pk=dataset_id, owner=request.user)
-    try:
-        dataset_delete(dataset=dataset, user=request.user)
-    except DeleteRefused as exc:
-        return Status(409, {"errors": exc.reasons})
-    return Status(204, None)
+    return delete_answer(lambda: dataset_delete(dataset=dataset, user=request.user))

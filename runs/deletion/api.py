@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from ninja import Router, Status
+from ninja import Router
 
-from grpo_web.removal import DeleteRefused
+from grpo_web.removal import delete_answer
 from runs.apischemas import Errors
 from runs.deletion.services import model_delete
 from runs.models import Run
@@ -26,8 +26,4 @@ def model_delete_api(request, run_id: int, key: str):
     run = get_object_or_404(Run, pk=run_id, owner=request.user)
     if key not in run_models(run):
         raise Http404("no such model")
-    try:
-        model_delete(run=run, key=key, user=request.user)
-    except DeleteRefused as exc:
-        return Status(409, {"errors": exc.reasons})
-    return Status(204, None)
+    return delete_answer(lambda: model_delete(run=run, key=key, user=request.user))

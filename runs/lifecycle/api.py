@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from grpo_web.removal import DeleteRefused
+from grpo_web.removal import delete_answer
 from runs.access import visible_run, writable_run
 from runs.apischemas import Errors
 from runs.deletion.services import run_delete
@@ -266,8 +266,4 @@ def run_config_yaml(request, run_id: int):
 )
 def run_delete_api(request, run_id: int):
     run = get_object_or_404(Run, pk=run_id, owner=request.user)
-    try:
-        run_delete(run=run, user=request.user)
-    except DeleteRefused as exc:
-        return Status(409, {"errors": exc.reasons})
-    return Status(204, None)
+    return delete_answer(lambda: run_delete(run=run, user=request.user))
