@@ -119,6 +119,7 @@ def run_evaluation(evaluation_id: int) -> None:
             max_reward_faults=settings.GRPO_REWARD_MAX_FAULTS,
             allow_weak_sandbox=settings.GRPO_SANDBOX_ALLOW_WEAK,
             sandbox_slot_base=slot_base(),
+            generator=evaluation.generator,  # "auto": vLLM where it can run (vllm_usable), else transformers
         )
         result = run_eval_program(
             job,

@@ -25,6 +25,7 @@ class EvaluationIn(Schema):
     model_path: str = ""
     dataset_version: int = Field(description="A dataset version id you may see.")
     split: str = "eval"
+    generator: str = Field("transformers", description="'transformers', or 'auto': vLLM where the worker can run it.")
     eval_num_samples: int | None = None
     eval_max_prompts: int | None = None
     eval_temperature: float | None = None

@@ -8,7 +8,7 @@ from django import forms
 
 from runs.evaluations.services import EVAL_SPLITS, eval_max_new_tokens, eval_settings, model_choices
 from runs.forms import config_field
-from runs.models import DatasetVersion
+from runs.models import DatasetVersion, Evaluation
 from workers.training.protocol.config import EVAL_FIELDS
 
 
@@ -35,6 +35,13 @@ class EvaluationForm(forms.Form):
     )
     dataset_version = forms.ModelChoiceField(queryset=DatasetVersion.objects.none(), label="dataset")
     split = forms.ChoiceField(choices=list(EVAL_SPLITS.items()), label="split")
+    generator = forms.ChoiceField(
+        choices=Evaluation.Generator.choices,
+        initial=Evaluation.Generator.TRANSFORMERS,
+        required=False,  # left out (an older form, a script): transformers, as before the choice existed
+        label="sample with",
+        help_text="vLLM is faster where it runs; its samples differ from transformers' for the same seed.",
+    )
 
     def __init__(self, *args, run, **kwargs):
         super().__init__(*args, **kwargs)
@@ -82,4 +89,5 @@ class EvaluationForm(forms.Form):
             "dataset_version": d["dataset_version"],
             "split": d["split"],
             "settings": replace(self.settings, **values),
+            "generator": d["generator"] or Evaluation.Generator.TRANSFORMERS,
         }

@@ -49,6 +49,7 @@ def store_eval_event(evaluation: Evaluation, event: dict) -> None:
     read twice stores nothing twice)."""
     evaluation.k, evaluation.solved_by, evaluation.threshold = event["k"], event["solved_by"], event["threshold"]
     evaluation.prompts, evaluation.metrics, evaluation.seconds = event["prompts"], event["metrics"], event["seconds"]
+    evaluation.generated_with = event.get("generator", "")
     evaluation.status, evaluation.finished_at = Evaluation.Status.COMPLETED, timezone.now()
     evaluation.save()
     keys: dict[str, str] = {}
@@ -140,6 +141,7 @@ def evaluation_create(
     dataset_version: DatasetVersion,
     split: str = "eval",
     settings: EvalFields | None = None,
+    generator: str = Evaluation.Generator.TRANSFORMERS,
 ) -> Evaluation:
     """Validate and queue ``user``'s standalone evaluation of one model of ``run`` (scored by the run's reward
     functions); a model other than the run's own must be one ``user`` may read (runs.paths.model_problems)."""
@@ -152,6 +154,8 @@ def evaluation_create(
             f"dataset: {dataset_version} has no eval split; choose 'every row' or map an eval split "
             f"on the dataset's mapping page"
         )
+    if generator not in Evaluation.Generator.values:
+        errors.append(f"generator: give one of {', '.join(Evaluation.Generator.values)}")
     if settings.eval_num_samples < 1:
         errors.append("eval_num_samples: must be at least 1")
     if settings.eval_max_prompts < 0:
@@ -180,6 +184,7 @@ def evaluation_create(
             dataset_version=dataset_version,
             split=split,
             settings=asdict(settings),
+            generator=generator,
         )
         transaction.on_commit(lambda: _enqueue(evaluation))
     return evaluation

@@ -17,6 +17,10 @@ class Evaluation(Job):
         PERIODIC = "periodic"
         STANDALONE = "standalone"
 
+    class Generator(models.TextChoices):
+        TRANSFORMERS = "transformers", "transformers' generate"
+        AUTO = "auto", "vLLM where the worker can run it (a GPU, or vLLM's CPU build), else transformers"
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluations")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     step = models.PositiveIntegerField(
@@ -27,6 +31,15 @@ class Evaluation(Job):
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="evaluations")
     split = models.CharField(max_length=8, default="eval", help_text="'eval': the eval split; 'all': every row.")
     settings = models.JSONField(default=dict, help_text="workers.training.protocol.config.EvalFields as used.")
+    generator = models.CharField(
+        max_length=16,
+        choices=Generator.choices,
+        default=Generator.TRANSFORMERS,
+        help_text="A standalone evaluation: what samples its completions, as asked.",
+    )
+    generated_with = models.CharField(
+        max_length=16, blank=True, help_text="What sampled them: 'vllm' or 'transformers' (blank until it ran)."
+    )
     k = models.PositiveSmallIntegerField(default=0)
     solved_by = models.CharField(max_length=200, blank=True, help_text="The reward that decided correctness.")
     threshold = models.FloatField(default=1.0)
