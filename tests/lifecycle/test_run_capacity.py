@@ -115,10 +115,9 @@ def test_a_cpu_worker_with_vllms_cpu_build_takes_a_colocate_run_on_its_queue(
 
 def test_vllm_server_mode_without_a_gpu_is_refused_with_the_reason_even_queued_anyway(owner, dataset_version):
     errors = refused(owner, dataset_version, 0, config={"use_vllm": True, "vllm_mode": "server"}, queue_anyway=True)
-    assert errors == [
-        "vllm_mode: server mode needs a GPU: TRL sends the trained weights to its vLLM server over NCCL, which runs "
-        "only on GPUs; on CPU use vllm_mode colocate (vLLM inside the trainer), or ask for GPUs"
-    ]
+    # the reason is TRL's own (tests/workers/test_vllm_cpu.py: its client refuses to sync weights to a CPU device)
+    assert len(errors) == 1 and errors[0].startswith("vllm_mode: server mode needs a GPU")
+    assert "NCCL" in errors[0] and "colocate" in errors[0]
 
 
 def test_a_worker_with_the_gpus_and_vllm_takes_it(owner, dataset_version):

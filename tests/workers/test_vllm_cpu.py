@@ -1,7 +1,7 @@
 """vLLM's CPU build, for real: a GRPO run through the app generating with vLLM colocated in the trainer (TRL's
-``vllm_mode="colocate"``, weight sync included), and a rejection-sampling job generating with vLLM, on a worker given
-the CPU build (``scripts/vllm_cpu.sh``). Each vLLM engine runs in a program of its own (the training or sampling
-program the worker starts), never in the test process.
+``vllm_mode="colocate"``, weight sync included), a rejection-sampling job and a standalone evaluation generating
+with vLLM, on a worker given the CPU build (``scripts/vllm_cpu.sh``). Each vLLM engine runs in a program of its own
+(the training, sampling or evaluation program the worker starts), never in the test process.
 
 The environment comes from GRPO_TEST_VLLM_CPU_PYTHON (``.ci/run`` builds it and sets it); the rest of the suite runs
 without it, so its runs and jobs keep generating with transformers. TRL's server mode is GPU-only (its weight sync
@@ -149,3 +149,118 @@ def test_rejection_sampling_generates_with_vllm_on_cpu_in_the_generate_paths_sha
     # seeded: the same engine, the same samples
     assert [s.completion for s in samples(jobs["vllm"])] == [s.completion for s in samples(jobs["vllm again"])]
     assert jobs["vllm"].output_version.row_count == sum(s.kept for s in samples(jobs["vllm"]))
+
+
+@needs_vllm_cpu
+def test_a_standalone_evaluation_samples_with_vllm_on_cpu_in_the_generate_paths_shape(
+    settings, vllm_model, owner, eval_version
+):
+    """A standalone evaluation that asks for vLLM ("auto"), run as its task runs it: on a worker with vLLM's CPU
+    build its completions come from vLLM (seeded: the same twice), and the result has the shape transformers'
+    generate gives it (k samples and one greedy per eval prompt, every metric). Seeded repeats are the rejection
+    test's: both sample through the same generator (workers.training.evaluate.VLLMGenerator)."""
+    from dataclasses import replace
+
+    from runs.evaluations.services import eval_settings, evaluation_create
+    from runs.models import EvalSample, Evaluation
+    from tests.rollouts.inspect_data import make_run
+    from workers.jobs import run_evaluation
+
+    run = make_run(owner, eval_version, rewards=["digit_ratio"])
+    run.model = str(vllm_model)
+    run.save(update_fields=["model"])
+    evaluations = {}
+    for label, python, generator in (
+        ("vllm", VLLM_CPU_PYTHON, "auto"),
+        ("transformers", VLLM_CPU_PYTHON, "transformers"),  # asked for transformers: vLLM is not used, even here
+    ):
+        settings.GRPO_VLLM_CPU_PYTHON = python
+        evaluation = evaluation_create(
+            run=run,
+            user=owner,
+            model="base",
+            dataset_version=eval_version,
+            settings=replace(eval_settings(run), eval_max_prompts=6, eval_max_new_tokens=8, eval_num_samples=3),
+            generator=generator,
+        )
+        run_evaluation(evaluation.pk)  # what the Celery task does
+        evaluation.refresh_from_db()
+        assert evaluation.status == Evaluation.Status.COMPLETED, evaluation.error + evaluation.log_tail
+        evaluations[label] = evaluation
+    assert [e.generated_with for e in evaluations.values()] == ["vllm", "transformers"]
+
+    def samples(evaluation):
+        return list(EvalSample.objects.filter(evaluation=evaluation).order_by("prompt_index", "greedy", "sample"))
+
+    def shape(evaluation):
+        rows = samples(evaluation)
+        return len(rows), sorted({s.prompt_index for s in rows}), sum(s.greedy for s in rows), evaluation.k
+
+    vllm, hf = evaluations["vllm"], evaluations["transformers"]
+    assert shape(vllm) == shape(hf)
+    assert shape(vllm)[0] == vllm.prompts * (vllm.k + 1) and shape(vllm)[2] == vllm.prompts
+    assert (vllm.prompts, vllm.k) == (6, 3)
+    assert sorted(vllm.metrics) == sorted(hf.metrics)
+
+
+CLIENT = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from trl.generation.vllm_client import VLLMClient
+client = VLLMClient(base_url=sys.argv[1], connection_timeout=30)
+out = client.generate(["What is 2 + 2?", "What is 3 + 5?"], n=2, max_tokens=6, temperature=1.0)
+try:
+    client.init_communicator(device="cpu")
+    sync = "joined"
+except Exception as exc:
+    sync = f"{type(exc).__name__}: {exc}"
+print(json.dumps({"completions": out["completion_ids"], "sync": sync}))
+"""
+
+
+@needs_vllm_cpu
+def test_the_workers_vllm_server_starts_on_cpu_answers_trls_client_and_stops(
+    settings, vllm_model, owner, dataset_version, tmp_path
+):
+    """TRL's vLLM server (``trl vllm-serve``) as a server-mode run's supervisor starts it on a worker with no GPU
+    (workers.placement.start_vllm_server): in vLLM's CPU build, health-checked, generating for TRL's own client.
+    TRL's weight sync into it refuses a CPU device with TRL's reason, the reason the run checks give for refusing
+    server mode without a GPU; and stopping it ends the server's whole process group (vLLM's engine included)."""
+    import json
+    import subprocess
+
+    from runs.lifecycle.services import vllm_on_cpu_problems
+    from tests.rollouts.inspect_data import make_run
+    from workers.placement import start_vllm_server
+    from workers.processes import stop
+
+    settings.GRPO_VLLM_CPU_PYTHON = VLLM_CPU_PYTHON
+    run = make_run(owner, dataset_version, config={"use_vllm": True, "vllm_mode": "server"})
+    run.model = str(vllm_model)
+    with open(tmp_path / "server.log", "ab") as log:
+        proc, port = start_vllm_server(run, log, None)
+    try:
+        answer = subprocess.run(
+            [VLLM_CPU_PYTHON, "-c", CLIENT, f"http://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert answer.returncode == 0, answer.stderr[-3000:]
+        reply = json.loads(answer.stdout.strip().splitlines()[-1])
+    finally:
+        stop(proc)
+    assert len(reply["completions"]) == 4 and all(1 <= len(ids) <= 6 for ids in reply["completions"])
+    assert reply["sync"].startswith("NotImplementedError") and "NCCL" in reply["sync"] and "CUDA" in reply["sync"]
+    refusal = vllm_on_cpu_problems(RunSpec.of_run(run))
+    assert len(refusal) == 1 and "NCCL" in refusal[0] and "CUDA" in refusal[0]
+    wait_for(lambda: not group_alive(proc.pid), timeout=10, what="the server's engine to exit")
+    assert 'GET /health HTTP/1.1" 200' in (tmp_path / "server.log").read_text(errors="replace")
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
