@@ -12,7 +12,7 @@ from runs.lifecycle.spec import RunSpec
 from runs.models import Run, Worker
 from tests.conftest import run_form_data
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tiny_model")]  # "tiny" must load: the model check
 
 CONFIG = {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 4}
 
