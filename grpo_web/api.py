@@ -19,6 +19,7 @@ from ninja.security import HttpBearer, django_auth
 from rewards.api import router as rewards_router
 from runs.accounts import api as accounts_api
 from runs.accounts.services import token_user
+from runs.attach import import_api
 from runs.datasets import api as datasets_api
 from runs.deletion import api as deletion_api
 from runs.evaluations import api as evaluations_api
@@ -71,6 +72,7 @@ for runs_api in (
     registry_api,
     recipes_api,
     deletion_api,
+    import_api,
 ):
     api.add_router("", runs_api.router)
 api.add_router("", rewards_router)

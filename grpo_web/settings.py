@@ -157,6 +157,8 @@ GRPO_IMPORT_WALL_SECONDS = envint("GRPO_IMPORT_WALL_SECONDS", "3600")
 GRPO_IMPORT_ROOTS = [
     Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(DATA_DIR / "imports")).split(",") if p.strip()
 ]
+# Importing a run's files (runs.attach.importing): a watched folder that gains nothing this long ends its run.
+GRPO_IMPORT_WATCH_IDLE_S = envint("GRPO_IMPORT_WATCH_IDLE_S", "3600")
 # Server folders of models every user may train, evaluate and sample from by path (comma-separated; none by default).
 # A user's own runs' outputs and exports, those shared with them and the demo models need no root.
 GRPO_MODEL_ROOTS = envpaths("GRPO_MODEL_ROOTS")

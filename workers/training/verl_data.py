@@ -88,6 +88,8 @@ def rollouts_event(dump: str | Path, reward_names: list[str], num_generations: i
 
 def metrics_event(line: dict, max_steps: int) -> dict:
     """A line of verl's file logger ({"step", "data"}) as a "metrics" event, TRL's names beside verl's."""
-    data = {k: number(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in line["data"].items()}
+    data = {
+        k: number(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in line["data"].items()
+    }
     data |= {alias: data[name] for name, alias in METRIC_ALIASES.items() if name in data and alias not in data}
     return {"type": "metrics", "step": int(line["step"]), "max_steps": max_steps, "metrics": data}

@@ -1,5 +1,5 @@
 """Converters from the files other trainers write to grpo-web's event-log events (workers.training.protocol.events):
-TRL's completions tables (``trl``), verl's rollout and validation dumps (``verl``), a Trackio project (``trackio``).
+TRL's completions tables (``trl``), verl's rollout and validation dumps (``verl``).
 
 No Django here: each converter reads files and gives a ``Converted`` (the events, the reward names, how complete
 the record is), or raises ``ImportFault`` naming the file and the row. runs.attach.importing stores them as a run.
@@ -21,7 +21,7 @@ class ImportFault(ValueError):
 class Converted:
     """What a converter read: the events in step order and what the run page says about them."""
 
-    source: str  # "trl", "verl", "trackio"
+    source: str  # "trl", "verl"
     events: list[dict] = field(default_factory=list)
     reward_names: list[str] = field(default_factory=list)
     total_steps: int | None = None  # the run's length, where the files say it
@@ -53,8 +53,6 @@ def describe(source: str, steps: int, total: int | None, every: int | None) -> s
         return f"{text}: TRL writes the last batch before each logged step"
     if source == "verl":
         return f"{text}: verl dumps every step it trained"
-    if source == "trackio":
-        return f"{text}: the completions tables logged to the Trackio project"
     return text
 
 
