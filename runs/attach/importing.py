@@ -104,7 +104,8 @@ def convert(source: str, path: Path, options: dict, *, skip=frozenset(), state: 
             reward_weights=options.get("reward_weights"),
             num_generations=options.get("num_generations"),
             skip=set(skip),
-            previous=tuple(tuple(r) for r in previous) if previous else None,
+            previous=previous,
+            settle_s=SETTLE_S if watch else None,
         )
     if source == "verl":
         from runs.attach.importers import verl
@@ -250,8 +251,15 @@ def _store(owner, source, read, folder, converted: Converted, *, name, model, op
 
 
 def _state(converted: Converted) -> dict:
-    previous = converted.config.get("previous")
-    return {"previous": [list(r) for r in previous]} if previous else {}
+    """What the next read of a watched folder needs: the last batch's fingerprint (TRL writes a batch again at each
+    step it trains on), the last step with metrics."""
+    state = {}
+    if converted.config.get("previous"):
+        state["previous"] = converted.config["previous"]
+    steps = [e["step"] for e in converted.events if e["type"] == "metrics"]
+    if steps:
+        state["metrics_step"] = max(steps)
+    return state
 
 
 def _append(run: Run, converted: Converted) -> None:
@@ -294,6 +302,18 @@ def run_import_poll(*, run_id: int) -> bool:
     (the task schedules the next read). Idempotent: files already read are skipped, and rows and metrics are keyed
     by step, so a read repeated stores nothing twice. A file that cannot be read stops the watch, saying why; a
     folder that gained nothing for GRPO_IMPORT_WATCH_IDLE_S seconds ends the run."""
+    ended = _poll(run_id)
+    if ended is None:
+        return True
+    if ended is not False:
+        run, error = ended
+        external_run_finish(run=run, failed=bool(error), error=f"watch stopped: {error}" if error else "")
+    return False
+
+
+def _poll(run_id: int):
+    """One read of a watched folder: None while it is still watched; False when it is no longer; (run, error) when
+    this read ends it (error: why it stopped, "" when the folder went idle)."""
     with transaction.atomic():
         record = RunImport.objects.select_for_update().select_related("run").filter(run_id=run_id).first()
         if record is None or not record.watching:
@@ -308,21 +328,24 @@ def run_import_poll(*, run_id: int) -> bool:
             path = inside_roots(record.path)
             check_links(path, import_roots())
             converted = convert(record.source, path, record.options, skip=record.files, state=record.state, watch=True)
+            # metrics already stored (TRL's trainer_state.json is read whole each time) are not appended again
+            logged = record.state.get("metrics_step", 0)
+            converted.events = [e for e in converted.events if e["type"] != "metrics" or e["step"] > logged]
             _append(run, converted)
         except (ImportFault, ImportRefused) as exc:
-            message = str(exc)
-            record.watching, record.error = False, message
+            record.watching, record.error = False, str(exc)
             record.save(update_fields=["watching", "error"])
-            transaction.on_commit(lambda: external_run_finish(run=run, failed=True, error=f"watch stopped: {message}"))
-            return False
+            return run, str(exc)
         update = ["polled_at"]
         record.polled_at = now
+        if converted.events or converted.files:
+            record.state = {**record.state, **_state(converted)}
+            update.append("state")
         if converted.files:
             record.files = record.files + converted.files
-            record.state = _state(converted) or record.state
             record.advantage_computed = record.advantage_computed or converted.advantage_computed
             record.every = record.every or converted.every
-            update += ["files", "state", "advantage_computed", "every"]
+            update += ["files", "advantage_computed", "every"]
         if converted.total_steps and converted.total_steps != run.total_steps:
             run.total_steps = converted.total_steps
             run.save(update_fields=["total_steps"])
@@ -334,9 +357,8 @@ def run_import_poll(*, run_id: int) -> bool:
         if idle > timedelta(seconds=settings.GRPO_IMPORT_WATCH_IDLE_S):
             record.watching = False
             record.save(update_fields=["watching"])
-            transaction.on_commit(lambda: external_run_finish(run=run))
-            return False
-    return True
+            return run, ""
+    return None
 
 
 def run_import_stop(*, run: Run) -> None:

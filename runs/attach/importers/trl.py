@@ -13,9 +13,11 @@ equal prompts, ``num_generations`` long. Metrics come from ``trainer_state.json`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
+import time
 from pathlib import Path
 
 from runs.attach.importers import MAX_FILE_BYTES, MAX_FILES, Converted, ImportFault
@@ -25,9 +27,10 @@ REQUIRED = ("prompt", "completion", "advantage")
 MAX_STATE_BYTES = 256 * 1024 * 1024
 
 
-def table_files(path: str | Path) -> list[Path]:
+def table_files(path: str | Path, *, allow_empty: bool = False) -> list[Path]:
     """The completions tables under ``path``: one parquet file, an output_dir's ``completions/`` folder, or a folder
-    of parquet files (a dataset of them, ``data/`` included); in step order."""
+    of parquet files (a dataset of them, ``data/`` included); in step order. ``allow_empty``: none yet is no error
+    (a watched run that has not logged yet)."""
     path = Path(path)
     if path.is_file():
         return [path]
@@ -38,6 +41,8 @@ def table_files(path: str | Path) -> list[Path]:
                 if len(files) > MAX_FILES:
                     raise ImportFault(f"{folder.name}: {len(files)} parquet files, more than {MAX_FILES}")
                 return sorted(files, key=_order)
+    if allow_empty:
+        return []
     raise ImportFault(
         f"{path.name}: no completions tables (completions/completions_*.parquet, as TRL writes with "
         "log_completions=True, or *.parquet)"
@@ -135,15 +140,19 @@ def convert(
     reward_weights: list[float] | None = None,
     num_generations: int | None = None,
     skip: set[str] = frozenset(),
-    previous: tuple | None = None,
+    previous: str | None = None,
+    settle_s: float | None = None,
 ) -> Converted:
     """The tables under ``path`` (``table_files``) as rollouts events, with trainer_state.json's metrics.
     ``reward_names``: the reward functions' columns (default: the numeric columns TRL writes after
     ``completion``); ``reward_weights``: GRPOConfig.reward_weights (default 1 each) for the total reward;
     ``skip``: file names already imported (watch mode); ``previous``: the last batch imported, so a batch TRL wrote
-    again is stored once."""
+    again is stored once; ``settle_s``: leave the newest table for later while TRL may still be writing it (modified
+    within that many seconds)."""
     root = Path(path)
-    files = [f for f in table_files(root) if f.name not in skip]
+    files = [f for f in table_files(root, allow_empty=settle_s is not None) if f.name not in skip]
+    if settle_s is not None and files and time.time() - files[-1].stat().st_mtime < settle_s:
+        files = files[:-1]
     out = Converted(source="trl")
     state = trainer_state(root)
     if state:
@@ -168,7 +177,9 @@ def convert(
         if len(weights) != len(names):
             raise ImportFault(f"reward_weights: {len(weights)} weights for {len(names)} reward functions {names}")
         for event in _events(file, table, names, weights, num_generations):
-            fingerprint = tuple((_key(r["prompt"]), _key(r["completion"]), r["advantage"]) for r in event["rows"])
+            fingerprint = hashlib.sha256(
+                json.dumps([[r["prompt"], r["completion"], r["advantage"]] for r in event["rows"]]).encode()
+            ).hexdigest()
             if fingerprint == last:
                 out.notes.append(f"step {event['step']}: the batch of the step before, trained again: stored once")
                 continue

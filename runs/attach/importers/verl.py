@@ -40,7 +40,7 @@ def convert(
     ``skip``: dumps already imported (watch mode); ``settle_s``: leave the newest dump for later while verl may still
     be writing it (modified within that many seconds)."""
     files = [f for f in dump_files(path) if f.name not in skip]
-    if not files and not skip:
+    if not files and not skip and settle_s is None:
         raise ImportFault(f"{Path(path).name}: no verl dumps ({{step}}.jsonl, as verl writes to rollout_data_dir)")
     if settle_s is not None and files and time.time() - files[-1].stat().st_mtime < settle_s:
         files = files[:-1]
