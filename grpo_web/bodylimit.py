@@ -28,6 +28,7 @@ from runs.accounts.services import token_user
 
 SLACK_BYTES = 1024**2  # multipart boundaries and the form's other fields, around the file itself
 UPLOAD_PATHS = re.compile(r"/datasets/(?:\d+/)?upload/|/api/datasets(?:/\d+/versions)?/?")
+ATTACH_PATHS = re.compile(r"/api/attach/runs/\d+/events")  # an attach client's batches: a token, no browser
 
 
 class BodyLimit:
@@ -48,15 +49,18 @@ class BodyLimit:
         path, headers = scope.get("path", ""), dict(scope.get("headers") or [])
         json_answers = path.startswith("/api/")
         upload = UPLOAD_PATHS.fullmatch(path) is not None
+        attach = ATTACH_PATHS.fullmatch(path) is not None
         limit = self.upload_limit() if upload else self.form_limit()
+        if attach:
+            limit = settings.GRPO_ATTACH_MAX_BATCH_BYTES + SLACK_BYTES
         declared = headers.get(b"content-length")
         if declared is not None:
             try:
                 declared = int(declared)
             except ValueError:
                 return await _answer(send, 400, "Content-Length is not a number.", json_answers)
-        if upload and (declared is None or declared > self.form_limit()):
-            refusal = await sync_to_async(_upload_refusal)(headers)
+        if (upload or attach) and (declared is None or declared > self.form_limit()):
+            refusal = await sync_to_async(_upload_refusal)(headers, ("write", "attach") if attach else ("write",))
             if refusal:
                 return await _answer(send, 403, refusal, json_answers)
         if declared is not None and declared > limit:
@@ -84,13 +88,13 @@ class BodyLimit:
             await _answer(send, 413, _too_large(limit, upload), json_answers)
 
 
-def _upload_refusal(headers: dict) -> str:
+def _upload_refusal(headers: dict, scopes: tuple[str, ...] = ("write",)) -> str:
     """Why a large upload may not be read ("" when it may): it needs a live API token, or a logged-in user whose
     browser sent it from this site's pages. Django checks the CSRF token itself once the body is read."""
     authorization = headers.get(b"authorization", b"").decode("latin-1")
     if authorization[:7].lower() == "bearer ":
         found = token_user(authorization[7:].strip())
-        if found is None or found[1] != "write":
+        if found is None or found[1] not in scopes:
             return "Uploads need a live write token (Authorization: Bearer ...). Nothing was read."
         return ""
     cookies = _cookies(headers.get(b"cookie", b"").decode("latin-1"))

@@ -145,6 +145,10 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 # Uploads stream to disk past 2.5 MB; the dataset size cap is enforced while reading.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
+# One batch an attach client sends (runs.attach.api): gzip'd bytes, and what they may expand to
+GRPO_ATTACH_MAX_BATCH_BYTES = envint("GRPO_ATTACH_MAX_BATCH_BYTES", str(32 * 1024**2))
+GRPO_ATTACH_MAX_EXPANDED_BYTES = envint("GRPO_ATTACH_MAX_EXPANDED_BYTES", str(256 * 1024**2))
+GRPO_ATTACH_MAX_LINE_BYTES = envint("GRPO_ATTACH_MAX_LINE_BYTES", str(64 * 1024**2))  # one event (a generation batch)
 # Limits on what an uploaded dataset may hold; each refusal names the line or row and the column.
 GRPO_MAX_COLUMNS = envint("GRPO_MAX_COLUMNS", "1000")
 GRPO_MAX_FIELD_BYTES = envint("GRPO_MAX_FIELD_BYTES", str(4 * 1024**2))  # one text value

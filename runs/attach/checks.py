@@ -4,6 +4,7 @@ as the training program wrote it; what comes from elsewhere passes here first.""
 
 from __future__ import annotations
 
+import json
 import math
 
 EVENT_TYPES = ("rollouts", "metrics", "checkpoint")
@@ -43,11 +44,14 @@ ROW_CHECKS = {
 }
 
 
-def event_problem(event, where: str) -> str | None:
-    """Why ``event`` (from ``where``, e.g. "line 3") cannot be stored; None when it can."""
+def event_problem(event, where: str, allow_resume: bool = False) -> str | None:
+    """Why ``event`` (from ``where``, e.g. "line 3") cannot be stored; None when it can. ``allow_resume``: a client's
+    "resume" marker (its script runs again from the checkpoint at ``step``) is allowed."""
     if not isinstance(event, dict):
         return f"{where}: an event is a JSON object, not {type(event).__name__}"
     kind = event.get("type")
+    if allow_resume and kind == "resume":
+        return None if _int(event.get("step")) else f"{where}: step: must be an integer from 0"
     if kind not in EVENT_TYPES:
         return f"{where}: type: must be one of {', '.join(EVENT_TYPES)}, not {str(kind)[:40]!r}"
     if not _int(event.get("step")):
@@ -55,8 +59,14 @@ def event_problem(event, where: str) -> str | None:
     if "ts" in event and not _number(event["ts"], none=False):
         return f"{where}: ts: must be a number (seconds since the epoch)"
     if kind == "metrics":
-        if not isinstance(event.get("metrics"), dict):
+        metrics = event.get("metrics")
+        if not isinstance(metrics, dict):
             return f"{where}: metrics: must be an object"
+        for key, value in metrics.items():
+            if len(key) > 200 or "\x00" in key:
+                return f"{where}: metrics: a name is at most 200 characters, without NUL"
+            if not _number(value) and not (isinstance(value, str) and len(value) <= 1000 and "\x00" not in value):
+                return f"{where}: metrics.{key[:60]}: must be a number, null or a short string"
         if "max_steps" in event and event["max_steps"] is not None and not _int(event["max_steps"]):
             return f"{where}: max_steps: must be an integer from 0"
     elif kind == "checkpoint":
@@ -87,3 +97,19 @@ def rollouts_problem(event: dict, where: str) -> str | None:
         if "columns" in row and row["columns"] is not None and not isinstance(row["columns"], dict):
             return f"{where}: rows[{i}].columns: must be an object"
     return None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_line(line: bytes, where: str) -> dict:
+    """One line of a client's batch as an event, checked (EventRefused names what is wrong)."""
+    try:
+        event = json.loads(line, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EventRefused(f"{where}: not JSON ({str(exc)[:120]})") from None
+    problem = event_problem(event, where, allow_resume=True)
+    if problem:
+        raise EventRefused(problem)
+    return event

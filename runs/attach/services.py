@@ -14,12 +14,13 @@ import os
 import secrets
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from runs.attach.checks import EventRefused, event_problem
+from runs.attach.checks import EventRefused, event_problem, parse_line
 from runs.live import publish
-from runs.models import JobStatus, Run
+from runs.models import JobStatus, Rollout, Run, StepMetric
 from runs.paths import event_log_path
 from runs.rollouts.ingest import ingest_log
 from runs.text import json_safe
@@ -189,3 +190,61 @@ def external_run_finish(*, run: Run, failed: bool = False, error: str = "") -> N
         else:
             run.mark_completed()
     push(run)
+
+
+def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
+    """A client's batch: spool bytes (complete event-log lines) starting at byte ``offset`` of its spool. Only the
+    bytes past what the run has taken are appended (a batch sent again is acknowledged, not stored twice); a batch
+    that starts past them raises OffsetGap. Lines are checked before anything is written (EventRefused). A "resume"
+    marker (the script ran again from its checkpoint at ``step``) drops the rows of the steps after it before the
+    lines that follow are stored: those steps are trained again. Returns {"taken": bytes taken, **ingest's
+    summary}."""
+    taken = Run.objects.filter(pk=run.pk).values_list("received_bytes", flat=True).get()
+    if offset > taken:
+        raise OffsetGap(taken)
+    new = data[taken - offset :] if offset + len(data) > taken else b""
+    if not new:
+        return {"taken": taken, "steps": [], "rollouts": 0, "evaluated": []}
+    if not new.endswith(b"\n"):
+        raise EventRefused("the batch must end with a complete line (a newline)")
+    segments: list[tuple[bytes, int | None]] = []  # (lines, then a resume marker's step or None)
+    start, position = 0, 0
+    for number, line in enumerate(new.splitlines(keepends=True), start=1):
+        where = f"line {number} (spool byte {taken + position})"
+        position += len(line)
+        if len(line) > settings.GRPO_ATTACH_MAX_LINE_BYTES:
+            raise EventRefused(f"{where}: longer than {settings.GRPO_ATTACH_MAX_LINE_BYTES} bytes")
+        if not line.strip():
+            continue
+        event = parse_line(line, where)
+        if event["type"] == "resume":
+            segments.append((new[start:position], event["step"]))
+            start = position
+    segments.append((new[start:], None))
+    summary = {"steps": set(), "rollouts": 0, "evaluated": []}
+    received, path = taken, event_log_path(run)
+    size = path.stat().st_size if path.exists() else 0
+    try:
+        with transaction.atomic():
+            for lines, resume_step in segments:
+                received += len(lines)
+                changed = append_lines(run=run, data=lines, received=received)
+                summary["steps"] |= set(changed["steps"])
+                summary["rollouts"] += changed["rollouts"]
+                if resume_step is not None:
+                    attached_run_resume(run=run, step=resume_step)
+    except BaseException:
+        if path.exists():
+            os.truncate(path, size)  # the database rolled back: so does the log
+        raise
+    return {"taken": received, **summary, "steps": sorted(summary["steps"])}
+
+
+def attached_run_resume(*, run: Run, step: int) -> None:
+    """The client's script runs again from its checkpoint at ``step``: the steps after it are trained again, so
+    their rows go (the new ones take their keys) and the run is running again."""
+    Rollout.objects.filter(run=run, step__gt=step).delete()
+    StepMetric.objects.filter(run=run, step__gt=step).delete()
+    run.step, run.checkpoint_step = min(run.step, step), min(run.checkpoint_step, step)
+    run.status, run.finished_at, run.error = JobStatus.RUNNING, None, ""
+    run.save(update_fields=["step", "checkpoint_step", "status", "finished_at", "error"])
