@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0028_run_origin_external_runs'),
+        ('runs', '0029_apitoken_attach_scope'),
     ]
 
     operations = [
