@@ -82,6 +82,7 @@ def _send(client, method, path, template, dataset_version):
         "/api/runs/{run_id}/cancel": {},
         "/api/runs/{run_id}/resume": {},
         "/api/runs/{run_id}/retry": {},
+        "/api/runs/{run_id}/import/stop": {},
         "/api/recipes/{recipe_id}/{action}": {},
         "/api/runs/{run_id}": {"notes": "changed"},  # PATCH
     }
