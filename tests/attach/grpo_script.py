@@ -8,11 +8,10 @@ import os
 import signal
 import sys
 
+import grpo_web_attach
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-
-import grpo_web_attach
 
 
 def digit_ratio(completions, **kwargs):

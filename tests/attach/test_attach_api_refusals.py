@@ -38,9 +38,9 @@ def attached(owner):
 def send(api, created, data: bytes, offset: int, *, zipped=True, key=None):
     return api.post(
         f"/api/attach/runs/{created['id']}/events?offset={offset}",
-        gzip.compress(data) if zipped else data,
+        gzip.compress(data) if zipped else data,  # not zipped: sent as it is, still said to be gzip
         content_type="application/x-ndjson",
-        headers={"Content-Encoding": "gzip"} if zipped else {},
+        headers={"Content-Encoding": "gzip"},
         HTTP_X_RESUME_KEY=key or created["resume_key"],
     )
 
@@ -60,10 +60,11 @@ def test_a_batch_sent_again_or_overlapping_is_taken_once(attached):
 @pytest.mark.parametrize(
     "body,zipped,expected",
     [
-        (b"\x1f\x8b\x08\x00garbage", False, "not valid gzip"),
-        (b"this is not json\n", True, "line 1 (spool byte 0): not JSON"),
+        (b"\x1f\x8b\x08\x00garbage", False, "gzip stream is cut short"),
+        (b"plain text, said to be gzip", False, "not valid gzip"),
+        (b"this is not json\n", True, "line 2 (spool byte 1039): not JSON"),
         (b'{"type": "rollouts", "step": 1, "rows": [{"index": "0"}]}\n', True, "rows[0].index: must be an integer"),
-        (b'{"type": "metrics", "step": -1, "metrics": {}}\n', True, "line 1 (spool byte 0): step"),
+        (b'{"type": "metrics", "step": -1, "metrics": {}}\n', True, "line 2 (spool byte 1039): step"),
         (b'{"type": "metrics", "step": 1, "metrics": {"loss": NaN}}\n', True, "not JSON"),
         (b'{"type": "shell", "step": 1}\n', True, "type: must be one of"),
         (b'{"type": "metrics", "step": 1, "metrics": {}}', True, "complete line"),
@@ -72,7 +73,7 @@ def test_a_batch_sent_again_or_overlapping_is_taken_once(attached):
 def test_a_bad_batch_is_refused_by_name_and_stores_nothing(attached, body, zipped, expected):
     api, created = attached
     good = lines(batch(1))
-    answer = send(api, created, good + body, 0, zipped=zipped)
+    answer = send(api, created, good + body if zipped else body, 0, zipped=zipped)
     assert answer.status_code == 400 and expected in answer.json()["detail"], answer.content
     assert not Rollout.objects.filter(run=created["id"]).exists()
     assert Run.objects.get(pk=created["id"]).received_bytes == 0
@@ -105,7 +106,9 @@ def test_another_users_run_a_wrong_key_and_a_read_token_are_refused(attached, ow
 def test_heartbeat_and_finish(attached, owner_client):
     api, created = attached
     key = {"resume_key": created["resume_key"]}
-    assert api.post(f"/api/attach/runs/{created['id']}/heartbeat", key, content_type="application/json").ok
+    assert (
+        api.post(f"/api/attach/runs/{created['id']}/heartbeat", key, content_type="application/json").status_code == 200
+    )
     run = Run.objects.get(pk=created["id"])
     assert not run.lost_contact
     Run.objects.filter(pk=run.pk).update(last_contact_at=run.last_contact_at.replace(year=2000))
