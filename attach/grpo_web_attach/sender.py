@@ -148,7 +148,7 @@ class Sender:
                 self.log(f"grpo-web: server not reached ({exc.__class__.__name__}); retrying in {backoff:.0f} s")
                 self._wake.wait(backoff)
                 self._wake.clear()
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, 10.0)
                 continue
             if not moved:
                 self._wake.wait(1.0)

@@ -127,7 +127,7 @@ def expanded(request) -> bytes:
         "requestBody": {"content": {"application/x-ndjson": {"schema": {"type": "string", "format": "binary"}}}}
     },
 )
-def attach_events(request, run_id: int, offset: int):
+def attach_events(request, run_id: int, offset: int = 0):
     run = attached_run(request, run_id, request.headers.get("X-Resume-Key", ""))
     if offset < 0:
         raise HttpError(400, "offset: must be 0 or more")
