@@ -36,7 +36,8 @@ class ImportOut(Schema):
     id: int
     name: str
     status: str
-    source: str
+    imported: bool = Field(description="False: the app trained this run (no files were imported; the rest is empty).")
+    source: str = Field(description="trl or verl")
     watching: bool
     steps: int
     completeness: str
@@ -50,12 +51,13 @@ class ImportOut(Schema):
 
 
 def _out(run: Run) -> dict:
-    record = RunImport.objects.get(run=run)
+    record = RunImport.objects.filter(run=run).first() or RunImport(source="")
     run.refresh_from_db()
     return {
         "id": run.pk,
         "name": run.name,
         "status": run.status,
+        "imported": record.pk is not None,
         "source": record.source,
         "watching": record.watching,
         "steps": run.step,
@@ -115,13 +117,10 @@ def run_import_upload(
     "/runs/{int:run_id}/import",
     response={200: ImportOut, 404: Errors},
     tags=["runs"],
-    summary="An imported run: its source, how complete its record is, whether it is watched",
+    summary="An imported run's files: their source, how complete its record is, whether the folder is watched",
 )
 def run_import_detail(request, run_id: int):
-    run = visible_run(request, run_id)
-    if not RunImport.objects.filter(run=run).exists():
-        return Status(404, {"errors": ["run: not an imported run"]})
-    return _out(run)
+    return _out(visible_run(request, run_id))
 
 
 @router.post(
