@@ -20,6 +20,8 @@ import re
 import time
 from pathlib import Path
 
+import orjson
+
 from runs.attach.importers import MAX_FILE_BYTES, MAX_FILES, Converted, ImportFault
 
 NAME = re.compile(r"completions_(\d+)\.parquet$")
@@ -54,26 +56,32 @@ def _order(path: Path) -> tuple:
     return (0, int(match.group(1)), path.name) if match else (1, 0, path.name)
 
 
-def _text(value, where: str, column: str):
+def _at(where) -> str:
+    return f"{where[0]}: row {where[1]}" if isinstance(where, tuple) else where
+
+
+def _text(value, where, column: str):
     """A prompt or completion as TRL logs it: text, or a list of messages (dicts with a role)."""
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
         return [{k: v for k, v in m.items() if v is not None} for m in value]
-    raise ImportFault(f"{where}: {column!r} is {_kind(value)}, not text or a list of messages")
+    raise ImportFault(f"{_at(where)}: {column!r} is {_kind(value)}, not text or a list of messages")
 
 
 def _kind(value) -> str:
     return "empty" if value is None else f"a {type(value).__name__} ({str(value)[:40]!r})"
 
 
-def _number(value, where: str, column: str, *, required: bool = False) -> float | None:
+def _number(value, where, column: str, *, required: bool = False) -> float | None:
+    if type(value) is float and math.isfinite(value):  # the common case, first
+        return value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         if required:
-            raise ImportFault(f"{where}: {column!r} is empty, not a number")
+            raise ImportFault(f"{_at(where)}: {column!r} is empty, not a number")
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ImportFault(f"{where}: {column!r} is {_kind(value)}, not a finite number")
+        raise ImportFault(f"{_at(where)}: {column!r} is {_kind(value)}, not a finite number")
     return float(value)
 
 
@@ -178,7 +186,7 @@ def convert(
             raise ImportFault(f"reward_weights: {len(weights)} weights for {len(names)} reward functions {names}")
         for event in _events(file, table, names, weights, num_generations):
             fingerprint = hashlib.sha256(
-                json.dumps([[r["prompt"], r["completion"], r["advantage"]] for r in event["rows"]]).encode()
+                orjson.dumps([[r["prompt"], r["completion"], r["advantage"]] for r in event["rows"]])
             ).hexdigest()
             if fingerprint == last:
                 out.notes.append(f"step {event['step']}: the batch of the step before, trained again: stored once")
@@ -214,7 +222,7 @@ def _events(file: Path, table, names: list[str], weights: list[float], num_gener
     for step, indexes in by_step.items():
         rows = []
         for index, i in enumerate(indexes):
-            where = f"{file.name}: row {i}"
+            where = (file.name, i)  # named in an error only
             rewards = [_number(data[c][i], where, c) for c in names]
             scored = [(r, w) for r, w in zip(rewards, weights) if r is not None]
             rows.append(

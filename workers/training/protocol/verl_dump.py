@@ -42,6 +42,8 @@ class DumpError(ValueError):
 
 def number(value):
     """A score as a float; None for verl's NaN (a reward function's None) and non-numbers."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     value = float(value)
