@@ -110,12 +110,18 @@ def convert(source: str, path: Path, options: dict, *, skip=frozenset(), state: 
     if source == "verl":
         from runs.attach.importers import verl
 
+        metrics_file = options.get("metrics_file")
+        if metrics_file:
+            metrics_file = inside_roots(metrics_file)
+            if not metrics_file.is_file():
+                raise ImportRefused("options.metrics_file: not a file")
         return verl.convert(
             path,
             norm_by_std=options.get("norm_adv_by_std_in_grpo", True),
             reward_names=options.get("reward_names"),
             skip=set(skip),
             settle_s=SETTLE_S if watch else None,
+            metrics_file=metrics_file or None,
         )
     raise ImportRefused(f"source: one of {', '.join(SOURCES)}, not {str(source)[:40]!r}")
 
@@ -125,6 +131,7 @@ OPTION_TYPES = {
     "reward_weights": (list, float),
     "num_generations": (int, None),
     "norm_adv_by_std_in_grpo": (bool, None),
+    "metrics_file": (str, None),
 }
 
 
@@ -256,7 +263,7 @@ def _state(converted: Converted) -> dict:
     state = {}
     if converted.config.get("previous"):
         state["previous"] = converted.config["previous"]
-    steps = [e["step"] for e in converted.events if e["type"] == "metrics"]
+    steps = [e["step"] for e in converted.log_metrics]
     if steps:
         state["metrics_step"] = max(steps)
     return state
@@ -328,9 +335,8 @@ def _poll(run_id: int):
             path = inside_roots(record.path)
             check_links(path, import_roots())
             converted = convert(record.source, path, record.options, skip=record.files, state=record.state, watch=True)
-            # metrics already stored (TRL's trainer_state.json is read whole each time) are not appended again
-            logged = record.state.get("metrics_step", 0)
-            converted.events = [e for e in converted.events if e["type"] != "metrics" or e["step"] > logged]
+            # a log's metrics already stored (it is read whole each time) are not appended again
+            converted.events = converted.fresh_events(record.state.get("metrics_step", 0))
             _append(run, converted)
         except (ImportFault, ImportRefused) as exc:
             record.watching, record.error = False, str(exc)

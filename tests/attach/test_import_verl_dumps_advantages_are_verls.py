@@ -2,12 +2,14 @@
 verl's uid or the prompt, and advantages recomputed by verl's GRPO estimator, equal to verl's own function's."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 import torch
 from verl.trainer.ppo import core_algos
 
+from runs.attach.importers import ImportFault
 from runs.attach.importers.verl import convert
 from tests.attach.conftest import VERL_COMPLETIONS, VERL_G, VERL_SCORES
 from workers.training.protocol.verl_dump import grpo_advantages
@@ -65,3 +67,25 @@ def test_the_record_is_every_step_verl_dumped(converted):
     means = {e["step"]: e["metrics"] for e in converted.events if e["type"] == "metrics"}
     assert means[1]["rewards/acc/mean"] == pytest.approx(np.mean([float(s == 1.0) for s in VERL_SCORES]))
     assert means[1]["reward"] == pytest.approx(np.mean(VERL_SCORES))
+
+
+def test_verls_file_logger_beside_the_dumps_gives_the_metrics(verl_dumps, tmp_path, monkeypatch):
+    from verl.utils.tracking import FileLogger
+
+    folder = tmp_path / "dumps"
+    shutil.copytree(verl_dumps, folder)
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(folder / "experiment.jsonl"))
+    logger = FileLogger("project", "experiment")  # verl's own file logger (trainer.logger: [file])
+    for step in (1, 2):
+        logger.log({"actor/pg_loss": -0.1 * step, "critic/score/mean": np.float32(0.5), "actor/kl_loss": 0.01}, step)
+    logger.finish()
+    converted = convert(folder)
+    metrics = {e["step"]: e["metrics"] for e in converted.log_metrics}
+    assert metrics[2]["actor/pg_loss"] == pytest.approx(-0.2) and metrics[2]["loss"] == pytest.approx(-0.2)
+    assert metrics[1]["kl"] == pytest.approx(0.01) and metrics[1]["reward"] == pytest.approx(0.5)
+    assert converted.rollout_steps == [1, 2]
+
+    with open(folder / "experiment.jsonl", "ab") as fh:
+        fh.write(b'{"step": "two", "data": {}}\n')
+    with pytest.raises(ImportFault, match="experiment.jsonl: line 3"):
+        convert(folder)

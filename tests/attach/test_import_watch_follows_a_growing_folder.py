@@ -38,15 +38,22 @@ def test_a_growing_verl_folder_is_followed(owner, root, verl_dumps):
     assert run.status == "running" and RunImport.objects.get(run=run).watching
     assert set(Rollout.objects.filter(run=run).values_list("step", flat=True)) == {1}
 
-    # verl writes step 2 while the watch reads: half a file, just modified, waits for the next read
+    # verl writes step 2 while the watch reads: half a file, just modified, waits for the next read; its file
+    # logger has logged step 2 already
     whole = (verl_dumps / "2.jsonl").read_bytes()
     (folder / "2.jsonl").write_bytes(whole[: len(whole) // 2])
+    with open(folder / "experiment.jsonl", "w") as fh:
+        for step in (1, 2):
+            fh.write(json.dumps({"step": step, "data": {"actor/pg_loss": -0.1 * step}}) + "\n")
     assert run_import_poll(run_id=run.pk)
     assert not Rollout.objects.filter(run=run, step=2).exists()
+    assert StepMetric.objects.get(run=run, step=2).metrics["loss"] == pytest.approx(-0.2)
     (folder / "2.jsonl").write_bytes(whole)
     _age(folder / "2.jsonl")
     assert run_import_poll(run_id=run.pk)
     assert Rollout.objects.filter(run=run, step=2).count() == 6
+    step2 = StepMetric.objects.get(run=run, step=2).metrics  # the dump's means join the log's metrics of the step
+    assert "rewards/acc/mean" in step2 and step2["loss"] == pytest.approx(-0.2)
     assert run_import_poll(run_id=run.pk)  # nothing new: nothing stored twice
     assert Rollout.objects.filter(run=run).count() == 12 and StepMetric.objects.filter(run=run).count() == 2
     assert RunImport.objects.get(run=run).files == ["1.jsonl", "2.jsonl"]

@@ -32,6 +32,14 @@ class Converted:
     config: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # the files read, by name (watch mode skips them next time)
+    # metrics read from a log the trainer rewrites or extends (TRL's trainer_state.json, verl's file logger): read
+    # whole each time, so watch mode appends only those past the last step it stored; the same dicts are in events
+    log_metrics: list[dict] = field(default_factory=list)
+
+    def fresh_events(self, after: int) -> list[dict]:
+        """The events, less the log's metrics up to step ``after`` (stored by an earlier read)."""
+        old = {id(e) for e in self.log_metrics if e["step"] <= after}
+        return [e for e in self.events if id(e) not in old]
 
     @property
     def rollout_steps(self) -> list[int]:

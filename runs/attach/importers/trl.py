@@ -198,7 +198,8 @@ def convert(
     out.reward_names = names or []
     out.config = {"previous": last}
     if state:
-        out.events += metrics_events(state, out.total_steps)
+        out.log_metrics = metrics_events(state, out.total_steps)
+        out.events += out.log_metrics
     # TRL's table has no token counts, and re-tokenizing its decoded text does not give them back (decoding drops
     # special tokens and merges byte pieces): lengths are left at 0 and the run page says so
     out.length_known = False

@@ -10,8 +10,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import orjson
+
 from runs.attach.importers import MAX_FILE_BYTES, MAX_FILES, Converted, ImportFault
 from workers.training.protocol.verl_dump import DumpError, dump_event, read_dump, reward_keys, reward_means
+from workers.training.verl_data import metrics_event
+
+MAX_LOG_BYTES = 512 * 1024 * 1024
 
 
 def dump_files(path: str | Path) -> list[Path]:
@@ -34,11 +39,13 @@ def convert(
     reward_names: list[str] | None = None,
     skip: set[str] = frozenset(),
     settle_s: float | None = None,
+    metrics_file: Path | None = None,
 ) -> Converted:
     """The dumps under ``path`` as rollouts events, and each step's mean score and rewards as metrics.
     ``reward_names``: the reward-info keys that are reward functions (default: those holding numbers on every line);
     ``skip``: dumps already imported (watch mode); ``settle_s``: leave the newest dump for later while verl may still
-    be writing it (modified within that many seconds)."""
+    be writing it (modified within that many seconds); ``metrics_file``: verl's file logger (``trainer.logger`` with
+    ``file``: ``{"step", "data"}`` lines), else a ``*.jsonl`` beside the dumps that has its shape."""
     files = [f for f in dump_files(path) if f.name not in skip]
     if not files and not skip and settle_s is None:
         raise ImportFault(f"{Path(path).name}: no verl dumps ({{step}}.jsonl, as verl writes to rollout_data_dir)")
@@ -73,6 +80,11 @@ def convert(
         out.events += [event, {"type": "metrics", "step": event["step"], "max_steps": 0, "metrics": metrics}]
         out.files.append(file.name)
     out.reward_names = names or []
+    log = metrics_file or find_metrics_file(path)
+    if log is not None:
+        out.log_metrics = read_metrics(log)
+        out.events += out.log_metrics
+        out.events.sort(key=lambda e: (e["step"], e["type"] != "rollouts"))
     if out.advantage_computed:
         out.notes.append(
             "advantages computed by grpo-web from the scores with verl's GRPO estimator "
@@ -81,3 +93,48 @@ def convert(
     if not out.length_known and out.events:
         out.notes.append("verl's dump holds no token counts: lengths are 0")
     return out
+
+
+def _log_line(line: bytes):
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("data"), dict) and "step" in data else None
+
+
+def find_metrics_file(path: str | Path) -> Path | None:
+    """A verl file-logger log beside the dumps: a ``*.jsonl`` not named ``{step}`` whose first line is
+    ``{"step", "data"}``."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    for candidate in sorted(path.glob("*.jsonl")):
+        if candidate.stem.isdigit() or not candidate.is_file():
+            continue
+        with open(candidate, "rb") as fh:
+            first = fh.readline(1024 * 1024)
+        if _log_line(first) is not None:
+            return candidate
+    return None
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """verl's file logger as "metrics" events (TRL's names beside verl's: workers.training.verl_data.metrics_event);
+    a last line without its newline is left for the next read."""
+    if path.stat().st_size > MAX_LOG_BYTES:
+        raise ImportFault(f"{path.name}: more than {MAX_LOG_BYTES} bytes")
+    data = path.read_bytes()
+    data = data[: data.rfind(b"\n") + 1]
+    events = []
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        parsed = _log_line(line)
+        step = parsed.get("step") if parsed else None
+        if parsed is None or isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ImportFault(
+                f'{path.name}: line {number}: not a verl file-logger line ({{"step": N, "data": {{...}}}})'
+            )
+        events.append(metrics_event(parsed, 0))
+    return events
