@@ -3,7 +3,7 @@
 Django's ASGI handler spools the whole body to a temporary file before any view, upload handler, login or CSRF check
 runs, so a limit checked there comes after the disk is already full. Here:
 
-- only the upload endpoints (a dataset, or a version of one, from the page or the API) take bodies up to the upload
+- only the upload endpoints (a dataset, or a version of one, or a run's files to import, from the page or the API) take bodies up to the upload
   limit (GRPO_MAX_UPLOAD_BYTES), and only from a logged-in user or a live API token, and from a browser only when the
   request comes from this site's own pages (its Origin): anyone else gets 403 before a byte is read;
 - every other URL takes what a form or a JSON body needs (Django's DATA_UPLOAD_MAX_MEMORY_SIZE and a little room);
@@ -27,7 +27,10 @@ from django.utils.module_loading import import_string
 from runs.accounts.services import token_user
 
 SLACK_BYTES = 1024**2  # multipart boundaries and the form's other fields, around the file itself
-UPLOAD_PATHS = re.compile(r"/datasets/(?:\d+/)?upload/|/api/datasets(?:/\d+/versions)?/?")
+# a dataset (or a version of one), and a run's files to import (runs.attach.importing), from the page or the API
+UPLOAD_PATHS = re.compile(
+    r"/datasets/(?:\d+/)?upload/|/api/datasets(?:/\d+/versions)?/?|/runs/import-files/|/api/runs/import/upload"
+)
 ATTACH_PATHS = re.compile(r"/api/attach/runs/\d+/events")  # an attach client's batches: a token, no browser
 
 
