@@ -69,6 +69,11 @@ def test_a_verl_dump_folder_says_its_advantages_are_computed(owner, owner_client
         ("run_rollouts_jsonl", [run.pk]),
     ):
         assert owner_client.get(reverse(name, args=args)).status_code == 200, name
+    other = api_client(owner).post("/api/runs/import", {"path": "trl-out"}, content_type="application/json")
+    compare = owner_client.get(reverse("run_compare"), {"runs": f"{run.pk},{other.json()['id']}"})
+    assert compare.status_code == 200 and run.name in compare.content.decode()
+    metrics = owner_client.get(reverse("run_compare_metrics"), {"runs": f"{run.pk},{other.json()['id']}"})
+    assert metrics.status_code == 200
 
 
 def test_uploaded_tables_import_like_the_folder(owner, roots):

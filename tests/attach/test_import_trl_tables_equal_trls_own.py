@@ -2,6 +2,7 @@
 wrote it, grouped as TRL sampled it, TRL's log_history as metrics, and the record's gaps said."""
 
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -67,3 +68,13 @@ def test_one_table_or_the_completions_folder_is_the_same_import(trl_output, conv
         e["rows"] for e in converted.events if e["type"] == "rollouts" and e["step"] == 2
     ]
     assert convert(folder, reward_weights=[1.0, 0.5]).rollout_steps == [2, 3]
+
+
+def test_a_local_copy_of_the_hub_dataset_imports_the_same(trl_output, converted, tmp_path):
+    """log_completions_hub_repo uploads the completions folder's tables (CommitScheduler, *.parquet) beside a
+    dataset card: a local copy of that dataset repository reads as the folder does."""
+    hub = tmp_path / "completions-dataset"
+    shutil.copytree(Path(trl_output.output_dir, "completions"), hub)
+    (hub / "README.md").write_text("---\ntags: [trl, trl-logs, completions]\n---\n")
+    rows = [e["rows"] for e in convert(hub, reward_weights=[1.0, 0.5]).events if e["type"] == "rollouts"]
+    assert rows == [e["rows"] for e in converted.events if e["type"] == "rollouts"]
