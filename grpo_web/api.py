@@ -19,6 +19,8 @@ from ninja.security import HttpBearer, django_auth
 from rewards.api import router as rewards_router
 from runs.accounts import api as accounts_api
 from runs.accounts.services import token_user
+from runs.attach import api as attach_api
+from runs.attach import import_api
 from runs.datasets import api as datasets_api
 from runs.deletion import api as deletion_api
 from runs.evaluations import api as evaluations_api
@@ -29,6 +31,7 @@ from runs.rollouts import api as rollouts_api
 from runs.sampling import api as sampling_api
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+ATTACH_PREFIX = "/api/attach/"  # all an attach token may reach (runs.attach.api)
 
 
 class TokenAuth(HttpBearer):
@@ -39,7 +42,12 @@ class TokenAuth(HttpBearer):
         if found is None:
             return None
         user, scope = found
-        if scope != "write" and request.method not in SAFE_METHODS:
+        if scope == "attach":
+            if not request.path.startswith(ATTACH_PREFIX):
+                raise HttpError(
+                    403, "this token may only send attached runs (/api/attach/): make a read or write token"
+                )
+        elif scope != "write" and request.method not in SAFE_METHODS:
             raise HttpError(403, "this token may only read: make a write token for this request")
         request.user, request.token_scope = user, scope
         return user
@@ -71,6 +79,8 @@ for runs_api in (
     registry_api,
     recipes_api,
     deletion_api,
+    attach_api,
+    import_api,
 ):
     api.add_router("", runs_api.router)
 api.add_router("", rewards_router)

@@ -3,7 +3,7 @@
 Django's ASGI handler spools the whole body to a temporary file before any view, upload handler, login or CSRF check
 runs, so a limit checked there comes after the disk is already full. Here:
 
-- only the upload endpoints (a dataset, or a version of one, from the page or the API) take bodies up to the upload
+- only the upload endpoints (a dataset, or a version of one, or a run's files to import, from the page or the API) take bodies up to the upload
   limit (GRPO_MAX_UPLOAD_BYTES), and only from a logged-in user or a live API token, and from a browser only when the
   request comes from this site's own pages (its Origin): anyone else gets 403 before a byte is read;
 - every other URL takes what a form or a JSON body needs (Django's DATA_UPLOAD_MAX_MEMORY_SIZE and a little room);
@@ -27,7 +27,11 @@ from django.utils.module_loading import import_string
 from runs.accounts.services import token_user
 
 SLACK_BYTES = 1024**2  # multipart boundaries and the form's other fields, around the file itself
-UPLOAD_PATHS = re.compile(r"/datasets/(?:\d+/)?upload/|/api/datasets(?:/\d+/versions)?/?")
+# a dataset (or a version of one), and a run's files to import (runs.attach.importing), from the page or the API
+UPLOAD_PATHS = re.compile(
+    r"/datasets/(?:\d+/)?upload/|/api/datasets(?:/\d+/versions)?/?|/runs/import-files/|/api/runs/import/upload"
+)
+ATTACH_PATHS = re.compile(r"/api/attach/runs/\d+/events")  # an attach client's batches: a token, no browser
 
 
 class BodyLimit:
@@ -48,15 +52,18 @@ class BodyLimit:
         path, headers = scope.get("path", ""), dict(scope.get("headers") or [])
         json_answers = path.startswith("/api/")
         upload = UPLOAD_PATHS.fullmatch(path) is not None
+        attach = ATTACH_PATHS.fullmatch(path) is not None
         limit = self.upload_limit() if upload else self.form_limit()
+        if attach:
+            limit = settings.GRPO_ATTACH_MAX_BATCH_BYTES + SLACK_BYTES
         declared = headers.get(b"content-length")
         if declared is not None:
             try:
                 declared = int(declared)
             except ValueError:
                 return await _answer(send, 400, "Content-Length is not a number.", json_answers)
-        if upload and (declared is None or declared > self.form_limit()):
-            refusal = await sync_to_async(_upload_refusal)(headers)
+        if (upload or attach) and (declared is None or declared > self.form_limit()):
+            refusal = await sync_to_async(_upload_refusal)(headers, ("write", "attach") if attach else ("write",))
             if refusal:
                 return await _answer(send, 403, refusal, json_answers)
         if declared is not None and declared > limit:
@@ -84,13 +91,13 @@ class BodyLimit:
             await _answer(send, 413, _too_large(limit, upload), json_answers)
 
 
-def _upload_refusal(headers: dict) -> str:
+def _upload_refusal(headers: dict, scopes: tuple[str, ...] = ("write",)) -> str:
     """Why a large upload may not be read ("" when it may): it needs a live API token, or a logged-in user whose
     browser sent it from this site's pages. Django checks the CSRF token itself once the body is read."""
     authorization = headers.get(b"authorization", b"").decode("latin-1")
     if authorization[:7].lower() == "bearer ":
         found = token_user(authorization[7:].strip())
-        if found is None or found[1] != "write":
+        if found is None or found[1] not in scopes:
             return "Uploads need a live write token (Authorization: Bearer ...). Nothing was read."
         return ""
     cookies = _cookies(headers.get(b"cookie", b"").decode("latin-1"))

@@ -6,6 +6,9 @@
     grpo-web export RUN [--filter k=v ...] [--format jsonl|parquet] [-o FILE]
                                                its rollouts, with the rollout browser's filters
     grpo-web runs [--status S] [--q TEXT]      list runs (id, status, progress, reward, name)
+    grpo-web import PATH [--source trl|verl] [--upload] [--watch-folder] [--follow]
+                                               a run trained elsewhere, from the files TRL or verl wrote: PATH on
+                                               the server (under GRPO_IMPORT_ROOTS), or here with --upload
 
 Exit codes: 0 done, 1 the run failed or was cancelled, 2 the request was refused (the errors are printed).
 """
@@ -72,6 +75,36 @@ class Client:
         with self.request(method, path, **kwargs) as response:
             return json.loads(response.read() or b"null")
 
+    def upload(self, path: str, *, fields: dict, files: list[str]):
+        """POST ``files`` (local paths, as the form field ``files``) and ``fields`` as multipart/form-data."""
+        boundary = f"grpo-web-{time.time_ns()}"
+        parts = []
+        for name, value in fields.items():
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+        for file in files:
+            with open(file, "rb") as fh:
+                content = fh.read()
+            filename = os.path.basename(file).replace('"', "")
+            head = (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{filename}"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n"
+            )
+            parts.append(head.encode() + content + b"\r\n")
+        data = b"".join(parts) + f"--{boundary}--\r\n".encode()
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/json",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        }
+        req = urllib.request.Request(f"{self.url}/api{path}", data=data, method="POST", headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise ApiError(exc.code, _messages(exc.read(), exc.code)) from None
+        except urllib.error.URLError as exc:
+            raise ApiError(0, [f"cannot reach {self.url}: {exc.reason}"]) from None
+
 
 def _messages(raw: bytes, status: int) -> list[str]:
     try:
@@ -132,6 +165,45 @@ def export(client: Client, run_id: int, *, filters: list[str], fmt: str, out) ->
         return (out.tell() if out.seekable() else 0) - before
 
 
+def local_files(path: str) -> list[str]:
+    """The files to upload for a local TRL output_dir, completions folder or verl dump folder (or one file)."""
+    if os.path.isfile(path):
+        return [path]
+    for folder in (os.path.join(path, "completions"), path):
+        if os.path.isdir(folder):
+            names = sorted(
+                n for n in os.listdir(folder) if n.endswith(".parquet") or (n.endswith(".jsonl") and n[:-6].isdigit())
+            )
+            if names:
+                return [os.path.join(folder, n) for n in names]
+    raise ApiError(2, [f"{path}: no .parquet tables (TRL) or {{step}}.jsonl dumps (verl) to upload"])
+
+
+def import_run(client: Client, args) -> dict:
+    """Import a run trained elsewhere: a server path, or local files uploaded."""
+    options: dict = {}
+    if args.num_generations:
+        options["num_generations"] = args.num_generations
+    if args.reward_weights:
+        try:
+            options["reward_weights"] = [float(w) for w in args.reward_weights.split(",")]
+        except ValueError:
+            raise ApiError(2, [f"--reward-weights {args.reward_weights!r}: numbers separated by commas"]) from None
+    if args.reward_names:
+        options["reward_names"] = [n.strip() for n in args.reward_names.split(",") if n.strip()]
+    if args.no_std:
+        options["norm_adv_by_std_in_grpo"] = False
+    if args.upload:
+        if args.watch_folder:
+            raise ApiError(2, ["--watch-folder: only a folder on the server can be watched, not an upload"])
+        fields = {"source": args.source, "name": args.name, "model": args.model}
+        if args.num_generations:
+            fields["num_generations"] = str(args.num_generations)
+        return client.upload("/runs/import/upload", fields=fields, files=local_files(args.path))
+    body = {"path": args.path, "source": args.source, "name": args.name, "model": args.model}
+    return client.json("POST", "/runs/import", body={**body, "options": options, "watch": args.watch_folder})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grpo-web", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -164,6 +236,18 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("runs", help="list runs")
     p.add_argument("--status", default="")
     p.add_argument("--q", default="")
+    p = commands.add_parser("import", help="a run trained elsewhere, from the files TRL or verl wrote")
+    p.add_argument("path", help="a TRL output_dir (or its completions folder, or one table), or a verl dump folder")
+    p.add_argument("--source", choices=("auto", "trl", "verl"), default="auto")
+    p.add_argument("--upload", action="store_true", help="PATH is here: upload its files (else a server path)")
+    p.add_argument("--name", default="")
+    p.add_argument("--model", default="", help="the model it trained (the files do not say)")
+    p.add_argument("--num-generations", type=int, default=0, help="TRL's completions per prompt (else inferred)")
+    p.add_argument("--reward-weights", default="", help="TRL's reward_weights, e.g. 1,0.5")
+    p.add_argument("--reward-names", default="", help="the columns or keys that are reward functions, e.g. acc,fmt")
+    p.add_argument("--no-std", action="store_true", help="verl ran with norm_adv_by_std_in_grpo=false")
+    p.add_argument("--watch-folder", action="store_true", help="follow the folder while the run writes it")
+    p.add_argument("--follow", action="store_true", help="then print its progress until it ends")
     args = parser.parse_args(argv)
     if not args.token:
         parser.error("give a token: --token or GRPO_WEB_TOKEN (make one on the app's Tokens page)")
@@ -185,6 +269,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {size} bytes to {args.output}", file=sys.stderr)
             else:
                 export(client, args.run, filters=args.filter, fmt=args.format, out=sys.stdout.buffer)
+        elif args.command == "import":
+            run = import_run(client, args)
+            print(f"imported run {run['id']}: {safe(run['completeness'])}")
+            for note in run.get("notes") or []:
+                print(f"note: {safe(note, lines=True)}")
+            print(f"{client.url}{run['url']}", flush=True)
+            if args.follow:
+                return 0 if watch(client, run["id"]).get("status") == "completed" else 1
         elif args.command == "runs":
             for run in client.json("GET", "/runs", params={"status": args.status, "q": args.q}):
                 reward = "" if run["latest_reward"] is None else f"{run['latest_reward']:.4f}"

@@ -23,6 +23,7 @@ REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the sandbox que
 DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
 REWARD_REPLAY = "workers.tasks.reward_replay"  # the sandbox queue
 REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it loads a model
+IMPORT_POLL = "workers.tasks.import_poll"  # the default queue: one read of a watched import folder
 TASKS = (
     TRAIN_RUN,
     EVALUATE,
@@ -32,6 +33,7 @@ TASKS = (
     DATASET_IMPORT,
     REWARD_REPLAY,
     REJECTION_SAMPLE,
+    IMPORT_POLL,
 )
 
 # The queues, named once: settings route by them, `manage.py run_worker` and docker-compose's workers serve them.
@@ -61,13 +63,19 @@ def training_queue(gpus: int, engine: str = "local", *, vllm: bool = False) -> s
 
 
 def enqueue(
-    name: str, *, args: list | None = None, kwargs: dict | None = None, queue: str | None = None
+    name: str,
+    *,
+    args: list | None = None,
+    kwargs: dict | None = None,
+    queue: str | None = None,
+    countdown: float | None = None,
 ) -> AsyncResult:
-    """Send task ``name`` (one of TASKS) to the broker; the queue is the task's route unless given."""
+    """Send task ``name`` (one of TASKS) to the broker; the queue is the task's route unless given; ``countdown``:
+    seconds before a worker may start it."""
     if name not in TASKS:
         raise ValueError(f"no task named {name!r}")
     ensure_configured_redis()
-    return current_app.send_task(name, args=args or [], kwargs=kwargs or {}, queue=queue)
+    return current_app.send_task(name, args=args or [], kwargs=kwargs or {}, queue=queue, countdown=countdown)
 
 
 def result(task_id: str) -> AsyncResult:

@@ -145,6 +145,10 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 # Uploads stream to disk past 2.5 MB; the dataset size cap is enforced while reading.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
+# One batch an attach client sends (runs.attach.api): gzip'd bytes, and what they may expand to
+GRPO_ATTACH_MAX_BATCH_BYTES = envint("GRPO_ATTACH_MAX_BATCH_BYTES", str(32 * 1024**2))
+GRPO_ATTACH_MAX_EXPANDED_BYTES = envint("GRPO_ATTACH_MAX_EXPANDED_BYTES", str(256 * 1024**2))
+GRPO_ATTACH_MAX_LINE_BYTES = envint("GRPO_ATTACH_MAX_LINE_BYTES", str(64 * 1024**2))  # one event (a generation batch)
 # Limits on what an uploaded dataset may hold; each refusal names the line or row and the column.
 GRPO_MAX_COLUMNS = envint("GRPO_MAX_COLUMNS", "1000")
 GRPO_MAX_FIELD_BYTES = envint("GRPO_MAX_FIELD_BYTES", str(4 * 1024**2))  # one text value
@@ -157,6 +161,8 @@ GRPO_IMPORT_WALL_SECONDS = envint("GRPO_IMPORT_WALL_SECONDS", "3600")
 GRPO_IMPORT_ROOTS = [
     Path(p).resolve() for p in envstr("GRPO_IMPORT_ROOTS", str(DATA_DIR / "imports")).split(",") if p.strip()
 ]
+# Importing a run's files (runs.attach.importing): a watched folder that gains nothing this long ends its run.
+GRPO_IMPORT_WATCH_IDLE_S = envint("GRPO_IMPORT_WATCH_IDLE_S", "3600")
 # Server folders of models every user may train, evaluate and sample from by path (comma-separated; none by default).
 # A user's own runs' outputs and exports, those shared with them and the demo models need no root.
 GRPO_MODEL_ROOTS = envpaths("GRPO_MODEL_ROOTS")

@@ -14,4 +14,5 @@ urlpatterns = [
     path("", include("runs.registry.urls")),
     path("", include("runs.recipes.urls")),
     path("", include("runs.deletion.urls")),
+    path("", include("runs.attach.import_urls")),
 ]

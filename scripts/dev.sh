@@ -13,7 +13,7 @@ VENV=${VENV:-.venv}
 
 install() {
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  local stamp="$VENV/.grpo-web-installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+  local stamp="$VENV/.grpo-web-installed-$(cat pyproject.toml attach/pyproject.toml | sha1sum | cut -c1-12)"
   if [ ! -f "$stamp" ]; then
     "$VENV/bin/pip" install -q --upgrade pip
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
@@ -25,6 +25,7 @@ install() {
     fi
     # verl (trainer: verl) without its pins (transformers<5.11): its light dependencies come with the verl extra
     "$VENV/bin/pip" install -q --no-deps "verl==0.9.1" "tensordict==0.10.0" "pyvers>=0.1,<0.2" "torchdata==0.11.0"
+    "$VENV/bin/pip" install -q -e ./attach   # the attach client (grpo_web_attach): the training program captures with it
     touch "$stamp"
   fi
 }

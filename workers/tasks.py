@@ -88,3 +88,12 @@ def rejection_sample(job_id: int) -> None:
     from workers.jobs import run_rejection_job
 
     run_rejection_job(job_id)
+
+
+@shared_task(name=queues.IMPORT_POLL, ignore_result=True, time_limit=1800)  # the default queue
+def import_poll(run_id: int) -> None:
+    """One read of a watched import folder (runs.attach.importing): store what it gained, then schedule the next."""
+    from runs.attach.importing import enqueue_poll, run_import_poll
+
+    if run_import_poll(run_id=run_id):
+        enqueue_poll(run_id)

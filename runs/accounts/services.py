@@ -31,7 +31,7 @@ def token_create(*, owner, name: str, scope: str) -> tuple[ApiToken, str]:
     if not name:
         raise AccountError("name the token (what it is for)")
     if scope not in ApiToken.Scope.values:
-        raise AccountError("scope must be read or write")
+        raise AccountError("scope must be read, write or attach")
     raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         owner=owner, name=name, scope=scope, digest=token_digest(raw), hint=raw[: len(ApiToken.PREFIX) + 6]

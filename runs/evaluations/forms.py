@@ -71,7 +71,7 @@ class EvaluationForm(forms.Form):
         self.initial = {
             "model": "base",
             "dataset_version": run.dataset_version_id,
-            "split": "eval" if run.dataset_version.eval_rows else "all",
+            "split": "eval" if run.dataset_version_id and run.dataset_version.eval_rows else "all",
             **{name: getattr(self.settings, name) for name in self.SETTINGS},
             # shown as what it will be: the run's generation length unless changed here
             "eval_max_new_tokens": eval_max_new_tokens(run, {"eval_max_new_tokens": self.settings.eval_max_new_tokens}),

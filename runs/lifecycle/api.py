@@ -44,7 +44,8 @@ class RunOut(Schema):
     progress: float
     model: str
     dataset: str
-    dataset_version_id: int
+    dataset_version_id: int | None = Field(description="None for a run trained elsewhere (dataset names its data).")
+    origin: str = Field(description="app (trained here), attached (a client in your script) or imported (files).")
     rewards: list[dict] = Field(description="[{name, weight, version}] as the run uses them.")
     latest_reward: float | None = None
     latest_mean_at_k: float | None = None
@@ -109,8 +110,9 @@ def _run(run: Run, user, *, reward=None, mean=None) -> dict:
         "total_steps": run.total_steps,
         "progress": run.progress,
         "model": run.model,
-        "dataset": str(run.dataset_version),
+        "dataset": run.dataset_name,
         "dataset_version_id": run.dataset_version_id,
+        "origin": run.origin,
         "rewards": [{k: r.get(k) for k in ("name", "weight", "version")} for r in run.rewards],
         "latest_reward": reward,
         "latest_mean_at_k": mean,

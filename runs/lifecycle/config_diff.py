@@ -53,7 +53,9 @@ def _setup(run: Run) -> dict[str, tuple[str, object, object]]:
     fields: dict[str, tuple[str, object, object]] = {
         "model": ("model", run.model, run.model),
         # two datasets may share a name: the version's id decides, the name and number are what people read
-        "dataset_version": ("dataset", dv.pk, f"{dv.dataset.name} v{dv.number}"),
+        "dataset_version": ("dataset", dv.pk, f"{dv.dataset.name} v{dv.number}")
+        if dv
+        else ("dataset", ("reported", run.dataset_label), run.dataset_label or "not reported"),
     }
     numbers = _version_numbers(run.rewards)
     for reward in run.rewards:

@@ -186,6 +186,7 @@ def dashboard_runs(
             {
                 (r.dataset_version.dataset_id, r.dataset_version.dataset.name)
                 for r in mine.select_related("dataset_version__dataset")
+                if r.dataset_version_id  # a run trained elsewhere has only the name its source reported
             },
             key=lambda d: d[1],
         ),

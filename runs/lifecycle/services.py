@@ -94,6 +94,8 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
     ``queue_anyway``: no refusal for want of an online worker with the GPUs, vLLM or Ray cluster asked for."""
     spec = spec_normalized(spec)
     version, trainer, config = spec.dataset_version, spec.trainer, spec.config
+    if version is None:  # only a run trained elsewhere has none (runs.attach)
+        return ["dataset_version: a run trained here needs a dataset version"]
     try:
         train = run_train_config(spec.as_run(), slot_base=0, write_files=False)
     except TypeError as exc:  # a field the kind does not have
@@ -287,7 +289,15 @@ def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:
 
 def run_cancel(*, run: Run) -> Run:
     """Queued: cancelled at once. Running: flagged; the supervisor stops the training process within seconds and
-    keeps everything already ingested."""
+    keeps everything already ingested. A run trained elsewhere cannot be stopped from here: it is marked cancelled
+    (what its source sends later is still stored)."""
+    if run.is_external:
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=run.pk)
+            if not run.is_finished:
+                run.status, run.finished_at = Run.Status.CANCELLED, timezone.now()
+                run.save(update_fields=["status", "finished_at"])
+        return run
     return job_cancel(job=run, stop_running=_request_cancel)
 
 
@@ -299,6 +309,8 @@ def _request_cancel(run: Run) -> None:
 
 def run_resume(*, run: Run) -> Run:
     """A failed or cancelled run with a checkpoint continues from it: same run, same step numbering, attempt + 1."""
+    if run.is_external:
+        raise RunRefused(["a run trained elsewhere resumes where it was trained, from its own checkpoint"])
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED) or not run.resumable:
@@ -320,6 +332,8 @@ def run_resume(*, run: Run) -> Run:
 
 def run_retry(*, run: Run) -> Run:
     """Run the same configuration again from scratch, as a new run that remembers where it came from."""
+    if run.is_external:
+        raise RunRefused(["a run trained elsewhere has no dataset version here to train on again"])
     return run_create(owner=run.owner, spec=replace(RunSpec.of_run(run), name=f"{run.name} (retry)", parent=run))
 
 

@@ -648,8 +648,9 @@ def run_yaml(run: Run) -> str:
     data |= {
         "name": run.name,
         "model_name_or_path": run.model,
-        "dataset_name": run.dataset_version.dataset.name,
-        "dataset_version": run.dataset_version.number,
+        # a run trained elsewhere: the dataset name its source reported (no version: the data is not here)
+        "dataset_name": run.dataset_version.dataset.name if run.dataset_version_id else run.dataset_label,
+        "dataset_version": run.dataset_version.number if run.dataset_version_id else None,
         "reward_funcs": [r["name"] for r in run.rewards],
         "reward_weights": [r["weight"] for r in run.rewards],
         "reward_versions": [r.get("version") for r in run.rewards],

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from grpo_web.sharing import share_context
 from rewards.models import RewardFunction
 from runs.access import visible_run, writable_run
+from runs.attach.importing import import_record
 from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
@@ -128,6 +129,7 @@ def run_detail(request, pk, eval_form=None, notes_form=None):
             # an SFT run has no rollouts: no Rollouts tab
             "tabs": [t for t in RUN_TABS if not (run.is_sft and t[0] == "rollouts")],
             "share_url": reverse("run_share", args=[run.pk]),
+            "import_record": import_record(run) if run.origin == Run.Origin.IMPORTED else None,
             **share_context(run, request.user),
         },
     )

@@ -4,6 +4,7 @@ one app label. Import them from here: ``from runs.models import Run``."""
 from runs.models.accounts import ApiToken, DatasetShare, RunShare
 from runs.models.datasets import Dataset, DatasetImport, DatasetVersion
 from runs.models.evaluations import EvalSample, Evaluation
+from runs.models.imports import RunImport
 from runs.models.jobs import Job, JobStatus
 from runs.models.lifecycle import Run
 from runs.models.recipes import Recipe
@@ -34,4 +35,5 @@ __all__ = [
     "RejectionJob",
     "RejectionSample",
     "Recipe",
+    "RunImport",
 ]

@@ -26,11 +26,13 @@ class RunShare(ShareBase):
 class ApiToken(models.Model):
     """A personal access token for the JSON API and the command-line client. Only its SHA-256 is kept: the token
     itself is shown once, when it is made. ``read`` tokens may only read; ``write`` tokens may also create, start and
-    cancel, as their owner could in a browser."""
+    cancel, as their owner could in a browser; ``attach`` tokens may only create and send attached runs (the
+    client in a training script, runs.attach), nothing else."""
 
     class Scope(models.TextChoices):
         READ = "read"
         WRITE = "write"
+        ATTACH = "attach"
 
     PREFIX = "gwp_"
 

@@ -17,10 +17,17 @@ class Run(Job):
     # a supervisor writes its heartbeat every second: this long without one, the page says it is not responding, and
     # the reaper fails the run once nothing holds its folder any more
     SILENT_SECONDS = 10
+    # an attached run's client beats every 10 s while it trains: this long without a word, its page says contact is lost
+    LOST_SECONDS = 60
 
     class Kind(models.TextChoices):
         GRPO = "grpo", "GRPO"
         SFT = "sft", "SFT"
+
+    class Origin(models.TextChoices):
+        APP = "app", "trained by grpo-web"
+        ATTACHED = "attached", "trained elsewhere, attached"
+        IMPORTED = "imported", "trained elsewhere, imported"
 
     class Trainer(models.TextChoices):
         TRL = "trl", "TRL"
@@ -44,7 +51,38 @@ class Run(Job):
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="Names the run's folder.")
     name = models.CharField(max_length=200)
     model = models.CharField(max_length=500, help_text="Local path or Hugging Face hub id.")
-    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="runs")
+    dataset_version = models.ForeignKey(
+        DatasetVersion,
+        on_delete=models.PROTECT,
+        related_name="runs",
+        null=True,
+        blank=True,
+        help_text="The data the run trains on; a run trained elsewhere has none (dataset_label names its data).",
+    )
+    origin = models.CharField(
+        max_length=8,
+        choices=Origin.choices,
+        default=Origin.APP,
+        db_index=True,
+        help_text="app: trained by grpo-web; attached: a client in the user's own training script sends it "
+        "(runs.attach); imported: made from files a training framework wrote.",
+    )
+    dataset_label = models.CharField(
+        max_length=500, blank=True, help_text="A run trained elsewhere: the dataset name its source reported."
+    )
+    reported_host = models.TextField(blank=True, help_text="A run trained elsewhere: the host its source reported.")
+    reported_command = models.TextField(
+        blank=True, help_text="A run trained elsewhere: the command line its source reported."
+    )
+    last_contact_at = models.DateTimeField(
+        null=True, blank=True, help_text="An attached run: when its client last sent anything."
+    )
+    received_bytes = models.BigIntegerField(
+        default=0, help_text="An attached run: bytes of its client's spool (event log) taken so far."
+    )
+    resume_key_hash = models.CharField(
+        max_length=64, blank=True, help_text="An attached run: sha256 of the key its client resumes it with."
+    )
     rewards = models.JSONField(help_text="[{name, builtin, weight}] as used by the training program.")
     tools = models.JSONField(
         default=list,
@@ -180,6 +218,26 @@ class Run(Job):
     @property
     def tag_list(self) -> list[str]:
         return [t for t in self.tags.split(", ") if t]
+
+    @property
+    def is_external(self) -> bool:
+        """Trained elsewhere (attached or imported): no supervisor, no dataset version, no config to queue."""
+        return self.origin != self.Origin.APP
+
+    @property
+    def lost_contact(self) -> bool:
+        """An attached run still running whose client has sent nothing (not even a heartbeat) for LOST_SECONDS."""
+        return (
+            self.origin == self.Origin.ATTACHED
+            and self.status == JobStatus.RUNNING
+            and self.last_contact_at is not None
+            and (timezone.now() - self.last_contact_at).total_seconds() > self.LOST_SECONDS
+        )
+
+    @property
+    def dataset_name(self) -> str:
+        """What the run trained on, as a page shows it: the dataset version, or the name its source reported."""
+        return str(self.dataset_version) if self.dataset_version_id else self.dataset_label
 
     @property
     def is_sft(self) -> bool:

@@ -15,7 +15,7 @@ from verl.utils.tracking import FileLogger
 from workers.training.demo_data import arithmetic_rows
 from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 from workers.training.protocol.events import EventWriter, read_events
-from workers.training.verl_data import ADVANTAGE_KEY, GROUP_KEY, LENGTH_KEY, TRUNCATED_KEY
+from workers.training.protocol.verl_dump import ADVANTAGE_KEY, GROUP_KEY, LENGTH_KEY, TRUNCATED_KEY
 from workers.training.verl_run import Follower, verl_config
 
 

@@ -24,8 +24,9 @@ from runs.rollouts.selectors import step_groups
 from workers.training import verl_reward
 from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 from workers.training.protocol.events import read_events
+from workers.training.protocol.verl_dump import reward_means
 from workers.training.protocol.verl_keys import overrides
-from workers.training.verl_data import metrics_event, reward_means, rollouts_event, verl_rows
+from workers.training.verl_data import metrics_event, rollouts_event, verl_rows
 from workers.training.verl_run import install_capture
 
 pytestmark = pytest.mark.django_db

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 
+from grpo_web_attach.capture import capture_batch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from workers.training.protocol.events import EventWriter
-from workers.training.tokens import TokenCapture, completion_lengths, is_truncated
+from workers.training.tokens import TokenCapture
 
 
 class CapturingGRPOTrainer(GRPOTrainer):
@@ -79,66 +80,8 @@ class CapturingGRPOTrainer(GRPOTrainer):
         return out
 
     def _capture(self, inputs: list[dict], output: dict) -> None:
-        from accelerate.utils import gather_object
-
-        local_count = len(inputs)
-        # the columns any process logged for this batch (TRL flushes the union; see _log_completion_extra)
-        fresh = set(gather_object(sorted(self.extra_logged_now)))
-        # the row's own columns (answer, ...): what the reward functions saw beside the completion
-        columns = gather_object([{k: v for k, v in x.items() if k != "prompt"} for x in inputs])
-        ids = output["completion_ids"]  # (B_local, T), right-padded to the longest completion
-        truncated = is_truncated(ids, self.eos_token_ids)  # (B_local,)
-        lengths = completion_lengths(
-            ids, output["completion_mask"], self.eos_token_ids, self.mask_truncated_completions
-        )  # (B_local,)
-        lengths = self.accelerator.gather(lengths).tolist()
-        has_eos = self.accelerator.gather(~truncated).tolist()
-        self.step_timing.tokens += int(sum(lengths))
-        if not self.accelerator.is_main_process:
-            return
-        n = local_count * self.accelerator.num_processes
-        logs = self._logs
-        prompts = list(logs["prompt"])[-n:]
-        completions = list(logs["completion"])[-n:]
-        advantages = list(logs["advantages"])[-n:]
-        per_func = [list(logs["rewards"][name])[-n:] for name in self.reward_func_names]
-        # what reward functions logged per completion with TRL's log_extra (code_tests: each test's outcome),
-        # kept beside the row's columns for the rollout browser; per-step (process) scores go to a field of their own.
-        # Only the columns logged for this batch: a column logged at some steps still holds an earlier batch's values.
-        extra = {col: values for col, values in logs.get("extra", {}).items() if col in fresh}
-        logged = {col: list(values)[-n:] for col, values in extra.items() if len(values) >= n and col != "step_scores"}
-        step_scores = list(extra["step_scores"])[-n:] if "step_scores" in extra else [None] * n
-        if len(step_scores) < n:
-            step_scores = [None] * (n - len(step_scores)) + step_scores
-        weights = self.reward_weights.tolist()
-        G = self.num_generations
-        rows = []
-        for i in range(n):
-            rewards = [per_func[k][i] for k in range(len(per_func))]
-            finite = [(r, w) for r, w in zip(rewards, weights) if r == r]  # NaN != NaN: None from the function
-            rows.append(
-                {
-                    "index": i,
-                    "group": i // G,
-                    "prompt": prompts[i],
-                    "completion": completions[i],
-                    "rewards": rewards,
-                    "reward": sum(r * w for r, w in finite) if finite else None,
-                    "advantage": advantages[i],
-                    "length": int(lengths[i]),
-                    "truncated": not has_eos[i],
-                    "columns": {**{col: values[i] for col, values in logged.items()}, **columns[i]},
-                    "step_scores": step_scores[i],
-                }
-            )
-        # The batch trains the optimizer step that follows: TRL's completions table labels it the same way.
-        self._events.write(
-            "rollouts",
-            step=self.state.global_step + 1,
-            num_generations=G,
-            reward_names=list(self.reward_func_names),
-            rows=rows,
-        )
+        # one capture for both ways a run reaches grpo-web: this training program and the attach client
+        self.step_timing.tokens += capture_batch(self, inputs, output, self._events, self.extra_logged_now)
 
 
 class TokenShardCallback(TrainerCallback):

@@ -22,10 +22,8 @@ import queue
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # torch is imported where it is used: the page's tests read shards without it
-    import torch
+from grpo_web_attach.capture import completion_lengths
 
 ROW_KEY = "grpo_web_row"  # (B,) added to TRL's batch: the row's index in the whole generation batch
 
@@ -44,27 +42,6 @@ LOCALS = {
     "clipped": "is_region_clipped",
 }
 WANTED = set(LOCALS.values()) | {"mask", "is_cispo_clipped"}
-
-
-def is_truncated(ids: "torch.Tensor", eos_token_ids: list[int]) -> "torch.Tensor":
-    """TRL's own test: a completion is truncated when it holds none of the model's EOS ids (the tokenizer's and the
-    generation config's: Qwen2.5 and Llama-3 instruct models declare several), as its clipped_ratio counts them."""
-    import torch
-
-    return ~torch.isin(ids, torch.tensor(eos_token_ids, device=ids.device)).any(dim=1)  # (B,)
-
-
-def completion_lengths(
-    ids: "torch.Tensor", completion_mask: "torch.Tensor", eos_token_ids: list[int], mask_truncated: bool
-) -> "torch.Tensor":
-    """(B,) tokens per completion: up to and with the first EOS, as TRL counts them in its completion mask."""
-    import torch
-
-    lengths = completion_mask.sum(dim=1)  # (B,)
-    if mask_truncated:
-        # TRL zeroes the mask of a truncated completion (no loss on it); it still ran to the longest length
-        lengths = torch.where(is_truncated(ids, eos_token_ids), torch.full_like(lengths, ids.size(1)), lengths)
-    return lengths
 
 
 def shard_name(step: int) -> str:

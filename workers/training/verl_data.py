@@ -10,18 +10,11 @@ passes them.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
+from workers.training.protocol.verl_dump import dump_event, number, read_dump
+
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth")  # the column verl shows as ground_truth, when the row has one
-# extra keys the capture adds to verl's dump beside its own (input, output, gts, score, step)
-GROUP_KEY, ADVANTAGE_KEY, LENGTH_KEY, TRUNCATED_KEY, COLUMNS_KEY = (
-    "uid",
-    "grpo_web/advantage",
-    "grpo_web/length",
-    "grpo_web/truncated",
-    "grpo_web/columns",
-)
 # verl's metric names -> the TRL names the run pages chart; verl's own names are kept as well
 METRIC_ALIASES = {
     "critic/score/mean": "reward",
@@ -83,58 +76,20 @@ def write_parquet(jsonl: str | Path, out: str | Path, *, data_source: str, split
     return str(out)
 
 
-def _number(value):
-    if value is None or isinstance(value, bool):
-        return value
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def rollouts_event(dump: str | Path, reward_names: list[str], num_generations: int) -> dict:
-    """One of verl's ``{step}.jsonl`` rollout dumps as a "rollouts" event: rows in verl's order, grouped by verl's
-    uid (the prompt's group), verl's score as the reward and its GRPO advantage."""
-    lines = [json.loads(line) for line in Path(dump).read_text().splitlines() if line.strip()]
-    groups: dict[str, int] = {}
-    rows = []
-    for index, line in enumerate(lines):
-        group = groups.setdefault(str(line.get(GROUP_KEY, index // num_generations)), len(groups))
-        columns = line.get(COLUMNS_KEY)
-        rows.append(
-            {
-                "index": index,
-                "group": group,
-                "prompt": line["input"],
-                "completion": line["output"],
-                "rewards": [_number(line.get(f"rewards/{name}")) for name in reward_names],
-                "reward": _number(line["score"]),
-                "advantage": _number(line.get(ADVANTAGE_KEY)),
-                "length": int(line.get(LENGTH_KEY) or 0),
-                "truncated": bool(line.get(TRUNCATED_KEY)),
-                "columns": json.loads(columns) if isinstance(columns, str) else {},
-            }
-        )
-    step = int(lines[0]["step"]) if lines else int(Path(dump).stem)
-    return {
-        "type": "rollouts",
-        "step": step,
-        "num_generations": num_generations,
-        "reward_names": reward_names,
-        "rows": rows,
-    }
+    """One of verl's ``{step}.jsonl`` rollout dumps, with the capture's extra keys, as a "rollouts" event: rows in
+    verl's order, grouped by verl's uid (the prompt's group), verl's score as the reward and its GRPO advantage."""
+    lines = read_dump(dump)
+    event, _ = dump_event(
+        dump, lines, reward_keys_=[f"rewards/{name}" for name in reward_names], reward_names=reward_names
+    )
+    return {**event, "num_generations": num_generations}
 
 
 def metrics_event(line: dict, max_steps: int) -> dict:
     """A line of verl's file logger ({"step", "data"}) as a "metrics" event, TRL's names beside verl's."""
-    data = {k: _number(v) if isinstance(v, (int, float)) else v for k, v in line["data"].items()}
+    data = {
+        k: number(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in line["data"].items()
+    }
     data |= {alias: data[name] for name, alias in METRIC_ALIASES.items() if name in data and alias not in data}
     return {"type": "metrics", "step": int(line["step"]), "max_steps": max_steps, "metrics": data}
-
-
-def reward_means(event: dict) -> dict:
-    """rewards/<name>/mean per step from a rollouts event (TRL logs them; verl's metrics do not have them)."""
-    out = {}
-    for k, name in enumerate(event["reward_names"]):
-        values = [r["rewards"][k] for r in event["rows"] if r["rewards"][k] is not None]
-        if values:
-            out[f"rewards/{name}/mean"] = sum(values) / len(values)
-    return out

@@ -21,18 +21,16 @@ from pathlib import Path
 
 from workers.training.protocol.config import TrainConfig
 from workers.training.protocol.events import EventWriter
-from workers.training.protocol.verl_keys import VERL_ROLLOUT_DIR, overrides
-from workers.training.verl_data import (
+from workers.training.protocol.verl_dump import (
     ADVANTAGE_KEY,
     COLUMNS_KEY,
     GROUP_KEY,
     LENGTH_KEY,
     TRUNCATED_KEY,
-    metrics_event,
     reward_means,
-    rollouts_event,
-    write_parquet,
 )
+from workers.training.protocol.verl_keys import VERL_ROLLOUT_DIR, overrides
+from workers.training.verl_data import metrics_event, rollouts_event, write_parquet
 
 METRICS_FILE = "verl_metrics.jsonl"
 
@@ -73,6 +71,7 @@ def install_capture() -> None:
         return original(self, batch, {**reward_extra_infos_dict, **extras}, timing_raw, rollout_data_dir)
 
     _log_rollout_data.grpo_web = True
+    _log_rollout_data.original = original  # verl's own, for a dump without the capture's keys
     RayPPOTrainer._log_rollout_data = _log_rollout_data
 
 

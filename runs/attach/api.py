@@ -1,0 +1,155 @@
+"""The attach API (mounted by grpo_web/api.py at /api/attach/): a client in the user's own training script
+(the grpo-web-attach package, attach/) creates its run, sends its spool in gzip'd batches at their byte offsets,
+beats while it trains, and says how the run ended. A token of scope attach reaches only these endpoints; each run
+is its owner's alone (another user's run answers 404) and the client proves it is the run's with its resume key."""
+
+from __future__ import annotations
+
+import zlib
+
+from django.conf import settings
+from django.http import Http404
+from ninja import Router, Schema
+from ninja.errors import HttpError
+from pydantic import Field
+
+from runs.attach.checks import EventRefused
+from runs.attach.services import (
+    OffsetGap,
+    attached_batch_append,
+    attached_run_create,
+    external_run_finish,
+    external_run_heartbeat,
+    resume_key_hash,
+)
+from runs.models import Run
+
+router = Router(tags=["attach"])
+
+
+class AttachIn(Schema):
+    name: str = Field("", max_length=200, description="The run's name on grpo-web.")
+    model: str = Field("", max_length=500, description="The model id or path the script trains.")
+    config: dict = Field(default_factory=dict, description="The GRPOConfig, as GRPOConfig.to_dict() gives it.")
+    reward_names: list[str] = Field(default_factory=list, max_length=100, description="TRL's reward_func_names.")
+    reward_sources: dict[str, str] = Field(default_factory=dict, description="Each reward function's source.")
+    dataset_label: str = Field("", max_length=500, description="The dataset's name, as the script knows it.")
+    host: str = Field("", max_length=1000)
+    command: str = Field("", max_length=10000)
+
+
+class AttachOut(Schema):
+    id: int
+    resume_key: str = Field(description="Kept beside the client's spool; sent with every later call.")
+    url: str
+
+
+class KeyIn(Schema):
+    resume_key: str = Field(max_length=200)
+
+
+class FinishIn(KeyIn):
+    failed: bool = False
+    error: str = Field("", max_length=10000)
+
+
+class Taken(Schema):
+    taken: int = Field(description="Bytes of the spool the server has taken; send from there.")
+    steps: list[int] = []
+    rollouts: int = 0
+
+
+class Gap(Schema):
+    detail: str
+    expected: int
+
+
+class Detail(Schema):
+    detail: str
+
+
+def attached_run(request, run_id: int, key: str) -> Run:
+    run = Run.objects.filter(pk=run_id, owner=request.user, origin=Run.Origin.ATTACHED).first()
+    if run is None:
+        raise Http404("no such attached run of yours")
+    if not key or resume_key_hash(key) != run.resume_key_hash:
+        raise HttpError(403, "resume_key: not this run's key (it is in the spool folder's run.json)")
+    return run
+
+
+@router.post("/attach/runs", response=AttachOut, summary="Create an attached run (a client in a training script)")
+def attach_create(request, body: AttachIn):
+    run, key = attached_run_create(
+        owner=request.user,
+        name=body.name,
+        model=body.model,
+        config=body.config,
+        reward_names=body.reward_names,
+        reward_sources=body.reward_sources,
+        dataset_label=body.dataset_label,
+        host=body.host,
+        command=body.command,
+    )
+    return {"id": run.pk, "resume_key": key, "url": run.get_absolute_url()}
+
+
+def expanded(request) -> bytes:
+    """The request body, gunzipped when it says it is gzip; refused past the batch limits."""
+    data = request.read(settings.GRPO_ATTACH_MAX_BATCH_BYTES + 1)
+    if len(data) > settings.GRPO_ATTACH_MAX_BATCH_BYTES:
+        raise HttpError(413, f"body: larger than {settings.GRPO_ATTACH_MAX_BATCH_BYTES} bytes; send smaller batches")
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        raw = data
+    elif encoding == "gzip":
+        limit = settings.GRPO_ATTACH_MAX_EXPANDED_BYTES
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            raw = inflate.decompress(data, limit + 1)
+        except zlib.error as exc:
+            raise HttpError(400, f"body: not valid gzip ({exc})") from None
+        if len(raw) > limit:
+            raise HttpError(413, f"body: expands past {limit} bytes; send smaller batches")
+        if not inflate.eof:
+            raise HttpError(400, "body: the gzip stream is cut short")
+    else:
+        raise HttpError(415, f"Content-Encoding: gzip or none, not {encoding[:40]!r}")
+    if len(raw) > settings.GRPO_ATTACH_MAX_EXPANDED_BYTES:
+        raise HttpError(413, f"body: larger than {settings.GRPO_ATTACH_MAX_EXPANDED_BYTES} bytes; send smaller batches")
+    return raw
+
+
+@router.post(
+    "/attach/runs/{int:run_id}/events",
+    response={200: Taken, 400: Detail, 409: Gap},
+    summary="Append a batch of the client's spool (event-log lines) that starts at byte `offset` of it",
+    openapi_extra={
+        "requestBody": {"content": {"application/x-ndjson": {"schema": {"type": "string", "format": "binary"}}}}
+    },
+)
+def attach_events(request, run_id: int, offset: int = 0):
+    run = attached_run(request, run_id, request.headers.get("X-Resume-Key", ""))
+    if offset < 0:
+        raise HttpError(400, "offset: must be 0 or more")
+    data = expanded(request)
+    try:
+        answer = attached_batch_append(run=run, data=data, offset=offset)
+    except OffsetGap as gap:
+        return 409, {"detail": str(gap), "expected": gap.expected}
+    except EventRefused as exc:
+        return 400, {"detail": f"nothing was stored: {exc}"}
+    return answer
+
+
+@router.post("/attach/runs/{int:run_id}/heartbeat", response={200: Taken}, summary="The client is alive")
+def attach_heartbeat(request, run_id: int, body: KeyIn):
+    run = attached_run(request, run_id, body.resume_key)
+    external_run_heartbeat(run=run)
+    return {"taken": run.received_bytes}
+
+
+@router.post("/attach/runs/{int:run_id}/finish", response={200: Taken}, summary="The run ended (or failed)")
+def attach_finish(request, run_id: int, body: FinishIn):
+    run = attached_run(request, run_id, body.resume_key)
+    external_run_finish(run=run, failed=body.failed, error=body.error)
+    return {"taken": run.received_bytes}

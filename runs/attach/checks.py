@@ -1,0 +1,115 @@
+"""What an event log line from outside must be before it is stored: the checks of every event a client or an
+importer sends, naming the line and the key that is wrong. Ingest (runs.rollouts.ingest) trusts what it reads,
+as the training program wrote it; what comes from elsewhere passes here first."""
+
+from __future__ import annotations
+
+import json
+import math
+
+EVENT_TYPES = ("rollouts", "metrics", "checkpoint")
+MAX_INT = 2**31 - 1  # the database's positive integer columns
+MAX_ROWS = 100_000  # rows in one generation batch
+
+
+class EventRefused(ValueError):
+    """An event that cannot be stored; the message names the line and the key."""
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
+
+
+def _number(value, *, none=True) -> bool:
+    if value is None:
+        return none
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _text(value) -> bool:
+    """A prompt or completion: a string, or TRL's conversational messages (a list of dicts)."""
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(m, dict) for m in value))
+
+
+ROW_CHECKS = {
+    "index": (_int, "an integer from 0"),
+    "group": (_int, "an integer from 0"),
+    "prompt": (_text, "a string or a list of messages"),
+    "completion": (_text, "a string or a list of messages"),
+    "rewards": (lambda v: isinstance(v, list) and all(_number(r) for r in v), "a list of numbers or nulls"),
+    "reward": (_number, "a number or null"),
+    "advantage": (lambda v: _number(v, none=False), "a finite number"),
+    "length": (_int, "an integer from 0"),
+    "truncated": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def event_problem(event, where: str, allow_resume: bool = False) -> str | None:
+    """Why ``event`` (from ``where``, e.g. "line 3") cannot be stored; None when it can. ``allow_resume``: a client's
+    "resume" marker (its script runs again from the checkpoint at ``step``) is allowed."""
+    if not isinstance(event, dict):
+        return f"{where}: an event is a JSON object, not {type(event).__name__}"
+    kind = event.get("type")
+    if allow_resume and kind == "resume":
+        return None if _int(event.get("step")) else f"{where}: step: must be an integer from 0"
+    if kind not in EVENT_TYPES:
+        return f"{where}: type: must be one of {', '.join(EVENT_TYPES)}, not {str(kind)[:40]!r}"
+    if not _int(event.get("step")):
+        return f"{where}: step: must be an integer from 0"
+    if "ts" in event and not _number(event["ts"], none=False):
+        return f"{where}: ts: must be a number (seconds since the epoch)"
+    if kind == "metrics":
+        metrics = event.get("metrics")
+        if not isinstance(metrics, dict):
+            return f"{where}: metrics: must be an object"
+        for key, value in metrics.items():
+            if len(key) > 200 or "\x00" in key:
+                return f"{where}: metrics: a name is at most 200 characters, without NUL"
+            if not _number(value) and not (isinstance(value, str) and len(value) <= 1000 and "\x00" not in value):
+                return f"{where}: metrics.{key[:60]}: must be a number, null or a short string"
+        if "max_steps" in event and event["max_steps"] is not None and not _int(event["max_steps"]):
+            return f"{where}: max_steps: must be an integer from 0"
+    elif kind == "checkpoint":
+        if not isinstance(event.get("path", ""), str):
+            return f"{where}: path: must be a string"
+    else:
+        return rollouts_problem(event, where)
+    return None
+
+
+def rollouts_problem(event: dict, where: str) -> str | None:
+    rows = event.get("rows")
+    if not isinstance(rows, list):
+        return f"{where}: rows: must be a list"
+    if len(rows) > MAX_ROWS:
+        return f"{where}: rows: at most {MAX_ROWS} rows in one batch, not {len(rows)}"
+    names = event.get("reward_names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return f"{where}: reward_names: must be a list of strings"
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return f"{where}: rows[{i}]: must be an object"
+        for key, (check, wanted) in ROW_CHECKS.items():
+            if key not in row:
+                return f"{where}: rows[{i}].{key}: missing"
+            if not check(row[key]):
+                return f"{where}: rows[{i}].{key}: must be {wanted}"
+        if "columns" in row and row["columns"] is not None and not isinstance(row["columns"], dict):
+            return f"{where}: rows[{i}].columns: must be an object"
+    return None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_line(line: bytes, where: str) -> dict:
+    """One line of a client's batch as an event, checked (EventRefused names what is wrong)."""
+    try:
+        event = json.loads(line, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EventRefused(f"{where}: not JSON ({str(exc)[:120]})") from None
+    problem = event_problem(event, where, allow_resume=True)
+    if problem:
+        raise EventRefused(problem)
+    return event

@@ -1,0 +1,250 @@
+"""Runs trained elsewhere: created by a client in the user's own training script (attached) or by an importer
+(imported), their events appended to their event log and ingested like a run the app trains.
+
+An external run has no dataset version (``dataset_label`` names its data), no supervisor and no lease: its status
+comes from its source (the client's finish call, or the importer), its liveness from ``last_contact_at``."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import secrets
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from runs.attach.checks import EventRefused, event_problem, parse_line
+from runs.live import publish
+from runs.models import JobStatus, Rollout, Run, StepMetric
+from runs.paths import event_log_path
+from runs.rollouts.ingest import ingest_log
+from runs.text import json_safe
+from workers.training.protocol.events import clean
+
+log = logging.getLogger(__name__)
+
+NAME_LENGTH = 200
+
+
+class OffsetGap(Exception):
+    """A batch that starts past the bytes taken so far: something in between was never received."""
+
+    def __init__(self, expected: int):
+        super().__init__(f"offset: this run has taken {expected} bytes; send from there")
+        self.expected = expected
+
+
+def resume_key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def external_run_create(
+    *,
+    owner,
+    name: str,
+    origin: str,
+    model: str = "",
+    config: dict | None = None,
+    reward_names: Iterable[str] = (),
+    dataset_label: str = "",
+    host: str = "",
+    command: str = "",
+    reward_sources: dict | None = None,
+    notes: Iterable[str] = (),
+    status: str = JobStatus.RUNNING,
+) -> Run:
+    """A run trained elsewhere. ``config``: the GRPOConfig as its source reported it (TRL's names); ``reward_names``
+    in TRL's order (the rollouts' ``rewards`` follow it); ``reward_sources``: each function's source, where known.
+    A finished status (an import) is finished now."""
+    if origin not in (Run.Origin.ATTACHED, Run.Origin.IMPORTED):
+        raise ValueError(f"origin: an external run is attached or imported, not {origin!r}")
+    config = json_safe(clean(dict(config or {})))
+    sources = reward_sources or {}
+    weights = config.get("reward_weights") if isinstance(config.get("reward_weights"), list) else None
+    names = [str(n) for n in reward_names]
+    rewards = [
+        {
+            "name": n,
+            "weight": weights[i] if weights and i < len(weights) and isinstance(weights[i], (int, float)) else 1.0,
+            "external": True,
+            **({"source": str(sources[n])} if sources.get(n) else {}),
+        }
+        for i, n in enumerate(names)
+    ]
+    max_steps = config.get("max_steps")
+    now = timezone.now()
+    finished = status in Run.FINISHED
+    return Run.objects.create(
+        owner=owner,
+        name=(name or "external run")[:NAME_LENGTH],
+        origin=origin,
+        model=model[:500],
+        dataset_version=None,
+        dataset_label=dataset_label[:500],
+        rewards=rewards,
+        config=config,
+        config_extra={},
+        reported_host=host,
+        reported_command=command,
+        notes="\n".join(notes),
+        status=status,
+        total_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else 0,
+        started_at=now,
+        finished_at=now if finished else None,
+        last_contact_at=now if origin == Run.Origin.ATTACHED else None,
+        evaluation={},
+    )
+
+
+def attached_run_create(*, owner, **fields) -> tuple[Run, str]:
+    """An attached run and the resume key its client keeps beside its spool (only its hash is stored)."""
+    key = secrets.token_urlsafe(24)
+    run = external_run_create(owner=owner, origin=Run.Origin.ATTACHED, **fields)
+    run.resume_key_hash = resume_key_hash(key)
+    run.save(update_fields=["resume_key_hash"])
+    return run, key
+
+
+def check_events(events: list) -> None:
+    for i, event in enumerate(events, start=1):
+        problem = event_problem(event, f"event {i}")
+        if problem:
+            raise EventRefused(problem)
+
+
+def external_events_append(*, run: Run, events: list[dict]) -> dict:
+    """Append ``events`` to the run's event log and ingest them (rollouts keyed (run, step, index), metrics (run,
+    step): events sent twice store nothing twice). Each is checked first (EventRefused names the first that cannot
+    be stored, and nothing is written). Returns ingest's summary: {"steps", "rollouts", "evaluated"}."""
+    check_events(events)
+    data = b"".join(json.dumps(clean(e), allow_nan=False).encode() + b"\n" for e in events)
+    return append_lines(run=run, data=data)
+
+
+def append_lines(*, run: Run, data: bytes, received: int | None = None) -> dict:
+    """Append checked, complete event-log lines and ingest them, all or nothing: the file is cut back if ingest
+    fails. ``received``: the run's new count of client bytes taken, saved in the same transaction."""
+    path = event_log_path(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # the row lock orders appends on PostgreSQL; the file lock on SQLite, where select_for_update locks nothing
+    with open(path, "ab") as fh, transaction.atomic():
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        run.event_offset, run.step = locked.event_offset, locked.step
+        if received is not None and locked.received_bytes != received - len(data):
+            raise OffsetGap(locked.received_bytes)  # another request took these bytes first
+        size = path.stat().st_size
+        fh.write(data)
+        fh.flush()
+        try:
+            changed, read = ingest_log(run, path)
+            update = ["last_contact_at"]
+            run.last_contact_at = timezone.now()
+            max_steps = [e["max_steps"] for e in read if e["type"] == "metrics" and e.get("max_steps")]
+            if max_steps and max(max_steps) != run.total_steps:
+                run.total_steps = max(max_steps)
+                update.append("total_steps")
+            if received is not None:
+                run.received_bytes = received
+                update.append("received_bytes")
+            run.save(update_fields=update)
+        except BaseException:
+            os.truncate(path, size)
+            raise
+    if read:
+        push(run, steps=changed["steps"], rollouts=changed["rollouts"], evaluations=changed["evaluated"])
+    return changed
+
+
+def push(run: Run, **extra) -> None:
+    """Tell open pages; best effort: a Redis outage never refuses a client's batch."""
+    try:
+        publish(run.pk, status=run.status, step=run.step, **extra)
+    except Exception as exc:  # redis.ConnectionError and friends
+        log.warning("run %s: live update not sent: %s", run.pk, exc)
+
+
+def external_run_heartbeat(*, run: Run) -> None:
+    run.last_contact_at = timezone.now()
+    run.save(update_fields=["last_contact_at"])
+
+
+def external_run_finish(*, run: Run, failed: bool = False, error: str = "") -> None:
+    """The source says the run ended: completed, or failed with ``error``. A finished run stays as it ended."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.is_finished:
+            return
+        run.last_contact_at = timezone.now()
+        run.save(update_fields=["last_contact_at"])
+        if failed:
+            run.mark_failed(error or "the training script failed")
+            if run.resumable:  # the app cannot resume what it did not train
+                run.resumable = False
+                run.save(update_fields=["resumable"])
+        else:
+            run.mark_completed()
+    push(run)
+
+
+def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
+    """A client's batch: spool bytes (complete event-log lines) starting at byte ``offset`` of its spool. Only the
+    bytes past what the run has taken are appended (a batch sent again is acknowledged, not stored twice); a batch
+    that starts past them raises OffsetGap. Lines are checked before anything is written (EventRefused). A "resume"
+    marker (the script ran again from its checkpoint at ``step``) drops the rows of the steps after it before the
+    lines that follow are stored: those steps are trained again. Returns {"taken": bytes taken, **ingest's
+    summary}."""
+    taken = Run.objects.filter(pk=run.pk).values_list("received_bytes", flat=True).get()
+    if offset > taken:
+        raise OffsetGap(taken)
+    new = data[taken - offset :] if offset + len(data) > taken else b""
+    if not new:
+        return {"taken": taken, "steps": [], "rollouts": 0, "evaluated": []}
+    if not new.endswith(b"\n"):
+        raise EventRefused("the batch must end with a complete line (a newline)")
+    segments: list[tuple[bytes, int | None]] = []  # (lines, then a resume marker's step or None)
+    start, position = 0, 0
+    for number, line in enumerate(new.splitlines(keepends=True), start=1):
+        where = f"line {number} (spool byte {taken + position})"
+        position += len(line)
+        if len(line) > settings.GRPO_ATTACH_MAX_LINE_BYTES:
+            raise EventRefused(f"{where}: longer than {settings.GRPO_ATTACH_MAX_LINE_BYTES} bytes")
+        if not line.strip():
+            continue
+        event = parse_line(line, where)
+        if event["type"] == "resume":
+            segments.append((new[start:position], event["step"]))
+            start = position
+    segments.append((new[start:], None))
+    summary = {"steps": set(), "rollouts": 0, "evaluated": []}
+    received, path = taken, event_log_path(run)
+    size = path.stat().st_size if path.exists() else 0
+    try:
+        with transaction.atomic():
+            for lines, resume_step in segments:
+                received += len(lines)
+                changed = append_lines(run=run, data=lines, received=received)
+                summary["steps"] |= set(changed["steps"])
+                summary["rollouts"] += changed["rollouts"]
+                if resume_step is not None:
+                    attached_run_resume(run=run, step=resume_step)
+    except BaseException:
+        if path.exists():
+            os.truncate(path, size)  # the database rolled back: so does the log
+        raise
+    return {"taken": received, **summary, "steps": sorted(summary["steps"])}
+
+
+def attached_run_resume(*, run: Run, step: int) -> None:
+    """The client's script runs again from its checkpoint at ``step``: the steps after it are trained again, so
+    their rows go (the new ones take their keys) and the run is running again."""
+    Rollout.objects.filter(run=run, step__gt=step).delete()
+    StepMetric.objects.filter(run=run, step__gt=step).delete()
+    run.step, run.checkpoint_step = min(run.step, step), min(run.checkpoint_step, step)
+    run.status, run.finished_at, run.error = JobStatus.RUNNING, None, ""
+    run.save(update_fields=["step", "checkpoint_step", "status", "finished_at", "error"])

@@ -1,0 +1,130 @@
+"""A plain TRL script (tests/attach/grpo_script.py) with the attach client, against a live server: what the server
+stores is TRL's own completions table, row for row and bit for bit, through a server outage and a training process
+killed and resumed from its checkpoint."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from runs.accounts.services import token_create
+from runs.models import Rollout, Run, StepMetric
+from tests.conftest import BASE_DIR, free_port, stop_process, wait_for
+from workers.processes import wait_until_answers
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+SCRIPT = Path(__file__).with_name("grpo_script.py")
+NAMES = ["digit_ratio", "sometimes_none"]
+
+
+@contextlib.contextmanager
+def server(env: dict, port: int, log: Path):
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until_answers(proc, f"http://127.0.0.1:{port}/login/", 60, what="uvicorn", every=0.2)
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+def script(tiny_model, out: Path, url: str, token: str, *args, wait=True, **env) -> subprocess.Popen:
+    """The user's script in a process of its own; no Django settings or project path in its environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "DATABASE", "GRPO_"))}
+    clean.pop("PYTHONPATH", None)
+    environment = {**clean, "GRPO_WEB_URL": url, "GRPO_WEB_TOKEN": token, "HF_HUB_OFFLINE": "1", **env}
+    log = open(out.parent / f"{out.name}-{len(list(out.parent.glob('*.log')))}.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(tiny_model), str(out), *args],
+        cwd=out.parent,
+        env=environment,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    if wait:
+        proc.wait(timeout=600)
+    return proc
+
+
+def same(stored, trl) -> bool:
+    if stored is None or (isinstance(stored, float) and math.isnan(stored)):
+        return trl is None or (isinstance(trl, float) and math.isnan(trl))
+    return stored == trl
+
+
+def assert_rows_are_trls(run: Run, out: Path, steps: int):
+    tables = sorted((out / "completions").glob("completions_*.parquet"))
+    assert len(tables) == steps
+    assert Rollout.objects.filter(run=run).count() == sum(len(pd.read_parquet(p)) for p in tables)
+    for path in tables:
+        step, table = int(path.stem.split("_")[1]), pd.read_parquet(path)
+        rows = list(Rollout.objects.filter(run=run, step=step).order_by("index"))
+        assert len(rows) == len(table), (step, len(rows), len(table))
+        assert [r.prompt for r in rows] == list(table["prompt"])
+        assert [r.completion for r in rows] == list(table["completion"])
+        for k, fn in enumerate(NAMES):
+            assert all(same(r.rewards[k], v) for r, v in zip(rows, table[fn].tolist())), (step, fn)
+        assert [r.advantage for r in rows] == table["advantage"].tolist(), step
+        assert {r.columns["answer"] for r in rows} <= {str(2 * a + 1) for a in range(32)}
+    assert sorted(StepMetric.objects.filter(run=run).values_list("step", flat=True)) == list(range(1, steps + 1))
+
+
+def logs(out: Path) -> str:
+    return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(out.parent.glob("*.log")))
+
+
+def test_a_trl_script_sends_trls_own_rows(service_env, tiny_model, owner, tmp_path):
+    _, token = token_create(owner=owner, name="gpu node", scope="attach")
+    port, out = free_port(), tmp_path / "out"
+    with server(service_env, port, tmp_path / "web.log"):
+        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token)
+        assert proc.returncode == 0, logs(out)
+    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
+    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    assert (run.name, run.total_steps, run.step, run.dataset_version_id) == ("attached", 2, 2, None)
+    assert [r["name"] for r in run.rewards] == NAMES and "def digit_ratio" in run.rewards[0]["source"]
+    assert run.config["num_generations"] == 4 and str(tiny_model) in run.model
+    assert str(SCRIPT) in run.reported_command and run.reported_host
+    assert_rows_are_trls(run, out, 2)
+
+
+def test_a_server_outage_and_a_killed_trainer_lose_and_duplicate_nothing(service_env, tiny_model, owner, tmp_path):
+    _, token = token_create(owner=owner, name="gpu node", scope="attach")
+    port, out = free_port(), tmp_path / "out"
+    url = f"http://127.0.0.1:{port}"
+    with server(service_env, port, tmp_path / "web.log"):
+        # killed (SIGKILL: no flush, no finish) at the end of step 3; checkpoint-2 is the last whole checkpoint
+        killed = script(tiny_model, out, url, token, MAX_STEPS="4", KILL_AT_STEP="3")
+        assert killed.returncode == -9, logs(out)
+        run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
+        assert run.status == Run.Status.RUNNING
+    # the server is down when the script resumes from its checkpoint, and comes back while it trains
+    resumed = script(tiny_model, out, url, token, "--resume", wait=False, MAX_STEPS="4")
+    spool = out / "grpo-web-spool" / "events.jsonl"
+    size = spool.stat().st_size
+    wait_for(
+        lambda: spool.stat().st_size > size + 1000, 300, what="the resumed script spooling while the server is down"
+    )
+    time.sleep(2)
+    with server(service_env, port, tmp_path / "web.log"):
+        assert resumed.wait(timeout=600) == 0, logs(out)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    assert Run.objects.filter(owner=owner).count() == 1  # the resumed script continued the same run
+    assert_rows_are_trls(run, out, 4)

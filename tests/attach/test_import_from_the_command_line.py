@@ -1,0 +1,48 @@
+"""`grpo-web import` against a live server: a verl dump folder on the server (under the import folder), TRL's
+completions tables uploaded from here, and a path out of the import folders refused with the server's message."""
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from runs.accounts.services import token_create
+from runs.models import Rollout, Run
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+CLI = str(Path(sys.executable).with_name("grpo-web"))
+
+
+def cli(web_server, token, *args) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GRPO_WEB_URL": web_server, "GRPO_WEB_TOKEN": token}
+    return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_import_a_server_folder_and_an_upload(web_server, owner, verl_dumps, trl_output, tmp_path):
+    _, token = token_create(owner=owner, name="cli", scope="write")
+    name = f"verl-{uuid.uuid4().hex[:8]}"
+    folder = Path(settings.GRPO_IMPORT_ROOTS[0]) / name  # the server's import folder (the same data folder)
+    shutil.copytree(verl_dumps, folder)
+    try:
+        done = cli(web_server, token, "import", name, "--name", "verl from the cli")
+    finally:
+        shutil.rmtree(folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = Run.objects.get(name="verl from the cli")
+    assert f"imported run {run.pk}: rollouts for 2 steps: verl dumps every step it trained" in done.stdout
+    assert "computed by grpo-web from the scores with verl's GRPO estimator" in done.stdout
+    assert Rollout.objects.filter(run=run).count() == 12
+
+    uploaded = cli(web_server, token, "import", trl_output.output_dir, "--upload", "--name", "trl upload")
+    assert uploaded.returncode == 0, uploaded.stdout + uploaded.stderr
+    run = Run.objects.get(name="trl upload")
+    assert sorted(set(Rollout.objects.filter(run=run).values_list("step", flat=True))) == [2, 3]
+
+    refused = cli(web_server, token, "import", str(tmp_path))
+    assert refused.returncode == 2 and "only files under the import folders" in refused.stderr
