@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0027_run_tags_notes_pinned_metric'),
+        ('runs', '0030_run_import'),
     ]
 
     operations = [
