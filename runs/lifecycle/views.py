@@ -18,7 +18,7 @@ from runs.access import visible_run, writable_run
 from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
-from runs.lifecycle.demos import DEMO_RUNS
+from runs.lifecycle.demos import DEMO_GRPO, DEMO_RUNS, DEMO_SFT
 from runs.lifecycle.forms import RunForm
 from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace, run_silence
 from runs.lifecycle.services import (
@@ -71,6 +71,8 @@ def run_new(request):
     initial = {
         "name": "demo SFT run" if kind == "sft" else "demo run",
         "dataset_version": request.GET.get("dataset_version"),
+        # the demo's small values on the tiny model; a field the form leaves at its default is TRL's
+        **(DEMO_SFT if kind == "sft" else DEMO_GRPO),
     }
     if request.GET.get("model"):  # "use as base" on the Models page
         initial["model"] = request.GET["model"][:500]
