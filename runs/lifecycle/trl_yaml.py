@@ -698,12 +698,33 @@ def run_yaml(run: Run) -> str:
         data["environment"] = run.environment["name"]
     fields = kind_fields(run.kind)
     config = {k: v for k, v in run.config.items() if k in fields and v is not None}
-    config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})
     trl_config = "SFTConfig" if run.is_sft else "GRPOConfig"
     header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL {trl_config} fields\n"
-    return (
-        header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra}, sort_keys=False)
-    )
+    sources = run.config_sources or {}
+    if sources:
+        header += (
+            "# each field's comment says where its value came from: file (the imported config), form (the run "
+            "form),\n# trainer default (left out: TRL's default) or grpo-web (left out: grpo-web's own default)\n"
+        )
+    evaluation = {k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS}
+    lines = [_commented(k, v, sources.get(k, "")) for k, v in config.items()]
+    lines += [_commented(k, v, FROM_FILE if sources else "") for k, v in run.config_extra.items()]
+    return header + yaml.safe_dump(data, sort_keys=False) + "".join(lines) + _dump(evaluation)
+
+
+def _dump(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False) if data else ""
+
+
+def _commented(key: str, value, source: str) -> str:
+    """``key: value`` as YAML, with where it came from as a comment (on its own line above a value that takes
+    several)."""
+    text = yaml.safe_dump({key: value}, sort_keys=False)
+    if not source:
+        return text
+    if text.count("\n") == 1:
+        return f"{text.rstrip()}  # {source}\n"
+    return f"# {key}: {source}\n{text}"
 
 
 def grpo_defaults() -> dict:
