@@ -51,6 +51,13 @@ def config_field(name, f):
         return forms.ChoiceField(choices=[(c, c) for c in f.metadata["choices"]], **common)
     if isinstance(default, bool):
         return forms.BooleanField(**{**common, "required": False})
+    if f.type.startswith("bool"):  # optional: blank leaves it to TRL
+        return forms.TypedChoiceField(
+            choices=[("", "TRL's default"), ("True", "yes"), ("False", "no")],
+            coerce=lambda v: v == "True",
+            empty_value=None,
+            **common,
+        )
     if isinstance(default, str):
         return forms.CharField(max_length=200, **{**common, "required": False})
     if isinstance(default, int) or f.type.startswith("int"):

@@ -43,6 +43,84 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped under CI=true, where every service must be present: {reason}"
 
 
+# --- the small training values every test's runs train with ---------------------------------------------------
+# A field a run leaves out takes TRL's default (GRPOConfig's 512-token completions at 1e-6 for three epochs; SFTConfig's
+# 1024-token rows): minutes of training on 2 cores, where a test trains 1-3 steps. So the suite's runs train the tiny
+# model with the demo's small values (runs.lifecycle.demos), set here, once, as the config dataclasses' defaults for
+# the session: every run a test makes without them, by the form, a YAML, the API or a TrainConfig of its own, gets
+# them. run_create stores every field, so the worker and training processes a test starts get them too.
+# The trl_defaults fixture puts TRL's back (tests/lifecycle/test_omitted_fields_take_trls_defaults.py).
+SMALL_GRPO = {
+    "learning_rate": 1e-2,
+    "max_steps": 30,
+    "max_completion_length": 16,
+    "per_device_train_batch_size": 16,
+    "save_steps": 10,
+}
+SMALL_SFT = {
+    "max_length": 128,
+    "completion_only_loss": True,
+    "learning_rate": 3e-3,
+    "max_steps": 30,
+    "per_device_train_batch_size": 16,
+    "lr_scheduler_type": "cosine",
+    "gradient_checkpointing": False,
+    "save_steps": 10,
+}
+
+
+@contextlib.contextmanager
+def dataclass_defaults(cls, values: dict):
+    """``cls``'s field defaults set to ``values`` (its fields, its class attributes and its __init__'s defaults)
+    inside the block."""
+    import dataclasses
+
+    fields = cls.__dataclass_fields__
+
+    def apply(new: dict):
+        for name, value in new.items():
+            fields[name].default = value
+            setattr(cls, name, value)
+        cls.__init__.__defaults__ = tuple(f.default for f in dataclasses.fields(cls))
+
+    saved = {name: fields[name].default for name in values}
+    apply(values)
+    try:
+        yield
+    finally:
+        apply(saved)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def small_training_values():
+    from workers.training.protocol.config import GRPOFields, SFTFields
+
+    with dataclass_defaults(GRPOFields, SMALL_GRPO), dataclass_defaults(SFTFields, SMALL_SFT):
+        yield
+
+
+@pytest.fixture
+def trl_defaults():
+    """TRL's defaults back in the config dataclasses for one test."""
+    from workers.training.protocol.config import GRPOFields, SFTFields
+
+    with dataclass_defaults(GRPOFields, TRL_GRPO), dataclass_defaults(SFTFields, TRL_SFT):
+        yield
+
+
+def _defaults(cls, names) -> dict:
+    return {name: cls.__dataclass_fields__[name].default for name in names}
+
+
+def _trl_values():
+    from workers.training.protocol.config import GRPOFields, SFTFields
+
+    return _defaults(GRPOFields, SMALL_GRPO), _defaults(SFTFields, SMALL_SFT)
+
+
+TRL_GRPO, TRL_SFT = _trl_values()  # read before the session fixture sets the small values
+
+
 def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

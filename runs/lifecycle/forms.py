@@ -17,7 +17,16 @@ from runs.forms import JSONObjectField, config_field
 from runs.lifecycle.trl_yaml import MANAGED
 from runs.models import DatasetVersion
 from workers.training.protocol import trl_fields
-from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, TOKEN_FIELDS, kind_fields, kind_groups
+from workers.training.protocol.config import (
+    EVAL_FIELDS,
+    FROM_FILE,
+    FROM_FORM,
+    GRPO_FIELDS,
+    TOKEN_FIELDS,
+    default_source,
+    kind_fields,
+    kind_groups,
+)
 
 # GRPOConfig fields not offered as they are: grpo-web sets them for every run (workers/training/train.py), takes them from
 # another part of the form (the rewards table's weights), or does not apply them (runs.lifecycle.trl_yaml notes why)
@@ -148,6 +157,13 @@ class RunForm(forms.Form):
         widget=forms.HiddenInput,
         help_text="Further GRPOConfig fields from an imported TRL config.",
     )
+    config_origin = JSONObjectField(
+        required=False,
+        initial=dict,
+        widget=forms.HiddenInput,
+        help_text="The config values an imported file (or the run cloned) set, each as [source, value]: a value "
+        "still the same when the form is sent keeps that source.",
+    )
 
     def __init__(self, *args, owner, run=None, imported=None, kind="grpo", **kwargs):
         super().__init__(*args, **kwargs)
@@ -274,6 +290,12 @@ class RunForm(forms.Form):
                 "config_extra": extra,
             }
         )
+        sources = getattr(source, "sources", None) or getattr(source, "config_sources", None) or {}
+        self.initial["config_origin"] = {
+            name: [sources[name], value]
+            for name, value in source.config.items()
+            if sources.get(name) in (FROM_FILE, FROM_FORM)
+        }
         if getattr(source, "token_sample_groups", None) is not None:
             self.initial["token_sample_groups"] = source.token_sample_groups
         self.initial["name"] = f"{source.name} (clone)" if clone else source.name
@@ -314,6 +336,20 @@ class RunForm(forms.Form):
                         f"version_{rf.pk}": r.get("version") or self.fields[f"version_{rf.pk}"].initial,
                     }
                 )
+
+    def _config_sources(self, config: dict, origin: dict) -> dict:
+        """Where each value the form sends came from: the file (or the cloned run) when it is still that file's
+        value, the default's source when it is the default, else the form."""
+        sources = {}
+        for name, value in config.items():
+            o = origin.get(name)
+            if isinstance(o, list) and len(o) == 2 and o[0] in (FROM_FILE, FROM_FORM) and o[1] == value:
+                sources[name] = o[0]
+            elif value == self.config_fields[name].default:
+                sources[name] = default_source(name)
+            else:
+                sources[name] = FROM_FORM
+        return sources
 
     def builtin_rows(self):
         """(checkbox, weight, name, description) of the trusted built-ins, for the template."""
@@ -401,6 +437,7 @@ class RunForm(forms.Form):
             version = rf.latest_version
             data["environment"] = {"name": rf.name, "version_id": version.pk, "version": version.number}
         data["config"] = {name: data.get(name) for name in self.config_fields}
+        data["config_sources"] = self._config_sources(data["config"], data.get("config_origin") or {})
         data["kind"] = self.kind
         data["trainer"] = data.get("trainer") or "trl"
         if self.is_sft and data["trainer"] != "trl":

@@ -18,6 +18,7 @@ from django.utils import timezone
 from grpo_web.sharing import teams_of
 from runs.models import Evaluation, Run, StepMetric
 from runs.paths import trainer_alive
+from workers.training.protocol.config import FROM_FILE, GRPO_WEB_DEFAULTS, kind_fields
 
 RECENT_STEPS = 20  # the pace is measured over the last steps logged
 
@@ -282,3 +283,27 @@ def _loggable(value) -> bool:
         or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
         or (isinstance(value, str) and len(value) <= 60)
     )
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    name: str
+    value: object
+    source: str  # config.SOURCES; "" for a run made before sources were kept
+    why: str  # a grpo-web default: why it is grpo-web's
+
+
+def config_rows(run: Run) -> list[ConfigRow]:
+    """The run's config, field by field in the form's order, then the fields passed through to TRL: each value with
+    where it came from (the file, the form, the trainer's default or grpo-web's)."""
+    sources = run.config_sources or {}
+    names = [n for n in kind_fields(run.kind) if n in run.config] + [
+        n for n in run.config if n not in kind_fields(run.kind)
+    ]
+    rows = [
+        ConfigRow(
+            n, run.config[n], sources.get(n, ""), GRPO_WEB_DEFAULTS.get(n, "") if sources.get(n) == "grpo-web" else ""
+        )
+        for n in names
+    ]
+    return rows + [ConfigRow(n, v, FROM_FILE if sources else "", "") for n, v in (run.config_extra or {}).items()]

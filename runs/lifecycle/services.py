@@ -20,10 +20,18 @@ from rewards.toolspec import ToolError, environment_signature
 from runs.jobs import job_cancel, jobs_redispatch
 from runs.lifecycle.spec import RunRefused, RunSpec
 from runs.lifecycle.training_config import run_train_config
+from runs.lifecycle.trl_yaml import EPOCHS, epoch_steps
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import event_log_path, model_problems, trainer_alive
 from runs.rollouts.ingest import ingest_log
-from workers.training.protocol.config import SFT_COLUMNS, EvalFields
+from workers.training.protocol.config import (
+    FROM_FILE,
+    FROM_TRAINER,
+    SFT_COLUMNS,
+    EvalFields,
+    config_sources,
+    kind_fields,
+)
 
 
 def _env_signature(spec: dict):
@@ -69,17 +77,38 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
 
 
 def spec_normalized(spec: RunSpec) -> RunSpec:
-    """The spec as it is checked: blank evaluation settings left to their defaults, and the environment's reward
-    column (TRL's extra reward, weight 1, named after the class: the run's last reward) worked out from its code,
-    never taken from the caller."""
+    """The spec as it is checked and stored: every config field its kind has (those left out at their default, TRL's
+    but for the few grpo-web's own), each with where its value came from; ``max_steps`` -1 (TRL's default: by
+    epochs) as the steps its num_train_epochs take; blank evaluation settings left to their defaults; and the
+    environment's reward column (TRL's extra reward, weight 1, named after the class: the run's last reward) worked
+    out from its code, never taken from the caller."""
     environment = {k: v for k, v in (spec.environment or {}).items() if k != "reward"}
     env_spec = environment_spec(environment) if environment else None
     signature = _env_signature(env_spec) if env_spec else None
     if signature is not None and signature.has_reward:
         environment["reward"] = signature.name
     evaluation = {k: v for k, v in (spec.evaluation or {}).items() if v is not None}
+    fields = kind_fields(spec.kind)
+    given = {
+        k: FROM_TRAINER if v is None else (spec.config_sources or {}).get(k) or FROM_FILE
+        for k, v in spec.config.items()
+    }
+    config = {name: f.default for name, f in fields.items()} | dict(spec.config)
+    steps = config.get("max_steps")
+    epochs = (spec.config_extra or {}).get("num_train_epochs", EPOCHS)
+    if isinstance(steps, int) and steps <= 0 and isinstance(epochs, int | float) and epochs > 0:
+        # transformers trains num_train_epochs when max_steps is not above 0: the steps that takes, so the run's
+        # progress, checkpoints and evaluations count to a known end
+        try:
+            config["max_steps"], _ = epoch_steps(
+                config, train_rows=spec.dataset_version.train_rows, gpus=spec.requested_gpus, epochs=float(epochs)
+            )
+        except (TypeError, ValueError, AttributeError):
+            pass  # a batch size that is not a number: the config's own check names it
     return replace(
         spec,
+        config=config,
+        config_sources=config_sources(spec.kind, given),
         tools=list(spec.tools or []),
         environment=environment,
         config_extra=spec.config_extra or {},

@@ -37,6 +37,8 @@ class RunSpec:
     rewards: list[dict]  # pinned: {name, weight, version_id, version}, or a trusted built-in {name, weight, builtin}
     config: dict  # GRPOConfig (an SFT run: SFTConfig) fields under TRL's names
     config_extra: dict = field(default_factory=dict)  # further GRPOConfig fields, passed to it unchanged
+    # where each config value came from (config.SOURCES); a field given without one came from the caller's file
+    config_sources: dict = field(default_factory=dict)
     kind: str = Run.Kind.GRPO  # grpo, or sft: the rewards (optional) only score its evaluations
     trainer: str = Run.Trainer.TRL  # trl or verl (GRPO only)
     evaluation: dict = field(default_factory=dict)  # EvalFields; {} or eval_steps 0: no periodic evaluation
@@ -65,7 +67,11 @@ class RunSpec:
     @classmethod
     def from_form(cls, data: dict, *, parent: Run | None = None) -> RunSpec:
         """RunForm's cleaned data (runs.lifecycle.forms.RunForm.clean puts every field there)."""
-        return cls(parent=parent, **{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name != "parent"})
+        return cls(
+            parent=parent,
+            **{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name not in ("parent", "config_sources")},
+            config_sources=data.get("config_sources") or {},
+        )
 
     @classmethod
     def from_imported(cls, imported) -> RunSpec:
@@ -80,6 +86,7 @@ class RunSpec:
             rewards=imported.rewards,
             config=imported.config,
             config_extra=imported.extra,
+            config_sources=imported.sources,
             kind=imported.kind,
             trainer=imported.trainer,
             evaluation=imported.evaluation,

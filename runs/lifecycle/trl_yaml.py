@@ -28,7 +28,16 @@ from runs.lifecycle.foreign_yaml import from_oumi_yaml, from_verl_yaml, kind_of
 from runs.models import DatasetVersion, Run
 from runs.safe_yaml import load_yaml
 from workers.training.protocol import trl_fields
-from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, KINDS, TOKEN_FIELDS, GRPOFields, kind_fields
+from workers.training.protocol.config import (
+    EVAL_FIELDS,
+    FROM_FILE,
+    GRPO_FIELDS,
+    KINDS,
+    TOKEN_FIELDS,
+    GRPOFields,
+    config_sources,
+    kind_fields,
+)
 
 # Set by grpo-web for every run (workers/training/train.py), so an imported value would be overridden anyway.
 MANAGED = {
@@ -177,6 +186,7 @@ class ImportedRun:
     kind: str = "grpo"  # the ``trainer`` key: grpo or sft
     trainer: str = "trl"  # ``trainer: verl``: a GRPO run that trains with verl
     token_sample_groups: int = TOKEN_FIELDS["token_sample_groups"].default  # grpo-web's own, for the token view
+    sources: dict = field(default_factory=dict)  # each config field: where its value came from (config.SOURCES)
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -253,6 +263,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     _environment(data, owner, out)
 
     out.config = {name: f.default for name, f in fields.items()}
+    given: dict[str, str] = {}  # the config fields the file set (translated ones too)
     fractions: dict[str, float] = {}
     for key, value in data.items():
         if key in SCRIPT_KEYS or key in RENAMED:
@@ -262,8 +273,10 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             out.notes.append(f"{key}: left empty; the default {f.default!r} is used")
         elif key in FRACTIONAL and isinstance(value, float) and 0 < value < 1:
             fractions[key] = value  # resolved once max_steps is known
+            given[key] = FROM_FILE
         elif key == "scale_rewards" and isinstance(value, bool) and out.kind == "grpo":
             out.config[key] = "group" if value else "none"
+            given[key] = FROM_FILE
             out.notes.append(
                 f"scale_rewards: {value} is TRL's older boolean form; read as {out.config[key]!r}, as TRL does"
             )
@@ -271,11 +284,13 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             new = SFT_RENAMED[key]
             if new in fields:
                 out.config[new] = _coerce(new, value, out.errors, fields)
+                given[new] = FROM_FILE
             else:
                 out.extra[new] = value
             out.notes.append(f"{key}: SFTConfig's older name of {new}; read as {new}: {value!r}")
         elif key in fields:
             out.config[key] = _coerce(key, value, out.errors, fields)
+            given[key] = FROM_FILE
         elif key in EVAL_FIELDS:  # eval_steps is TRL's name too: every N steps, on the eval split
             out.evaluation[key] = _coerce(key, value, out.errors)
         elif key in MANAGED:
@@ -304,9 +319,17 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             + ", ".join(k for k in SFT_HINTS if k in data)
             + " and no reward_funcs): add `trainer: sft` to train it with TRL's SFTTrainer"
         )
+    for key in ("vllm_device", "num_train_epochs", "warmup_ratio"):  # translated into config fields
+        if data.get(key) is not None:
+            given.update(dict.fromkeys(TRANSLATED_INTO[key], FROM_FILE))
     _translate(data, out)
     _fractions(fractions, out)
+    out.sources = {k: v for k, v in config_sources(out.kind, given).items() if k in out.config}
     return out
+
+
+# The config fields a removed or renamed key is translated into (_translate)
+TRANSLATED_INTO = {"vllm_device": ("vllm_mode",), "num_train_epochs": ("max_steps",), "warmup_ratio": ("warmup_steps",)}
 
 
 # Keys that say a config is for SFTTrainer (the hint to add ``trainer: sft``)
@@ -386,16 +409,15 @@ def _translate(data: dict, out: ImportedRun) -> None:
 
 
 def _steps(data: dict, out: ImportedRun) -> None:
-    """``max_steps: -1`` (or none) with ``num_train_epochs``: the steps the epochs take."""
-    steps = out.config.get("max_steps") if "max_steps" in data else None
+    """``max_steps: -1`` (TRL's default, so also none) with ``num_train_epochs``: the steps the epochs take."""
+    # the file's max_steps; with neither key, the default's (TRL's -1: by epochs)
+    steps = out.config.get("max_steps") if "max_steps" in data or "num_train_epochs" not in data else None
     if isinstance(steps, int) and steps > 0:
         if "num_train_epochs" in data:
             out.notes.append("num_train_epochs: max_steps is set, and wins (as in TRL)")
         return
-    if steps is None and "num_train_epochs" not in data:
-        return  # the form's own default number of steps
-    # max_steps -1 (TRL's "by epochs"): as many steps as the epochs take, 3 by transformers' default
-    epochs = _number(data, "num_train_epochs", out) if data.get("num_train_epochs") is not None else 3.0
+    # max_steps -1 (TRL's "by epochs", its default): as many steps as the epochs take, 3 by transformers' default
+    epochs = _number(data, "num_train_epochs", out) if data.get("num_train_epochs") is not None else EPOCHS
     version = out.dataset_version
     if version is None or epochs is None:
         return
@@ -413,20 +435,31 @@ def _steps(data: dict, out: ImportedRun) -> None:
             f"partial batch); max_steps: {cfg['max_steps']}"
         )
         return
-    # each optimizer step takes B x GA completions per process, G of them per prompt
-    prompts_per_step = max(
-        1,
-        cfg["per_device_train_batch_size"]
-        * cfg["gradient_accumulation_steps"]
-        * max(1, out.requested_gpus)
-        // max(1, cfg.get("num_generations") or 1),
+    cfg["max_steps"], prompts_per_step = epoch_steps(
+        cfg, train_rows=version.train_rows, gpus=out.requested_gpus, epochs=epochs
     )
-    cfg["max_steps"] = max(1, math.ceil(version.train_rows * epochs / prompts_per_step))
+    said = "max_steps: -1" if "max_steps" in data else "max_steps: left out, so TRL's default -1,"
     out.notes.append(
-        f"max_steps: -1 trains for num_train_epochs={epochs:g}; translated to max_steps: "
+        f"{said} trains for num_train_epochs={epochs:g}; translated to max_steps: "
         f"{cfg['max_steps']} ({version.train_rows} training prompts x {epochs:g} epochs / "
         f"{prompts_per_step} prompts a step)"
     )
+
+
+EPOCHS = 3.0  # transformers' num_train_epochs default: what max_steps -1 trains for
+
+
+def epoch_steps(cfg: dict, *, train_rows: int, gpus: int, epochs: float = EPOCHS) -> tuple[int, int]:
+    """(the optimizer steps ``epochs`` passes over ``train_rows`` take, the prompts (an SFT run: rows) of one step):
+    each step takes B x GA completions per process, G of them per prompt."""
+    per_step = max(
+        1,
+        cfg["per_device_train_batch_size"]
+        * cfg["gradient_accumulation_steps"]
+        * max(1, gpus)
+        // max(1, cfg.get("num_generations") or 1),
+    )
+    return max(1, math.ceil(train_rows * epochs / per_step)), per_step
 
 
 def _verl_prompts_per_step(out: ImportedRun) -> int:
@@ -666,12 +699,33 @@ def run_yaml(run: Run) -> str:
         data["environment"] = run.environment["name"]
     fields = kind_fields(run.kind)
     config = {k: v for k, v in run.config.items() if k in fields and v is not None}
-    config.update({k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS})
     trl_config = "SFTConfig" if run.is_sft else "GRPOConfig"
     header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL {trl_config} fields\n"
-    return (
-        header + yaml.safe_dump(data, sort_keys=False) + yaml.safe_dump({**config, **run.config_extra}, sort_keys=False)
-    )
+    sources = run.config_sources or {}
+    if sources:
+        header += (
+            "# each field's comment says where its value came from: file (the imported config), form (the run "
+            "form),\n# trainer default (left out: TRL's default) or grpo-web (left out: grpo-web's own default)\n"
+        )
+    evaluation = {k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS}
+    lines = [_commented(k, v, sources.get(k, "")) for k, v in config.items()]
+    lines += [_commented(k, v, FROM_FILE if sources else "") for k, v in run.config_extra.items()]
+    return header + yaml.safe_dump(data, sort_keys=False) + "".join(lines) + _dump(evaluation)
+
+
+def _dump(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False) if data else ""
+
+
+def _commented(key: str, value, source: str) -> str:
+    """``key: value`` as YAML, with where it came from as a comment (on its own line above a value that takes
+    several)."""
+    text = yaml.safe_dump({key: value}, sort_keys=False)
+    if not source:
+        return text
+    if text.count("\n") == 1:
+        return f"{text.rstrip()}  # {source}\n"
+    return f"# {key}: {source}\n{text}"
 
 
 def grpo_defaults() -> dict:

@@ -19,9 +19,9 @@ from runs.attach.importing import import_record
 from runs.evaluations.forms import EvaluationForm
 from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
-from runs.lifecycle.demos import DEMO_RUNS
+from runs.lifecycle.demos import DEMO_GRPO, DEMO_RUNS, DEMO_SFT
 from runs.lifecycle.forms import RunForm
-from runs.lifecycle.selectors import SORTS, dashboard_runs, log_view, run_pace, run_silence
+from runs.lifecycle.selectors import SORTS, config_rows, dashboard_runs, log_view, run_pace, run_silence
 from runs.lifecycle.services import (
     RunRefused,
     run_annotate,
@@ -72,6 +72,8 @@ def run_new(request):
     initial = {
         "name": "demo SFT run" if kind == "sft" else "demo run",
         "dataset_version": request.GET.get("dataset_version"),
+        # the demo's small values on the tiny model; a field the form leaves at its default is TRL's
+        **(DEMO_SFT if kind == "sft" else DEMO_GRPO),
     }
     if request.GET.get("model"):  # "use as base" on the Models page
         initial["model"] = request.GET["model"][:500]
@@ -109,7 +111,20 @@ RUN_TABS = [
     ("rollouts", "Rollouts"),
     ("evaluations", "Evaluations"),
     ("resources", "Resources"),
+    ("config", "Config"),
     ("log", "Log"),
+]
+
+
+# what grpo-web sets on TRL's config for every run (workers.training.trainargs), shown on the Config tab
+SET_FOR_EVERY_RUN = [
+    ("output_dir", "the run's folder on its worker"),
+    ("logging_steps", "1: every step's metrics reach the run page"),
+    ("report_to", "none: the run page draws the metrics"),
+    ("save_strategy", "steps, every save_steps (none when save_steps is 0)"),
+    ("use_cpu", "on a worker without a GPU"),
+    ("disable_tqdm", "true"),
+    ("dataloader_num_workers", "0: rows are read in the training process"),
 ]
 
 
@@ -126,6 +141,8 @@ def run_detail(request, pk, eval_form=None, notes_form=None):
             "notes_form": notes_form or {"tags": run.tags, "notes": run.notes, "errors": []},
             "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
             "eval_form": eval_form or EvaluationForm(run=run),
+            "config_rows": config_rows(run),
+            "set_by_grpo_web": SET_FOR_EVERY_RUN,
             # an SFT run has no rollouts: no Rollouts tab
             "tabs": [t for t in RUN_TABS if not (run.is_sft and t[0] == "rollouts")],
             "share_url": reverse("run_share", args=[run.pk]),

@@ -101,6 +101,12 @@ class Run(Job):
     config_extra = models.JSONField(
         default=dict, blank=True, help_text="Further GRPOConfig fields from an imported TRL config, passed through."
     )
+    config_sources = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Each config field: where its value came from: 'file' (the imported file), 'form' (the run form), "
+        "'trainer default' (left out: TRL's default) or 'grpo-web' (left out: grpo-web's own default).",
+    )
     # Job's status, indexed: the dashboard, the reaper and the dispatcher select runs by it
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     step = models.PositiveIntegerField(default=0)

@@ -15,17 +15,19 @@ from django.utils import timezone
 from rewards.models import RewardFunction
 from runs.access import visible_versions
 from runs.evaluations.services import evaluation_cancel, evaluation_create
+from runs.lifecycle.demos import DEMO_SFT
 from runs.lifecycle.services import run_cancel, run_create
 from runs.lifecycle.spec import RunSpec
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
 from runs.paths import model_access_problems
 from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
-from workers.training.protocol.config import EVAL_FIELDS, SFT_FIELDS, EvalFields, GRPOFields
+from workers.training.protocol.config import EVAL_FIELDS, EvalFields
 
 KINDS = ("sft", "grpo", "rejection_sample", "eval")
 MAKES_MODEL = ("sft", "grpo")
 
-_SFT = {k: f.default for k, f in SFT_FIELDS.items()} | {
+# the recipe's stages train the tiny demo model: the demo's small values (runs.lifecycle.demos), not TRL's defaults
+_SFT = DEMO_SFT | {
     # the cold start of 'tiny-sft': 40 steps of 16 left the tiny model answering none of 256 samples right after the
     # GRPO stage; 120 of 32 leaves it right on about 2% of them, so rejection sampling keeps some
     "max_steps": 120,
@@ -283,8 +285,6 @@ def _launch(recipe: Recipe) -> None:
         model = _input(recipe, stage.get("model"), "model")
         if stage["kind"] in MAKES_MODEL:
             config = dict(stage.get("config") or {})
-            if stage["kind"] == "grpo":
-                config = {k: getattr(GRPOFields(), k) for k in GRPOFields.__dataclass_fields__} | config
             spec = RunSpec(
                 name=name,
                 model=model,

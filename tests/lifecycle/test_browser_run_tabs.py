@@ -10,7 +10,7 @@ from tests.conftest import log_in
 from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-TABS = ["overview", "metrics", "rollouts", "evaluations", "resources", "log"]
+TABS = ["overview", "metrics", "rollouts", "evaluations", "resources", "config", "log"]
 
 
 @pytest.fixture

@@ -22,10 +22,11 @@ from workers.training.demo_data import arithmetic_tool_rows
 # the rewards' contract is checked on a real sandbox worker, by the live server's run_create as by this process's
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]
 
-# a GPU run, queued anyway: no worker of the test session serves the GPU queue, so none of these is trained
+# a GPU run, queued anyway: no worker of the test session serves the GPU queue, so none of these is trained. Every
+# field the session's small defaults set (tests/conftest.py) is written out: the live server takes TRL's defaults
 COMMON = (
     "model_name_or_path: tiny\nreward_funcs: [digit_ratio]\nnum_generations: 4\nper_device_train_batch_size: 8\n"
-    "max_steps: 2\nrequested_gpus: 1\n"
+    "max_steps: 2\nrequested_gpus: 1\nlearning_rate: 0.01\nmax_completion_length: 16\nsave_steps: 10\n"
 )
 YAMLS = {
     "verl": COMMON + "name: by verl\ndataset_name: arithmetic\ntrainer: verl\n",

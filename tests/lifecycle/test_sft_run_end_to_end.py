@@ -51,7 +51,9 @@ def _submit(owner, version, rewards=(), evaluation=None, **config):
                 for n in rewards
             ],
             config={**base, **config},
-            evaluation=evaluation,
+            # an SFT run's evaluations sample up to GRPO's max_completion_length, unless told: in the worker's
+            # process that is TRL's 512 (the session's small defaults stay in this one)
+            evaluation={"eval_max_new_tokens": 16, **evaluation} if evaluation else evaluation,
         ),
     )
 

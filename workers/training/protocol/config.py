@@ -33,6 +33,13 @@ def _f(default, help_text: str, group: str, **extra):
     return field(default=default, metadata={"help": help_text, "group": group, **extra})
 
 
+# transformers' max_steps: -1 (or 0) trains num_train_epochs (3 by default) over the training rows
+MAX_STEPS_HELP = (
+    -1,
+    "Optimizer steps to train for; -1: TRL's default, num_train_epochs (3 unless the run passes another) over the "
+    "training rows, worked out as steps when the run is created.",
+)
+
 # TRL documents GRPOConfig in these groups; the run form shows them in this order.
 GROUPS = ["generation", "vllm", "loss", "rewards", "training", "peft", "logging"]
 # the LoRA fields, under TRL's ModelConfig names: they build TRL's peft_config, not GRPOConfig fields
@@ -41,14 +48,15 @@ PEFT_FIELDS = ("use_peft", "lora_r", "lora_alpha", "lora_dropout", "lora_target_
 
 @dataclass
 class GRPOFields:
-    """The GRPOConfig fields a run sets, under TRL's own names. Defaults suit the tiny demo model on a CPU; the rest
-    are TRL's defaults. ``None`` means "TRL's default" for optional fields."""
+    """The GRPOConfig fields a run sets, under TRL's own names. Each default is TRL's (GRPOConfig's, TrainingArguments'
+    or, for LoRA, ModelConfig's), except the few in :data:`GRPO_WEB_DEFAULTS`, which say why; the demo's small values
+    live in its own templates (runs.lifecycle.demos). ``None`` means "TRL's default" for optional fields."""
 
     # generation
     num_generations: int = _f(
         8, "Completions sampled per prompt (G); the group is its own baseline.", "generation", min=2
     )
-    max_completion_length: int = _f(16, "Maximum tokens generated per completion.", "generation", min=1)
+    max_completion_length: int = _f(512, "Maximum tokens generated per completion.", "generation", min=1)
     temperature: float = _f(1.0, "Sampling temperature for generation.", "generation", min=0.0)
     top_p: float = _f(
         1.0, "Nucleus sampling: keep the smallest token set with this much probability.", "generation", min=0.0
@@ -102,10 +110,10 @@ class GRPOFields:
         choices=("sum_then_normalize", "normalize_then_sum"),
     )
     # training
-    learning_rate: float = _f(1e-2, "AdamW learning rate.", "training", min=0.0)
-    max_steps: int = _f(30, "Optimizer steps to train for.", "training", min=1)
+    learning_rate: float = _f(1e-6, "AdamW learning rate.", "training", min=0.0)
+    max_steps: int = _f(MAX_STEPS_HELP[0], MAX_STEPS_HELP[1], "training", min=-1)
     per_device_train_batch_size: int = _f(
-        16, "Completions per device per step; a multiple of num_generations.", "training", min=1
+        8, "Completions per device per step; a multiple of num_generations.", "training", min=1
     )
     gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
     lr_scheduler_type: str = _f(
@@ -140,7 +148,7 @@ class GRPOFields:
     )
     # logging and checkpoints
     save_steps: int = _f(
-        10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.", "logging", min=0
+        500, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.", "logging", min=0
     )
     save_total_limit: int = _f(2, "Checkpoints kept on disk.", "logging", min=1)
     log_completions: bool = _f(False, "Also write TRL's own completions table (parquet) every logged step.", "logging")
@@ -188,16 +196,21 @@ SFT_GROUPS = ["data", "loss", "training", "logging"]
 
 @dataclass
 class SFTFields:
-    """The SFTConfig fields an SFT run sets, under TRL's own names. Defaults suit the tiny demo model on a CPU (its
-    cold start, workers.training.coldstart); ``None`` means "TRL's default" for optional fields."""
+    """The SFTConfig fields an SFT run sets, under TRL's own names. Each default is SFTConfig's, except those in
+    :data:`GRPO_WEB_DEFAULTS`; the demo's small values live in its own templates (runs.lifecycle.demos). ``None``
+    means "TRL's default" for optional fields."""
 
     # data
     max_length: int | None = _f(
-        128, "Tokenize to at most this many tokens (prompt and completion); longer rows are truncated.", "data", min=1
+        1024, "Tokenize to at most this many tokens (prompt and completion); longer rows are truncated.", "data", min=1
     )
     packing: bool = _f(False, "Pack several rows into each sequence of max_length.", "data")
     # loss
-    completion_only_loss: bool = _f(True, "Prompt-completion rows: train on the completion tokens only.", "loss")
+    completion_only_loss: bool | None = _f(
+        None,
+        "Prompt-completion rows: train on the completion tokens only (blank: TRL decides, which is yes for them).",
+        "loss",
+    )
     assistant_only_loss: bool = _f(
         False,
         "Conversational rows: train on the assistant's messages only (the model's chat template must mark them).",
@@ -210,12 +223,12 @@ class SFTFields:
         choices=("nll", "dft"),
     )
     # training
-    learning_rate: float = _f(3e-3, "AdamW learning rate.", "training", min=0.0)
-    max_steps: int = _f(30, "Optimizer steps to train for.", "training", min=1)
-    per_device_train_batch_size: int = _f(16, "Rows per device per step.", "training", min=1)
+    learning_rate: float = _f(2e-5, "AdamW learning rate.", "training", min=0.0)
+    max_steps: int = _f(MAX_STEPS_HELP[0], MAX_STEPS_HELP[1], "training", min=-1)
+    per_device_train_batch_size: int = _f(8, "Rows per device per step.", "training", min=1)
     gradient_accumulation_steps: int = _f(1, "Micro-batches per optimizer step.", "training", min=1)
     lr_scheduler_type: str = _f(
-        "cosine", "Learning-rate schedule (transformers' SchedulerType).", "training", choices=LR_SCHEDULERS
+        "linear", "Learning-rate schedule (transformers' SchedulerType).", "training", choices=LR_SCHEDULERS
     )
     warmup_steps: int = _f(0, "Steps of linear warmup.", "training", min=0)
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.", "training", min=0.0)
@@ -226,17 +239,48 @@ class SFTFields:
         "training",
         choices=("auto", "yes", "no"),
     )
-    gradient_checkpointing: bool = _f(False, "Trade compute for memory.", "training")
+    gradient_checkpointing: bool = _f(True, "Trade compute for memory.", "training")
     seed: int = _f(42, "Random seed: the same seed gives the same run.", "training")
     # logging and checkpoints
     save_steps: int = _f(
-        10, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.", "logging", min=0
+        500, "Save a checkpoint every N steps (resume continues from the last); 0 saves none.", "logging", min=0
     )
     save_total_limit: int = _f(2, "Checkpoints kept on disk.", "logging", min=1)
 
 
 SFT_FIELDS = {f.name: f for f in dataclasses.fields(SFTFields)}
-SFT_COLUMNS = ("completion", "messages")  # what an SFT run trains on, written to its training file beside the prompt
+SFT_COLUMNS = ("completion", "messages")
+
+# Where each value of a run's config came from (Run.config_sources; the run page's Config tab and the YAML export show it)
+FROM_FILE = "file"  # the imported file (a TRL, open-r1, verl or Oumi config, a run YAML, an API body) set it
+FROM_FORM = "form"  # set on the run form
+FROM_TRAINER = "trainer default"  # left out: TRL's default for it (GRPOConfig's, SFTConfig's, TrainingArguments')
+FROM_GRPO_WEB = "grpo-web"  # left out: grpo-web's own default, one of GRPO_WEB_DEFAULTS
+SOURCES = (FROM_FILE, FROM_FORM, FROM_TRAINER, FROM_GRPO_WEB)
+
+# The few defaults that are grpo-web's and not TRL's, each with why
+GRPO_WEB_DEFAULTS = {
+    "bf16": "grpo-web's 'auto' trains in bfloat16 where the GPU supports it; TRL's default turns it on everywhere, "
+    "CPU workers too",
+    "save_total_limit": "grpo-web keeps the last 2 checkpoints so a long run does not fill its worker's disk; TRL "
+    "keeps every one",
+    "lora_target_modules": "grpo-web's 'all-linear' puts adapters on every linear layer; TRL's ModelConfig leaves it "
+    "to PEFT, which knows the modules of some architectures only",
+}
+
+
+def default_source(name: str) -> str:
+    """Where the default of a config field comes from: TRL's, or grpo-web's own."""
+    return FROM_GRPO_WEB if name in GRPO_WEB_DEFAULTS else FROM_TRAINER
+
+
+def config_sources(kind: str, given: dict) -> dict:
+    """Each config field of ``kind``: where its value came from. ``given``: the sources of the fields someone set
+    (the file's or the form's); every other field took its default."""
+    return {
+        name: given.get(name) or default_source(name) for name in kind_fields(kind)
+    }  # what an SFT run trains on, written to its training file beside the prompt
+
 
 # A run's kind: which trainer, which config dataclass (its fields) and which form groups.
 KINDS = ("grpo", "sft")
@@ -396,6 +440,9 @@ class TrainConfig:
         if self.trainer == "verl" and self.kind != "grpo":
             return ["trainer: verl trains GRPO runs only; an SFT run trains with trl."]
         errors = self._validate_sft() if self.kind == "sft" else self._validate_grpo()
+        if isinstance(self.max_steps, int) and self.max_steps < 1:
+            # -1 (TRL's default) is worked out as the steps num_train_epochs takes before a run is made
+            errors.append("max_steps: -1 trains num_train_epochs; give num_train_epochs as a number above 0.")
         errors += extra_problems(SFT_FIELDS if self.kind == "sft" else GRPO_FIELDS, self.extra)
         errors += field_problems(EVAL_FIELDS, self.evaluation)
         if self.rewards and self.evaluation.eval_solved_by:
