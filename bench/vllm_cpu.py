@@ -80,7 +80,9 @@ def vllm_python(given: str | None) -> str:
 
 
 def env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    # the checkout and the attach client (grpo_web_attach), which vLLM's CPU environment does not install
+    pythonpath = os.pathsep.join((str(ROOT), str(ROOT / "attach")))
+    return {**os.environ, "PYTHONPATH": pythonpath, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def median_step_seconds(event_log: Path) -> float:
