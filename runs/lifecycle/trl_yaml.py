@@ -16,7 +16,7 @@ import yaml
 from django.db.models import Case, When
 
 from rewards.builtins import TRUSTED
-from rewards.library import ENVIRONMENTS, OPEN_R1, TOOLS
+from rewards.library import ENVIRONMENTS, OPEN_R1, OUMI, TOOLS
 from rewards.library import NAMES as LIBRARY_NAMES
 from rewards.models import RewardFunction
 from rewards.services import reward_builtins_install
@@ -166,7 +166,7 @@ SFT_RENAMED = {"max_seq_length": "max_length", "use_liger": "use_liger_kernel"}
 FRACTIONAL = {"save_steps", "eval_steps"}
 # open-r1 reward names whose grpo-web built-in goes by another name.
 REWARD_ALIASES = {"code": "code_tests"}
-LIBRARY = set(LIBRARY_NAMES) | set(OPEN_R1)
+LIBRARY = set(LIBRARY_NAMES) | set(OPEN_R1) | set(OUMI)
 
 
 @dataclass
@@ -604,6 +604,7 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
             out.notes.append(
                 f"reward_funcs: made your copy of the library's {name!r} reward"
                 + (" (open-r1's, same name and behaviour)" if name in OPEN_R1 else "")
+                + (" (Oumi's, same name and behaviour)" if name in OUMI else "")
             )
         # the user's own function first, then one a team shares with them
         rf = visible.filter(name=name).order_by(Case(When(owner=owner, then=0), default=1), "pk").first()

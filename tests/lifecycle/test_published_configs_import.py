@@ -116,3 +116,20 @@ def assert_verl_batches_as_published(name: str, train, gpus: int) -> None:
     assert gpus == source.get("trainer.n_gpus_per_node", 1) * source.get("trainer.nnodes", 1), name
     if source.get("trainer.test_freq") is not None:
         assert got["trainer.test_freq"] == str(source["trainer.test_freq"]), name
+
+
+def test_reward_names_bind_to_the_library_copies_of_the_sources_functions(corpus_owner):
+    """open-r1's and Oumi's registry names bind to the built-ins with their behaviour (tests/rewards/
+    test_source_rewards_agree.py compares them with the source's own), not to a different function."""
+    from rewards.library import source
+    from rewards.models import RewardFunctionVersion
+
+    for name, expected in [
+        ("open-r1_qwen2.5-1.5b_grpo_demo.yaml", ["accuracy", "format", "tag_count"]),
+        ("oumi_letter_counting_grpo.yaml", ["count_letters"]),
+        ("oumi_grpo_tldr.yaml", ["soft_20tokens_completions"]),
+    ]:
+        result = api_import(yaml_text=corpus_yaml(name), config=None, owner=corpus_owner)
+        assert [r["name"] for r in result.rewards] == expected, name
+        for r in result.rewards:
+            assert RewardFunctionVersion.objects.get(pk=r["version_id"]).source == source(r["name"]), (name, r)
