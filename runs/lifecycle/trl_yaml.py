@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 import yaml
-from django.db.models import Case, When
+from django.db.models import Case, Q, When
 
 from rewards.builtins import TRUSTED
 from rewards.library import ENVIRONMENTS, OPEN_R1, OUMI, TOOLS
@@ -505,6 +505,10 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
             out.errors.append(f"dataset_version: {number!r} is not a version number")
             return
         named = named.filter(number=number)
+    else:
+        # a name without a version: the user's own versions, not one an earlier import mapped for its recipe
+        users = named.filter(Q(provenance__kind__isnull=True) | ~Q(provenance__kind="import"))
+        named = users if users.exists() else named
     version = named.order_by("-number").first()
     if version is None:
         out.errors.append(
@@ -558,6 +562,8 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
         except DatasetError as exc:
             out.errors += [f"dataset_prompt_column / system_prompt: {e}" for e in exc.errors]
             return
+        match.provenance = {"kind": "import", "keys": "dataset_prompt_column / system_prompt"}
+        match.save(update_fields=["provenance"])
         out.notes.append(
             f"dataset_prompt_column / system_prompt: made version {match.number} of "
             f"{version.dataset.name}: the prompt from column {column!r}"

@@ -133,3 +133,28 @@ def test_reward_names_bind_to_the_library_copies_of_the_sources_functions(corpus
         assert [r["name"] for r in result.rewards] == expected, name
         for r in result.rewards:
             assert RewardFunctionVersion.objects.get(pk=r["version_id"]).source == source(r["name"]), (name, r)
+
+
+def test_a_dataset_named_without_a_version_binds_to_the_users_not_one_an_import_made(corpus_owner):
+    from runs.models import DatasetVersion
+
+    mine = DatasetVersion.objects.filter(dataset__name="corpus").order_by("-number").first()
+    recipe = api_import(yaml_text=corpus_yaml("open-r1_qwen2.5-1.5b_grpo_demo.yaml"), config=None, owner=corpus_owner)
+    made = recipe.dataset_version
+    assert made.number > mine.number and made.system_prompt and made.provenance["kind"] == "import"
+    plain = "model_name_or_path: tiny\ndataset_name: corpus\nreward_funcs: [format]\n"
+    assert api_import(yaml_text=plain, config=None, owner=corpus_owner).dataset_version == mine
+    # the recipe again: the version it made is found, not made twice
+    assert (
+        api_import(
+            yaml_text=corpus_yaml("open-r1_qwen2.5-1.5b_grpo_demo.yaml"), config=None, owner=corpus_owner
+        ).dataset_version
+        == made
+    )
+    # named with its number, the import-made version is the one
+    assert (
+        api_import(
+            yaml_text=plain + f"dataset_version: {made.number}\n", config=None, owner=corpus_owner
+        ).dataset_version
+        == made
+    )
