@@ -6,9 +6,9 @@ sandbox.
 """
 
 from rewards.code_tests import code_tests
-from rewards.library import NAMES, OPEN_R1, function
+from rewards.library import NAMES, OPEN_R1, OUMI, function
 
-BUILTINS = {name: function(name) for name in NAMES + OPEN_R1}
+BUILTINS = {name: function(name) for name in NAMES + OPEN_R1 + OUMI}
 BUILTINS["code_tests"] = code_tests  # drives the sandbox's code-test template: not a template users copy
 
 # Built-ins a run uses as they are, in the training process, with no editable copy: they drive a sandbox themselves.

@@ -1,12 +1,13 @@
 from django import forms
 
-from rewards.library import ENVIRONMENTS, NAMES, OPEN_R1, TOOLS
+from rewards.library import ENVIRONMENTS, NAMES, OPEN_R1, OUMI, TOOLS
 from rewards.models import RewardFunction
 
 TEMPLATE_CHOICES = (
     [("", "blank")]
     + [(n, n) for n in NAMES]
     + [(n, f"{n} (open-r1)") for n in OPEN_R1]
+    + [(n, f"{n} (Oumi)") for n in OUMI]
     + [(n, f"{n} (tool)") for n in TOOLS]
     + [(n, f"{n} (environment)") for n in ENVIRONMENTS]
 )

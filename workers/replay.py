@@ -16,7 +16,8 @@ from workers.training.rewarding import SandboxedReward
 
 
 class ReplayScorer:
-    """Callable ``(rows, rewards) -> per-row lists of per-function rewards``; close() ends its sandboxes."""
+    """Callable ``(rows, rewards) -> per-row lists of per-function rewards`` (each row's prompt and completion as TRL
+    passed them: runs.rollouts.selectors.reward_inputs); close() ends its sandboxes."""
 
     def __init__(self, rewards: list[dict], *, slot_base: int, allow_weak: bool, max_faults: int = 3):
         self.funcs, self.closers = [], []

@@ -11,8 +11,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from rewards.sandbox import Sandbox, SandboxError
+from rewards.trl_inputs import trl_completions
 from runs.datasets.mapping import Mapping, preview_rows
 from runs.models import Dataset, DatasetVersion, Rollout, Run
+from runs.rollouts.selectors import reward_inputs
+from runs.text import as_text
 from workers.training.protocol.config import TrainConfig
 from workers.training.train import grpo_config
 
@@ -38,10 +41,6 @@ def _columns(rows: list[dict], repeat: int = 1) -> dict[str, list]:
     """Reward columns as TRL passes them: one list per column, one value per completion."""
     names = list(rows[0]["rewards"]) if rows else []
     return {name: [row["rewards"][name] for row in rows for _ in range(repeat)] for name in names}
-
-
-def _text(prompt) -> str:
-    return prompt if isinstance(prompt, str) else "\n".join(f"{m['role']}: {m['content']}" for m in prompt)
 
 
 def reward_test_rows(
@@ -71,16 +70,20 @@ def reward_test_rows(
         if not rollouts:
             result["error"] = "that run has no stored rollouts yet"
             return result
-        completions = [r.completion for r in rollouts]
-        prompts = [r.prompt for r in rollouts]
+        texts = [r.completion for r in rollouts]
+        prompts, completions = reward_inputs(
+            rollouts[0].run,
+            [{"prompt": r.prompt, "completion": r.completion, "messages": r.messages} for r in rollouts],
+        )
         columns = {name: [(r.columns or {}).get(name) for r in rollouts] for name in _columns(data)}
         shown = list(range(1, len(rollouts) + 1))
     else:
         if not data:
             result["error"] = "the dataset has no rows"
             return result
-        completions = [completions[i % len(completions)] for i in range(len(data))]
+        texts = [completions[i % len(completions)] for i in range(len(data))]
         prompts = [row["prompt"] for row in data]
+        completions = trl_completions(prompts, texts)
         columns = _columns(data)
         shown = [row["row"] for row in data]
     try:
@@ -91,8 +94,8 @@ def reward_test_rows(
         result.update(error=str(exc), stdout=exc.stdout, line=exc.line, kind=exc.kind)
         return result
     result["rows"] = [
-        {"row": n, "prompt": _text(p), "completion": c, "score": s}
-        for n, p, c, s in zip(shown, prompts, completions, call.rewards)
+        {"row": n, "prompt": as_text(p), "completion": c, "score": s}
+        for n, p, c, s in zip(shown, prompts, texts, call.rewards)
     ]
     result.update(stdout=call.stdout, duration_ms=call.duration_s * 1000)
     return result
@@ -117,7 +120,8 @@ def trl_config_problems(train_config: dict) -> list[str]:
 def reward_contract_problems(
     *, rewards: list[dict], dataset_version_id: int, rows: int = 3, train_config: dict | None = None
 ) -> list[str]:
-    """Call each reward the way TRL will, on a few rows and sample completions; the problems, each naming its reward.
+    """Call each reward the way TRL will, on a few rows and sample completions (shaped as TRL shapes them for the
+    dataset: rewards.trl_inputs); the problems, each naming its reward.
     With ``train_config`` (the run's TrainConfig as a dict), also TRL's own checks of the configuration.
 
     ``rewards`` are specs with ``name``, ``source`` and ``entrypoint``. The sandbox host already refuses a result
@@ -130,8 +134,8 @@ def reward_contract_problems(
     if not data:
         return ["dataset: the version has no rows"]
     k = len(SAMPLE_COMPLETIONS)
-    completions = [c for _ in data for c in SAMPLE_COMPLETIONS]
     prompts = [row["prompt"] for row in data for _ in range(k)]
+    completions = trl_completions(prompts, [c for _ in data for c in SAMPLE_COMPLETIONS])
     columns = _columns(data, repeat=k)
     problems = []
     for spec in rewards:

@@ -22,6 +22,8 @@ NAMES = [
 ]
 # open-r1's reward registry under its own names (recipes that name them import as they are, rewards.open_r1)
 OPEN_R1 = ["format", "tag_count", "reasoning_steps", "cosine", "repetition_penalty", "length"]
+# Oumi's reward registry names its recipes use (Oumi's behaviour, imports bind to them)
+OUMI = ["count_letters", "soft_20tokens_completions"]
 # Tools (TRL's ``tools``): functions the model calls while it generates, run in the sandbox like users' copies
 TOOLS = ["calculator"]
 # Environments (TRL's ``environment_factory``): a class per file; its public methods are tools, get_reward a reward

@@ -1,7 +1,8 @@
 import re
 from functools import lru_cache
 
-from math_verify import parse, verify
+from latex2sympy2_extended import NormalizationConfig
+from math_verify import LatexExtractionConfig, parse, verify
 
 
 def last_boxed(text):
@@ -43,14 +44,37 @@ def judged(expected, boxed):
 
 @lru_cache(maxsize=4096)
 def parsed_solution(text):
-    """math-verify's reading of a worked solution (open-r1's `solution` column): it finds the answer, boxed or not."""
-    return parse(text)
+    """math-verify's reading of a worked solution (open-r1's `solution` column): its first answer, boxed or not."""
+    return parse(text, extraction_mode="first_match")
+
+
+# open-r1's reading of a completion against a `solution`: correct LaTeX, \boxed{} tried first, then other LaTeX
+OPEN_R1_ANSWER = [
+    LatexExtractionConfig(
+        normalization_config=NormalizationConfig(
+            nits=False, malformed_operators=False, basic_latex=True, equations=True, boxed="all", units=True
+        ),
+        boxed_match_priority=0,
+        try_extract_without_anchor=False,
+    )
+]
+
+
+def open_r1_verdict(gold, text):
+    """open-r1's accuracy_reward on one completion: 1.0 or 0.0 as math-verify judges its answer; None (abstain)
+    when verify raises."""
+    answer = parse(text, extraction_config=OPEN_R1_ANSWER, extraction_mode="first_match")
+    try:
+        return float(verify(gold, answer))
+    except Exception:
+        return None
 
 
 def accuracy(completions, answer=None, solution=None, **kwargs):
     """1.0 when the last \\boxed{} answer equals the row's gold answer as math-verify judges it (1/2, 0.5 and
-    \\frac{1}{2} agree), else 0.0. The gold answer is the `answer` column, or else the `solution` column (open-r1's
-    datasets: a worked solution whose answer math-verify finds; one it cannot read abstains, None, as in open-r1).
+    \\frac{1}{2} agree), else 0.0. The gold answer is the `answer` column, or else the `solution` column: then it is
+    open-r1's accuracy reward (the completion's answer is its LaTeX, boxed or not, as open-r1 reads it; a solution
+    math-verify cannot read abstains, None).
     None (abstain) for a row without a gold answer."""
     golds = answer if answer is not None else solution if solution is not None else [None] * len(completions)
     from_solution = answer is None
@@ -64,13 +88,12 @@ def accuracy(completions, answer=None, solution=None, **kwargs):
         if from_solution and not gold:
             rewards.append(None)
             continue
+        if from_solution:
+            rewards.append(open_r1_verdict(gold, text))
+            continue
         boxed = last_boxed(text)
         if boxed is None or not boxed.strip():
             rewards.append(0.0)
             continue
-        if from_solution:
-            guess = parsed(boxed)
-            rewards.append(1.0 if guess and verify(gold, guess) else 0.0)
-        else:
-            rewards.append(judged(str(expected), boxed))
+        rewards.append(judged(str(expected), boxed))
     return rewards

@@ -738,15 +738,70 @@ def describe(exc: BaseException, filename: str) -> dict:
     return {"kind": str(kind)[:200], "message": message[:4000], "line": line, "traceback": text[-8000:]}
 
 
+class _PipeEnd:
+    """One end of an ``os.pipe`` with the methods asyncio's self-pipe calls on a socket: the worker may not make
+    sockets (seccomp), so its event loops wake themselves through a pipe instead of ``socket.socketpair()``."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def setblocking(self, flag: bool) -> None:
+        os.set_blocking(self.fd, flag)
+
+    def recv(self, n: int) -> bytes:
+        return os.read(self.fd, n)
+
+    def send(self, data: bytes) -> int:
+        return os.write(self.fd, data)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def use_pipe_event_loops() -> None:
+    """Make asyncio's event loops here (``asyncio.run``, ``new_event_loop``, the one async rewards run on) selector
+    loops whose self-pipe is a pipe. Called once user code has imported asyncio, or an async function has run."""
+    import asyncio
+
+    if getattr(asyncio.get_event_loop_policy(), "pipe_loops", False):
+        return
+
+    class PipeLoop(asyncio.SelectorEventLoop):
+        def _make_self_pipe(self):
+            read, write = os.pipe()
+            self._ssock, self._csock = _PipeEnd(read), _PipeEnd(write)
+            self._ssock.setblocking(False)
+            self._csock.setblocking(False)
+            self._internal_fds += 1
+            self._add_reader(self._ssock.fileno(), self._read_from_self)
+
+    class PipePolicy(asyncio.DefaultEventLoopPolicy):
+        _loop_factory = PipeLoop
+        pipe_loops = True
+
+    asyncio.set_event_loop_policy(PipePolicy())
+
+
+_LOOP: list = []  # the worker's one event loop, made at its first coroutine
+
+
 def driven(result):
-    """An async function's result: no event loop here (it needs sockets), so the coroutine is driven by hand."""
-    if inspect.iscoroutine(result):
-        try:
-            while True:
-                result.send(None)
-        except StopIteration as stop:
-            result = stop.value
-    return result
+    """An async function's result: its coroutine run to the end on the worker's event loop, one loop for the
+    worker's life, as TRL runs async rewards on one loop for the trainer's (``start_event_loop_in_daemon``), so
+    ``asyncio.sleep``, ``gather`` and timeouts work as they do in training."""
+    if not inspect.iscoroutine(result):
+        return result
+    import asyncio
+
+    use_pipe_event_loops()
+    if not _LOOP or _LOOP[0].is_closed():
+        _LOOP[:] = [asyncio.new_event_loop()]
+    return _LOOP[0].run_until_complete(result)
 
 
 def tool_text(value, limit: int) -> str:
@@ -1690,6 +1745,8 @@ def main(argv: list[str]) -> int:
         channel.send({"ok": False, "stdout": out.text(), "error": describe(exc, f"<reward:{cfg['name']}>")})
         return 1
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    if "asyncio" in sys.modules:  # the source uses asyncio: asyncio.run() in a plain function needs a loop it can make
+        use_pipe_event_loops()
     channel.send({"ok": True, "stdout": out.text()})
     Worker(channel, cfg, func, filename).serve()
     return 0

@@ -21,6 +21,7 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from runs.datasets.importing import MAX_ERRORS, DatasetError, column_kind, prompt_ok, prompt_problem
+from runs.text import as_text
 
 # Names TRL itself passes to reward functions (GRPOTrainer._calculate_rewards): a column may not take them.
 RESERVED = (
@@ -262,6 +263,23 @@ def preview_rows(path, mapping: Mapping, n: int = 5) -> list[dict]:
             {"row": i + 1, "prompt": build_prompt(mapping, row), "rewards": {c: row[c] for c in mapping.reward_columns}}
         )
     return out
+
+
+def prompts_by_text(path, mapping: Mapping, texts: set[str]) -> dict[str, object]:
+    """The prompts as the trainer received them (text, or a list of messages), keyed by their stored text
+    (``runs.text.as_text``: how a rollout keeps its prompt), for those of ``texts`` the version holds; it reads the
+    rows until it has found them all."""
+    wanted, found = set(texts), {}
+    for batch in pq.ParquetFile(path).iter_batches(columns=mapping.needed_columns(), batch_size=16384):
+        for row in batch.to_pylist():
+            prompt = build_prompt(mapping, row)
+            text = as_text(prompt)
+            if text in wanted:
+                found[text] = prompt
+                wanted.discard(text)
+        if not wanted:
+            break
+    return found
 
 
 def write_training_jsonl(

@@ -13,10 +13,10 @@ import math
 from dataclasses import dataclass, field
 
 import yaml
-from django.db.models import Case, When
+from django.db.models import Case, Q, When
 
 from rewards.builtins import TRUSTED
-from rewards.library import ENVIRONMENTS, OPEN_R1, TOOLS
+from rewards.library import ENVIRONMENTS, OPEN_R1, OUMI, TOOLS
 from rewards.library import NAMES as LIBRARY_NAMES
 from rewards.models import RewardFunction
 from rewards.services import reward_builtins_install
@@ -166,7 +166,7 @@ SFT_RENAMED = {"max_seq_length": "max_length", "use_liger": "use_liger_kernel"}
 FRACTIONAL = {"save_steps", "eval_steps"}
 # open-r1 reward names whose grpo-web built-in goes by another name.
 REWARD_ALIASES = {"code": "code_tests"}
-LIBRARY = set(LIBRARY_NAMES) | set(OPEN_R1)
+LIBRARY = set(LIBRARY_NAMES) | set(OPEN_R1) | set(OUMI)
 
 
 @dataclass
@@ -505,6 +505,10 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
             out.errors.append(f"dataset_version: {number!r} is not a version number")
             return
         named = named.filter(number=number)
+    else:
+        # a name without a version: the user's own versions, not one an earlier import mapped for its recipe
+        users = named.filter(Q(provenance__kind__isnull=True) | ~Q(provenance__kind="import"))
+        named = users if users.exists() else named
     version = named.order_by("-number").first()
     if version is None:
         out.errors.append(
@@ -558,6 +562,8 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
         except DatasetError as exc:
             out.errors += [f"dataset_prompt_column / system_prompt: {e}" for e in exc.errors]
             return
+        match.provenance = {"kind": "import", "keys": "dataset_prompt_column / system_prompt"}
+        match.save(update_fields=["provenance"])
         out.notes.append(
             f"dataset_prompt_column / system_prompt: made version {match.number} of "
             f"{version.dataset.name}: the prompt from column {column!r}"
@@ -604,6 +610,7 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
             out.notes.append(
                 f"reward_funcs: made your copy of the library's {name!r} reward"
                 + (" (open-r1's, same name and behaviour)" if name in OPEN_R1 else "")
+                + (" (Oumi's, same name and behaviour)" if name in OUMI else "")
             )
         # the user's own function first, then one a team shares with them
         rf = visible.filter(name=name).order_by(Case(When(owner=owner, then=0), default=1), "pk").first()

@@ -6,6 +6,8 @@ from django.db import connection
 from django.db.models import Count, Max, Q
 
 from rewards.models import RewardFunctionVersion
+from rewards.trl_inputs import is_conversational
+from runs.datasets.mapping import Mapping, prompts_by_text
 from runs.models import Replay, Rollout, Run
 from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
@@ -266,3 +268,17 @@ def smooth_ema(values: list[float | None], weight: float) -> list[float | None]:
         n += 1
         out.append(last / (1 - weight**n))
     return out
+
+
+def reward_inputs(run: Run, rows: list[dict]) -> tuple[list, list]:
+    """Stored rollouts (dicts with ``prompt``, ``completion`` and ``messages``) as TRL passed them to the reward
+    functions: (prompts, completions). A conversational completion is its stored turns; a conversational prompt is
+    stored as text, so it is found again in the run's dataset version (one text that is not there, as one user
+    message)."""
+    completions = [r["messages"] if r.get("messages") is not None else r["completion"] for r in rows]
+    prompts = [r["prompt"] for r in rows]
+    if not any(is_conversational(c) for c in completions):
+        return prompts, completions
+    version = run.dataset_version
+    found = prompts_by_text(version.path, Mapping.of(version), set(prompts))
+    return [found.get(p) or [{"role": "user", "content": p}] for p in prompts], completions

@@ -18,6 +18,7 @@ from runs.rollouts.exports import write_sft_jsonl
 from runs.rollouts.filters import filtered
 from runs.rollouts.reflection import matcher, reflection_mask
 from runs.rollouts.replay import replay_step
+from runs.rollouts.selectors import reward_inputs
 
 
 def run_detector_thresholds_update(*, run: Run, thresholds: dict) -> None:
@@ -140,9 +141,13 @@ def replay_execute(*, replay_id: int, score) -> None:
                     "advantage",
                     "zero_std",
                     "columns",
+                    "messages",
                 )
             )
-            new = score(rows, replay.rewards)
+            prompts, completions = reward_inputs(run, rows)  # as TRL passed them: messages for a conversational run
+            new = score(
+                [{**r, "prompt": p, "completion": c} for r, p, c in zip(rows, prompts, completions)], replay.rewards
+            )
             result = replay_step(rows, new, weights, G, scale_rewards=scale, aggregation=aggregation)
             ReplayRow.objects.bulk_create(
                 [ReplayRow(replay=replay, step=step, **r) for r in result.rows], batch_size=2000

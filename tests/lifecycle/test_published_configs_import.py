@@ -116,3 +116,45 @@ def assert_verl_batches_as_published(name: str, train, gpus: int) -> None:
     assert gpus == source.get("trainer.n_gpus_per_node", 1) * source.get("trainer.nnodes", 1), name
     if source.get("trainer.test_freq") is not None:
         assert got["trainer.test_freq"] == str(source["trainer.test_freq"]), name
+
+
+def test_reward_names_bind_to_the_library_copies_of_the_sources_functions(corpus_owner):
+    """open-r1's and Oumi's registry names bind to the built-ins with their behaviour (tests/rewards/
+    test_source_rewards_agree.py compares them with the source's own), not to a different function."""
+    from rewards.library import source
+    from rewards.models import RewardFunctionVersion
+
+    for name, expected in [
+        ("open-r1_qwen2.5-1.5b_grpo_demo.yaml", ["accuracy", "format", "tag_count"]),
+        ("oumi_letter_counting_grpo.yaml", ["count_letters"]),
+        ("oumi_grpo_tldr.yaml", ["soft_20tokens_completions"]),
+    ]:
+        result = api_import(yaml_text=corpus_yaml(name), config=None, owner=corpus_owner)
+        assert [r["name"] for r in result.rewards] == expected, name
+        for r in result.rewards:
+            assert RewardFunctionVersion.objects.get(pk=r["version_id"]).source == source(r["name"]), (name, r)
+
+
+def test_a_dataset_named_without_a_version_binds_to_the_users_not_one_an_import_made(corpus_owner):
+    from runs.models import DatasetVersion
+
+    mine = DatasetVersion.objects.filter(dataset__name="corpus").order_by("-number").first()
+    recipe = api_import(yaml_text=corpus_yaml("open-r1_qwen2.5-1.5b_grpo_demo.yaml"), config=None, owner=corpus_owner)
+    made = recipe.dataset_version
+    assert made.number > mine.number and made.system_prompt and made.provenance["kind"] == "import"
+    plain = "model_name_or_path: tiny\ndataset_name: corpus\nreward_funcs: [format]\n"
+    assert api_import(yaml_text=plain, config=None, owner=corpus_owner).dataset_version == mine
+    # the recipe again: the version it made is found, not made twice
+    assert (
+        api_import(
+            yaml_text=corpus_yaml("open-r1_qwen2.5-1.5b_grpo_demo.yaml"), config=None, owner=corpus_owner
+        ).dataset_version
+        == made
+    )
+    # named with its number, the import-made version is the one
+    assert (
+        api_import(
+            yaml_text=plain + f"dataset_version: {made.number}\n", config=None, owner=corpus_owner
+        ).dataset_version
+        == made
+    )

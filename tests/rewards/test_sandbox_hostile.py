@@ -210,6 +210,28 @@ def test_an_async_reward_function_is_awaited(sandbox):
     assert sb.call(["abc"]).rewards == [0.3]
 
 
+def test_an_async_reward_runs_on_an_event_loop_as_in_trl(sandbox):
+    """TRL runs async rewards on an event loop (asyncio.sleep, gather and timeouts need one); the worker has no
+    sockets, so its loop wakes through a pipe. A plain function's asyncio.run works too."""
+    source = textwrap.dedent("""
+        import asyncio
+
+        async def one(c):
+            await asyncio.sleep(0.01)
+            return len(c) / 10
+
+        async def f(completions, **kw):
+            return await asyncio.wait_for(asyncio.gather(*(one(c) for c in completions)), timeout=5)
+
+        def g(completions, **kw):
+            return asyncio.run(f(completions))
+    """)
+    sb = sandbox(source, timeout_s=10)
+    assert sb.call(["abc", "abcdef"]).rewards == [0.3, 0.6]
+    assert sb.call(["a"]).rewards == [0.1]  # the loop lives on between calls
+    assert sandbox(source, "g", timeout_s=10).call(["abcd"]).rewards == [0.4]
+
+
 def test_math_verify_works_inside_the_sandbox_with_its_signal_timeouts(sandbox):
     sb = sandbox(
         textwrap.dedent(r"""
