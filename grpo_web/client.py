@@ -6,7 +6,7 @@
     grpo-web export RUN [--filter k=v ...] [--format jsonl|parquet] [-o FILE]
                                                its rollouts, with the rollout browser's filters
     grpo-web runs [--status S] [--q TEXT]      list runs (id, status, progress, reward, name)
-    grpo-web import PATH [--source trl|verl] [--upload] [--watch-folder] [--follow]
+    grpo-web import PATH [--source trl|verl|trackio] [--upload] [--watch-folder] [--follow]
                                                a run trained elsewhere, from the files TRL or verl wrote: PATH on
                                                the server (under GRPO_IMPORT_ROOTS), or here with --upload
 
@@ -193,12 +193,16 @@ def import_run(client: Client, args) -> dict:
         options["reward_names"] = [n.strip() for n in args.reward_names.split(",") if n.strip()]
     if args.no_std:
         options["norm_adv_by_std_in_grpo"] = False
+    if args.trackio_run:
+        options["run"] = args.trackio_run
     if args.upload:
         if args.watch_folder:
             raise ApiError(2, ["--watch-folder: only a folder on the server can be watched, not an upload"])
         fields = {"source": args.source, "name": args.name, "model": args.model}
         if args.num_generations:
             fields["num_generations"] = str(args.num_generations)
+        if args.trackio_run:
+            fields["run"] = args.trackio_run
         return client.upload("/runs/import/upload", fields=fields, files=local_files(args.path))
     body = {"path": args.path, "source": args.source, "name": args.name, "model": args.model}
     return client.json("POST", "/runs/import", body={**body, "options": options, "watch": args.watch_folder})
@@ -236,9 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("runs", help="list runs")
     p.add_argument("--status", default="")
     p.add_argument("--q", default="")
-    p = commands.add_parser("import", help="a run trained elsewhere, from the files TRL or verl wrote")
-    p.add_argument("path", help="a TRL output_dir (or its completions folder, or one table), or a verl dump folder")
-    p.add_argument("--source", choices=("auto", "trl", "verl"), default="auto")
+    p = commands.add_parser("import", help="a run trained elsewhere, from the files TRL, verl or Trackio wrote")
+    p.add_argument(
+        "path",
+        help="a TRL output_dir (or its completions folder, or one table), a verl dump folder, or a Trackio project's .db",
+    )
+    p.add_argument("--source", choices=("auto", "trl", "verl", "trackio"), default="auto")
     p.add_argument("--upload", action="store_true", help="PATH is here: upload its files (else a server path)")
     p.add_argument("--name", default="")
     p.add_argument("--model", default="", help="the model it trained (the files do not say)")
@@ -246,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reward-weights", default="", help="TRL's reward_weights, e.g. 1,0.5")
     p.add_argument("--reward-names", default="", help="the columns or keys that are reward functions, e.g. acc,fmt")
     p.add_argument("--no-std", action="store_true", help="verl ran with norm_adv_by_std_in_grpo=false")
+    p.add_argument("--trackio-run", default="", help="the run of a Trackio project that holds several")
     p.add_argument("--watch-folder", action="store_true", help="follow the folder while the run writes it")
     p.add_argument("--follow", action="store_true", help="then print its progress until it ends")
     args = parser.parse_args(argv)

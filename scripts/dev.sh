@@ -28,6 +28,16 @@ install() {
     "$VENV/bin/pip" install -q -e ./attach   # the attach client (grpo_web_attach): the training program captures with it
     touch "$stamp"
   fi
+  # Trackio, for the test where TRL itself logs a run to it (report_to="trackio") for the Trackio importer, which
+  # reads Trackio's SQLite file without it: trackio 0.43 pins pillow<13 and brings uvloop and httptools (which would
+  # change uvicorn's server here), so it lives beside the environment, on PYTHONPATH for that test's script only
+  local trackio="$VENV/trackio-lib"
+  if [ ! -f "$trackio/.installed-0.43.0" ]; then
+    rm -rf "$trackio"
+    "$VENV/bin/pip" install -q --no-deps --target "$trackio" "trackio==0.43.0" "gradio_client==2.7.2" \
+      "httpx==0.28.1" "httpcore==1.0.9" "websockets==17.4" "brotli==1.2.1" "python-multipart==0.0.34"
+    touch "$trackio/.installed-0.43.0"
+  fi
 }
 
 browser() {

@@ -95,7 +95,8 @@ def run_import_path(request, body: ImportIn):
     "/runs/import/upload",
     response={201: ImportOut, 400: Errors},
     tags=["runs"],
-    summary="Import a run trained elsewhere from uploaded files (TRL's .parquet tables, verl's {step}.jsonl dumps)",
+    summary="Import a run trained elsewhere from uploaded files (TRL's .parquet tables, verl's {step}.jsonl dumps, "
+    "a Trackio project's .db)",
 )
 def run_import_upload(
     request,
@@ -104,8 +105,11 @@ def run_import_upload(
     name: Form[str] = "",
     model: Form[str] = "",
     num_generations: Form[int | None] = None,
+    run: Form[str] = "",
 ):
     options = {"num_generations": num_generations} if num_generations else {}
+    if run:
+        options["run"] = run  # a Trackio project's run
     try:
         run = run_import(owner=request.user, source=source, uploads=files, name=name, model=model, options=options)
     except ImportRefused as exc:

@@ -13,7 +13,7 @@ from runs.attach.importing import ImportRefused, run_import, run_import_stop
 
 def run_import_files(request):
     errors: list[str] = []
-    values = {"source": "auto", "path": "", "name": "", "model": "", "watch": False, "num_generations": ""}
+    values = {"source": "auto", "path": "", "name": "", "model": "", "watch": False, "num_generations": "", "run": ""}
     if request.method == "POST":
         values = {
             "source": request.POST.get("source", "auto"),
@@ -22,6 +22,7 @@ def run_import_files(request):
             "model": request.POST.get("model", "").strip(),
             "watch": bool(request.POST.get("watch")),
             "num_generations": request.POST.get("num_generations", "").strip(),
+            "run": request.POST.get("run", "").strip(),
         }
         options = {}
         if values["num_generations"]:
@@ -29,6 +30,8 @@ def run_import_files(request):
                 errors.append("num_generations: a whole number from 1")
             else:
                 options["num_generations"] = int(values["num_generations"])
+        if values["run"]:
+            options["run"] = values["run"]
         if values["source"] == "verl" and request.POST.get("no_std"):
             options["norm_adv_by_std_in_grpo"] = False
         uploads = request.FILES.getlist("files")

@@ -28,10 +28,10 @@ from runs.models import JobStatus, Rollout, Run, RunImport
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("trl", "verl")
+SOURCES = ("trl", "verl", "trackio")
 WATCH_EVERY_S = 5  # seconds between two reads of a watched folder
 SETTLE_S = 2.0  # a verl dump modified this recently may still be being written: read it next time
-UPLOAD_NAMES = {".parquet": "trl", ".jsonl": "verl"}
+UPLOAD_NAMES = {".parquet": "trl", ".jsonl": "verl", ".db": "trackio"}
 MAX_UPLOAD_FILES = 10_000
 
 
@@ -80,7 +80,8 @@ def _walk(folder: Path, depth: int):
 
 
 def detect(path: Path) -> str:
-    """Which trainer wrote ``path``: TRL (parquet tables) or verl (``{step}.jsonl`` dumps)."""
+    """Which trainer wrote ``path``: TRL (parquet tables), verl (``{step}.jsonl`` dumps) or Trackio (a project's
+    ``.db``)."""
     if path.is_file():
         source = UPLOAD_NAMES.get(path.suffix)
         if source:
@@ -89,7 +90,12 @@ def detect(path: Path) -> str:
         return "trl"
     elif any(p.stem.isdigit() for p in path.glob("*.jsonl")):
         return "verl"
-    raise ImportRefused(f"{path.name}: neither TRL's completions tables (*.parquet) nor verl's dumps ({{step}}.jsonl)")
+    elif any(path.glob("*.db")):
+        return "trackio"
+    raise ImportRefused(
+        f"{path.name}: neither TRL's completions tables (*.parquet), verl's dumps ({{step}}.jsonl) nor a Trackio "
+        "project (<project>.db)"
+    )
 
 
 def convert(source: str, path: Path, options: dict, *, skip=frozenset(), state: dict | None = None, watch=False):
@@ -123,7 +129,29 @@ def convert(source: str, path: Path, options: dict, *, skip=frozenset(), state: 
             settle_s=SETTLE_S if watch else None,
             metrics_file=metrics_file or None,
         )
+    if source == "trackio":
+        from runs.attach.importers import trackio
+
+        if watch:
+            raise ImportRefused("watch: a Trackio project is imported whole, once (watch follows TRL and verl folders)")
+        return trackio.convert(
+            trackio_file(path),
+            run=options.get("run"),
+            reward_names=options.get("reward_names"),
+            reward_weights=options.get("reward_weights"),
+            num_generations=options.get("num_generations"),
+        )
     raise ImportRefused(f"source: one of {', '.join(SOURCES)}, not {str(source)[:40]!r}")
+
+
+def trackio_file(path: Path) -> Path:
+    """The Trackio project file at ``path``: itself, or the one ``.db`` file of a folder (an upload's)."""
+    if path.is_file():
+        return path
+    files = sorted(path.glob("*.db"))
+    if len(files) != 1:
+        raise ImportRefused(f"{path.name}: {len(files)} Trackio project files (.db): import one at a time")
+    return files[0]
 
 
 OPTION_TYPES = {
@@ -132,6 +160,7 @@ OPTION_TYPES = {
     "num_generations": (int, None),
     "norm_adv_by_std_in_grpo": (bool, None),
     "metrics_file": (str, None),
+    "run": (str, None),  # a Trackio project's run, by name
 }
 
 
@@ -289,7 +318,8 @@ def save_uploads(uploads) -> Path:
         if not name or name.startswith(".") or Path(name).suffix not in UPLOAD_NAMES:
             shutil.rmtree(folder, ignore_errors=True)
             raise ImportRefused(
-                f"files: {name[:80] or 'a file without a name'}: upload .parquet (TRL) or {{step}}.jsonl (verl) files"
+                f"files: {name[:80] or 'a file without a name'}: upload .parquet (TRL), {{step}}.jsonl (verl) or "
+                "a Trackio project's .db file"
             )
         with open(folder / name, "wb") as fh:
             for chunk in upload.chunks():

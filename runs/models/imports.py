@@ -13,6 +13,7 @@ class RunImport(models.Model):
     class Source(models.TextChoices):
         TRL = "trl", "TRL completions tables"
         VERL = "verl", "verl rollout dumps"
+        TRACKIO = "trackio", "Trackio project"
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="run_import")
     source = models.CharField(max_length=8, choices=Source.choices)

@@ -1,5 +1,6 @@
 """Converters from the files other trainers write to grpo-web's event-log events (workers.training.protocol.events):
-TRL's completions tables (``trl``), verl's rollout and validation dumps (``verl``).
+TRL's completions tables (``trl``), verl's rollout and validation dumps (``verl``), a Trackio project TRL logged to
+(``trackio``).
 
 No Django here: each converter reads files and gives a ``Converted`` (the events, the reward names, how complete
 the record is), or raises ``ImportFault`` naming the file and the row. runs.attach.importing stores them as a run.
@@ -21,7 +22,7 @@ class ImportFault(ValueError):
 class Converted:
     """What a converter read: the events in step order and what the run page says about them."""
 
-    source: str  # "trl", "verl"
+    source: str  # "trl", "verl", "trackio"
     events: list[dict] = field(default_factory=list)
     reward_names: list[str] = field(default_factory=list)
     total_steps: int | None = None  # the run's length, where the files say it
@@ -55,7 +56,7 @@ def describe(source: str, steps: int, total: int | None, every: int | None) -> s
     10th batch"."""
     of = f" of {total}" if total else ""
     text = f"rollouts for {steps}{of} step{'s' if (total or steps) != 1 else ''}"
-    if source == "trl":
+    if source in ("trl", "trackio"):
         if every and every > 1:
             return f"{text}: TRL wrote every {_nth(every)} batch (logging_steps={every})"
         return f"{text}: TRL writes the last batch before each logged step"

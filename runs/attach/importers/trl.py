@@ -166,36 +166,14 @@ def convert(
     if state:
         out.total_steps = _int(state.get("max_steps"))
         out.every = _int(state.get("logging_steps"))
-    names: list[str] | None = reward_names
-    last = previous
-    for file in files:
-        table = read_table(file)
-        columns = reward_names if reward_names is not None else reward_columns(table)
-        unknown = [c for c in columns if c not in table.column_names]
-        if unknown:
-            raise ImportFault(f"{file.name}: no reward column {', '.join(repr(c) for c in unknown)}")
-        if names is None:
-            names = columns
-        elif columns != names:
-            raise ImportFault(
-                f"{file.name}: reward columns {columns} differ from the first table's {names}: import the run's "
-                "tables together only"
-            )
-        weights = reward_weights if reward_weights is not None else [1.0] * len(names)
-        if len(weights) != len(names):
-            raise ImportFault(f"reward_weights: {len(weights)} weights for {len(names)} reward functions {names}")
-        for event in _events(file, table, names, weights, num_generations):
-            fingerprint = hashlib.sha256(
-                orjson.dumps([[r["prompt"], r["completion"], r["advantage"]] for r in event["rows"]])
-            ).hexdigest()
-            if fingerprint == last:
-                out.notes.append(f"step {event['step']}: the batch of the step before, trained again: stored once")
-                continue
-            last = fingerprint
-            out.events.append(event)
-            out.num_generations = out.num_generations or event["num_generations"]
-        out.files.append(file.name)
-    out.reward_names = names or []
+    last = add_tables(
+        out,
+        ((file.name, read_table(file)) for file in files),
+        reward_names=reward_names,
+        reward_weights=reward_weights,
+        num_generations=num_generations,
+        previous=previous,
+    )
     out.config = {"previous": last}
     if state:
         out.log_metrics = metrics_events(state, out.total_steps)
@@ -208,22 +186,67 @@ def convert(
     return out
 
 
-def _events(file: Path, table, names: list[str], weights: list[float], num_generations: int | None):
+def add_tables(
+    out: Converted,
+    tables,
+    *,
+    reward_names: list[str] | None,
+    reward_weights: list[float] | None,
+    num_generations: int | None,
+    previous: str | None,
+) -> str | None:
+    """Each ``(name, table)`` of ``tables`` (TRL's completions tables, in the order TRL wrote them; ``name`` names
+    it in errors) as rollouts events onto ``out``; a batch equal to the one before it (``previous`` for the first),
+    which TRL writes again when it trains it again, is stored once. Returns the last batch's fingerprint."""
+    names: list[str] | None = reward_names
+    last = previous
+    for name, table in tables:
+        columns = reward_names if reward_names is not None else reward_columns(table)
+        unknown = [c for c in columns if c not in table.column_names]
+        if unknown:
+            raise ImportFault(f"{name}: no reward column {', '.join(repr(c) for c in unknown)}")
+        if names is None:
+            names = columns
+        elif columns != names:
+            raise ImportFault(
+                f"{name}: reward columns {columns} differ from the first table's {names}: import the run's "
+                "tables together only"
+            )
+        weights = reward_weights if reward_weights is not None else [1.0] * len(names)
+        if len(weights) != len(names):
+            raise ImportFault(f"reward_weights: {len(weights)} weights for {len(names)} reward functions {names}")
+        for event in table_events(name, table, names, weights, num_generations):
+            fingerprint = hashlib.sha256(
+                orjson.dumps([[r["prompt"], r["completion"], r["advantage"]] for r in event["rows"]])
+            ).hexdigest()
+            if fingerprint == last:
+                out.notes.append(f"step {event['step']}: the batch of the step before, trained again: stored once")
+                continue
+            last = fingerprint
+            out.events.append(event)
+            out.num_generations = out.num_generations or event["num_generations"]
+        out.files.append(name)
+    out.reward_names = names or []
+    return last
+
+
+def table_events(file: str, table, names: list[str], weights: list[float], num_generations: int | None):
+    """One TRL completions table (pyarrow) as rollouts events, one a step; ``file`` names it in errors."""
     data = {c: table.column(c).to_pylist() for c in ("prompt", "completion", "advantage", *names)}
     extra = [c for c in table.column_names if c not in data and c != "step"]
     extras = {c: table.column(c).to_pylist() for c in extra}
     steps = table.column("step").to_pylist() if "step" in table.column_names else None
-    match = NAME.search(file.name)
+    match = NAME.search(file)
     by_step: dict[int, list[int]] = {}
     for i in range(table.num_rows):
         step = steps[i] if steps is not None else (int(match.group(1)) if match else None)
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ImportFault(f"{file.name}: row {i}: 'step' is {_kind(step)}, not a whole number")
+            raise ImportFault(f"{file}: row {i}: 'step' is {_kind(step)}, not a whole number")
         by_step.setdefault(step, []).append(i)
     for step, indexes in by_step.items():
         rows = []
         for index, i in enumerate(indexes):
-            where = (file.name, i)  # named in an error only
+            where = (file, i)  # named in an error only
             rewards = [_number(data[c][i], where, c) for c in names]
             scored = [(r, w) for r, w in zip(rewards, weights) if r is not None]
             rows.append(
@@ -242,7 +265,7 @@ def _events(file: Path, table, names: list[str], weights: list[float], num_gener
             )
         g = num_generations or infer_generations([_key(r["prompt"]) for r in rows])
         if len(rows) % g:
-            raise ImportFault(f"{file.name}: step {step}: {len(rows)} rows are not whole groups of {g}")
+            raise ImportFault(f"{file}: step {step}: {len(rows)} rows are not whole groups of {g}")
         for row in rows:
             row["group"] = row["index"] // g
         yield {"type": "rollouts", "step": step, "num_generations": g, "reward_names": list(names), "rows": rows}
