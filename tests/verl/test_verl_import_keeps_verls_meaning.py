@@ -76,3 +76,32 @@ def test_oumis_algorithm_overrides_merge_into_grpo(owner, dataset_version):
     imported = parse_run_yaml(text, owner=owner)
     assert imported.errors == []  # not "algorithm.adv_estimator: 'gae'"
     assert imported.trainer == "verl" and imported.requested_gpus == 4
+
+
+def test_a_full_verl_config_notes_only_what_differs_from_verls_own_defaults(owner, tiny_model):
+    """verl's whole composed config (its generated ppo_trainer.yaml with a launch script's overrides) used to give a
+    note for each of its hundreds of keys, defaults the user never chose. Now a key at verl's own default (verl's
+    shipped config, read here with verl's OmegaConf) is counted, not listed: a note names only a key whose value
+    differs, or one this verl's config does not have."""
+    from pathlib import Path
+
+    import verl
+    import yaml
+    from omegaconf import OmegaConf
+
+    from tests.lifecycle.published_corpus import corpus_owner_setup, corpus_yaml
+    from workers.training.protocol.verl_keys import flatten
+
+    shipped = Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml"
+    defaults = flatten(OmegaConf.to_container(OmegaConf.create(yaml.safe_load(shipped.read_text())), resolve=True))
+    corpus_owner_setup(owner)
+    imported = parse_run_yaml(corpus_yaml("verl_generated_ppo_trainer.yaml"), owner=owner)
+    composed = flatten(yaml.safe_load(corpus_yaml("verl_generated_ppo_trainer.yaml")))
+    listed = [n.split(":", 1)[0] for n in imported.notes if "not applied" in n]
+    assert listed, imported.notes
+    for key in listed:  # each listed key differs from verl's default, or verl here has no such key
+        assert key not in defaults or defaults[key] != composed[key], key
+    counted = [n for n in imported.notes if "more keys hold verl's own defaults" in n]
+    assert len(counted) == 1
+    quiet = int(counted[0].split(" ", 1)[0])
+    assert quiet > 200 and len(imported.notes) < 80

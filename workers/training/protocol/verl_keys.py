@@ -7,7 +7,11 @@ run's GRPOConfig-named fields, with a note for each key it cannot carry over. No
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import importlib.util
 import json
+from pathlib import Path
 
 from workers.training.protocol.config import GRPOFields, TrainConfig
 
@@ -294,6 +298,7 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
         extra["warmup_steps"] = warmup
     elif ratio:
         extra["warmup_steps"] = ratio
+    defaults, at_default = verl_defaults(), 0
     for key, value in flat.items():
         if key in FROM_VERL:
             name, convert = FROM_VERL[key]
@@ -307,8 +312,17 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
             continue
         elif key.startswith("hydra") or key.startswith("_"):
             continue
+        elif key in defaults and defaults[key] == value:
+            at_default += 1  # verl's own value, which the run gets from verl anyway: no note
+        elif defaults and key not in defaults:
+            notes.append(f"{key}: not a key of verl {verl_version() or ''}'s config here; not applied")
         else:
             notes.append(f"{key}: not applied (no grpo-web field)")
+    if at_default:
+        notes.append(
+            f"{at_default} more keys hold verl's own defaults (verl {verl_version() or '?'}): the run has them from "
+            "verl; not listed"
+        )
     if "actor_rollout_ref.actor.use_kl_loss" in flat and not flat["actor_rollout_ref.actor.use_kl_loss"]:
         fields["beta"] = 0.0
     _verl_steps(flat, fields, errors)
@@ -409,3 +423,37 @@ def _verl_batches(flat: dict, n: int, fields: dict, errors: list[str]) -> list[s
         + (f"; {batch % mini} prompts of each step beyond whole mini-batches are dropped" if batch % mini else "")
     )
     return notes
+
+
+@functools.cache
+def verl_defaults() -> dict:
+    """verl's own config defaults, flattened: its generated ppo_trainer.yaml (what ``python -m
+    verl.trainer.main_ppo`` composes before overrides), interpolations resolved where OmegaConf is here. Read from
+    the installed package without importing verl; {} where verl is not installed."""
+    import yaml
+
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        return {}
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config" / "_generated_ppo_trainer.yaml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    try:
+        from omegaconf import OmegaConf
+
+        data = OmegaConf.to_container(OmegaConf.create(data), resolve=True)
+    except Exception:  # noqa: BLE001 - an interpolation OmegaConf cannot resolve here: keep the text, noted then
+        pass
+    return flatten(data) if isinstance(data, dict) else {}
+
+
+def verl_version() -> str | None:
+    try:
+        return importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        return None
