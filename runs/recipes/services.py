@@ -16,8 +16,9 @@ from rewards.models import RewardFunction
 from runs.access import visible_versions
 from runs.evaluations.services import evaluation_cancel, evaluation_create
 from runs.lifecycle.demos import DEMO_SFT
-from runs.lifecycle.services import run_cancel, run_create
+from runs.lifecycle.services import run_cancel, run_create, spec_normalized
 from runs.lifecycle.spec import RunSpec
+from runs.lifecycle.training_config import run_train_config
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
 from runs.paths import model_access_problems
 from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
@@ -138,7 +139,7 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
         if not isinstance(stage, dict):
             errors.append(f"stage {n}: give a mapping of kind, name, model, dataset, ...")
             continue
-        kind = stage.get("kind")
+        kind, before = stage.get("kind"), len(errors)
         if kind not in KINDS:
             errors.append(f"stage {n}: kind must be one of {', '.join(KINDS)}")
             continue
@@ -164,6 +165,8 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
                 errors += [f"stage {n}: {problem}" for problem in model_access_problems(value, user=owner)]
         if kind != "eval" and stage.get("dataset") is None:
             errors.append(f"stage {n}: dataset: give a dataset version id, or stage:N")
+        elif kind in MAKES_MODEL and len(errors) == before:  # its inputs are sound: check what it would train
+            errors += [f"stage {n}: {problem}" for problem in stage_config_problems(stages, n, owner)]
         if kind == "eval" and _ref(stage.get("model")) is None:
             errors.append(f"stage {n}: an eval stage evaluates the model of an earlier sft or grpo stage (stage:N)")
         if kind == "eval" and stage.get("settings") is not None:
@@ -175,6 +178,54 @@ def recipe_problems(stages: list[dict], owner) -> list[str]:
                     + (f"; not {', '.join(map(str, unknown))}" if unknown else "")
                 )
     return errors
+
+
+def stage_config_problems(stages: list[dict], n: int, owner) -> list[str]:
+    """What the run of training stage ``n`` (1-based) would be refused for in its config, checked when the recipe is
+    made, not when the stage starts: its fields, as the training program and TRL's config take them
+    (TrainConfig.validate, run_create's own check), and its reward names. A stage:N input is not made yet: the
+    check reads it as what it comes from (a model: the base model stage N trains; a dataset: the version stage N
+    samples from), which is all a config check needs of it."""
+    stage = stages[n - 1]
+    config = stage.get("config") or {}
+    if not isinstance(config, dict):
+        return ["config: give the run's fields as a mapping"]
+    evaluation = stage.get("evaluation") or {}
+    if not isinstance(evaluation, dict):
+        return ["evaluation: give evaluation settings as a mapping"]
+    try:
+        rewards = pinned_rewards(owner, list(stage.get("rewards") or []))
+    except RecipeRefused as exc:
+        return exc.errors
+    except TypeError:
+        return ["rewards: give reward function names"]
+    version = DatasetVersion.objects.filter(pk=_source(stages, n, "dataset")).first()
+    if version is None:
+        return []  # named above: no such dataset version
+    spec = RunSpec(
+        name=stage.get("name") or stage["kind"],
+        model=str(_source(stages, n, "model") or ""),
+        kind=stage["kind"],
+        dataset_version=version,
+        rewards=rewards,
+        config=dict(config),
+        evaluation=dict(evaluation),
+    )
+    try:
+        return run_train_config(spec_normalized(spec).as_run(), slot_base=0, write_files=False).validate()
+    except (TypeError, ValueError) as exc:  # a field the stage's kind does not have, a value of the wrong type
+        return [f"config: {exc}"]
+
+
+def _source(stages: list[dict], n: int, key: str):
+    """Stage ``n``'s model or dataset, followed back through stage:N references to the literal it comes from."""
+    value = stages[n - 1].get(key)
+    seen = set()
+    while (ref := _ref(value)) is not None and ref not in seen and 1 <= ref < n:
+        seen.add(ref)
+        value = stages[ref - 1].get("model" if key == "model" else "dataset")
+        n = ref
+    return None if _ref(value) is not None else value
 
 
 def recipe_from_template(

@@ -211,7 +211,9 @@ def test_cancel_stops_a_queued_sampling_job_or_evaluation_stage(
 
 def test_an_outsider_gets_404_for_a_recipe(outsider_client, owner, dataset_version):
     recipe = recipe_create(
-        owner=owner, name="mine", stages=[{"kind": "grpo", "model": "tiny", "dataset": dataset_version.pk}]
+        owner=owner,
+        name="mine",
+        stages=[{"kind": "grpo", "model": "tiny", "dataset": dataset_version.pk, "rewards": ["digit_ratio"]}],
     )
     assert outsider_client.get(recipe.get_absolute_url()).status_code == 404
     assert outsider_client.get(reverse("recipe_yaml", args=[recipe.pk])).status_code == 404
