@@ -128,3 +128,17 @@ def test_a_server_outage_and_a_killed_trainer_lose_and_duplicate_nothing(service
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
     assert Run.objects.filter(owner=owner).count() == 1  # the resumed script continued the same run
     assert_rows_are_trls(run, out, 4)
+
+
+def test_a_script_that_only_takes_callbacks_sends_trls_own_rows(service_env, tiny_model, owner, tmp_path):
+    # open-r1's grpo.py: GRPOTrainer(..., callbacks=get_callbacks(...)), no line to call attach() in
+    _, token = token_create(owner=owner, name="gpu node", scope="attach")
+    port, out = free_port(), tmp_path / "out"
+    with server(service_env, port, tmp_path / "web.log"):
+        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, "--callback")
+        assert proc.returncode == 0, logs(out)
+    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
+    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    assert (run.name, run.total_steps, run.step) == ("attached by callback", 2, 2)
+    assert [r["name"] for r in run.rewards] == NAMES
+    assert_rows_are_trls(run, out, 2)
