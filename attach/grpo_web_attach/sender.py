@@ -148,8 +148,7 @@ class Sender:
                 return
             except Exception as exc:  # the server down, slow or restarting: the spool keeps everything
                 self.log(f"grpo-web: server not reached ({exc.__class__.__name__}); retrying in {backoff:.0f} s")
-                self._wake.wait(backoff)
-                self._wake.clear()
+                self._hurry.wait(backoff)  # a new batch does not cut it short (flush and stop do)
                 backoff = min(backoff * 2, 10.0)
                 continue
             if not moved:
