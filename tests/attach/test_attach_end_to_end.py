@@ -46,9 +46,9 @@ def server(env: dict, port: int, log: Path):
 
 def script(tiny_model, out: Path, url: str, token: str, *args, wait=True, launch=(), **env) -> subprocess.Popen:
     """The user's script in a process of its own (``launch``: the launcher's arguments before it, as accelerate's);
-    no Django settings or project path in its environment."""
+    no Django settings or project path in its environment: only this checkout's client, attach/, as if installed."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "DATABASE", "GRPO_"))}
-    clean.pop("PYTHONPATH", None)
+    clean["PYTHONPATH"] = str(BASE_DIR / "attach")
     environment = {**clean, "GRPO_WEB_URL": url, "GRPO_WEB_TOKEN": token, "HF_HUB_OFFLINE": "1", **env}
     log = open(out.parent / f"{out.name}-{len(list(out.parent.glob('*.log')))}.log", "wb")
     proc = subprocess.Popen(
