@@ -1,6 +1,6 @@
 """What does the attach client cost a training script, and how fast does a live server take what it sends?
 
-    python -m bench.attach [--steps 12] [--rounds 2] [--warmup 2] [--rows 200000]
+    python -m bench.attach [--steps 20] [--rounds 3] [--warmup 2] [--rows 200000]
                            [--database-url postgres://postgres@127.0.0.1:5432/grpo_bench_attach | --sqlite]
 
 One uvicorn process serves the app on a database of its own (created here and dropped at the end; ``--sqlite``: a
@@ -74,15 +74,11 @@ def train(model: Path, out: Path, steps: int, url: str = "", token: str = "") ->
     """Begin-to-begin step times of the attach tests' script, attached when ``url`` is given."""
     import grpo_web_attach
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    begins: list[float] = []
+    from bench.capture_overhead import step_timer
 
-    class StepTimer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            begins.append(time.perf_counter())
-
+    timer = step_timer()
     rows = [{"prompt": f"What is {a} + {a + 1}?", "answer": str(2 * a + 1)} for a in range(64)]
     args = GRPOConfig(
         output_dir=str(out),
@@ -104,12 +100,12 @@ def train(model: Path, out: Path, steps: int, url: str = "", token: str = "") ->
         reward_funcs=[digit_ratio, contains_answer],
         args=args,
         train_dataset=Dataset.from_list(rows),
-        callbacks=[StepTimer()],
+        callbacks=[timer],
     )
     if url:
         grpo_web_attach.attach(trainer, url=url, token=token, name=out.name)
     trainer.train()
-    return [b - a for a, b in zip(begins, begins[1:])]
+    return timer.durations
 
 
 def overhead(model: Path, work: Path, url: str, token: str, args) -> float:
@@ -164,8 +160,8 @@ def throughput(work: Path, url: str, token: str, rows: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=12, help="training steps a run")
-    parser.add_argument("--rounds", type=int, default=2, help="plain/attached pairs")
+    parser.add_argument("--steps", type=int, default=20, help="training steps a run")
+    parser.add_argument("--rounds", type=int, default=3, help="plain/attached pairs")
     parser.add_argument("--warmup", type=int, default=2, help="steps dropped at the start of each run")
     parser.add_argument("--rows", type=int, default=200_000, help="completions in the throughput spool")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
