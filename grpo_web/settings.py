@@ -149,6 +149,8 @@ GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
 GRPO_ATTACH_MAX_BATCH_BYTES = envint("GRPO_ATTACH_MAX_BATCH_BYTES", str(32 * 1024**2))
 GRPO_ATTACH_MAX_EXPANDED_BYTES = envint("GRPO_ATTACH_MAX_EXPANDED_BYTES", str(256 * 1024**2))
 GRPO_ATTACH_MAX_LINE_BYTES = envint("GRPO_ATTACH_MAX_LINE_BYTES", str(64 * 1024**2))  # one event (a generation batch)
+# an attached run whose client has sent nothing (not even a heartbeat) this long is failed as lost by the reaper
+GRPO_ATTACH_LOST_AFTER_S = envint("GRPO_ATTACH_LOST_AFTER_S", "3600")
 # Limits on what an uploaded dataset may hold; each refusal names the line or row and the column.
 GRPO_MAX_COLUMNS = envint("GRPO_MAX_COLUMNS", "1000")
 GRPO_MAX_FIELD_BYTES = envint("GRPO_MAX_FIELD_BYTES", str(4 * 1024**2))  # one text value

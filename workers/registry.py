@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from grpo_web.embedded import ensure_configured_redis
 from grpo_web.queues import claim_turn
+from runs.attach.services import attached_run_reap_lost
 from runs.evaluations.services import evaluation_redispatch
 from runs.lifecycle.services import run_reap_stale, run_redispatch
 from runs.models import Worker
@@ -90,6 +91,8 @@ def beat(name: str, queues: list[str]) -> None:
         announce(name, queues)  # the row went away (an admin cleaned up): say who we are again
     for run in run_reap_stale():
         log.warning("reaped run %s: %s", run.pk, run.error)
+    for run in attached_run_reap_lost():
+        log.warning("attached run %s: %s", run.pk, run.error)
     dispatch_lost_work()
 
     recipes_advance()  # a stage that ended while no supervisor was there to say so

@@ -18,6 +18,7 @@ from pathlib import Path
 
 BATCH_BYTES = 4 * 1024**2  # raw spool bytes per request (whole lines; a longer line goes alone)
 HEARTBEAT_S = 10.0
+SEND_EVERY_S = 1.0  # once caught up, the next batch waits this long for lines to gather (flush does not)
 TIMEOUT_S = 30.0
 
 
@@ -90,6 +91,7 @@ class Sender:
         self.error: str | None = None  # a refusal: the server will not take this spool; sending stopped
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._hurry = threading.Event()  # flush or stop: send what there is now
         self._thread = threading.Thread(target=self._loop, name="grpo-web-attach", daemon=True)
         self._last_contact = 0.0
 
@@ -116,7 +118,7 @@ class Sender:
         status, answer = self.api.call(
             "POST",
             f"/runs/{self.run_id}/events?offset={self.acked}",
-            gzip.compress(data, compresslevel=5),
+            gzip.compress(data, compresslevel=1),
             {"Content-Encoding": "gzip", "Content-Type": "application/x-ndjson", "X-Resume-Key": self.resume_key},
         )
         if status == 409 and isinstance(answer.get("expected"), int):
@@ -146,17 +148,21 @@ class Sender:
                 return
             except Exception as exc:  # the server down, slow or restarting: the spool keeps everything
                 self.log(f"grpo-web: server not reached ({exc.__class__.__name__}); retrying in {backoff:.0f} s")
-                self._wake.wait(backoff)
-                self._wake.clear()
+                self._hurry.wait(backoff)  # a new batch does not cut it short (flush and stop do)
                 backoff = min(backoff * 2, 10.0)
                 continue
             if not moved:
                 self._wake.wait(1.0)
                 self._wake.clear()
+            elif self.pending() < BATCH_BYTES:
+                # caught up: a request a generation batch would cost a server (and, on a shared machine, the
+                # training) more than fewer, larger ones; the page is at most SEND_EVERY_S behind
+                self._hurry.wait(SEND_EVERY_S)
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the server to take the whole spool; True when it has."""
         deadline = time.monotonic() + timeout
+        self._hurry.set()
         self.wake()
         while time.monotonic() < deadline:
             if self.pending() == 0 or self.error or not self._thread.is_alive():
@@ -166,5 +172,6 @@ class Sender:
 
     def stop(self) -> None:
         self._stop.set()
+        self._hurry.set()
         self._wake.set()
         self._thread.join(timeout=TIMEOUT_S + 1)

@@ -44,6 +44,40 @@ ROW_CHECKS = {
 }
 
 
+def _finite(value) -> bool:
+    t = type(value)
+    return (t is float and math.isfinite(value)) or t is int
+
+
+def row_is_good(row) -> bool:
+    """ROW_CHECKS and the columns' check at once, for a row as json.loads makes it (exact types: no subclasses)."""
+    if type(row) is not dict:
+        return False
+    try:
+        index, group, length = row["index"], row["group"], row["length"]
+        prompt, completion, rewards = row["prompt"], row["completion"], row["rewards"]
+        reward, advantage, truncated = row["reward"], row["advantage"], row["truncated"]
+    except KeyError:
+        return False
+    columns = row.get("columns")
+    return (
+        type(index) is int
+        and type(group) is int
+        and type(length) is int
+        and 0 <= index <= MAX_INT
+        and 0 <= group <= MAX_INT
+        and 0 <= length <= MAX_INT
+        and (type(prompt) is str or _text(prompt))
+        and (type(completion) is str or _text(completion))
+        and type(rewards) is list
+        and all(r is None or _finite(r) for r in rewards)
+        and (reward is None or _finite(reward))
+        and _finite(advantage)
+        and type(truncated) is bool
+        and (columns is None or type(columns) is dict)
+    )
+
+
 def event_problem(event, where: str, allow_resume: bool = False) -> str | None:
     """Why ``event`` (from ``where``, e.g. "line 3") cannot be stored; None when it can. ``allow_resume``: a client's
     "resume" marker (its script runs again from the checkpoint at ``step``) is allowed."""
@@ -87,6 +121,8 @@ def rollouts_problem(event: dict, where: str) -> str | None:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return f"{where}: reward_names: must be a list of strings"
     for i, row in enumerate(rows):
+        if row_is_good(row):
+            continue  # the common case, checked in one go; the loop below names what is wrong
         if not isinstance(row, dict):
             return f"{where}: rows[{i}]: must be an object"
         for key, (check, wanted) in ROW_CHECKS.items():

@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 from collections.abc import Iterable
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -169,16 +170,63 @@ def push(run: Run, **extra) -> None:
         log.warning("run %s: live update not sent: %s", run.pk, exc)
 
 
+LOST = "lost contact: "  # the start of the error of an attached run the reaper closed as lost
+
+
+def closed_as_lost(run: Run) -> bool:
+    return run.origin == Run.Origin.ATTACHED and run.status == JobStatus.FAILED and run.error.startswith(LOST)
+
+
+def attached_run_reap_lost(*, now=None, after: float | None = None) -> list[Run]:
+    """Attached runs still running whose client has sent nothing, not even a heartbeat (every 10 s while it runs),
+    for ``after`` seconds (GRPO_ATTACH_LOST_AFTER_S): failed as lost, naming when the client was last heard. Called
+    by every worker's heartbeat, beside the app's own runs' reaper. The client's spool still holds what it did not
+    send: should it speak again, the run is reopened (attached_run_reopen)."""
+    now = now or timezone.now()
+    limit = now - timedelta(seconds=settings.GRPO_ATTACH_LOST_AFTER_S if after is None else after)
+    silent = Run.objects.filter(origin=Run.Origin.ATTACHED, status=JobStatus.RUNNING, last_contact_at__lt=limit)
+    reaped = []
+    for run_id in silent.values_list("pk", flat=True):
+        with transaction.atomic():
+            run = silent.select_for_update(skip_locked=True).filter(pk=run_id).first()
+            if run is None:
+                continue
+            since = run.last_contact_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            run.mark_failed(f"{LOST}no word from the client since {since}")
+            if run.resumable:  # the app cannot resume what it did not train
+                run.resumable = False
+                run.save(update_fields=["resumable"])
+            reaped.append(run)
+        push(run)
+    return reaped
+
+
+def attached_run_reopen(*, run: Run) -> None:
+    """The client of a run closed as lost speaks again (it was cut off, not gone): the run is running again, and
+    what its spool kept arrives as usual. A run that ended any other way stays as it ended."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if not closed_as_lost(locked):
+            return
+        run.status, run.error, run.finished_at = JobStatus.RUNNING, "", None
+        run.last_contact_at = timezone.now()
+        run.save(update_fields=["status", "error", "finished_at", "last_contact_at"])
+    push(run)
+
+
 def external_run_heartbeat(*, run: Run) -> None:
+    if closed_as_lost(run):
+        attached_run_reopen(run=run)
     run.last_contact_at = timezone.now()
     run.save(update_fields=["last_contact_at"])
 
 
 def external_run_finish(*, run: Run, failed: bool = False, error: str = "") -> None:
-    """The source says the run ended: completed, or failed with ``error``. A finished run stays as it ended."""
+    """The source says the run ended: completed, or failed with ``error``. A finished run stays as it ended (but one
+    closed as lost: its client says how it really ended)."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        if locked.is_finished:
+        if locked.is_finished and not closed_as_lost(locked):
             return
         run.last_contact_at = timezone.now()
         run.save(update_fields=["last_contact_at"])
@@ -197,8 +245,10 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
     bytes past what the run has taken are appended (a batch sent again is acknowledged, not stored twice); a batch
     that starts past them raises OffsetGap. Lines are checked before anything is written (EventRefused). A "resume"
     marker (the script ran again from its checkpoint at ``step``) drops the rows of the steps after it before the
-    lines that follow are stored: those steps are trained again. Returns {"taken": bytes taken, **ingest's
+    lines that follow are stored: those steps are trained again. A run closed as lost is reopened. Returns {"taken": bytes taken, **ingest's
     summary}."""
+    if closed_as_lost(run):
+        attached_run_reopen(run=run)
     taken = Run.objects.filter(pk=run.pk).values_list("received_bytes", flat=True).get()
     if offset > taken:
         raise OffsetGap(taken)

@@ -44,14 +44,15 @@ def server(env: dict, port: int, log: Path):
         stop_process(proc)
 
 
-def script(tiny_model, out: Path, url: str, token: str, *args, wait=True, **env) -> subprocess.Popen:
-    """The user's script in a process of its own; no Django settings or project path in its environment."""
+def script(tiny_model, out: Path, url: str, token: str, *args, wait=True, launch=(), **env) -> subprocess.Popen:
+    """The user's script in a process of its own (``launch``: the launcher's arguments before it, as accelerate's);
+    no Django settings or project path in its environment: only this checkout's client, attach/, as if installed."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "DATABASE", "GRPO_"))}
-    clean.pop("PYTHONPATH", None)
+    clean["PYTHONPATH"] = str(BASE_DIR / "attach")
     environment = {**clean, "GRPO_WEB_URL": url, "GRPO_WEB_TOKEN": token, "HF_HUB_OFFLINE": "1", **env}
     log = open(out.parent / f"{out.name}-{len(list(out.parent.glob('*.log')))}.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(tiny_model), str(out), *args],
+        [sys.executable, *launch, str(SCRIPT), str(tiny_model), str(out), *args],
         cwd=out.parent,
         env=environment,
         stdout=log,
@@ -128,3 +129,35 @@ def test_a_server_outage_and_a_killed_trainer_lose_and_duplicate_nothing(service
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
     assert Run.objects.filter(owner=owner).count() == 1  # the resumed script continued the same run
     assert_rows_are_trls(run, out, 4)
+
+
+def test_a_script_that_only_takes_callbacks_sends_trls_own_rows(service_env, tiny_model, owner, tmp_path):
+    # open-r1's grpo.py: GRPOTrainer(..., callbacks=get_callbacks(...)), no line to call attach() in
+    _, token = token_create(owner=owner, name="gpu node", scope="attach")
+    port, out = free_port(), tmp_path / "out"
+    with server(service_env, port, tmp_path / "web.log"):
+        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, "--callback")
+        assert proc.returncode == 0, logs(out)
+    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
+    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    assert (run.name, run.total_steps, run.step) == ("attached by callback", 2, 2)
+    assert [r["name"] for r in run.rewards] == NAMES
+    assert_rows_are_trls(run, out, 2)
+
+
+def test_two_processes_under_accelerate_send_every_rank_s_rows_once(service_env, tiny_model, owner, tmp_path):
+    # accelerate launch --multi_gpu --num_processes 2 on a machine without GPUs: torchrun starts 2 processes and the
+    # script's use_cpu makes them a gloo group (--cpu would start one process only); each rank generates half of a
+    # batch, the capture gathers it, the main rank sends it
+    _, token = token_create(owner=owner, name="gpu node", scope="attach")
+    port, out = free_port(), tmp_path / "out"
+    launch = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+    launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    with server(service_env, port, tmp_path / "web.log"):
+        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, launch=launch)
+        assert proc.returncode == 0, logs(out)
+    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
+    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    assert_rows_are_trls(run, out, 2)
+    assert Rollout.objects.filter(run=run, step=1).count() == 16  # 8 a rank, each stored once
+    assert Run.objects.filter(owner=owner).count() == 1  # the second rank made no run of its own
