@@ -115,14 +115,17 @@ def test_a_server_outage_and_a_killed_trainer_lose_and_duplicate_nothing(service
         assert killed.returncode == -9, logs(out)
         run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
         assert run.status == Run.Status.RUNNING
-    # the server is down when the script resumes from its checkpoint, and comes back while it trains
+    # the server is down for 30 s: when the script resumes from its checkpoint, while it trains and spools, and
+    # while it waits at its end to send what it holds; it comes back and gets everything
+    down = time.monotonic()
     resumed = script(tiny_model, out, url, token, "--resume", wait=False, MAX_STEPS="4")
     spool = out / "grpo-web-spool" / "events.jsonl"
     size = spool.stat().st_size
     wait_for(
         lambda: spool.stat().st_size > size + 1000, 300, what="the resumed script spooling while the server is down"
     )
-    time.sleep(2)
+    time.sleep(max(2.0, 30 - (time.monotonic() - down)))
+    assert resumed.poll() is None, logs(out)  # still there: training, or waiting to send
     with server(service_env, port, tmp_path / "web.log"):
         assert resumed.wait(timeout=600) == 0, logs(out)
     run.refresh_from_db()
