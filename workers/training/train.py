@@ -76,6 +76,10 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     args = grpo_config(config)
     for key, value in overrides.items():
         setattr(args, key, value)
+    if args.use_vllm and args.vllm_mode == "colocate":
+        from workers.training.vllm_cpu import keep_weights_reloadable
+
+        keep_weights_reloadable()  # on vLLM's CPU build only: TRL's weight sync loads each weight again
     rows = [json.loads(line) for line in Path(config.dataset_path).read_text().splitlines() if line.strip()]
     dataset = Dataset.from_list(rows)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
