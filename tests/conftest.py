@@ -23,6 +23,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from runs.lifecycle.demos import DEMO_GRPO, DEMO_SFT
 from workers.processes import celery_worker_command, wait_until_answers
 
 STRICT = os.environ.get("CI", "").lower() == "true"
@@ -50,23 +51,7 @@ def pytest_runtest_makereport(item, call):
 # the session: every run a test makes without them, by the form, a YAML, the API or a TrainConfig of its own, gets
 # them. run_create stores every field, so the worker and training processes a test starts get them too.
 # The trl_defaults fixture puts TRL's back (tests/lifecycle/test_omitted_fields_take_trls_defaults.py).
-SMALL_GRPO = {
-    "learning_rate": 1e-2,
-    "max_steps": 30,
-    "max_completion_length": 16,
-    "per_device_train_batch_size": 16,
-    "save_steps": 10,
-}
-SMALL_SFT = {
-    "max_length": 128,
-    "completion_only_loss": True,
-    "learning_rate": 3e-3,
-    "max_steps": 30,
-    "per_device_train_batch_size": 16,
-    "lr_scheduler_type": "cosine",
-    "gradient_checkpointing": False,
-    "save_steps": 10,
-}
+SMALL_GRPO, SMALL_SFT = DEMO_GRPO, DEMO_SFT
 
 
 @contextlib.contextmanager
@@ -353,10 +338,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_web_server(env: dict, log: Path):
-    """The ASGI app under uvicorn, as the demo and production run it (server-sent events need ASGI); its URL."""
-    port = free_port()
-    with open(log, "wb") as fh:
+def running_web_server(env: dict, log: Path, port: int | None = None):
+    """The ASGI app under uvicorn, as the demo and production run it (server-sent events need ASGI); its URL.
+    ``port``: a given one (a server stopped and started again at the same address); else a free one."""
+    port = port or free_port()
+    with open(log, "ab") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
             cwd=BASE_DIR,

@@ -4,7 +4,6 @@ killed and resumed from its checkpoint."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import subprocess
@@ -17,8 +16,7 @@ import pytest
 
 from runs.accounts.services import token_create
 from runs.models import Rollout, Run, StepMetric
-from tests.conftest import BASE_DIR, free_port, stop_process, wait_for
-from workers.processes import wait_until_answers
+from tests.conftest import BASE_DIR, free_port, running_web_server, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -26,22 +24,9 @@ SCRIPT = Path(__file__).with_name("grpo_script.py")
 NAMES = ["digit_ratio", "sometimes_none"]
 
 
-@contextlib.contextmanager
 def server(env: dict, port: int, log: Path):
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_until_answers(proc, f"http://127.0.0.1:{port}/login/", 60, what="uvicorn", every=0.2)
-        yield proc
-    finally:
-        stop_process(proc)
+    """The app under uvicorn at ``port``, the same each time: a client's URL outlives a restart."""
+    return running_web_server(env, log, port=port)
 
 
 def script(tiny_model, out: Path, url: str, token: str, *args, wait=True, launch=(), **env) -> subprocess.Popen:
