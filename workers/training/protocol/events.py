@@ -8,24 +8,13 @@ No Django here.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
 from pathlib import Path
 
 import orjson
-
-
-def clean(value):
-    """JSON has no NaN/inf: store them as None (nested lists and dicts included)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    return value
+from grpo_web_attach.capture import clean  # JSON has no NaN/inf: None, nested too (one rule, both logs)
 
 
 class EventWriter:
