@@ -4,8 +4,9 @@ as the training program wrote it; what comes from elsewhere passes here first.""
 
 from __future__ import annotations
 
-import json
 import math
+
+from workers.training.protocol.events import parse_event
 
 EVENT_TYPES = ("rollouts", "metrics", "checkpoint")
 MAX_INT = 2**31 - 1  # the database's positive integer columns
@@ -135,15 +136,13 @@ def rollouts_problem(event: dict, where: str) -> str | None:
     return None
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_line(line: bytes, where: str) -> dict:
-    """One line of a client's batch as an event, checked (EventRefused names what is wrong)."""
+    """One line of a client's batch as an event, checked (EventRefused names what is wrong). Parsed as the event log's
+    reader parses it (orjson, lone surrogates made U+FFFD), refusing NaN and Infinity: the event is stored as parsed
+    here, not read again."""
     try:
-        event = json.loads(line, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        event = parse_event(line, strict=True)
+    except (ValueError, UnicodeDecodeError) as exc:  # orjson's JSONDecodeError is a ValueError
         raise EventRefused(f"{where}: not JSON ({str(exc)[:120]})") from None
     problem = event_problem(event, where, allow_resume=True)
     if problem:

@@ -23,7 +23,7 @@ from runs.attach.checks import EventRefused, event_problem, parse_line
 from runs.live import publish
 from runs.models import JobStatus, Rollout, Run, StepMetric
 from runs.paths import event_log_path
-from runs.rollouts.ingest import ingest_log
+from runs.rollouts.ingest import ingest_appended, ingest_log
 from runs.text import json_safe
 from workers.training.protocol.events import clean
 
@@ -127,9 +127,10 @@ def external_events_append(*, run: Run, events: list[dict]) -> dict:
     return append_lines(run=run, data=data)
 
 
-def append_lines(*, run: Run, data: bytes, received: int | None = None) -> dict:
+def append_lines(*, run: Run, data: bytes, received: int | None = None, events: list[dict] | None = None) -> dict:
     """Append checked, complete event-log lines and ingest them, all or nothing: the file is cut back if ingest
-    fails. ``received``: the run's new count of client bytes taken, saved in the same transaction."""
+    fails. ``received``: the run's new count of client bytes taken, saved in the same transaction. ``events``: the
+    lines as parse_line parsed them, stored as they are when the log held nothing unread (else the log is read)."""
     path = event_log_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the row lock orders appends on PostgreSQL; the file lock on SQLite, where select_for_update locks nothing
@@ -143,7 +144,10 @@ def append_lines(*, run: Run, data: bytes, received: int | None = None) -> dict:
         fh.write(data)
         fh.flush()
         try:
-            changed, read = ingest_log(run, path)
+            if events is not None and run.event_offset == size:
+                changed, read = ingest_appended(run, events, size + len(data))
+            else:
+                changed, read = ingest_log(run, path)
             update = ["last_contact_at"]
             run.last_contact_at = timezone.now()
             max_steps = [e["max_steps"] for e in read if e["type"] == "metrics" and e.get("max_steps")]
@@ -257,8 +261,9 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
         return {"taken": taken, "steps": [], "rollouts": 0, "evaluated": []}
     if not new.endswith(b"\n"):
         raise EventRefused("the batch must end with a complete line (a newline)")
-    segments: list[tuple[bytes, int | None]] = []  # (lines, then a resume marker's step or None)
-    start, position = 0, 0
+    # (lines, their events, then a resume marker's step or None)
+    segments: list[tuple[bytes, list[dict], int | None]] = []
+    start, position, parsed = 0, 0, []
     for number, line in enumerate(new.splitlines(keepends=True), start=1):
         where = f"line {number} (spool byte {taken + position})"
         position += len(line)
@@ -267,18 +272,19 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
         if not line.strip():
             continue
         event = parse_line(line, where)
+        parsed.append(event)
         if event["type"] == "resume":
-            segments.append((new[start:position], event["step"]))
-            start = position
-    segments.append((new[start:], None))
+            segments.append((new[start:position], parsed, event["step"]))
+            start, parsed = position, []
+    segments.append((new[start:], parsed, None))
     summary = {"steps": set(), "rollouts": 0, "evaluated": []}
     received, path = taken, event_log_path(run)
     size = path.stat().st_size if path.exists() else 0
     try:
         with transaction.atomic():
-            for lines, resume_step in segments:
+            for lines, events, resume_step in segments:
                 received += len(lines)
-                changed = append_lines(run=run, data=lines, received=received)
+                changed = append_lines(run=run, data=lines, received=received, events=events)
                 summary["steps"] |= set(changed["steps"])
                 summary["rollouts"] += changed["rollouts"]
                 if resume_step is not None:

@@ -253,6 +253,7 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
     with transaction.atomic():
         stored = store_rollouts(rows)
         metrics: list[StepMetric] = []
+        now = datetime.now(tz=timezone.utc)  # for a metrics line from outside that gave no time
         faults: dict[str, dict] = {}
         weak: dict[str, list] = {}
         evaluated: list[int] = []
@@ -273,7 +274,7 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
                         run=run,
                         step=event["step"],
                         metrics=event["metrics"],
-                        logged_at=datetime.fromtimestamp(event["ts"], tz=timezone.utc),
+                        logged_at=datetime.fromtimestamp(event["ts"], tz=timezone.utc) if "ts" in event else now,
                     )
                 )
         # Several log lines can share a step (TRL logs the train summary at the last step): merge them.
@@ -342,23 +343,35 @@ def ingest_log(run: Run, path, *, lease=None) -> tuple[dict, list[dict]]:
                 read.append({k: v for k, v in event.items() if k != "rows"})
                 yield event
 
-        with _no_cyclic_gc(), transaction.atomic():
-            if (
-                lease is not None
-                and not Run.objects.select_for_update()
-                .filter(pk=run.pk, lease=lease)
-                .values_list("pk", flat=True)
-                .first()
-            ):
-                raise Fenced(f"run {run.pk}: this supervisor's attempt was taken from it")
-            batch = _ingest(run, events)
-            # The step counter shows completed optimizer steps: TRL logs metrics after each one.
-            done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
-            run.event_offset, run.step = offset, min(done, run.total_steps or done)
-            run.save(update_fields=["event_offset", "step"])
+        batch = _ingest_up_to(run, events, read, offset, lease)
         changed = {
             "steps": sorted(set(changed["steps"]) | set(batch["steps"])),
             "rollouts": changed["rollouts"] + batch["rollouts"],
             "evaluated": changed["evaluated"] + batch["evaluated"],
         }
         all_events.extend(read)
+
+
+def ingest_appended(run: Run, events: list[dict], offset: int) -> tuple[dict, list[dict]]:
+    """``ingest_log`` for lines just appended to a log that held nothing unread before them, already parsed by the
+    caller (an attach client's batch, parsed once to be checked): ``events`` are those lines' events, ``offset`` the
+    log's size after them. Returns what ingest_log returns."""
+    read = [{k: v for k, v in event.items() if k != "rows"} for event in events]
+    return _ingest_up_to(run, lambda: iter(events), read, offset, None), read
+
+
+def _ingest_up_to(run: Run, events: Callable[[], Iterator[dict]], read: list[dict], offset: int, lease) -> dict:
+    """Ingest ``events()`` (whose heads ``read`` holds once they are read) and advance the run's offset to
+    ``offset``, in one transaction."""
+    with _no_cyclic_gc(), transaction.atomic():
+        if (
+            lease is not None
+            and not Run.objects.select_for_update().filter(pk=run.pk, lease=lease).values_list("pk", flat=True).first()
+        ):
+            raise Fenced(f"run {run.pk}: this supervisor's attempt was taken from it")
+        batch = _ingest(run, events)
+        # The step counter shows completed optimizer steps: TRL logs metrics after each one.
+        done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
+        run.event_offset, run.step = offset, min(done, run.total_steps or done)
+        run.save(update_fields=["event_offset", "step"])
+    return batch

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from runs.accounts.services import token_create
-from runs.models import Rollout, Run
+from runs.models import Rollout, Run, StepMetric
 from tests.attach.test_external_runs import batch, metrics
 
 pytestmark = pytest.mark.django_db
@@ -120,3 +120,31 @@ def test_heartbeat_and_finish(attached, owner_client):
     assert finished.status_code == 200
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and not run.lost_contact
+
+
+def test_a_batch_is_stored_as_the_log_reads_it_again(attached):
+    """A batch is parsed once, to be checked, and stored as parsed: what it stores is what reading the run's event
+    log again gives (a supervisor-style re-read), lone surrogates, a metrics line without a time and all."""
+    from runs.paths import event_log_path
+    from runs.rollouts.ingest import ingest_log
+
+    api, created = attached
+    odd = batch(1)
+    odd["rows"][0]["completion"] = "half a pair \ud800 here"  # json.dumps writes it as the escape \ud800
+    odd["rows"][1]["columns"] = {"id": 2**63 + 5, "nested": {"k": [1, None, "x"]}}
+    no_time = {"type": "metrics", "step": 1, "max_steps": 3, "metrics": {"reward": 0.25}}
+    answer = send(api, created, lines(odd, no_time), 0)
+    assert answer.status_code == 200, answer.content
+    run = Run.objects.get(pk=created["id"])
+    stored = list(Rollout.objects.filter(run=run).order_by("index").values("completion", "columns"))
+    assert stored[0]["completion"] == "half a pair \ufffd here"
+    assert stored[1]["columns"] == {"id": 2**63 + 5, "nested": {"k": [1, None, "x"]}}
+    assert StepMetric.objects.get(run=run, step=1).metrics == {"reward": 0.25}
+
+    Rollout.objects.filter(run=run).delete()
+    StepMetric.objects.filter(run=run).delete()
+    Run.objects.filter(pk=run.pk).update(event_offset=0)
+    run.refresh_from_db()
+    ingest_log(run, event_log_path(run))
+    assert list(Rollout.objects.filter(run=run).order_by("index").values("completion", "columns")) == stored
+    assert StepMetric.objects.get(run=run, step=1).metrics == {"reward": 0.25}
