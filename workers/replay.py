@@ -1,8 +1,12 @@
 """The reward replay's scorer: the replayed reward functions called the way TRL calls them (completions, prompts,
-the row's columns by name, in batches of one step), built-ins in process and users' code in the sandbox, one
-worker per function for the whole replay. The arithmetic and the storing are ``runs.rollouts`` services."""
+the row's columns by name, in batches of one step), built-ins in process and users' code in the sandbox (a run
+trained elsewhere: the source its client sent, or the user's edit of it), one worker per function for the whole
+replay. A reward of such a run whose source did not come with it (``stored``) is not called: its stored rewards
+stand. The arithmetic and the storing are ``runs.rollouts`` services."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from billiard.process import current_process
 from django.conf import settings
@@ -21,7 +25,12 @@ class ReplayScorer:
 
     def __init__(self, rewards: list[dict], *, slot_base: int, allow_weak: bool, max_faults: int = 3):
         self.funcs, self.closers = [], []
-        for slot, spec in enumerate(RewardSpec(**r) for r in reward_specs(rewards)):
+        fields = {f.name for f in dataclasses.fields(RewardSpec)}
+        for slot, entry in enumerate(reward_specs(rewards)):
+            if entry.get("stored"):
+                self.funcs.append(StoredRewards(slot))
+                continue
+            spec = RewardSpec(**{k: v for k, v in entry.items() if k in fields})
             if spec.builtin:
                 self.funcs.append(BUILTINS[spec.builtin])
             else:
@@ -36,12 +45,26 @@ class ReplayScorer:
         prompts = [r["prompt"] for r in rows]
         names = sorted({k for r in rows for k in (r["columns"] or {})})
         columns = {k: [(r["columns"] or {}).get(k) for r in rows] for k in names if k not in ("prompts", "completions")}
-        per_func = [list(f(completions, prompts=prompts, **columns)) for f in self.funcs]
+        per_func = [
+            f.values(rows) if isinstance(f, StoredRewards) else list(f(completions, prompts=prompts, **columns))
+            for f in self.funcs
+        ]
         return [[_plain(per_func[k][i]) for k in range(len(self.funcs))] for i in range(len(rows))]
 
     def close(self):
         for c in self.closers:
             c.close()
+
+
+class StoredRewards:
+    """A reward that cannot be called again (its source did not come with a run trained elsewhere): each row's
+    stored value of it, as TRL logged it."""
+
+    def __init__(self, position: int):
+        self.position = position
+
+    def values(self, rows: list[dict]) -> list:
+        return [(r["rewards"] or [])[self.position] if self.position < len(r["rewards"] or []) else None for r in rows]
 
 
 def _plain(value) -> float | None:

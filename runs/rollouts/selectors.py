@@ -12,6 +12,8 @@ from runs.models import Replay, Rollout, Run
 from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
 from runs.rollouts.tokens import token_groups
+from runs.text import as_text
+from workers.training.protocol.events import parse_event, read_lines
 
 # TRL's metric names, in the order the run page draws them (each present key gets a chart).
 # what TRL logs under these prefixes gets a chart of its own, under TRL's name: the policy clip ratios, and the
@@ -238,7 +240,12 @@ def replay_rewards_shown(replay: Replay) -> list[dict]:
     shown = []
     for r in replay.rewards:
         number = numbers.get(r.get("version_id"))
-        shown.append({**r, "version": number, "label": f"{r['name']} v{number}" if number else r["name"]})
+        label = f"{r['name']} v{number}" if number else r["name"]
+        if r.get("stored"):  # a run trained elsewhere, without this function's source
+            label += " (stored rewards: its source did not come with the run)"
+        elif r.get("edited"):
+            label += " (edited source)"
+        shown.append({**r, "version": number, "label": label})
     return shown
 
 
@@ -280,5 +287,36 @@ def reward_inputs(run: Run, rows: list[dict]) -> tuple[list, list]:
     if not any(is_conversational(c) for c in completions):
         return prompts, completions
     version = run.dataset_version
-    found = prompts_by_text(version.path, Mapping.of(version), set(prompts))
+    if version is None:  # a run trained elsewhere: its event log holds the prompts as its client or files gave them
+        found = prompts_in_event_log(run, set(prompts))
+    else:
+        found = prompts_by_text(version.path, Mapping.of(version), set(prompts))
     return [found.get(p) or [{"role": "user", "content": p}] for p in prompts], completions
+
+
+EVENT_LOG_CHUNK = 32 * 1024 * 1024  # bytes of event log read at a time
+
+
+def prompts_in_event_log(run: Run, texts: set[str]) -> dict[str, object]:
+    """The conversational prompts of a run trained elsewhere as its event logs hold them (the messages TRL passed
+    its reward functions), keyed by their stored text (``as_text``), for those of ``texts`` they hold; it reads the
+    logs, latest attempt first, until it has found them all."""
+    wanted, found = set(texts), {}
+    for attempt in range(run.attempt, 0, -1):
+        path, offset = run.run_dir / f"events-{attempt}.jsonl", 0
+        while wanted:
+            lines, offset = read_lines(path, offset, EVENT_LOG_CHUNK)
+            if not lines:
+                break
+            for line in lines:
+                if b'"rollouts"' not in line:
+                    continue
+                event = parse_event(line)
+                if event.get("type") != "rollouts":
+                    continue
+                for row in event.get("rows") or ():
+                    prompt = row.get("prompt") if isinstance(row, dict) else None
+                    if isinstance(prompt, list) and (text := as_text(prompt)) in wanted:
+                        found[text] = prompt
+                        wanted.discard(text)
+    return found

@@ -4,6 +4,7 @@ detector thresholds, and rejection sampling of its completions into a new SFT da
 from __future__ import annotations
 
 import tempfile
+import textwrap
 from pathlib import Path
 
 from django.db import transaction
@@ -11,6 +12,7 @@ from django.db.models import Count, F
 from django.utils import timezone
 
 from grpo_web import queues
+from rewards.services import RewardCodeError, check_source, normalize
 from runs.datasets.importing import DatasetError
 from runs.datasets.services import dataset_import, datasets_dir
 from runs.models import DatasetVersion, Replay, ReplayRow, Rollout, Run
@@ -105,6 +107,26 @@ def replay_create(*, run: Run, owner, rewards: list[dict], filters: dict):
     )
     transaction.on_commit(lambda: queues.enqueue(queues.REWARD_REPLAY, args=[replay.pk]))
     return replay
+
+
+def replay_reward_external(reward: dict, weight: float, source: str | None = None) -> dict:
+    """The replay's entry for ``reward``, a reward of a run trained elsewhere (``external``): re-scored in the sandbox
+    with ``source`` (the user's edit, when given) or the source the run came with. One whose source did not come with
+    the run cannot be called again: the replay keeps its stored rewards (``stored``). ValueError names the reward."""
+    name = reward["name"]
+    edited = normalize(source) if source and source.strip() else None
+    if not reward.get("source"):
+        if edited is not None:
+            raise ValueError(f"{name}: its source did not come with the run, so it cannot be replayed")
+        return {"name": name, "weight": weight, "external": True, "stored": True}
+    original = textwrap.dedent(normalize(reward["source"]))  # inspect.getsource keeps a nested function's indent
+    code = textwrap.dedent(edited) if edited is not None else original
+    try:
+        check_source(code, name)
+    except RewardCodeError as exc:
+        raise ValueError(f"source of {name}: {exc}") from None
+    entry = {"name": name, "weight": weight, "external": True, "source": code, "entrypoint": name}
+    return {**entry, "edited": True} if code != original else entry
 
 
 def _plain_filters(filters: dict) -> dict:

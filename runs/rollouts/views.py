@@ -29,6 +29,7 @@ from runs.rollouts.selectors import replay_rewards_shown, replay_values, whole_n
 from runs.rollouts.services import (
     dataset_from_rollouts,
     replay_create,
+    replay_reward_external,
     run_detector_thresholds_update,
     run_reflection_phrases_update,
 )
@@ -84,6 +85,10 @@ def _replay_choices(run) -> list[dict]:
                 "weight": r.get("weight", 1.0),
                 "version_id": r.get("version_id"),
                 "versions": versions,
+                # a run trained elsewhere: the source its client sent, to replay as it is or edited; none came:
+                # it cannot be re-scored
+                "external": bool(r.get("external")),
+                "source": r.get("source") or "",
             }
         )
     return choices
@@ -323,12 +328,16 @@ REPLAY_ROWS_SHOWN = 500
 
 def _replay_rewards(request, run) -> list[dict]:
     """The run's reward list with the weights and versions posted (weight-<i>, version-<i>); a version must be one
-    of the same function's, visible to the user. ValueError on a bad value."""
+    of the same function's, visible to the user. A run trained elsewhere: its functions' sources as posted
+    (source-<i>, the one it came with by default). ValueError on a bad value."""
     rewards = []
     for i, r in enumerate(run.rewards):
         weight = _number(request.POST.get(f"weight-{i}", r.get("weight", 1.0)), None)
         if weight is None:
             raise ValueError(f"weight of {r['name']}: give a number")
+        if r.get("external"):
+            rewards.append(replay_reward_external(r, weight, request.POST.get(f"source-{i}")))
+            continue
         entry = {**r, "weight": weight}
         version = request.POST.get(f"version-{i}", "")
         if version and r.get("version_id"):

@@ -1,9 +1,14 @@
 """A plain TRL GRPO script, as a user writes one, with the attach client's one line: no Django, nothing of
-grpo-web but grpo_web_attach. python grpo_script.py MODEL OUTPUT_DIR [--resume] [--callback]
+grpo-web but grpo_web_attach. python grpo_script.py MODEL OUTPUT_DIR [--resume] [--callback] [--tools]
+[--generated-reward]
 
 GRPO_WEB_URL and GRPO_WEB_TOKEN say where to send; KILL_AT_STEP=n kills this process (SIGKILL, nothing flushed)
-at the end of optimizer step n, to test a resume from its checkpoint."""
+at the end of optimizer step n, to test a resume from its checkpoint. --tools: a multi-turn run with TRL's ``tools``
+(a calculator) on chat prompts, for a model with a tool chat template (the suite's tiny-tools). --generated-reward:
+a third reward function made from a string at run time, whose source inspect cannot find (the client sends none)."""
 
+import ast
+import operator
 import os
 import signal
 import sys
@@ -22,6 +27,56 @@ def sometimes_none(completions, answer, **kwargs):
     return [None if i % 3 == 0 else float(a in c) for i, (c, a) in enumerate(zip(completions, answer))]
 
 
+OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def evaluate(node):
+    if isinstance(node, ast.Expression):
+        return evaluate(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
+        left, right = evaluate(node.left), evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 100:
+            raise ValueError("exponents above 100 are not supported")
+        return OPERATORS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in OPERATORS:
+        return OPERATORS[type(node.op)](evaluate(node.operand))
+    raise ValueError(f"unsupported expression: {ast.unparse(node)}")
+
+
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression and return its value.
+
+    Args:
+        expression: The expression, with numbers, + - * / // % ** and parentheses, for example "12 * (3 + 4)".
+    """
+    value = evaluate(ast.parse(expression.strip(), mode="eval"))
+    return str(int(value) if isinstance(value, float) and value.is_integer() else value)
+
+
+def boxed_answer(completions, answer, **kwargs):
+    # a conversational completion: its turns, the last one the model's answer after the tool's result
+    return [float(f"\\boxed{{{a}}}" in c[-1]["content"]) for c, a in zip(completions, answer)]
+
+
+def generated_reward():
+    # made at run time, as a notebook cell or a config-driven script makes one: no file holds its source
+    namespace = {}
+    exec("def short(completions, **kwargs):\n    return [float(len(c) < 20) for c in completions]\n", namespace)
+    return namespace["short"]
+
+
 class KillAt(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == int(os.environ.get("KILL_AT_STEP", "0")):
@@ -30,14 +85,17 @@ class KillAt(TrainerCallback):
 
 def main():
     model, output_dir = sys.argv[1], sys.argv[2]
+    tools = "--tools" in sys.argv
     rows = [{"prompt": f"What is {a} + {a + 1}?", "answer": str(2 * a + 1)} for a in range(32)]
+    if tools:  # TRL calls tools only in conversations
+        rows = [{**r, "prompt": [{"role": "user", "content": f"{r['prompt']} Use the calculator."}]} for r in rows]
     args = GRPOConfig(
         output_dir=output_dir,
         num_generations=4,
         per_device_train_batch_size=8,
         max_steps=int(os.environ.get("MAX_STEPS", "2")),
-        max_completion_length=12,
-        learning_rate=1e-2,
+        max_completion_length=48 if tools else 12,
+        learning_rate=1e-6 if tools else 1e-2,
         seed=11,
         log_completions=True,
         logging_steps=1,
@@ -50,9 +108,13 @@ def main():
     callbacks = [KillAt()]
     if "--callback" in sys.argv:
         callbacks.append(grpo_web_attach.GrpoWebCallback(name="attached by callback"))
+    reward_funcs = [boxed_answer] if tools else [digit_ratio, sometimes_none]
+    if "--generated-reward" in sys.argv:
+        reward_funcs.append(generated_reward())
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[digit_ratio, sometimes_none],
+        reward_funcs=reward_funcs,
+        tools=[calculator] if tools else None,
         args=args,
         train_dataset=Dataset.from_list(rows),
         callbacks=callbacks,

@@ -1,6 +1,6 @@
 """A plain TRL script (tests/attach/grpo_script.py) with the attach client, against a live server: what the server
 stores is TRL's own completions table, row for row and bit for bit, through a server outage and a training process
-killed and resumed from its checkpoint."""
+killed and resumed from its checkpoint; a multi-turn run's tool calls and results as TRL logged them."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from django.urls import reverse
 
 from runs.accounts.services import token_create
-from runs.models import Rollout, Run, StepMetric
+from runs.models import Replay, ReplayRow, Rollout, Run, StepMetric
+from runs.text import as_text
 from tests.conftest import BASE_DIR, free_port, running_web_server, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings("ignore::FutureWarning")]
@@ -149,3 +151,97 @@ def test_two_processes_under_accelerate_send_every_rank_s_rows_once(service_env,
     assert_rows_are_trls(run, out, 2)
     assert Rollout.objects.filter(run=run, step=1).count() == 16  # 8 a rank, each stored once
     assert Run.objects.filter(owner=owner).count() == 1  # the second rank made no run of its own
+
+
+# the tool run's reward, edited for a replay: a digest of exactly what it is passed, the prompt's messages and the
+# completion's turns (tool calls and results), beside the row's answer
+EDITED_BOXED = """def boxed_answer(completions, prompts, answer, **kwargs):
+    import hashlib
+    import json
+
+    def digest(*values):
+        return int(hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:6], 16) / 2**24
+
+    return [digest(p, c, a) for p, c, a in zip(prompts, completions, answer)]
+"""
+
+
+def test_a_multi_turn_run_s_tool_calls_and_results_arrive_as_trl_logged_them(
+    service_env, celery_worker, tools_model, owner, owner_client, tmp_path
+):
+    # TRL's own tool loop (GRPOTrainer(tools=[calculator])) on chat prompts; the model, cold-started on calculator
+    # calls, calls the tool, and TRL runs the script's calculator and appends its result as a tool turn
+    from tests.attach.grpo_script import calculator
+    from tests.workers.test_tool_run import _plain
+
+    _, token = token_create(owner=owner, name="gpu node", scope="attach")
+    port, out = free_port(), tmp_path / "out"
+    with server(service_env, port, tmp_path / "web.log"):
+        proc = script(tools_model, out, f"http://127.0.0.1:{port}", token, "--tools")
+        assert proc.returncode == 0, logs(out)
+    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
+    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    assert [r["name"] for r in run.rewards] == ["boxed_answer"]
+
+    tables = sorted((out / "completions").glob("completions_*.parquet"))
+    assert len(tables) == 2
+    calls = 0
+    for path in tables:
+        step, table = int(path.stem.split("_")[1]), pd.read_parquet(path)
+        rows = list(Rollout.objects.filter(run=run, step=step).order_by("index"))
+        # each stored transcript is TRL's completion, turn for turn: the tool calls and the tools' results
+        assert [r.messages for r in rows] == [_plain(c) for c in table["completion"]], step
+        assert [r.prompt for r in rows] == [as_text(_plain(p)) for p in table["prompt"]], step
+        assert [r.advantage for r in rows] == table["advantage"].tolist(), step
+        assert [r.rewards[0] for r in rows] == table["boxed_answer"].tolist(), step
+        for r in rows:
+            for i, message in enumerate(r.messages):
+                for call in message.get("tool_calls") or []:
+                    if i + 1 == len(r.messages):
+                        continue  # TRL rolls back a result that would pass max_completion_length, and stops
+                    calls += 1
+                    result = r.messages[i + 1]
+                    assert result["role"] == "tool" and result["name"] == call["function"]["name"] == "calculator"
+                    try:
+                        expected = calculator(**call["function"]["arguments"])
+                    except Exception as exc:  # what TRL shows the model when a tool fails
+                        assert result["content"].startswith("{'error'") and str(exc) in result["content"]
+                    else:
+                        assert result["content"] == expected  # the script's own calculator's answer
+    assert calls > 0  # the cold-started model calls the calculator, and TRL runs it
+
+    # the JSON API and the rollout browser's own JSON give the same turns
+    stored = {r.pk: r.messages for r in Rollout.objects.filter(run=run)}
+    api = owner_client.get(f"/api/runs/{run.pk}/rollouts?step_min=1&step_max=2")
+    assert api.status_code == 200, api.content
+    browser = owner_client.get(reverse("run_rollouts_json", args=[run.pk]) + "?step_min=1&step_max=2")
+    assert browser.status_code == 200, browser.content
+    for answer in (api.json(), browser.json()):
+        assert answer["rows"] and all(row["messages"] == stored[row["id"]] for row in answer["rows"])
+        assert any(m.get("tool_calls") for row in answer["rows"] for m in row["messages"])
+    groups = owner_client.get(f"/api/runs/{run.pk}/steps/1").json()["groups"]
+    shown = [c for g in groups for c in g["completions"]]
+    assert len(shown) == 8 and all(c["messages"] for c in shown)
+
+    # a replay of the run against its reward, edited: the sandbox is passed each prompt's messages (from the run's
+    # event log: the run has no dataset) and each completion's turns as TRL passed them, the row's answer beside
+    edited = {}
+    exec(EDITED_BOXED, edited)
+    response = owner_client.post(
+        reverse("run_replay_new", args=[run.pk]), {"weight-0": "1", "source-0": EDITED_BOXED.replace("\n", "\r\n")}
+    )
+    replay = Replay.objects.get(run=run)
+    assert response.status_code == 302 and response["Location"] == replay.get_absolute_url()
+    url = reverse("run_replay_json", args=[run.pk, replay.pk])
+    wait_for(lambda: owner_client.get(url).json()["status"] in ("completed", "failed"), 120, what="the replay")
+    data = owner_client.get(url).json()
+    assert data["status"] == "completed", data["error"]
+    assert [r["label"] for r in data["rewards"]] == ["boxed_answer (edited source)"]
+    new = {(r.step, r.index): r.new_rewards for r in ReplayRow.objects.filter(replay=replay)}
+    assert len(new) == Rollout.objects.filter(run=run).count() == 16
+    for path in tables:
+        step, table = int(path.stem.split("_")[1]), pd.read_parquet(path)
+        answers = [r.columns["answer"] for r in Rollout.objects.filter(run=run, step=step).order_by("index")]
+        prompts, completions = [_plain(p) for p in table["prompt"]], [_plain(c) for c in table["completion"]]
+        expected = edited["boxed_answer"](completions, prompts, answers)
+        assert [new[(step, i)] for i in range(len(table))] == [[v] for v in expected], step
