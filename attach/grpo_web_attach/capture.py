@@ -23,10 +23,16 @@ def clean(value):
     return value
 
 
+def _unwritable(value) -> str:
+    """What JSON cannot hold (an image a multimodal tool returned, kept in TRL's logs) is written as its type's name:
+    a value the spool cannot write must never stop the user's training."""
+    return f"<{type(value).__module__}.{type(value).__name__}>"
+
+
 def event_line(type_: str, **fields) -> bytes:
     """One event-log line: ``{"type": ..., "ts": ..., ...}`` and a newline."""
     event = {"type": type_, "ts": time.time(), **fields}
-    return (json.dumps(clean(event), allow_nan=False) + "\n").encode()
+    return (json.dumps(clean(event), allow_nan=False, default=_unwritable) + "\n").encode()
 
 
 class SpoolWriter:

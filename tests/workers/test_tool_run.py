@@ -94,17 +94,21 @@ def test_a_run_with_the_calculator_stores_trls_tool_calls_and_the_browser_shows_
         step_calls = step_failures = 0
         for r in rows:
             for i, message in enumerate(r.messages):
-                for call in message.get("tool_calls") or []:
+                for k, call in enumerate(message.get("tool_calls") or []):
                     step_calls += 1
-                    result = r.messages[i + 1]
-                    assert result["role"] == "tool" and result["name"] == "calculator"
+                    # TRL calls the tool, then drops the results that would pass max_completion_length: the call
+                    # ends the transcript unanswered, still counted (iterations are unlimited by default)
+                    result = r.messages[i + 1 + k] if i + 1 + k < len(r.messages) else None
+                    assert result is None or (result["role"] == "tool" and result["name"] == "calculator")
                     try:
                         expected = calculator(**call["function"]["arguments"])
                     except Exception as exc:  # what TRL shows the model when a tool fails
                         step_failures += 1
-                        assert result["content"].startswith("{'error'") and str(exc) in result["content"]
+                        assert result is None or (
+                            result["content"].startswith("{'error'") and str(exc) in result["content"]
+                        )
                     else:
-                        assert result["content"] == expected  # the sandboxed calculator's own answer
+                        assert result is None or result["content"] == expected  # the sandboxed calculator's answer
         metrics = StepMetric.objects.get(run=run, step=step).metrics
         assert metrics["tools/call_frequency"] == pytest.approx(step_calls / len(rows))
         assert metrics["tools/failure_frequency"] == pytest.approx(step_failures / step_calls if step_calls else 0)
