@@ -114,7 +114,7 @@ def run_once(variant: str, config) -> RunResult:
 
         return wrapper
 
-    import workers.training.tokens as token_module
+    import grpo_web_attach.tokens as token_module
 
     write = token_module.ShardWriter.write
 

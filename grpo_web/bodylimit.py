@@ -32,6 +32,7 @@ UPLOAD_PATHS = re.compile(
     r"/datasets/(?:\d+/)?upload/|/api/datasets(?:/\d+/versions)?/?|/runs/import-files/|/api/runs/import/upload"
 )
 ATTACH_PATHS = re.compile(r"/api/attach/runs/\d+/events")  # an attach client's batches: a token, no browser
+SHARD_PATHS = re.compile(r"/api/attach/runs/\d+/tokens/\d+")  # and its token shards
 
 
 class BodyLimit:
@@ -52,10 +53,14 @@ class BodyLimit:
         path, headers = scope.get("path", ""), dict(scope.get("headers") or [])
         json_answers = path.startswith("/api/")
         upload = UPLOAD_PATHS.fullmatch(path) is not None
-        attach = ATTACH_PATHS.fullmatch(path) is not None
+        batch = ATTACH_PATHS.fullmatch(path) is not None
+        shard = SHARD_PATHS.fullmatch(path) is not None
+        attach = batch or shard
         limit = self.upload_limit() if upload else self.form_limit()
-        if attach:
+        if batch:
             limit = settings.GRPO_ATTACH_MAX_BATCH_BYTES + SLACK_BYTES
+        if shard:
+            limit = settings.GRPO_ATTACH_MAX_SHARD_BYTES + SLACK_BYTES
         declared = headers.get(b"content-length")
         if declared is not None:
             try:

@@ -149,6 +149,9 @@ GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
 GRPO_ATTACH_MAX_BATCH_BYTES = envint("GRPO_ATTACH_MAX_BATCH_BYTES", str(32 * 1024**2))
 GRPO_ATTACH_MAX_EXPANDED_BYTES = envint("GRPO_ATTACH_MAX_EXPANDED_BYTES", str(256 * 1024**2))
 GRPO_ATTACH_MAX_LINE_BYTES = envint("GRPO_ATTACH_MAX_LINE_BYTES", str(64 * 1024**2))  # one event (a generation batch)
+# One token shard an attach client sends (a Parquet file, gzip'd or not); its columns decompressed may take up to
+# GRPO_ATTACH_MAX_EXPANDED_BYTES
+GRPO_ATTACH_MAX_SHARD_BYTES = envint("GRPO_ATTACH_MAX_SHARD_BYTES", str(64 * 1024**2))
 # an attached run whose client has sent nothing (not even a heartbeat) this long is failed as lost by the reaper
 GRPO_ATTACH_LOST_AFTER_S = envint("GRPO_ATTACH_LOST_AFTER_S", "3600")
 # Limits on what an uploaded dataset may hold; each refusal names the line or row and the column.

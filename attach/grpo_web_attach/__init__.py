@@ -11,6 +11,11 @@ truncation, labelled with the step TRL's completions table gives it), TRL's logg
 GRPOConfig, the model id, the dataset's name and the reward functions' source go to a spool in
 ``<output_dir>/grpo-web-spool/``; a background thread sends it to the server. Training never waits for the server.
 Run again from a checkpoint in the same output_dir, the script continues the same grpo-web run.
+
+``token_sample_groups=N`` (or GRPO_WEB_TOKEN_SAMPLE_GROUPS; 0, the default, is off; -1 every group) also keeps, for
+the first N groups of each generation batch, the per-token values TRL computed at the update (log-probabilities,
+entropy, importance ratio, clipping: grpo_web_attach.tokens, as grpo-web's own training program keeps them), a
+Parquet shard per optimizer step in the spool's ``tokens/``, sent like the rest, for the run's token view.
 """
 
 from __future__ import annotations
@@ -19,16 +24,19 @@ import atexit
 import inspect
 import json
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
 
 from grpo_web_attach.capture import NullWriter, SpoolWriter, capture_batch
-from grpo_web_attach.sender import Api, Sender, read_acked, write_atomic
+from grpo_web_attach.sender import Api, Sender, pending_shards, read_acked, shard_step, write_atomic
+from grpo_web_attach.tokens import TokenCapture
 
 __all__ = ["attach", "GrpoWebCallback", "Attachment"]
 
 SPOOL_DIR = "grpo-web-spool"
+TOKENS_DIR = "tokens"  # in the spool: the token shards not sent yet
 FLUSH_TIMEOUT_S = 60.0
 
 
@@ -69,14 +77,18 @@ def run_description(trainer, name: str | None) -> dict:
 class Attachment:
     """What ``attach`` set up on one trainer: the spool, its writer and (main process) the sender."""
 
-    def __init__(self, trainer, url: str, token: str, name: str | None, flush_timeout: float):
+    def __init__(
+        self, trainer, url: str, token: str, name: str | None, flush_timeout: float, token_sample_groups: int = 0
+    ):
         self.trainer = trainer
         self.flush_timeout = flush_timeout
         self.main = trainer.accelerator.is_main_process
         self.finished = False
         self.fresh_columns: set[str] = set()
         self.folder = Path(trainer.args.output_dir) / SPOOL_DIR
+        self.shards = self.folder / TOKENS_DIR
         self.sender: Sender | None = None
+        self.tokens: TokenCapture | None = None
         if not self.main:
             self.writer = NullWriter()
         else:
@@ -89,6 +101,7 @@ class Attachment:
                 # a new run: its id comes from the server, before anything is sent (retried by the sender)
                 for stale in ("events.jsonl", "acked"):
                     (self.folder / stale).unlink(missing_ok=True)
+                shutil.rmtree(self.shards, ignore_errors=True)  # an earlier run's shards
                 state = None
             self.writer = SpoolWriter(self.folder / "events.jsonl")
             self.sender = RunSender(
@@ -98,9 +111,14 @@ class Attachment:
                 state_path,
                 self.folder / "events.jsonl",
                 self.folder / "acked",
+                self.shards,
             )
             self.sender.start()
         self._wrap()
+        if token_sample_groups:
+            # every process captures (the shard of a step gathers every rank's rows); the main one writes
+            self.tokens = TokenCapture(trainer, self.shards, token_sample_groups)
+            self.tokens.hook()
         trainer.add_callback(AttachCallback(self))
         atexit.register(self.close, failed_if_open=True)
 
@@ -126,11 +144,34 @@ class Attachment:
         trainer._log_completion_extra = _log_completion_extra
         trainer._generate_and_score_completions = _generate_and_score_completions
 
+    def flush_tokens(self, step: int) -> None:
+        """The token values of optimizer step ``step`` to its shard (written by a thread, sent by the sender). A shard
+        that cannot be written is named in the log; training goes on."""
+        try:
+            self.tokens.flush(step)
+        except Exception as exc:
+            _log(f"grpo-web: a token shard was not written ({exc.__cause__ or exc}); training goes on")
+
+    def drop_shards_after(self, step: int) -> None:
+        """The script runs again from its checkpoint at ``step``: the shards of the later steps it had not sent are
+        trained again (the server drops those it had)."""
+        for path in pending_shards(self.shards):
+            if shard_step(path) > step:
+                path.unlink(missing_ok=True)
+
     def close(self, failed: bool = False, error: str = "", failed_if_open: bool = False) -> None:
-        """Send what is left (waiting at most flush_timeout) and tell the server how the run ended."""
-        if self.finished or self.sender is None:
+        """Write the last token shard, send what is left (waiting at most flush_timeout) and tell the server how the
+        run ended."""
+        if self.finished:
             return
         self.finished = True
+        if self.tokens is not None:
+            try:
+                self.tokens.close()  # the writer thread's last shard is in the spool
+            except Exception as exc:
+                _log(f"grpo-web: a token shard was not written ({exc.__cause__ or exc})")
+        if self.sender is None:
+            return
         if failed_if_open:
             failed, error = True, error or "the training script ended before training did"
         if not self.sender.flush(self.flush_timeout):
@@ -148,9 +189,24 @@ class Attachment:
 class RunSender(Sender):
     """The sender of one run: it first makes the run on the server (or finds it again, from run.json)."""
 
-    def __init__(self, api: Api, state: dict | None, description: dict, state_path: Path, spool: Path, acked: Path):
+    def __init__(
+        self,
+        api: Api,
+        state: dict | None,
+        description: dict,
+        state_path: Path,
+        spool: Path,
+        acked: Path,
+        shards: Path | None = None,
+    ):
         super().__init__(
-            api, state["run_id"] if state else None, state["resume_key"] if state else "", spool, acked, log=_log
+            api,
+            state["run_id"] if state else None,
+            state["resume_key"] if state else "",
+            spool,
+            acked,
+            log=_log,
+            shards=shards,
         )
         self.description, self.state_path = description, state_path
 
@@ -186,20 +242,43 @@ def attach(
     token: str | None = None,
     name: str | None = None,
     flush_timeout: float = FLUSH_TIMEOUT_S,
+    token_sample_groups: int | None = None,
 ) -> Attachment:
     """Send ``trainer``'s run (a TRL GRPOTrainer) to grpo-web at ``url`` with ``token`` (GRPO_WEB_URL and
     GRPO_WEB_TOKEN by default; a token of scope attach or write, from the Tokens page). Call it on every process
-    (each gathers its part of a batch); only the main one sends."""
+    (each gathers its part of a batch); only the main one sends.
+
+    ``token_sample_groups`` (GRPO_WEB_TOKEN_SAMPLE_GROUPS by default, else 0: off): the first that many groups of
+    each generation batch (-1: every group) also send their per-token values, as TRL computed them at the update,
+    for the run's token view."""
     url = url or os.environ.get("GRPO_WEB_URL", "")
     token = token or os.environ.get("GRPO_WEB_TOKEN", "")
     if not url or not token:
         raise ValueError("grpo-web: give url and token, or set GRPO_WEB_URL and GRPO_WEB_TOKEN")
+    groups = sample_groups_setting(token_sample_groups)
     existing = getattr(trainer, "_grpo_web_attachment", None)
     if existing is not None:
         return existing
-    attachment = Attachment(trainer, url, token, name, flush_timeout)
+    attachment = Attachment(trainer, url, token, name, flush_timeout, groups)
     trainer._grpo_web_attachment = attachment
     return attachment
+
+
+def sample_groups_setting(value: int | None) -> int:
+    """``token_sample_groups`` as given, else GRPO_WEB_TOKEN_SAMPLE_GROUPS, else 0; an integer of -1 or more."""
+    source = "token_sample_groups"
+    if value is None:
+        value, source = (
+            os.environ.get("GRPO_WEB_TOKEN_SAMPLE_GROUPS", "").strip() or "0",
+            "GRPO_WEB_TOKEN_SAMPLE_GROUPS",
+        )
+    try:
+        groups = None if isinstance(value, (bool, float)) else int(value)
+    except (TypeError, ValueError):
+        groups = None
+    if groups is None or groups < -1:
+        raise ValueError(f"grpo-web: {source} is a number of groups (-1 every group, 0 none), not {value!r}")
+    return groups
 
 
 def _trainer_callback_base():
@@ -220,7 +299,12 @@ class AttachCallback(_trainer_callback_base()):
             # the script runs again in this output_dir (from a checkpoint, or from scratch): the steps past it are
             # trained again, and the server keeps this attempt's rows of them, as TRL's completions files do
             a.writer.write("resume", step=state.global_step)
+            a.drop_shards_after(state.global_step)
             a.resumed = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.attachment.tokens is not None:
+            self.attachment.flush_tokens(state.global_step)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
@@ -239,8 +323,15 @@ class GrpoWebCallback(_trainer_callback_base()):
     """For scripts that only take callbacks (open-r1's grpo.py): ``callbacks=[GrpoWebCallback()]``. At the start of
     training it finds its GRPOTrainer (the ``self`` of a caller up the stack) and attaches to it."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, name: str | None = None):
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        name: str | None = None,
+        token_sample_groups: int | None = None,
+    ):
         self.url, self.token, self.name = url, token, name
+        self.token_sample_groups = token_sample_groups
         self.attachment: Attachment | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -250,7 +341,9 @@ class GrpoWebCallback(_trainer_callback_base()):
         if trainer is None:
             _log("grpo-web: GrpoWebCallback found no GRPOTrainer calling it; nothing is sent")
             return
-        self.attachment = attach(trainer, url=self.url, token=self.token, name=self.name)
+        self.attachment = attach(
+            trainer, url=self.url, token=self.token, name=self.name, token_sample_groups=self.token_sample_groups
+        )
         # attach added its own callback after this one: this begin is its begin too
         for callback in trainer.callback_handler.callbacks:
             if isinstance(callback, AttachCallback) and callback.attachment is self.attachment:

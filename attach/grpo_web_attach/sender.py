@@ -3,13 +3,19 @@ gzip'd, with the byte offset they start at, and keeps the offset the server ackn
 
 Training never waits for it: a server that is down or slow is retried with backoff while the spool grows on disk.
 Only whole lines are sent; the server appends only bytes past what it has taken (a batch sent twice is acknowledged,
-not stored twice) and answers 409 with the offset it expects when something in between is missing."""
+not stored twice) and answers 409 with the offset it expects when something in between is missing.
+
+Token shards (``attach(..., token_sample_groups=N)``: one Parquet file per optimizer step in the spool's ``tokens/``
+folder, each written whole by a rename) go once the event log is caught up, one a request, to the run's
+``tokens/<step>``; the server stores a step's shard whole, in place of any it had, so one sent twice is stored once.
+A sent shard leaves the spool; one the server refuses (4xx) is moved to ``tokens/refused/`` and named in the log."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -20,6 +26,7 @@ BATCH_BYTES = 4 * 1024**2  # raw spool bytes per request (whole lines; a longer 
 HEARTBEAT_S = 10.0
 SEND_EVERY_S = 1.0  # once caught up, the next batch waits this long for lines to gather (flush does not)
 TIMEOUT_S = 30.0
+SHARD = re.compile(r"step-(\d{6,})\.parquet")  # grpo_web_attach.tokens.shard_name
 
 
 class Refused(Exception):
@@ -68,6 +75,26 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def shard_step(path: Path) -> int | None:
+    """The optimizer step of a token shard's file (``step-NNNNNN.parquet``), None for any other file."""
+    match = SHARD.fullmatch(path.name)
+    return int(match.group(1)) if match else None
+
+
+def pending_shards(folder: Path | None) -> list[Path]:
+    """The finished token shards in ``folder`` (a shard being written has a temporary name), by step."""
+    try:
+        found = [(shard_step(p), p) for p in folder.iterdir()] if folder is not None else []
+    except OSError:  # no folder yet
+        return []
+    return [p for step, p in sorted((s, p) for s, p in found if s is not None) if p.is_file()]
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def whole_lines(path: Path, offset: int, limit: int) -> bytes:
     """The spool's complete lines from ``offset``, about ``limit`` bytes (more only for one longer line)."""
     with open(path, "rb") as fh:
@@ -83,9 +110,18 @@ def whole_lines(path: Path, offset: int, limit: int) -> bytes:
 
 
 class Sender:
-    def __init__(self, api: Api, run_id: int, resume_key: str, spool: Path, acked_path: Path, log=print):
+    def __init__(
+        self,
+        api: Api,
+        run_id: int,
+        resume_key: str,
+        spool: Path,
+        acked_path: Path,
+        log=print,
+        shards: Path | None = None,
+    ):
         self.api, self.run_id, self.resume_key = api, run_id, resume_key
-        self.spool, self.acked_path = spool, acked_path
+        self.spool, self.acked_path, self.shards = spool, acked_path, shards
         self.acked = read_acked(acked_path)
         self.log = log
         self.error: str | None = None  # a refusal: the server will not take this spool; sending stopped
@@ -102,15 +138,28 @@ class Sender:
         self._wake.set()
 
     def pending(self) -> int:
+        """Bytes the server has not taken: of the event log, and the token shards not sent."""
         try:
-            return max(0, self.spool.stat().st_size - self.acked)
+            events = max(0, self.spool.stat().st_size - self.acked)
         except OSError:
-            return 0
+            events = 0
+        shards = 0
+        for path in pending_shards(self.shards):
+            try:
+                shards += path.stat().st_size
+            except OSError:  # sent (and removed) meanwhile
+                pass
+        return events + shards
 
     def send_once(self) -> bool:
-        """Send one batch of what the server has not taken; True when something moved."""
+        """Send one batch of what the server has not taken (the event log first, then a token shard); True when
+        something moved."""
         data = whole_lines(self.spool, self.acked, BATCH_BYTES)
         if not data:
+            shards = pending_shards(self.shards)
+            if shards:
+                self.send_shard(shards[0])
+                return True
             if time.monotonic() - self._last_contact >= HEARTBEAT_S:
                 self.api.json("POST", f"/runs/{self.run_id}/heartbeat", {"resume_key": self.resume_key})
                 self._last_contact = time.monotonic()
@@ -131,6 +180,34 @@ class Sender:
         self._last_contact = time.monotonic()
         self._ack(answer["taken"])
         return True
+
+    def send_shard(self, path: Path) -> None:
+        """Send one token shard, as its file is; then it leaves the spool (or, refused, goes to ``refused/``). A shard
+        written again while it was sent (a step trained again) stays, to be sent again."""
+        try:
+            before, data = _identity(path), path.read_bytes()  # Parquet, compressed already
+        except FileNotFoundError:  # dropped meanwhile (a resume from an earlier checkpoint)
+            return
+        status, answer = self.api.call(
+            "PUT",
+            f"/runs/{self.run_id}/tokens/{shard_step(path)}",
+            data,
+            {"Content-Type": "application/vnd.apache.parquet", "X-Resume-Key": self.resume_key},
+        )
+        self._last_contact = time.monotonic()
+        try:
+            if _identity(path) != before:
+                return
+            if status >= 400:
+                refused = path.parent / "refused"
+                refused.mkdir(exist_ok=True)
+                os.replace(path, refused / path.name)
+                why = answer.get("detail") or answer
+                self.log(f"grpo-web: the server refused token shard {path.name}, kept in {refused}: {status}: {why}")
+                return
+            path.unlink()
+        except FileNotFoundError:
+            pass
 
     def _ack(self, offset: int) -> None:
         self.acked = offset

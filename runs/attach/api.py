@@ -1,6 +1,6 @@
 """The attach API (mounted by grpo_web/api.py at /api/attach/): a client in the user's own training script
-(the grpo-web-attach package, attach/) creates its run, sends its spool in gzip'd batches at their byte offsets,
-beats while it trains, and says how the run ended. A token of scope attach reaches only these endpoints; each run
+(the grpo-web-attach package, attach/) creates its run, sends its spool in gzip'd batches at their byte offsets (and,
+when it samples tokens, each optimizer step's token shard), beats while it trains, and says how the run ended. A token of scope attach reaches only these endpoints; each run
 is its owner's alone (another user's run answers 404) and the client proves it is the run's with its resume key."""
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from runs.attach.services import (
     OffsetGap,
     attached_batch_append,
     attached_run_create,
+    attached_shard_store,
     external_run_finish,
     external_run_heartbeat,
     resume_key_hash,
 )
+from runs.attach.shards import ShardRefused
 from runs.models import Run
 
 router = Router(tags=["attach"])
@@ -59,6 +61,12 @@ class Taken(Schema):
     rollouts: int = 0
 
 
+class ShardTaken(Schema):
+    step: int = Field(description="The optimizer step whose shard the run now holds.")
+    rows: int = Field(description="Completions in it.")
+    bytes: int
+
+
 class Gap(Schema):
     detail: str
     expected: int
@@ -93,29 +101,33 @@ def attach_create(request, body: AttachIn):
     return {"id": run.pk, "resume_key": key, "url": run.get_absolute_url()}
 
 
-def expanded(request) -> bytes:
-    """The request body, gunzipped when it says it is gzip; refused past the batch limits."""
-    data = request.read(settings.GRPO_ATTACH_MAX_BATCH_BYTES + 1)
-    if len(data) > settings.GRPO_ATTACH_MAX_BATCH_BYTES:
-        raise HttpError(413, f"body: larger than {settings.GRPO_ATTACH_MAX_BATCH_BYTES} bytes; send smaller batches")
+def expanded(
+    request, body_limit: int | None = None, limit: int | None = None, hint: str = "send smaller batches"
+) -> bytes:
+    """The request body, gunzipped when it says it is gzip; refused past ``body_limit`` bytes as sent and ``limit``
+    expanded (the batch limits by default)."""
+    body_limit = settings.GRPO_ATTACH_MAX_BATCH_BYTES if body_limit is None else body_limit
+    limit = settings.GRPO_ATTACH_MAX_EXPANDED_BYTES if limit is None else limit
+    data = request.read(body_limit + 1)
+    if len(data) > body_limit:
+        raise HttpError(413, f"body: larger than {body_limit} bytes; {hint}")
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if encoding in ("", "identity"):
         raw = data
     elif encoding == "gzip":
-        limit = settings.GRPO_ATTACH_MAX_EXPANDED_BYTES
         inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
             raw = inflate.decompress(data, limit + 1)
         except zlib.error as exc:
             raise HttpError(400, f"body: not valid gzip ({exc})") from None
         if len(raw) > limit:
-            raise HttpError(413, f"body: expands past {limit} bytes; send smaller batches")
+            raise HttpError(413, f"body: expands past {limit} bytes; {hint}")
         if not inflate.eof:
             raise HttpError(400, "body: the gzip stream is cut short")
     else:
         raise HttpError(415, f"Content-Encoding: gzip or none, not {encoding[:40]!r}")
-    if len(raw) > settings.GRPO_ATTACH_MAX_EXPANDED_BYTES:
-        raise HttpError(413, f"body: larger than {settings.GRPO_ATTACH_MAX_EXPANDED_BYTES} bytes; send smaller batches")
+    if len(raw) > limit:
+        raise HttpError(413, f"body: larger than {limit} bytes; {hint}")
     return raw
 
 
@@ -139,6 +151,31 @@ def attach_events(request, run_id: int, offset: int = 0):
     except EventRefused as exc:
         return 400, {"detail": f"nothing was stored: {exc}"}
     return answer
+
+
+@router.put(
+    "/attach/runs/{int:run_id}/tokens/{int:step}",
+    response={200: ShardTaken, 400: Detail, 413: Detail},
+    summary="Store the token shard of optimizer step `step` (a Parquet file, grpo_web_attach.tokens.shard_schema)",
+    description="The per-token values a client with `token_sample_groups` kept at one optimizer step, as its Parquet "
+    "file (gzip'd or not); it takes the place of one sent before for the step. Refused whole, naming the column and "
+    "row, unless it has exactly a token shard's columns and types and every row was computed at this step.",
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}}}
+        }
+    },
+)
+def attach_tokens(request, run_id: int, step: int):
+    run = attached_run(request, run_id, request.headers.get("X-Resume-Key", ""))
+    limit = settings.GRPO_ATTACH_MAX_SHARD_BYTES
+    data = expanded(
+        request, limit, limit, "nothing was stored (the server takes shards up to GRPO_ATTACH_MAX_SHARD_BYTES)"
+    )
+    try:
+        return attached_shard_store(run=run, step=step, data=data)
+    except ShardRefused as exc:
+        return exc.status, {"detail": f"nothing was stored: {exc}"}
 
 
 @router.post("/attach/runs/{int:run_id}/heartbeat", response={200: Taken}, summary="The client is alive")

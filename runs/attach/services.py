@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.attach.checks import EventRefused, event_problem, parse_line
+from runs.attach.shards import drop_shards_after, read_shard, store_shard
 from runs.live import publish
 from runs.models import JobStatus, Rollout, Run, StepMetric
 from runs.paths import event_log_path
@@ -296,9 +297,27 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
     return {"taken": received, **summary, "steps": sorted(summary["steps"])}
 
 
+def attached_shard_store(*, run: Run, step: int, data: bytes) -> dict:
+    """A client's token shard of optimizer step ``step`` (Parquet bytes), checked (ShardRefused names what is wrong,
+    and nothing is stored) and stored whole as the step's shard, in place of one sent before: sent twice, stored
+    once. Returns {"step", "rows", "bytes"}."""
+    G = run.config.get("num_generations")
+    table = read_shard(
+        data,
+        step,
+        num_generations=G if isinstance(G, int) and not isinstance(G, bool) and G > 0 else None,
+        max_decoded_bytes=settings.GRPO_ATTACH_MAX_EXPANDED_BYTES,
+    )
+    store_shard(run.run_dir / "tokens", step, data)
+    run.last_contact_at = timezone.now()
+    run.save(update_fields=["last_contact_at"])
+    return {"step": step, "rows": table.num_rows, "bytes": len(data)}
+
+
 def attached_run_resume(*, run: Run, step: int) -> None:
     """The client's script runs again from its checkpoint at ``step``: the steps after it are trained again, so
-    their rows go (the new ones take their keys) and the run is running again."""
+    their rows and token shards go (the new ones take their keys) and the run is running again."""
+    drop_shards_after(run.run_dir / "tokens", step)
     Rollout.objects.filter(run=run, step__gt=step).delete()
     StepMetric.objects.filter(run=run, step__gt=step).delete()
     run.step, run.checkpoint_step = min(run.step, step), min(run.checkpoint_step, step)

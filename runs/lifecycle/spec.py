@@ -47,7 +47,7 @@ class RunSpec:
     requested_gpus: int = 0
     engine: str = "local"  # local, or ray: a worker serving its Ray cluster submits a Ray job (README "Scale out")
     num_workers: int = 1  # Ray Train workers of a Ray run
-    # groups per generation batch whose per-token values are kept (workers.training.tokens; -1 all, 0 none)
+    # groups per generation batch whose per-token values are kept (grpo_web_attach.tokens; -1 all, 0 none)
     token_sample_groups: int = TOKEN_FIELDS["token_sample_groups"].default
     parent: Run | None = None  # the run this one was cloned or retried from
 

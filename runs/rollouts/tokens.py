@@ -1,6 +1,7 @@
-"""Reads of the token-level view: the per-step Parquet shards the training program writes beside the run
-(``<run_dir>/tokens/step-NNNNNN.parquet``, workers.training.tokens), each row one completion of a sampled group as the update
-of that optimizer step saw it, joined to its rollout by (step, index). The values are TRL's; nothing is recomputed
+"""Reads of the token-level view: the per-step Parquet shards beside the run (``<run_dir>/tokens/step-NNNNNN.parquet``,
+grpo_web_attach.tokens), written there by the training program or, for an attached run, stored from its client's
+uploads (runs.attach.shards), each row one completion of a sampled group as the update of that optimizer step saw it,
+joined to its rollout by (step, index). The values are TRL's; nothing is recomputed
 here beyond picking which tokens to list (most clipped, least probable)."""
 
 from __future__ import annotations

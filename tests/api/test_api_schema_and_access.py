@@ -86,6 +86,7 @@ def _send(client, method, path, template, dataset_version):
         "/api/recipes/{recipe_id}/{action}": {},
         "/api/runs/{run_id}": {"notes": "changed"},  # PATCH
         "/api/attach/runs/{run_id}/events": {},  # an attached run's batch: its own tests send real ones
+        "/api/attach/runs/{run_id}/tokens/{step}": {},  # a token shard: its own tests send real ones
         "/api/attach/runs/{run_id}/heartbeat": {"resume_key": "k"},
         "/api/attach/runs/{run_id}/finish": {"resume_key": "k"},
     }

@@ -5,13 +5,18 @@ grpo-web but grpo_web_attach. python grpo_script.py MODEL OUTPUT_DIR [--resume] 
 GRPO_WEB_URL and GRPO_WEB_TOKEN say where to send; KILL_AT_STEP=n kills this process (SIGKILL, nothing flushed)
 at the end of optimizer step n, to test a resume from its checkpoint. --tools: a multi-turn run with TRL's ``tools``
 (a calculator) on chat prompts, for a model with a tool chat template (the suite's tiny-tools). --generated-reward:
-a third reward function made from a string at run time, whose source inspect cannot find (the client sends none)."""
+a third reward function made from a string at run time, whose source inspect cannot find (the client sends none).
+TOKEN_SAMPLE_GROUPS=n: attach(..., token_sample_groups=n); BETA and NUM_ITERATIONS: GRPOConfig's; WATCH_TRL=path:
+TRL's own per-token tensors at each update, recorded by the tests' tracer (tests/trl_oracle.py), are written to path
+as JSON once training ends."""
 
 import ast
+import importlib.util
 import operator
 import os
 import signal
 import sys
+from pathlib import Path
 
 import grpo_web_attach
 from datasets import Dataset
@@ -94,6 +99,8 @@ def main():
         num_generations=4,
         per_device_train_batch_size=8,
         max_steps=int(os.environ.get("MAX_STEPS", "2")),
+        beta=float(os.environ.get("BETA", "0")),
+        num_iterations=int(os.environ.get("NUM_ITERATIONS", "1")),
         max_completion_length=48 if tools else 12,
         learning_rate=1e-6 if tools else 1e-2,
         seed=11,
@@ -120,7 +127,20 @@ def main():
         callbacks=callbacks,
     )
     if "--callback" not in sys.argv:
-        grpo_web_attach.attach(trainer, name="attached")
+        tokens = (
+            {"token_sample_groups": int(os.environ["TOKEN_SAMPLE_GROUPS"])}
+            if "TOKEN_SAMPLE_GROUPS" in os.environ
+            else {}
+        )
+        grpo_web_attach.attach(trainer, name="attached", **tokens)
+    if os.environ.get("WATCH_TRL"):
+        spec = importlib.util.spec_from_file_location("trl_oracle", Path(__file__).parents[1] / "trl_oracle.py")
+        oracle = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(oracle)
+        with oracle.Watching(trainer) as calls:
+            trainer.train()
+        oracle.dump(calls, os.environ["WATCH_TRL"])
+        return
     trainer.train(resume_from_checkpoint="--resume" in sys.argv)
 
 

@@ -1,6 +1,7 @@
 """A plain TRL script (tests/attach/grpo_script.py) with the attach client, against a live server: what the server
 stores is TRL's own completions table, row for row and bit for bit, through a server outage and a training process
-killed and resumed from its checkpoint; a multi-turn run's tool calls and results as TRL logged them."""
+killed and resumed from its checkpoint (and the token shards of each step with it); a multi-turn run's tool calls
+and results as TRL logged them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from django.urls import reverse
+from grpo_web_attach.tokens import shard_name
 
 from runs.accounts.services import token_create
 from runs.models import Replay, ReplayRow, Rollout, Run, StepMetric
@@ -73,6 +76,19 @@ def assert_rows_are_trls(run: Run, out: Path, steps: int):
     assert sorted(StepMetric.objects.filter(run=run).values_list("step", flat=True)) == list(range(1, steps + 1))
 
 
+def assert_shards_join_rollouts(run: Run, out: Path, steps: int, groups: int):
+    """Each step's token shard on the server holds the first ``groups`` groups of the step's rollouts (each
+    completion's tokens as many as its length), and the client's spool has sent them all."""
+    for step in range(1, steps + 1):
+        rows = pq.read_table(run.run_dir / "tokens" / shard_name(step)).to_pylist()
+        rollouts = {r.index: r for r in Rollout.objects.filter(run=run, step=step, group__lt=groups)}
+        assert sorted(r["index"] for r in rows) == sorted(rollouts), step
+        assert all(r["update_step"] == r["step"] == step for r in rows)
+        assert [len(r["token_ids"]) for r in rows] == [rollouts[r["index"]].length for r in rows], step
+    assert sorted(p.name for p in (run.run_dir / "tokens").iterdir()) == [shard_name(s) for s in range(1, steps + 1)]
+    assert not list((out / "grpo-web-spool" / "tokens").iterdir())
+
+
 def logs(out: Path) -> str:
     return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(out.parent.glob("*.log")))
 
@@ -90,22 +106,24 @@ def test_a_trl_script_sends_trls_own_rows(service_env, tiny_model, owner, tmp_pa
     assert run.config["num_generations"] == 4 and str(tiny_model) in run.model
     assert str(SCRIPT) in run.reported_command and run.reported_host
     assert_rows_are_trls(run, out, 2)
+    assert not (run.run_dir / "tokens").exists()  # no token values unless asked for
 
 
 def test_a_server_outage_and_a_killed_trainer_lose_and_duplicate_nothing(service_env, tiny_model, owner, tmp_path):
     _, token = token_create(owner=owner, name="gpu node", scope="attach")
     port, out = free_port(), tmp_path / "out"
     url = f"http://127.0.0.1:{port}"
+    tokens = {"GRPO_WEB_TOKEN_SAMPLE_GROUPS": "1"}  # and the token values of the first group of each batch
     with server(service_env, port, tmp_path / "web.log"):
         # killed (SIGKILL: no flush, no finish) at the end of step 3; checkpoint-2 is the last whole checkpoint
-        killed = script(tiny_model, out, url, token, MAX_STEPS="4", KILL_AT_STEP="3")
+        killed = script(tiny_model, out, url, token, MAX_STEPS="4", KILL_AT_STEP="3", **tokens)
         assert killed.returncode == -9, logs(out)
         run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
         assert run.status == Run.Status.RUNNING
     # the server is down for 30 s: when the script resumes from its checkpoint, while it trains and spools, and
     # while it waits at its end to send what it holds; it comes back and gets everything
     down = time.monotonic()
-    resumed = script(tiny_model, out, url, token, "--resume", wait=False, MAX_STEPS="4")
+    resumed = script(tiny_model, out, url, token, "--resume", wait=False, MAX_STEPS="4", **tokens)
     spool = out / "grpo-web-spool" / "events.jsonl"
     size = spool.stat().st_size
     wait_for(
@@ -119,6 +137,7 @@ def test_a_server_outage_and_a_killed_trainer_lose_and_duplicate_nothing(service
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
     assert Run.objects.filter(owner=owner).count() == 1  # the resumed script continued the same run
     assert_rows_are_trls(run, out, 4)
+    assert_shards_join_rollouts(run, out, 4, groups=1)
 
 
 def test_a_script_that_only_takes_callbacks_sends_trls_own_rows(service_env, tiny_model, owner, tmp_path):
@@ -144,12 +163,14 @@ def test_two_processes_under_accelerate_send_every_rank_s_rows_once(service_env,
     launch = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
     launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
     with server(service_env, port, tmp_path / "web.log"):
-        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, launch=launch)
+        # every group's token values too: each rank keeps its rows' values, the main rank's shard gathers them
+        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, launch=launch, TOKEN_SAMPLE_GROUPS="-1")
         assert proc.returncode == 0, logs(out)
     run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
     assert_rows_are_trls(run, out, 2)
     assert Rollout.objects.filter(run=run, step=1).count() == 16  # 8 a rank, each stored once
+    assert_shards_join_rollouts(run, out, 2, groups=4)
     assert Run.objects.filter(owner=owner).count() == 1  # the second rank made no run of its own
 
 

@@ -1,4 +1,4 @@
-"""A token shard as the training program writes it (workers.training.tokens.write_shard, its own schema), with made-up
+"""A token shard as the training program writes it (grpo_web_attach.tokens.write_shard, its own schema), with made-up
 values: what the token-level view's pages read. That the values in real shards are TRL's own is
 tests/workers/test_token_capture.py's job."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from workers.training.tokens import write_shard
+from grpo_web_attach.tokens import write_shard
 
 # group 0's four completions at step 1: tokens, log-probabilities at generation, ratios, clipped low/high per token
 TOKENS = [

@@ -1,22 +1,23 @@
 """The token shards hold TRL's own tensors: per token the log-probability at generation and at the update, the
 reference's, the entropy, the importance ratio and the clipping flags, exactly as GRPOTrainer._compute_loss had them.
 
-The oracle is TRL itself, watched independently of the capture: ``sys.settrace`` follows every call of TRL's
-``GRPOTrainer._compute_loss`` and keeps its inputs and its locals as it returns (``coef_1``, ``is_region_clipped``,
-...), and TRL's logged step metrics (entropy, clip ratios) are compared with the stored tokens' masked means."""
+The oracle is TRL itself, watched independently of the capture (tests/trl_oracle.py): ``sys.settrace`` follows every
+call of TRL's ``GRPOTrainer._compute_loss`` and keeps its inputs and its locals as it returns (``coef_1``,
+``is_region_clipped``, ...), and TRL's logged step metrics (entropy, clip ratios) are compared with the stored
+tokens' masked means."""
 
 from __future__ import annotations
 
 import json
-import sys
 
 import pyarrow.parquet as pq
 import pytest
+from grpo_web_attach.tokens import ROW_KEY, shard_name
 
+from tests.trl_oracle import Watching
 from workers.training.demo_data import arithmetic_rows
 from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 from workers.training.protocol.events import EventWriter, read_events
-from workers.training.tokens import ROW_KEY, shard_name
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -51,48 +52,15 @@ def _config(tmp_path, model, sample_groups: int, **grpo) -> TrainConfig:
     )
 
 
-def _watch_trl(trainer):
-    """Record, for each call of TRL's _compute_loss, its inputs and its locals at return: TRL's tensors, seen by a
-    tracer of our own (the capture reads them through a profile hook)."""
-    from trl import GRPOTrainer
-
-    code = GRPOTrainer._compute_loss.__code__
-    calls: list[dict] = []
-
-    def local(frame, event, arg):
-        if event == "return":
-            names = (
-                "per_token_logps",
-                "old_per_token_logps",
-                "entropies",
-                "coef_1",
-                "is_low_clipped",
-                "is_high_clipped",
-                "is_region_clipped",
-                "mask",
-                "inputs",
-            )
-            seen = {k: frame.f_locals.get(k) for k in names}
-            calls.append({"step": trainer.state.global_step + 1, **seen})
-        return local
-
-    def tracer(frame, event, arg):
-        return local if frame.f_code is code and trainer.model.training else None
-
-    return tracer, calls
-
-
 def _train_watched(config):
     from workers.training.train import make_trainer
 
     events = EventWriter(config.event_log)
     trainer = make_trainer(config, events)
-    tracer, calls = _watch_trl(trainer)
-    sys.settrace(tracer)
     try:
-        trainer.train()
+        with Watching(trainer) as calls:
+            trainer.train()
     finally:
-        sys.settrace(None)
         events.close()
     return trainer, calls
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 from grpo_web_attach.capture import capture_batch
+from grpo_web_attach.tokens import TokenCapture
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from workers.training.protocol.events import EventWriter
-from workers.training.tokens import TokenCapture
 
 
 class CapturingGRPOTrainer(GRPOTrainer):
@@ -27,10 +27,12 @@ class CapturingGRPOTrainer(GRPOTrainer):
         self._events = events
         self.step_timing = StepTiming()
         self.extra_logged_now: set[str] = set()  # the log_extra columns logged for the batch being scored
-        # token-level values of a sample of each batch's groups, as TRL computed them at the update (workers.training.tokens)
+        # token-level values of a sample of each batch's groups, as TRL computed them at the update; the attach client
+        # hooks the same capture into a user's trainer (grpo_web_attach.tokens)
         self.token_capture = None
         if tokens_dir and token_sample_groups:
             self.token_capture = TokenCapture(self, tokens_dir, token_sample_groups)
+            self.token_capture.hook()
             self.add_callback(TokenShardCallback(self.token_capture))
 
     def train(self, *args, **kwargs):
@@ -62,22 +64,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
             self._capture(inputs, output)
-            if self.token_capture is not None:
-                self.token_capture.tag(output, step=self.state.global_step + 1)
         return output
-
-    def _compute_loss(self, model, inputs):
-        if self.token_capture is None or not self.model.training:
-            return super()._compute_loss(model, inputs)
-        return self.token_capture.around_loss(
-            lambda: super(CapturingGRPOTrainer, self)._compute_loss(model, inputs), inputs
-        )
-
-    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if self.token_capture is not None and kwargs.get("compute_entropy"):
-            self.token_capture.arm()  # the forward of _compute_loss is done: read its values as it returns
-        return out
 
     def _capture(self, inputs: list[dict], output: dict) -> None:
         # one capture for both ways a run reaches grpo-web: this training program and the attach client

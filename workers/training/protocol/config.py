@@ -336,7 +336,7 @@ def field_problems(fields: dict, values) -> list[str]:
     return errors
 
 
-# grpo-web's own setting (not a GRPOConfig field): the token-level view's sample (workers.training.tokens)
+# grpo-web's own setting (not a GRPOConfig field): the token-level view's sample (grpo_web_attach.tokens)
 TOKEN_SAMPLE_GROUPS = _f(
     1,
     "Groups of each generation batch whose tokens are kept: per token the log-probability "

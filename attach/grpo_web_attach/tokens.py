@@ -13,6 +13,11 @@ Nothing here recomputes a value. The tensors are TRL's own objects, read where T
 
 Rows are found again after TRL shuffles and splits the generation batch by a tensor added to that batch
 (:data:`ROW_KEY`): each row's index in the generation batch, as the rollouts in the event log are numbered.
+
+Both ways a run reaches grpo-web capture through this module: grpo-web's own training program
+(workers.training.capture writes the shards into ``<run_dir>/tokens/``) and the attach client (``attach(...,
+token_sample_groups=N)`` writes them into its spool, ``<output_dir>/grpo-web-spool/tokens/``, and its sender uploads
+each one). :func:`shard_schema` is also what the server checks an uploaded shard against.
 """
 
 from __future__ import annotations
@@ -78,13 +83,15 @@ def sampled_groups(num_groups: int, setting: int) -> int:
 
 
 class TokenCapture:
-    """Held by the capturing trainer: tags each generation batch, reads TRL's tensors at each update of a sampled
-    row, and writes a shard per optimizer step (rank 0, the other ranks' rows gathered to it).
+    """Held by the capturing trainer (or the attach client), hooked into it by :meth:`hook`: tags each generation
+    batch, reads TRL's tensors at each update of a sampled row, and writes a shard per optimizer step (rank 0, the
+    other ranks' rows gathered to it).
 
     The training thread does the least it can: at each update it copies the sampled rows of TRL's tensors to the CPU
     (one indexed copy per tensor, no per-token Python); at the end of the optimizer step it decodes the token ids it
     has not seen before and hands the step to a writer thread, which builds the Parquet shard from the tensors and
-    writes it. :meth:`close` (the trainer's ``train`` calls it, on success and on failure) waits for the last shard."""
+    writes it. :meth:`close` (the trainer's ``train`` or the attach client's end calls it, on success and on failure)
+    waits for the last shard."""
 
     def __init__(self, trainer, tokens_dir: str | Path, sample_groups: int):
         self.trainer = trainer
@@ -98,6 +105,36 @@ class TokenCapture:
         self._armed = False
         self._writer: ShardWriter | None = None
         import pyarrow.parquet  # noqa: F401 - imported now, before training, rather than inside a step
+
+    def hook(self) -> None:
+        """Wrap, on the trainer instance, the three TRL methods the capture reads at: the generation batch (tagged once
+        TRL has built it), the loss (its values kept as it returns) and the forward inside the loss (the frame held).
+        Only while the model trains: an evaluation's generation and loss are not the update's."""
+        trainer, capture = self.trainer, self
+        generate_and_score = trainer._generate_and_score_completions
+        compute_loss = trainer._compute_loss
+        logps_and_entropies = trainer._get_per_token_logps_and_entropies
+
+        def _generate_and_score_completions(inputs):
+            output = generate_and_score(inputs)
+            if trainer.model.training:
+                capture.tag(output, step=trainer.state.global_step + 1)
+            return output
+
+        def _compute_loss(model, inputs):
+            if not trainer.model.training:
+                return compute_loss(model, inputs)
+            return capture.around_loss(lambda: compute_loss(model, inputs), inputs)
+
+        def _get_per_token_logps_and_entropies(*args, **kwargs):
+            out = logps_and_entropies(*args, **kwargs)
+            if kwargs.get("compute_entropy"):
+                capture.arm()  # the forward of _compute_loss is done: read its values as it returns
+            return out
+
+        trainer._generate_and_score_completions = _generate_and_score_completions
+        trainer._compute_loss = _compute_loss
+        trainer._get_per_token_logps_and_entropies = _get_per_token_logps_and_entropies
 
     # --- generation: tag the batch -------------------------------------------------------------------------------
 
