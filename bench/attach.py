@@ -63,16 +63,16 @@ def timed(fn):
 
 def time_the_client() -> None:
     """Count the time the training thread spends in the client: the capture of each batch and the callbacks."""
-    import grpo_web_attach
+    import grpo_web_attach.client
 
-    grpo_web_attach.capture_batch = timed(grpo_web_attach.capture_batch)
+    grpo_web_attach.client.capture_batch = timed(grpo_web_attach.client.capture_batch)
     for name in ("on_log", "on_save", "on_train_begin"):
         setattr(grpo_web_attach.AttachCallback, name, timed(getattr(grpo_web_attach.AttachCallback, name)))
 
 
 def train(model: Path, out: Path, steps: int, url: str = "", token: str = "") -> list[float]:
     """Begin-to-begin step times of the attach tests' script, attached when ``url`` is given."""
-    import grpo_web_attach
+    import grpo_web_attach.client
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
