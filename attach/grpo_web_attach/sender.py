@@ -109,6 +109,24 @@ def whole_lines(path: Path, offset: int, limit: int) -> bytes:
     return data[: end + 1] if end >= 0 else b""
 
 
+class Prepared(threading.Thread):
+    """The batch at ``offset`` read and gzip'd on a thread of its own (zlib lets go of the GIL while it compresses),
+    so that a spool that has fallen behind is sent as fast as the server takes it."""
+
+    def __init__(self, spool: Path, offset: int):
+        super().__init__(name="grpo-web-attach-prepare", daemon=True)
+        self.spool, self.offset = spool, offset
+        self.data = self.body = b""
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.data = whole_lines(self.spool, self.offset, BATCH_BYTES)
+            self.body = gzip.compress(self.data, compresslevel=1) if self.data else b""
+        except OSError:  # the spool went (a new run): the sender reads it again itself
+            self.data = self.body = b""
+
+
 class Sender:
     def __init__(
         self,
@@ -130,6 +148,7 @@ class Sender:
         self._hurry = threading.Event()  # flush or stop: send what there is now
         self._thread = threading.Thread(target=self._loop, name="grpo-web-attach", daemon=True)
         self._last_contact = 0.0
+        self._prepared: Prepared | None = None  # the next batch, read and gzip'd while a request is in flight
 
     def start(self) -> None:
         self._thread.start()
@@ -154,7 +173,7 @@ class Sender:
     def send_once(self) -> bool:
         """Send one batch of what the server has not taken (the event log first, then a token shard); True when
         something moved."""
-        data = whole_lines(self.spool, self.acked, BATCH_BYTES)
+        data, body = self._batch_at(self.acked)
         if not data:
             shards = pending_shards(self.shards)
             if shards:
@@ -164,10 +183,12 @@ class Sender:
                 self.api.json("POST", f"/runs/{self.run_id}/heartbeat", {"resume_key": self.resume_key})
                 self._last_contact = time.monotonic()
             return False
+        if self.pending() > len(data):  # more waits: have it ready when the server answers
+            self._prepared = Prepared(self.spool, self.acked + len(data))
         status, answer = self.api.call(
             "POST",
             f"/runs/{self.run_id}/events?offset={self.acked}",
-            gzip.compress(data, compresslevel=1),
+            body,
             {"Content-Encoding": "gzip", "Content-Type": "application/x-ndjson", "X-Resume-Key": self.resume_key},
         )
         if status == 409 and isinstance(answer.get("expected"), int):
@@ -180,6 +201,17 @@ class Sender:
         self._last_contact = time.monotonic()
         self._ack(answer["taken"])
         return True
+
+    def _batch_at(self, offset: int) -> tuple[bytes, bytes]:
+        """The spool's batch at ``offset`` and its gzip'd body: the one prepared while the last request was in flight
+        when it is for this offset (the server took what was sent), else read now."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            prepared.join()
+            if prepared.offset == offset and prepared.data:
+                return prepared.data, prepared.body
+        data = whole_lines(self.spool, offset, BATCH_BYTES)
+        return data, gzip.compress(data, compresslevel=1) if data else b""
 
     def send_shard(self, path: Path) -> None:
         """Send one token shard, as its file is; then it leaves the spool (or, refused, goes to ``refused/``). A shard
