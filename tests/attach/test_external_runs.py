@@ -1,6 +1,7 @@
 """A run trained elsewhere (runs.attach.services): created without a dataset version, its events appended and
 ingested like the app's own, and every page and API answer about it renders."""
 
+import pandas as pd
 import pytest
 from django.urls import reverse
 
@@ -91,3 +92,32 @@ def test_pages_and_api_render_for_a_run_trained_elsewhere(external, owner_client
     external_run_finish(run=external, failed=True, error="CUDA out of memory")
     external.refresh_from_db()
     assert (external.status, external.error, external.resumable) == ("failed", "CUDA out of memory", False)
+
+
+def test_a_run_trained_elsewhere_feeds_sft_and_compares_with_the_apps_runs(
+    external, owner, owner_client, dataset_version
+):
+    """Rejection sampling of an attached run's completions into a new SFT dataset, through the rollout browser's
+    form, and the comparison page with a run the app trained."""
+    from runs.models import DatasetVersion
+    from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
+
+    external_events_append(run=external, events=[batch(1), metrics(1), batch(2), metrics(2)])
+    answer = owner_client.post(reverse("run_rollouts_sft", args=[external.pk]), {"threshold": "1", "name": "kept"})
+    version = DatasetVersion.objects.get(dataset__owner=owner, dataset__name="kept")
+    assert answer.status_code == 302 and answer.url == version.get_absolute_url()
+    kept = Rollout.objects.filter(run=external, reward__gte=1).order_by("step", "index")
+    distinct = list(dict.fromkeys((k.prompt, k.completion) for k in kept))  # once per distinct pair
+    assert kept.count() == 4 and version.row_count == len(distinct) == 2  # the odd rows of each batch scored 1
+    rows = pd.read_parquet(version.path).to_dict("records")
+    assert [(r["prompt"], r["completion"]) for r in rows] == distinct
+
+    mine = make_run(owner, dataset_version, name="trained here")
+    ingest(mine, rollouts_event(1, [("1+1?", [("2", [1.0, 1.0]), ("3", [0.0, 0.5])])]), metrics_event(1, reward=1.0))
+    runs = f"{external.pk},{mine.pk}"
+    compare = owner_client.get(reverse("run_compare"), {"runs": runs})
+    assert compare.status_code == 200
+    html = compare.content.decode()
+    assert "my script" in html and "trained here" in html and "<script>x</script>" not in html
+    curves = owner_client.get(reverse("run_compare_metrics"), {"runs": runs})
+    assert curves.status_code == 200 and str(external.pk) in curves.content.decode()
