@@ -10,9 +10,7 @@ TOKEN_SAMPLE_GROUPS=n: attach(..., token_sample_groups=n); BETA and NUM_ITERATIO
 TRL's own per-token tensors at each update, recorded by the tests' tracer (tests/trl_oracle.py), are written to path
 as JSON once training ends."""
 
-import ast
 import importlib.util
-import operator
 import os
 import signal
 import sys
@@ -32,42 +30,17 @@ def sometimes_none(completions, answer, **kwargs):
     return [None if i % 3 == 0 else float(a in c) for i, (c, a) in enumerate(zip(completions, answer))]
 
 
-OPERATORS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-}
+def library_calculator():
+    # the calculator of grpo-web's tool library, as a user's script would define its own tool: loaded from its file
+    # (a plain function, no grpo-web import), so the script runs no Django and the test checks one calculator
+    path = Path(__file__).resolve().parents[2] / "rewards" / "library" / "calculator.py"
+    spec = importlib.util.spec_from_file_location("calculator_tool", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.calculator
 
 
-def evaluate(node):
-    if isinstance(node, ast.Expression):
-        return evaluate(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
-        left, right = evaluate(node.left), evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 100:
-            raise ValueError("exponents above 100 are not supported")
-        return OPERATORS[type(node.op)](left, right)
-    if isinstance(node, ast.UnaryOp) and type(node.op) in OPERATORS:
-        return OPERATORS[type(node.op)](evaluate(node.operand))
-    raise ValueError(f"unsupported expression: {ast.unparse(node)}")
-
-
-def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression and return its value.
-
-    Args:
-        expression: The expression, with numbers, + - * / // % ** and parentheses, for example "12 * (3 + 4)".
-    """
-    value = evaluate(ast.parse(expression.strip(), mode="eval"))
-    return str(int(value) if isinstance(value, float) and value.is_integer() else value)
+calculator = library_calculator()
 
 
 def boxed_answer(completions, answer, **kwargs):
