@@ -93,14 +93,34 @@ def logs(out: Path) -> str:
     return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(out.parent.glob("*.log")))
 
 
-def test_a_trl_script_sends_trls_own_rows(service_env, tiny_model, owner, tmp_path):
+def trained_attached(service_env, model, owner, tmp_path, *args) -> tuple[Run, Path]:
+    """The script (``args`` its flags) trains ``model`` attached to a live server with a token of scope attach: the
+    run it made, completed, and its output_dir."""
     _, token = token_create(owner=owner, name="gpu node", scope="attach")
     port, out = free_port(), tmp_path / "out"
     with server(service_env, port, tmp_path / "web.log"):
-        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token)
+        proc = script(model, out, f"http://127.0.0.1:{port}", token, *args)
         assert proc.returncode == 0, logs(out)
     run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    return run, out
+
+
+def replayed(owner_client, run: Run, form: dict, query: str = "") -> tuple[Replay, dict]:
+    """A replay posted from the rollout browser's form (``query``: its filters), run by the Celery worker: the replay
+    and its JSON, completed."""
+    response = owner_client.post(reverse("run_replay_new", args=[run.pk]) + query, form)
+    replay = Replay.objects.get(run=run)
+    assert response.status_code == 302 and response["Location"] == replay.get_absolute_url()
+    url = reverse("run_replay_json", args=[run.pk, replay.pk])
+    wait_for(lambda: owner_client.get(url).json()["status"] in ("completed", "failed"), 120, what="the replay")
+    data = owner_client.get(url).json()
+    assert data["status"] == "completed", data["error"]
+    return replay, data
+
+
+def test_a_trl_script_sends_trls_own_rows(service_env, tiny_model, owner, tmp_path):
+    run, out = trained_attached(service_env, tiny_model, owner, tmp_path)
     assert (run.name, run.total_steps, run.step, run.dataset_version_id) == ("attached", 2, 2, None)
     assert [r["name"] for r in run.rewards] == NAMES and "def digit_ratio" in run.rewards[0]["source"]
     assert run.config["num_generations"] == 4 and str(tiny_model) in run.model
@@ -142,13 +162,7 @@ def test_a_server_outage_and_a_killed_trainer_lose_and_duplicate_nothing(service
 
 def test_a_script_that_only_takes_callbacks_sends_trls_own_rows(service_env, tiny_model, owner, tmp_path):
     # open-r1's grpo.py: GRPOTrainer(..., callbacks=get_callbacks(...)), no line to call attach() in
-    _, token = token_create(owner=owner, name="gpu node", scope="attach")
-    port, out = free_port(), tmp_path / "out"
-    with server(service_env, port, tmp_path / "web.log"):
-        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, "--callback")
-        assert proc.returncode == 0, logs(out)
-    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
-    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    run, out = trained_attached(service_env, tiny_model, owner, tmp_path, "--callback")
     assert (run.name, run.total_steps, run.step) == ("attached by callback", 2, 2)
     assert [r["name"] for r in run.rewards] == NAMES
     assert_rows_are_trls(run, out, 2)
@@ -195,13 +209,7 @@ def test_a_multi_turn_run_s_tool_calls_and_results_arrive_as_trl_logged_them(
     from tests.attach.grpo_script import calculator
     from tests.workers.test_tool_run import _plain
 
-    _, token = token_create(owner=owner, name="gpu node", scope="attach")
-    port, out = free_port(), tmp_path / "out"
-    with server(service_env, port, tmp_path / "web.log"):
-        proc = script(tools_model, out, f"http://127.0.0.1:{port}", token, "--tools")
-        assert proc.returncode == 0, logs(out)
-    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
-    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    run, out = trained_attached(service_env, tools_model, owner, tmp_path, "--tools")
     assert [r["name"] for r in run.rewards] == ["boxed_answer"]
 
     tables = sorted((out / "completions").glob("completions_*.parquet"))
@@ -248,15 +256,7 @@ def test_a_multi_turn_run_s_tool_calls_and_results_arrive_as_trl_logged_them(
     # event log: the run has no dataset) and each completion's turns as TRL passed them, the row's answer beside
     edited = {}
     exec(EDITED_BOXED, edited)
-    response = owner_client.post(
-        reverse("run_replay_new", args=[run.pk]), {"weight-0": "1", "source-0": EDITED_BOXED.replace("\n", "\r\n")}
-    )
-    replay = Replay.objects.get(run=run)
-    assert response.status_code == 302 and response["Location"] == replay.get_absolute_url()
-    url = reverse("run_replay_json", args=[run.pk, replay.pk])
-    wait_for(lambda: owner_client.get(url).json()["status"] in ("completed", "failed"), 120, what="the replay")
-    data = owner_client.get(url).json()
-    assert data["status"] == "completed", data["error"]
+    replay, data = replayed(owner_client, run, {"weight-0": "1", "source-0": EDITED_BOXED.replace("\n", "\r\n")})
     assert [r["label"] for r in data["rewards"]] == ["boxed_answer (edited source)"]
     new = {(r.step, r.index): r.new_rewards for r in ReplayRow.objects.filter(replay=replay)}
     assert len(new) == Rollout.objects.filter(run=run).count() == 16

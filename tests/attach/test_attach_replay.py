@@ -12,10 +12,8 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from runs.accounts.services import token_create
-from runs.models import Replay, ReplayRow, Rollout, Run
-from tests.attach.test_attach_end_to_end import logs, script, server
-from tests.conftest import free_port, wait_for
+from runs.models import Replay, ReplayRow, Rollout
+from tests.attach.test_attach_end_to_end import replayed, trained_attached
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -30,13 +28,7 @@ def same(a, b) -> bool:
 def test_an_attached_run_replays_against_an_edited_reward(
     service_env, celery_worker, tiny_model, owner, owner_client, tmp_path
 ):
-    _, token = token_create(owner=owner, name="gpu node", scope="attach")
-    port, out = free_port(), tmp_path / "out"
-    with server(service_env, port, tmp_path / "web.log"):
-        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, "--generated-reward")
-        assert proc.returncode == 0, logs(out)
-    run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
-    assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    run, out = trained_attached(service_env, tiny_model, owner, tmp_path, "--generated-reward")
     assert [r["name"] for r in run.rewards] == NAMES
     assert "def sometimes_none" in run.rewards[1]["source"] and "source" not in run.rewards[2]
 
@@ -60,13 +52,7 @@ def test_an_attached_run_replays_against_an_edited_reward(
         assert any(m.startswith("No replay: ") and said in m for m in shown), shown
     assert not Replay.objects.filter(run=run).exists()
 
-    response = owner_client.post(replay_url, {**weights, "source-0": EDITED})
-    replay = Replay.objects.get(run=run)
-    assert response.status_code == 302 and response["Location"] == replay.get_absolute_url()
-    url = reverse("run_replay_json", args=[run.pk, replay.pk])
-    wait_for(lambda: owner_client.get(url).json()["status"] in ("completed", "failed"), 120, what="the replay")
-    data = owner_client.get(url).json()
-    assert data["status"] == "completed", data["error"]
+    replay, data = replayed(owner_client, run, {**weights, "source-0": EDITED}, "?step_min=1")
     assert [(r["label"], r["weight"]) for r in data["rewards"]] == [
         ("digit_ratio (edited source)", 1.0),
         ("sometimes_none", 1.0),
