@@ -96,3 +96,47 @@ def test_code_tests_scores_in_training_and_each_rollout_keeps_its_test_outcomes(
         assert row["rewards"] == [0.0] and len(outcomes) == 4
         assert all(o["passed"] is False and o["error"] == "no fenced code block" for o in outcomes)
         assert json.loads(row["columns"]["tests"])  # the row's own columns stay beside them
+
+
+def _tiny_moe(folder: Path, tiny_model) -> Path:
+    """A random-initialised Qwen2-MoE with the tiny model's tokenizer: a model whose experts a batch can leave
+    without gradients."""
+    from transformers import AutoTokenizer, Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    config = Qwen2MoeConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    Qwen2MoeForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_ddp_searches_for_unused_weights_only_where_a_model_can_leave_some(tmp_path, tiny_model):
+    """What DDP is given in a run of several processes (Ray workers, accelerate's): transformers turns the unused-weight
+    search on whenever gradient checkpointing is off; a dense model's ranks skip it, the run's own setting wins, and
+    a mixture of experts keeps it."""
+    from workers.training.train import make_trainer
+
+    def search(config):
+        return make_trainer(config, None).accelerator.ddp_handler.find_unused_parameters
+
+    dense = _config(tmp_path / "dense", tiny_model, max_steps=1, gradient_checkpointing=False)
+    assert search(dense) is False
+    asked = _config(tmp_path / "asked", tiny_model, max_steps=1, gradient_checkpointing=False)
+    asked.extra = {"ddp_find_unused_parameters": True}
+    assert search(asked) is True
+    moe = _config(tmp_path / "moe", _tiny_moe(tmp_path / "moe-model", tiny_model), gradient_checkpointing=False)
+    moe.grpo.max_steps = 1
+    assert search(moe) is True

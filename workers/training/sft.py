@@ -51,13 +51,16 @@ def make_sft_trainer(config: TrainConfig, events: EventWriter | None):
     from workers.training.capture import MetricsCallback
     from workers.training.evaluate import eval_callback
     from workers.training.rewarding import reward_functions
+    from workers.training.trainargs import skip_unused_search
 
     rows = [json.loads(line) for line in Path(config.dataset_path).read_text().splitlines() if line.strip()]
     tokenizer = AutoTokenizer.from_pretrained(config.model)
     model = AutoModelForCausalLM.from_pretrained(config.model)
+    args = sft_config(config)
+    skip_unused_search(args, model)
     trainer = SFTTrainer(
         model=model,
-        args=sft_config(config),
+        args=args,
         train_dataset=Dataset.from_list(sft_rows(rows)),
         processing_class=tokenizer,
     )

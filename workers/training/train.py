@@ -72,6 +72,7 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
 
     from workers.training.capture import CapturingGRPOTrainer, MetricsCallback
     from workers.training.evaluate import eval_callback
+    from workers.training.trainargs import skip_unused_search
 
     args = grpo_config(config)
     for key, value in overrides.items():
@@ -84,6 +85,7 @@ def make_trainer(config: TrainConfig, events: EventWriter | None, trainer_cls=No
     dataset = Dataset.from_list(rows)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
     model = AutoModelForCausalLM.from_pretrained(config.model)
+    skip_unused_search(args, model)
     funcs, weights, closers = reward_functions(config, events)
     args.reward_weights = weights
     kwargs = dict(
