@@ -1,23 +1,46 @@
-"""Ray's cost and scaling on the training program, each Ray run side by side with local processes, in one run.
+"""Ray's cost and scaling on the training program: Ray runs side by side with local processes, in rounds.
 
-    python -m bench.ray_scale [--steps 6] [--global-batch 256] [--completion-length 32] [--hidden 64] [--layers 2]
-                              [--address http://...:8265]
+    python -m bench.ray_scale [--rounds 3] [--steps 12] [--batch 512] [--completion-length 32] [--hidden 64]
+                              [--layers 2] [--address http://...:8265]
 
-Every run trains the tiny model with the same program (workers.training.train, or workers.training.ray_train in Ray
-Train workers, DDP over gloo) on the same rows, completions of up to 32 tokens, and counts completions per second
-between the first and the last step's events (start-up excluded):
+Every run trains the tiny model with the same program on the same rows, each process on a batch of ``--batch``
+completions a step (8 per prompt) of up to 32 tokens, and counts completions per second between its first and its last
+step's events (start-up excluded). The default batch, 512, makes a step about a second: a step's fixed costs (some 20
+exchanges between the processes in TRL's step, the logging) then weigh about as little as they do in a real run's
+step, where they would dominate a 0.3 s step of 128 completions. A round runs, one after another (the next round in the
+reverse order, so that a drift of the machine's load weighs on both sides):
 
-- ``ray_overhead_ratio``: 1 Ray worker of 1 thread against 1 local process of 1 thread on the same batch (half the
-  global batch): what Ray itself costs (goal >= 0.95).
-- ``ray_weak_scaling``: 2 Ray workers of 1 thread each, each on that same half batch, against that 1 local process of
-  1 thread: the engine's weak scaling, independent of how one process spreads over 2 cores (goal >= 1.8).
-- ``ray_scale_ratio`` (kept for reference): 2 Ray workers of 1 thread each against 1 local process of 2 threads on
-  the same global batch; on a 2-core machine this measures the machine as much as the engine.
+- ``local-1t``: ``workers.training.train``, 1 process of 1 torch thread;
+- ``ray-1w``: ``workers.training.ray_train``, 1 Ray Train worker of 1 thread (DDP over gloo);
+- ``ray-2w``: 2 Ray Train workers of 1 thread each, each on that same batch (the step's batch doubles);
+- ``local-pair``: 2 ``local-1t`` processes at once, independent of each other: what two processes of this program
+  get from the machine at that moment, the most any engine's weak scaling can reach there (about 2 on an idle
+  2-core machine, less while other work shares it).
 
-Besides the ratios it prints each phase's median (TRL's generation, the update) for the 2-thread process and Ray's
-rank 0, and the submit-to-first-step latency of the 2-worker job (Jobs API submit to its first step's event). Without
---address the script starts a local Ray head (2 CPUs) and stops it at the end. Last line:
-``ray_overhead_ratio=<x> ray_weak_scaling=<y>``.
+and gives, each round:
+
+- ``ray_overhead_ratio`` = ray-1w / local-1t: what Ray itself costs (goal >= 0.95);
+- ``ray_weak_scaling`` = ray-2w / local-1t: the engine's weak scaling (goal >= 1.8);
+- ``local_pair_scaling`` = local-pair / local-1t: the machine's ceiling for the line above, at that moment.
+
+Beside each rate it prints the CPU the run's training processes got in its window (cores) and, for the Ray runs, what
+Ray's own processes used there (raylet, GCS, the Ray Train controller and its actors, the driver): a ratio below its
+goal with fewer cores than the configuration asks for (1, or 2) is the machine's share, not the engine. Then each
+ratio's median and range over the rounds, each phase's median (TRL's generation, the update) for local-1t and ray-2w's
+rank 0, and ``submit_to_first_step_s`` (the 2-worker job's start to its first step's event, median). Last line, the
+medians: ``ray_overhead_ratio=<x> ray_weak_scaling=<y>``.
+
+How the engine is measured fairly on a small shared machine:
+
+- Without --address the script starts a local Ray head of 2 CPUs with a minimal footprint: no dashboard, Ray's
+  metrics and task events off, usage stats off, in a temporary directory of its own; it stops it (every process of
+  it) at the end. Without the dashboard there is no Jobs API: each run's driver is started as a plain Ray driver
+  (``RAY_ADDRESS``) with the command line ``workers.rayjobs`` submits, and its workers get the job's environment from
+  the head. With --address the jobs go through that cluster's Jobs API, as the app submits them (no CPU figures then).
+- The Ray head, each local run and the pair are each in a session of their own: Linux shares a busy machine's CPU
+  between sessions, so the 2 Ray workers (one session with the head) and the pair (one session) are treated alike.
+- Windows of ``--steps`` steps, several rounds, and the median: one step of another user's work on the machine would
+  otherwise move a ratio by tens of percent.
 """
 
 from __future__ import annotations
@@ -25,21 +48,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from workers.processes import wait_until_answers
-
 ROOT = Path(__file__).resolve().parent.parent
+# the job's environment (workers.rayjobs.JOB_ENV's, and 1 OpenMP thread as for the local processes)
+JOB_ENV = {"PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'attach'}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+# a Ray head that spends as little of 2 cores as it can on itself: no dashboard (below), no metrics, no task events
+LEAN_RAY = {
+    "RAY_enable_metrics_collection": "0",
+    "RAY_task_events_report_interval_ms": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+RAY_WORKER = "ray::RayTrainWorker"
 
 
-def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, length: int) -> Path:
+def config(folder: Path, model: Path, data: Path, steps: int, batch: int, length: int) -> Path:
     from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     cfg = TrainConfig(
@@ -50,7 +81,7 @@ def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, l
         rewards=[RewardSpec("digit_ratio", 1.0, builtin="digit_ratio")],
         grpo=GRPOFields(
             num_generations=8,
-            per_device_train_batch_size=per_device,
+            per_device_train_batch_size=batch,
             max_steps=steps,
             max_completion_length=length,
             seed=3,
@@ -64,21 +95,28 @@ def config(folder: Path, model: Path, data: Path, steps: int, per_device: int, l
     return path
 
 
-def throughput(event_log: Path) -> tuple[float, float, float]:
-    """(completions per second between the first and the last step, time of the first step's event, the median
-    seconds between two steps)."""
+def step_times(event_log: Path) -> list[float]:
     from workers.training.protocol.events import read_events
 
     events, _ = read_events(event_log)
-    batches = [e for e in events if e["type"] == "rollouts"]
     first_seen: dict[int, float] = {}
     for e in events:
         if e["type"] == "metrics" and "step" in e:
             first_seen.setdefault(e["step"], e["ts"])
-    steps = sorted(first_seen.values())
-    completions = sum(len(b.get("rows") or b.get("rollouts") or []) for b in batches[1:])
-    first, last = steps[0], steps[-1]
-    return completions / (last - first), first, statistics.median(b - a for a, b in zip(steps, steps[1:]))
+    return sorted(first_seen.values())
+
+
+def throughput(event_log: Path) -> tuple[float, float, float]:
+    """(completions per second between the first and the last step, time of the first step's event, of the last)."""
+    from workers.training.protocol.events import read_events
+
+    events, _ = read_events(event_log)
+    batches = [e for e in events if e["type"] == "rollouts"]
+    steps = step_times(event_log)
+    # the first batch trains the first step: the completions of the later ones are made between the first step's
+    # event and the last's
+    completions = sum(len(b.get("rows") or []) for b in batches[1:])
+    return completions / (steps[-1] - steps[0]), steps[0], steps[-1]
 
 
 def phases(event_log: Path) -> dict[str, float]:
@@ -90,50 +128,68 @@ def phases(event_log: Path) -> dict[str, float]:
     return {k: statistics.median(m[f"timing/{k}_s"] for m in timed) for k in ("generation", "update")}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class CpuMeter(threading.Thread):
+    """Samples, every 0.2 s, the CPU seconds used so far by the processes ``members()`` names, by group (``members``
+    returns {pid: group}, a process's latest group counts); a process that has exited keeps its last reading."""
+
+    def __init__(self, members):
+        super().__init__(daemon=True)
+        self.members = members
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        procs: dict[int, tuple[psutil.Process, str]] = {}
+        last: dict[int, float] = {}
+        while not self.stopped.is_set():
+            for pid, group in self.members().items():
+                if pid in procs:
+                    procs[pid] = (procs[pid][0], group)  # a Ray worker is named once it is given its actor
+                    continue
+                try:
+                    procs[pid] = (psutil.Process(pid), group)
+                except psutil.Error:
+                    continue
+            for pid, (proc, _) in procs.items():
+                try:
+                    t = proc.cpu_times()
+                    last[pid] = t.user + t.system
+                except psutil.Error:
+                    pass
+            totals: dict[str, float] = {}
+            for pid, (_, group) in procs.items():
+                totals[group] = totals.get(group, 0.0) + last.get(pid, 0.0)
+            self.samples.append((time.time(), totals))
+            self.stopped.wait(0.2)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+    def cores(self, start: float, end: float) -> dict[str, float]:
+        """Each group's CPU seconds between ``start`` and ``end``, over that time: the cores it used there."""
+        if not self.samples:
+            return {}
+        a = min(self.samples, key=lambda s: abs(s[0] - start))
+        b = min(self.samples, key=lambda s: abs(s[0] - end))
+        if b[0] <= a[0]:
+            return {}
+        return {g: (b[1].get(g, 0.0) - a[1].get(g, 0.0)) / (b[0] - a[0]) for g in b[1]}
 
 
-def start_head() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "ray"),
-            "start",
-            "--head",
-            "--block",
-            "--port",
-            "6391",
-            "--num-cpus",
-            "2",
-            "--num-gpus",
-            "0",
-            "--include-dashboard",
-            "true",
-            "--dashboard-host",
-            "127.0.0.1",
-            "--dashboard-port",
-            str(port),
-            "--ray-client-server-port",
-            str(free_port()),
-            "--dashboard-agent-listen-port",
-            str(free_port()),
-            "--disable-usage-stats",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    address = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_answers(proc, address + "/api/version", 120, what="the Ray head (ray start)")
-    except RuntimeError as exc:
-        raise SystemExit(str(exc)) from None
-    return proc, address
+def session_members(sid: int, classify) -> dict[int, str]:
+    import psutil
+
+    found = {}
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == sid:
+                found[p.pid] = classify(p)
+        except (OSError, psutil.Error):
+            continue
+    return found
 
 
 def stop_session(sid: int) -> None:
@@ -153,49 +209,155 @@ def stop_session(sid: int) -> None:
         p.kill()
 
 
-def run_local(work: Path, name: str, model: Path, data: Path, args, threads: int, per_device: int) -> Path:
-    """One local process of the training program with ``threads`` torch threads; returns its event log."""
-    cfg = config(work / name, model, data, args.steps, per_device, args.completion_length)
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import sys, torch; torch.set_num_threads({threads}); from workers.training.train import "
-            "main; sys.exit(main([sys.argv[1]]))",
-            str(cfg),
-        ],
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalHead:
+    """A Ray head of 2 CPUs on this machine, lean (LEAN_RAY, no dashboard), in a session and a directory of its own."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.temp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))  # short: Ray's socket paths live under it
+        self.env = {**os.environ, **JOB_ENV, **LEAN_RAY}
+        start = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "ray"),
+                "start",
+                "--head",
+                "--port",
+                str(self.port),
+                "--num-cpus",
+                "2",
+                "--num-gpus",
+                "0",
+                "--include-dashboard",
+                "false",
+                "--disable-usage-stats",
+                "--temp-dir",
+                str(self.temp),
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.sid = start.pid  # `ray start` returns once the head is up; its processes stay in its session
+        out, _ = start.communicate(timeout=180)
+        if start.returncode != 0:
+            self.stop()
+            raise SystemExit(f"the Ray head did not start (ray start):\n{out.decode(errors='replace')[-3000:]}")
+
+    def run(self, cfg: Path, workers: int) -> tuple[float, CpuMeter]:
+        """The job's driver, started as ``workers.rayjobs`` would have the Jobs API start it; (its start, its CPU)."""
+        started = time.time()
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "workers.training.ray_train", str(cfg), "--num-workers", str(workers)],
+            cwd=ROOT,
+            env={**self.env, "RAY_ADDRESS": f"127.0.0.1:{self.port}"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+
+        def members():
+            found = session_members(self.sid, lambda p: "workers" if p.name() == RAY_WORKER else "ray")
+            found[driver.pid] = "ray"
+            return found
+
+        meter = CpuMeter(members)
+        meter.start()
+        out, _ = driver.communicate()
+        meter.stop()
+        if driver.returncode != 0:
+            raise SystemExit(f"the Ray job failed:\n{out.decode(errors='replace')[-3000:]}")
+        return started, meter
+
+    def stop(self) -> None:
+        stop_session(self.sid)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+class RemoteCluster:
+    """A running cluster's Jobs API (--address): the jobs are submitted as the app submits them."""
+
+    def __init__(self, address: str):
+        from ray.job_submission import JobSubmissionClient
+
+        self.client = JobSubmissionClient(address)
+
+    def run(self, cfg: Path, workers: int) -> tuple[float, None]:
+        started = time.time()
+        job = self.client.submit_job(
+            entrypoint=f"{sys.executable} -m workers.training.ray_train {cfg} --num-workers {workers}",
+            runtime_env={"env_vars": JOB_ENV},
+        )
+        while self.client.get_job_status(job).value not in ("SUCCEEDED", "FAILED", "STOPPED"):
+            time.sleep(1)
+        if self.client.get_job_status(job).value != "SUCCEEDED":
+            raise SystemExit(self.client.get_job_logs(job)[-3000:])
+        return started, None
+
+    def stop(self) -> None:
+        pass
+
+
+LAUNCH = "import sys, torch; torch.set_num_threads(1); from workers.training.train import main; sys.exit(main([sys.argv[1]]))"
+
+
+def run_local(cfgs: list[Path]) -> CpuMeter:
+    """``len(cfgs)`` local processes of the training program, 1 torch thread each, at once, in a session of their own
+    (started by a shell there, which fails if one of them fails)."""
+    script = "".join(f'"$0" -c "$1" "${i + 2}" & p{i}=$!; ' for i in range(len(cfgs)))
+    script += "rc=0; " + "".join(f"wait $p{i} || rc=1; " for i in range(len(cfgs))) + "exit $rc"
+    shell = subprocess.Popen(
+        ["bash", "-c", script, sys.executable, LAUNCH, *map(str, cfgs)],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"},
-        check=True,
+        env={**os.environ, **JOB_ENV},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
-    return cfg.parent / "events.jsonl"
+    meter = CpuMeter(lambda: session_members(shell.pid, lambda p: "workers"))
+    meter.start()
+    _, err = shell.communicate()
+    meter.stop()
+    if shell.returncode != 0:
+        raise SystemExit(f"a local run failed:\n{err.decode(errors='replace')[-3000:]}")
+    return meter
 
 
-def run_ray(client, work: Path, name: str, model: Path, data: Path, args, workers: int, per_device: int):
-    """One Ray job of ``workers`` Ray Train workers (1 thread each); returns (event log, submit time)."""
-    cfg = config(work / name, model, data, args.steps, per_device, args.completion_length)
-    submitted = time.time()
-    job = client.submit_job(
-        entrypoint=f"{sys.executable} -m workers.training.ray_train {cfg} --num-workers {workers} --threads 1",
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}},
-    )
-    while client.get_job_status(job).value not in ("SUCCEEDED", "FAILED", "STOPPED"):
-        time.sleep(1)
-    if client.get_job_status(job).value != "SUCCEEDED":
-        raise SystemExit(client.get_job_logs(job)[-3000:])
-    return cfg.parent / "events.jsonl", submitted
+def measure(logs: list[Path], meter: CpuMeter | None) -> dict:
+    """The run's rate (its processes' together), window, and cores (the training processes', Ray's own)."""
+    rates = [throughput(log) for log in logs]
+    start, end = min(r[1] for r in rates), max(r[2] for r in rates)
+    cores = meter.cores(start, end) if meter else {}
+    return {"rate": sum(r[0] for r in rates), "window": end - start, "first": start, **cores}
+
+
+def show(name: str, m: dict) -> None:
+    cores = f", {m['workers']:.2f} cores" if "workers" in m else ""
+    ray = f", Ray's own processes {m['ray']:.2f} cores" if "ray" in m else ""
+    print(f"  {name:10s} {m['rate']:6.1f} completions/s over {m['window']:4.1f} s{cores}{ray}", flush=True)
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.2f} (rounds: {', '.join(f'{v:.2f}' for v in values)})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--global-batch", type=int, default=256, help="completions a step (8 per prompt)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--batch", type=int, default=512, help="completions a step of each process (8 per prompt)")
     parser.add_argument("--completion-length", type=int, default=32, help="max_completion_length")
     parser.add_argument("--hidden", type=int, default=64, help="the random-initialised model's hidden size")
     parser.add_argument("--layers", type=int, default=2, help="its layers")
-    parser.add_argument("--address", help="a running cluster's dashboard (else a local head is started)")
+    parser.add_argument("--address", help="a running cluster's dashboard (else a lean local head is started)")
     args = parser.parse_args()
     # a `timeout` or Ctrl-C still stops the Ray head this script started (the finally below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -206,45 +368,61 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ray-scale-"))
     model, data = work / "model", work / "data.jsonl"
     build_tiny_model(model, hidden_size=args.hidden, layers=args.layers)
-    data.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(256)))
-    half = args.global_batch // 2
+    # rows enough for every step of the 2-worker run: no epoch ends in a window
+    rows = arithmetic_rows(max(256, args.steps * 2 * args.batch // 8 + 64))
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    # Three local baselines: the machine's whole (2 threads, the global batch), one thread on half the batch (what
-    # one Ray worker gets), and one thread on the global batch (the weak-scaling reference: a worker's batch
-    # stays that of one process, so 2 workers do twice the work a step).
-    local2 = run_local(work, "local-2t", model, data, args, threads=2, per_device=args.global_batch)
-    local1 = run_local(work, "local-1t", model, data, args, threads=1, per_device=half)
-    rates = {"local-2t": throughput(local2)[0], "local-1t": throughput(local1)[0]}
-    print(f"local: 1 process, 2 threads, batch {args.global_batch}: {rates['local-2t']:.1f} completions/s")
-    print(f"local: 1 process, 1 thread, batch {half}: {rates['local-1t']:.1f} completions/s")
+    def cfg(name: str) -> Path:
+        return config(work / name, model, data, args.steps, args.batch, args.completion_length)
 
-    head, address = (None, args.address) if args.address else start_head()
+    ratios: dict[str, list[float]] = {"ray_overhead_ratio": [], "ray_weak_scaling": [], "local_pair_scaling": []}
+    logs: dict[str, list[Path]] = {"local-1t": [], "ray-2w": []}
+    latencies = []
+    cluster = RemoteCluster(args.address) if args.address else LocalHead()
     try:
-        from ray.job_submission import JobSubmissionClient
-
-        client = JobSubmissionClient(address)
-        ray1, _ = run_ray(client, work, "ray-1w", model, data, args, workers=1, per_device=half)
-        ray2, submitted = run_ray(client, work, "ray-2w", model, data, args, workers=2, per_device=half)
-        rates["ray-1w"] = throughput(ray1)[0]
-        rates["ray-2w"], first_step, _ = throughput(ray2)
+        for r in range(args.rounds):
+            print(f"round {r + 1} of {args.rounds}:", flush=True)
+            got = {}
+            order = ["local-1t", "ray-1w", "ray-2w", "local-pair"]
+            for name in order if r % 2 == 0 else order[::-1]:
+                if name.startswith("ray"):
+                    workers = int(name[4])
+                    path = cfg(f"{name}-{r}")
+                    started, meter = cluster.run(path, workers)
+                    got[name] = measure([path.parent / "events.jsonl"], meter)
+                    if workers == 2:
+                        latencies.append(got[name]["first"] - started)
+                        logs["ray-2w"].append(path.parent / "events.jsonl")
+                else:
+                    paths = [cfg(f"{name}-{r}-{i}") for i in range(2 if name == "local-pair" else 1)]
+                    got[name] = measure([p.parent / "events.jsonl" for p in paths], run_local(paths))
+                    if name == "local-1t":
+                        logs["local-1t"].append(paths[0].parent / "events.jsonl")
+                show(name, got[name])
+            base = got["local-1t"]["rate"]
+            round_ratios = {
+                "ray_overhead_ratio": got["ray-1w"]["rate"] / base,
+                "ray_weak_scaling": got["ray-2w"]["rate"] / base,
+                "local_pair_scaling": got["local-pair"]["rate"] / base,
+            }
+            for k, v in round_ratios.items():
+                ratios[k].append(v)
+            print("  " + " ".join(f"{k}={v:.3f}" for k, v in round_ratios.items()), flush=True)
     finally:
-        if head is not None:
-            stop_session(head.pid)
-    print(f"ray: 1 Ray Train worker, 1 thread, batch {half}: {rates['ray-1w']:.1f} completions/s")
-    print(f"ray: 2 Ray Train workers, 1 thread each, batch {half} each: {rates['ray-2w']:.1f} completions/s")
-    local_phases, ray_phases = phases(local2), phases(ray2)
-    for phase in ("generation", "update"):
+        cluster.stop()
+
+    for name in ("local-1t", "ray-2w"):
+        ph = [phases(log) for log in logs[name]]
         print(
-            f"{phase}: local 2 threads {local_phases[phase]:.3f} s, ray rank 0 {ray_phases[phase]:.3f} s "
-            f"(x{local_phases[phase] / ray_phases[phase]:.2f})"
+            f"{name} per step: generation {statistics.median(p['generation'] for p in ph):.3f} s, "
+            f"update {statistics.median(p['update'] for p in ph):.3f} s" + (" (rank 0)" if name == "ray-2w" else "")
         )
-    print(f"submit_to_first_step_s={first_step - submitted:.1f}")
-    # ray_scale_ratio: 2 workers against the whole machine in one process, the same global batch (kept for reference:
-    # on 2 cores it measures the machine as much as the engine).
-    print(f"ray_scale_ratio={rates['ray-2w'] / rates['local-2t']:.2f}")
+    for k, values in ratios.items():
+        print(f"{k}: {spread(values)}")
+    print(f"submit_to_first_step_s={statistics.median(latencies):.1f}")
     print(
-        f"ray_overhead_ratio={rates['ray-1w'] / rates['local-1t']:.3f} "
-        f"ray_weak_scaling={rates['ray-2w'] / rates['local-1t']:.2f}"
+        f"ray_overhead_ratio={statistics.median(ratios['ray_overhead_ratio']):.3f} "
+        f"ray_weak_scaling={statistics.median(ratios['ray_weak_scaling']):.2f}"
     )
 
 
