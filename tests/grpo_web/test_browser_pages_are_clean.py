@@ -225,6 +225,7 @@ NOT_PAGES = {
             "attach_events",
             "attach_heartbeat",
             "attach_finish",
+            "attach_tokens",
             "run_import_path",
             "run_import_upload",
             "run_import_detail",
