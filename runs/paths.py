@@ -154,8 +154,9 @@ def resolve_model(model: str) -> str:
     )
 
 
-def event_log_path(run: Run) -> Path:
-    return run.run_dir / f"events-{run.attempt}.jsonl"
+def event_log_path(run: Run, attempt: int | None = None) -> Path:
+    """The event log of the run's attempt ``attempt`` (the current one by default)."""
+    return run.run_dir / f"events-{run.attempt if attempt is None else attempt}.jsonl"
 
 
 def checkpoint_path(run: Run) -> Path | None:

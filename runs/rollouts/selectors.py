@@ -9,6 +9,7 @@ from rewards.models import RewardFunctionVersion
 from rewards.trl_inputs import is_conversational
 from runs.datasets.mapping import Mapping, prompts_by_text
 from runs.models import Replay, Rollout, Run
+from runs.paths import event_log_path
 from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
 from runs.rollouts.tokens import token_groups
@@ -303,7 +304,7 @@ def prompts_in_event_log(run: Run, texts: set[str]) -> dict[str, object]:
     logs, latest attempt first, until it has found them all."""
     wanted, found = set(texts), {}
     for attempt in range(run.attempt, 0, -1):
-        path, offset = run.run_dir / f"events-{attempt}.jsonl", 0
+        path, offset = event_log_path(run, attempt), 0
         while wanted:
             lines, offset = read_lines(path, offset, EVENT_LOG_CHUNK)
             if not lines:
