@@ -6,9 +6,10 @@
     grpo-web export RUN [--filter k=v ...] [--format jsonl|parquet] [-o FILE]
                                                its rollouts, with the rollout browser's filters
     grpo-web runs [--status S] [--q TEXT]      list runs (id, status, progress, reward, name)
-    grpo-web import PATH [--source trl|verl|trackio] [--upload] [--watch-folder] [--follow]
+    grpo-web import PATH [--source trl|verl|trackio] [--validation DIR] [--upload] [--watch-folder] [--follow]
                                                a run trained elsewhere, from the files TRL or verl wrote: PATH on
-                                               the server (under GRPO_IMPORT_ROOTS), or here with --upload
+                                               the server (under GRPO_IMPORT_ROOTS), or here with --upload; verl's
+                                               validation dumps (DIR) become its evaluations
 
 Exit codes: 0 done, 1 the run failed or was cancelled, 2 the request was refused (the errors are printed).
 """
@@ -198,6 +199,14 @@ def import_run(client: Client, args) -> dict:
     if args.upload:
         if args.watch_folder:
             raise ApiError(2, ["--watch-folder: only a folder on the server can be watched, not an upload"])
+        if args.validation:
+            raise ApiError(
+                2,
+                [
+                    "--validation: a server path; uploaded, verl's validation dumps import alone (upload the "
+                    "validation_data_dir without the rollout dumps: the run is its evaluations)"
+                ],
+            )
         fields = {"source": args.source, "name": args.name, "model": args.model}
         if args.num_generations:
             fields["num_generations"] = str(args.num_generations)
@@ -205,6 +214,8 @@ def import_run(client: Client, args) -> dict:
             fields["run"] = args.trackio_run
         return client.upload("/runs/import/upload", fields=fields, files=local_files(args.path))
     body = {"path": args.path, "source": args.source, "name": args.name, "model": args.model}
+    if args.validation:
+        body["validation_path"] = args.validation
     return client.json("POST", "/runs/import", body={**body, "options": options, "watch": args.watch_folder})
 
 
@@ -243,9 +254,17 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("import", help="a run trained elsewhere, from the files TRL, verl or Trackio wrote")
     p.add_argument(
         "path",
-        help="a TRL output_dir (or its completions folder, or one table), a verl dump folder, or a Trackio project's .db",
+        help="a TRL output_dir (or its completions folder, or one table), a verl dump folder (rollout_data_dir, "
+        "validation_data_dir, or a folder holding both), or a Trackio project's .db",
     )
     p.add_argument("--source", choices=("auto", "trl", "verl", "trackio"), default="auto")
+    p.add_argument(
+        "--validation",
+        default="",
+        metavar="DIR",
+        help="verl's validation_data_dir on the server, when PATH is not a folder holding it: its dumps become the "
+        "run's evaluations",
+    )
     p.add_argument("--upload", action="store_true", help="PATH is here: upload its files (else a server path)")
     p.add_argument("--name", default="")
     p.add_argument("--model", default="", help="the model it trained (the files do not say)")

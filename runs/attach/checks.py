@@ -79,14 +79,17 @@ def row_is_good(row) -> bool:
     )
 
 
-def event_problem(event, where: str, allow_resume: bool = False) -> str | None:
+def event_problem(event, where: str, allow_resume: bool = False, allow_eval: bool = False) -> str | None:
     """Why ``event`` (from ``where``, e.g. "line 3") cannot be stored; None when it can. ``allow_resume``: a client's
-    "resume" marker (its script runs again from the checkpoint at ``step``) is allowed."""
+    "resume" marker (its script runs again from the checkpoint at ``step``) is allowed; ``allow_eval``: a periodic
+    evaluation (an importer's, read from verl's validation dump) is allowed."""
     if not isinstance(event, dict):
         return f"{where}: an event is a JSON object, not {type(event).__name__}"
     kind = event.get("type")
     if allow_resume and kind == "resume":
         return None if _int(event.get("step")) else f"{where}: step: must be an integer from 0"
+    if allow_eval and kind == "eval":
+        return eval_problem(event, where)
     if kind not in EVENT_TYPES:
         return f"{where}: type: must be one of {', '.join(EVENT_TYPES)}, not {str(kind)[:40]!r}"
     if not _int(event.get("step")):
@@ -133,6 +136,63 @@ def rollouts_problem(event: dict, where: str) -> str | None:
                 return f"{where}: rows[{i}].{key}: must be {wanted}"
         if "columns" in row and row["columns"] is not None and not isinstance(row["columns"], dict):
             return f"{where}: rows[{i}].columns: must be an object"
+    return None
+
+
+MAX_SMALL = 32767  # the database's positive small integer columns (an evaluation's k, a sample's number)
+EVAL_ROW_CHECKS = {
+    "prompt_index": (_int, "an integer from 0"),
+    "sample": (lambda v: _int(v) and v <= MAX_SMALL, f"an integer from 0 to {MAX_SMALL}"),
+    "greedy": (lambda v: isinstance(v, bool), "true or false"),
+    "prompt": (_text, "a string or a list of messages"),
+    "completion": (_text, "a string or a list of messages"),
+    "rewards": (lambda v: isinstance(v, list) and all(_number(r) for r in v), "a list of numbers or nulls"),
+    "reward": (_number, "a number or null"),
+    "correct": (lambda v: isinstance(v, bool), "true or false"),
+    "answer": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "length": (_int, "an integer from 0"),
+    "truncated": (lambda v: isinstance(v, bool), "true or false"),
+    "columns": (lambda v: v is None or isinstance(v, dict), "an object"),
+}
+
+
+def eval_problem(event: dict, where: str) -> str | None:
+    """Why a periodic evaluation ("eval": its figures and its scored completions, as workers.training.evaluate
+    writes it) cannot be stored; None when it can."""
+    if event.get("kind") != "periodic":
+        return f"{where}: kind: an imported evaluation is periodic"
+    if not _int(event.get("step")):
+        return f"{where}: step: must be an integer from 0"
+    if not (_int(event.get("k")) and 1 <= event["k"] <= MAX_SMALL):
+        return f"{where}: k: must be an integer from 1 to {MAX_SMALL}"
+    if not _int(event.get("prompts")):
+        return f"{where}: prompts: must be an integer from 0"
+    for key, limit in (("solved_by", 200), ("label", 200), ("generator", 16), ("imported_from", 500)):
+        value = event.get(key, "")
+        if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+            return f"{where}: {key}: must be a string of at most {limit} characters"
+    if not _number(event.get("threshold"), none=False):
+        return f"{where}: threshold: must be a number"
+    if not _number(event.get("seconds")):
+        return f"{where}: seconds: must be a number or null"
+    metrics = event.get("metrics")
+    if not isinstance(metrics, dict) or not all(
+        isinstance(k, str) and len(k) <= 200 and _number(v) for k, v in metrics.items()
+    ):
+        return f"{where}: metrics: must map names to numbers or nulls"
+    rows = event.get("rows")
+    if not isinstance(rows, list):
+        return f"{where}: rows: must be a list"
+    if len(rows) > MAX_ROWS:
+        return f"{where}: rows: at most {MAX_ROWS} completions in one evaluation, not {len(rows)}"
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return f"{where}: rows[{i}]: must be an object"
+        for key, (check, wanted) in EVAL_ROW_CHECKS.items():
+            if key not in row:
+                return f"{where}: rows[{i}].{key}: missing"
+            if not check(row[key]):
+                return f"{where}: rows[{i}].{key}: must be {wanted}"
     return None
 
 

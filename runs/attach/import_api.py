@@ -10,7 +10,7 @@ from pydantic import Field
 
 from runs.access import visible_run, writable_run
 from runs.apischemas import Errors
-from runs.attach.importing import ImportRefused, completeness, run_import, run_import_stop
+from runs.attach.importing import ImportRefused, completeness, import_record, run_import, run_import_stop
 from runs.models import Run, RunImport
 
 router = Router()
@@ -18,8 +18,14 @@ router = Router()
 
 class ImportIn(Schema):
     path: str = Field(
-        description="A TRL output_dir, its completions folder or one table; a verl rollout_data_dir "
-        "or one dump: absolute, or relative to the first import folder (GRPO_IMPORT_ROOTS)."
+        description="A TRL output_dir, its completions folder or one table; a verl rollout_data_dir, a folder "
+        "holding it and its validation_data_dir, a validation_data_dir alone (a run of its evaluations), or one dump: "
+        "absolute, or relative to the first import folder (GRPO_IMPORT_ROOTS)."
+    )
+    validation_path: str = Field(
+        "",
+        description="verl's validation_data_dir, when path is not a folder holding it: its {step}.jsonl dumps "
+        "become the run's periodic evaluations at their steps.",
     )
     source: str = Field("auto", description="trl, verl, or auto (from the files)")
     name: str = ""
@@ -28,7 +34,8 @@ class ImportIn(Schema):
     options: dict = Field(
         default_factory=dict,
         description="reward_names (the columns or keys that are reward functions), reward_weights (TRL's), "
-        "num_generations (TRL's, else inferred), norm_adv_by_std_in_grpo (verl's, default true).",
+        "num_generations (TRL's, else inferred), norm_adv_by_std_in_grpo (verl's, default true), metrics_file "
+        "(verl's file logger), validation_path (as the field).",
     )
 
 
@@ -45,6 +52,8 @@ class ImportOut(Schema):
         description="True: the advantages are grpo-web's recomputation (verl's GRPO "
         "estimator on the scores), not measured by the trainer."
     )
+    evaluations: int = Field(description="Periodic evaluations read from verl's validation dumps.")
+    validation_path: str = Field(description="The verl validation_data_dir read, when one was.")
     notes: list[str]
     error: str
     url: str
@@ -63,6 +72,8 @@ def _out(run: Run) -> dict:
         "steps": run.step,
         "completeness": completeness(run),
         "advantage_computed": record.advantage_computed,
+        "evaluations": run.evaluations.exclude(imported_from="").count(),
+        "validation_path": (import_record(run) or {}).get("validation", ""),
         "notes": record.notes,
         "error": record.error,
         "url": run.get_absolute_url(),
@@ -73,7 +84,8 @@ def _out(run: Run) -> dict:
     "/runs/import",
     response={201: ImportOut, 400: Errors},
     tags=["runs"],
-    summary="Import a run trained elsewhere from its trainer's files on the server (TRL, verl)",
+    summary="Import a run trained elsewhere from its trainer's files on the server (TRL, verl with its validations, "
+    "Trackio)",
 )
 def run_import_path(request, body: ImportIn):
     try:
@@ -85,6 +97,7 @@ def run_import_path(request, body: ImportIn):
             model=body.model,
             options=body.options,
             watch=body.watch,
+            validation_path=body.validation_path,
         )
     except ImportRefused as exc:
         return Status(400, {"errors": [str(exc)]})

@@ -13,11 +13,21 @@ from runs.attach.importing import ImportRefused, run_import, run_import_stop
 
 def run_import_files(request):
     errors: list[str] = []
-    values = {"source": "auto", "path": "", "name": "", "model": "", "watch": False, "num_generations": "", "run": ""}
+    values = {
+        "source": "auto",
+        "path": "",
+        "validation_path": "",
+        "name": "",
+        "model": "",
+        "watch": False,
+        "num_generations": "",
+        "run": "",
+    }
     if request.method == "POST":
         values = {
             "source": request.POST.get("source", "auto"),
             "path": request.POST.get("path", "").strip(),
+            "validation_path": request.POST.get("validation_path", "").strip(),
             "name": request.POST.get("name", "").strip(),
             "model": request.POST.get("model", "").strip(),
             "watch": bool(request.POST.get("watch")),
@@ -46,6 +56,7 @@ def run_import_files(request):
                     model=values["model"],
                     options=options,
                     watch=values["watch"],
+                    validation_path=values["validation_path"],
                 )
                 return redirect(run.get_absolute_url())
             except ImportRefused as exc:

@@ -1,5 +1,6 @@
-"""Import a run trained elsewhere from the files its trainer wrote: TRL's completions tables, verl's rollout dumps,
-(runs.attach.importers converts them to events; runs.attach.services stores them).
+"""Import a run trained elsewhere from the files its trainer wrote: TRL's completions tables, verl's rollout dumps
+and validation dumps (the run's periodic evaluations), a Trackio project (runs.attach.importers converts them to
+events; runs.attach.services stores them).
 
 Server paths must lie under GRPO_IMPORT_ROOTS, symbolic links included (a link out of them is refused); uploads go
 to a folder of their own and are read the same way. A file that cannot be read refuses the whole import, naming the
@@ -22,9 +23,9 @@ from django.utils import timezone
 
 from grpo_web import queues
 from runs.attach.checks import EventRefused
-from runs.attach.importers import Converted, ImportFault, describe
+from runs.attach.importers import VALIDATION, Converted, ImportFault, describe
 from runs.attach.services import external_events_append, external_run_create, external_run_finish
-from runs.models import JobStatus, Rollout, Run, RunImport
+from runs.models import Evaluation, JobStatus, Rollout, Run, RunImport
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +93,26 @@ def detect(path: Path) -> str:
         return "verl"
     elif any(path.glob("*.db")):
         return "trackio"
+    elif any(p.stem.isdigit() for p in path.glob("*/*.jsonl")):
+        return "verl"  # a folder holding verl's rollout_data_dir and validation_data_dir
     raise ImportRefused(
         f"{path.name}: neither TRL's completions tables (*.parquet), verl's dumps ({{step}}.jsonl) nor a Trackio "
         "project (<project>.db)"
     )
 
 
-def convert(source: str, path: Path, options: dict, *, skip=frozenset(), state: dict | None = None, watch=False):
-    """``path`` read by the source's converter (runs.attach.importers)."""
+def convert(
+    source: str,
+    path: Path,
+    options: dict,
+    *,
+    skip=frozenset(),
+    state: dict | None = None,
+    watch=False,
+    run_reward_names: list[str] | None = None,
+):
+    """``path`` read by the source's converter (runs.attach.importers). ``run_reward_names``: the run's, when it
+    exists already (a watched folder's next read)."""
     if source == "trl":
         from runs.attach.importers import trl
 
@@ -121,10 +134,15 @@ def convert(source: str, path: Path, options: dict, *, skip=frozenset(), state: 
             metrics_file = inside_roots(metrics_file)
             if not metrics_file.is_file():
                 raise ImportRefused("options.metrics_file: not a file")
+        validation = options.get("validation_path")
+        if validation:
+            validation = validation_folder(validation)
         return verl.convert(
             path,
+            validation=validation or None,
             norm_by_std=options.get("norm_adv_by_std_in_grpo", True),
             reward_names=options.get("reward_names"),
+            run_reward_names=run_reward_names,
             skip=set(skip),
             settle_s=SETTLE_S if watch else None,
             metrics_file=metrics_file or None,
@@ -144,6 +162,19 @@ def convert(source: str, path: Path, options: dict, *, skip=frozenset(), state: 
     raise ImportRefused(f"source: one of {', '.join(SOURCES)}, not {str(source)[:40]!r}")
 
 
+def validation_folder(path: str) -> Path:
+    """verl's validation_data_dir (or one of its dumps) as a user named it, resolved under the import roots."""
+    try:
+        folder = inside_roots(path)
+    except ImportRefused as exc:
+        raise ImportRefused(f"validation_{exc}") from None
+    try:
+        check_links(folder, import_roots())
+    except ImportRefused as exc:
+        raise ImportRefused(f"validation_path: {exc}") from None
+    return folder
+
+
 def trackio_file(path: Path) -> Path:
     """The Trackio project file at ``path``: itself, or the one ``.db`` file of a folder (an upload's)."""
     if path.is_file():
@@ -160,6 +191,7 @@ OPTION_TYPES = {
     "num_generations": (int, None),
     "norm_adv_by_std_in_grpo": (bool, None),
     "metrics_file": (str, None),
+    "validation_path": (str, None),  # verl's validation_data_dir, when it is not found beside the rollout dumps
     "run": (str, None),  # a Trackio project's run, by name
 }
 
@@ -205,12 +237,23 @@ def run_import(
     model: str = "",
     options: dict | None = None,
     watch: bool = False,
+    validation_path: str = "",
 ) -> Run:
     """An imported run from a server path (under GRPO_IMPORT_ROOTS) or uploaded files (``uploads``: objects with
     ``name`` and ``chunks()``, Django's UploadedFile). With ``watch``, the run stays running and the folder is read
-    again every few seconds (verl and TRL folders on the server only). ImportRefused names the file and row of what
-    could not be read; nothing is stored then."""
+    again every few seconds (verl and TRL folders on the server only). ``validation_path``: verl's
+    validation_data_dir on the server, when ``path`` is not a folder holding it: its dumps are the run's periodic
+    evaluations. ImportRefused names the file and row of what could not be read; nothing is stored then."""
+    if validation_path:
+        options = {**(options or {}), "validation_path": validation_path}
     options = clean_options(options)
+    if options.get("validation_path"):
+        if uploads:
+            raise ImportRefused(
+                "validation_path: a server path, beside a server path; uploaded, verl's validation dumps import "
+                "alone (upload them without the rollout dumps: the run is its evaluations)"
+            )
+        options["validation_path"] = str(validation_folder(options["validation_path"]))
     if source not in ("auto", *SOURCES):
         raise ImportRefused(f"source: one of auto, {', '.join(SOURCES)}, not {str(source)[:40]!r}")
     if bool(path) == bool(uploads):
@@ -229,12 +272,14 @@ def run_import(
             check_links(read, import_roots())
             if source == "auto":
                 source = detect(read)
+        if options.get("validation_path") and source != "verl":
+            raise ImportRefused(f"validation_path: verl's validation_data_dir, for verl's dumps, not {source}'s files")
         try:
             converted = convert(source, read, options, watch=watch)
         except ImportFault as exc:
             raise ImportRefused(str(exc)) from None
         if not watch and not converted.events:
-            raise ImportRefused(f"{read.name}: nothing to import (no rollouts and no metrics)")
+            raise ImportRefused(f"{read.name}: nothing to import (no rollouts, no evaluations and no metrics)")
         return _store(owner, source, read, folder, converted, name=name, model=model, options=options, watch=watch)
     finally:
         if folder is not None:
@@ -302,7 +347,7 @@ def _append(run: Run, converted: Converted) -> None:
     if not converted.events:
         return
     try:
-        external_events_append(run=run, events=_events_with_time(converted, time.time()))
+        external_events_append(run=run, events=_events_with_time(converted, time.time()), imported=True)
     except EventRefused as exc:
         raise ImportRefused(str(exc)) from None
 
@@ -364,7 +409,15 @@ def _poll(run_id: int):
         try:
             path = inside_roots(record.path)
             check_links(path, import_roots())
-            converted = convert(record.source, path, record.options, skip=record.files, state=record.state, watch=True)
+            converted = convert(
+                record.source,
+                path,
+                record.options,
+                skip=record.files,
+                state=record.state,
+                watch=True,
+                run_reward_names=run.reward_names,
+            )
             # a log's metrics already stored (it is read whole each time) are not appended again
             converted.events = converted.fresh_events(record.state.get("metrics_step", 0))
             _append(run, converted)
@@ -410,10 +463,22 @@ def completeness(run: Run) -> str:
     if record is None:
         return ""
     steps = Rollout.objects.filter(run=run).values("step").distinct().count()
-    return describe(record.source, steps, run.total_steps or None, record.every)
+    validations = list(
+        Evaluation.objects.filter(run=run, kind=Evaluation.Kind.PERIODIC)
+        .exclude(imported_from="")
+        .order_by("step")
+        .values_list("step", flat=True)
+    )
+    return describe(record.source, steps, run.total_steps or None, record.every, validations)
 
 
 def import_record(run: Run) -> dict | None:
-    """What the run page shows of an imported run's files."""
+    """What the run page shows of an imported run's files: the record, how complete it is, and verl's validation
+    folder when its dumps are the run's evaluations."""
     record = RunImport.objects.filter(run=run).first()
-    return None if record is None else {"record": record, "completeness": completeness(run)}
+    if record is None:
+        return None
+    validation = record.options.get("validation_path") or ""
+    if not validation and any(name.startswith(VALIDATION) for name in record.files):
+        validation = record.path  # found beside the rollout dumps, or the path itself
+    return {"record": record, "completeness": completeness(run), "validation": validation}

@@ -112,18 +112,20 @@ def attached_run_create(*, owner, **fields) -> tuple[Run, str]:
     return run, key
 
 
-def check_events(events: list) -> None:
+def check_events(events: list, *, imported: bool = False) -> None:
     for i, event in enumerate(events, start=1):
-        problem = event_problem(event, f"event {i}")
+        problem = event_problem(event, f"event {i}", allow_eval=imported)
         if problem:
             raise EventRefused(problem)
 
 
-def external_events_append(*, run: Run, events: list[dict]) -> dict:
+def external_events_append(*, run: Run, events: list[dict], imported: bool = False) -> dict:
     """Append ``events`` to the run's event log and ingest them (rollouts keyed (run, step, index), metrics (run,
-    step): events sent twice store nothing twice). Each is checked first (EventRefused names the first that cannot
-    be stored, and nothing is written). Returns ingest's summary: {"steps", "rollouts", "evaluated"}."""
-    check_events(events)
+    step), evaluations (run, step): events sent twice store nothing twice). Each is checked first (EventRefused
+    names the first that cannot be stored, and nothing is written). ``imported``: an importer's events, which may
+    hold periodic evaluations (verl's validation dumps); a client's may not. Returns ingest's summary: {"steps",
+    "rollouts", "evaluated"}."""
+    check_events(events, imported=imported)
     data = b"".join(json.dumps(clean(e), allow_nan=False).encode() + b"\n" for e in events)
     return append_lines(run=run, data=data)
 

@@ -65,13 +65,16 @@ def _row(run: Run, e: Evaluation, base: Evaluation | None) -> dict:
         "step": e.step,
         "model": e.model,  # the model folder or hub id the evaluation loaded (the base model for a periodic one)
         "evaluated": e.evaluated,  # what the pages name: "this run, step N" for a periodic one after step 0
-        "dataset_version": str(e.dataset_version),
-        "dataset_url": e.dataset_version.get_absolute_url(),
+        "dataset_version": str(e.dataset_version) if e.dataset_version_id else "",
+        "dataset_url": e.dataset_version.get_absolute_url() if e.dataset_version_id else "",
+        # an imported evaluation (verl's validation dump): the file it was read from; the dump does not say how verl
+        # sampled (its val_kwargs), so temperature and max_new_tokens are null
+        "imported_from": e.imported_from,
         "split": e.split,
         "status": e.status,
         "k": e.k,
-        "temperature": e.settings.get("eval_temperature", 1.0),
-        "max_new_tokens": eval_max_new_tokens(run, e.settings),
+        "temperature": None if e.imported_from else e.settings.get("eval_temperature", 1.0),
+        "max_new_tokens": None if e.imported_from else eval_max_new_tokens(run, e.settings),
         "solved_by": e.solved_by,
         "threshold": e.threshold,
         "prompts": e.prompts,

@@ -78,7 +78,8 @@ def store_eval_event(evaluation: Evaluation, event: dict) -> None:
 
 
 def store_periodic(run: Run, event: dict) -> Evaluation:
-    """A periodic evaluation from the training run's event log (one per evaluated step)."""
+    """A periodic evaluation from the training run's event log (one per evaluated step); an imported one (verl's
+    validation dump) names the file it was read from in ``imported_from``."""
     evaluation, _ = Evaluation.objects.get_or_create(
         run=run,
         kind=Evaluation.Kind.PERIODIC,
@@ -88,6 +89,7 @@ def store_periodic(run: Run, event: dict) -> Evaluation:
             "model": run.model,
             "dataset_version_id": run.dataset_version_id,
             "settings": run.evaluation,
+            "imported_from": (event.get("imported_from") or "")[:500],
         },
     )
     store_eval_event(evaluation, event)

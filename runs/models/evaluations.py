@@ -11,7 +11,8 @@ class Evaluation(Job):
     """One evaluation of one model on a dataset version's eval prompts: k samples and one greedy completion per prompt,
     scored by the run's reward functions (workers.training.evaluate). Periodic ones come from the training run itself (one
     per evaluated step); standalone ones are jobs a user starts on the run page (the base model, a checkpoint, the
-    final model, any model folder)."""
+    final model, any model folder). An imported run's periodic evaluations are read from its trainer's files (verl's
+    validation dumps: runs.attach.importers.verl); ``imported_from`` names the file."""
 
     class Kind(models.TextChoices):
         PERIODIC = "periodic"
@@ -28,7 +29,14 @@ class Evaluation(Job):
     )
     label = models.CharField(max_length=200, help_text="'step 4', 'base model', 'final model', 'checkpoint-10', ...")
     model = models.CharField(max_length=500, blank=True, help_text="The model folder or hub id evaluated.")
-    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="evaluations")
+    dataset_version = models.ForeignKey(
+        DatasetVersion,
+        on_delete=models.PROTECT,
+        related_name="evaluations",
+        null=True,
+        blank=True,
+        help_text="The prompts evaluated; none for an imported evaluation (imported_from names its file).",
+    )
     split = models.CharField(max_length=8, default="eval", help_text="'eval': the eval split; 'all': every row.")
     settings = models.JSONField(default=dict, help_text="workers.training.protocol.config.EvalFields as used.")
     generator = models.CharField(
@@ -39,6 +47,11 @@ class Evaluation(Job):
     )
     generated_with = models.CharField(
         max_length=16, blank=True, help_text="What sampled them: 'vllm' or 'transformers' (blank until it ran)."
+    )
+    imported_from = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="An imported evaluation: the file it was read from (verl's validation dump); blank for the app's own.",
     )
     k = models.PositiveSmallIntegerField(default=0)
     solved_by = models.CharField(max_length=200, blank=True, help_text="The reward that decided correctness.")

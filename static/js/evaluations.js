@@ -34,10 +34,13 @@ function rows(e) {
   const row = el("tr", { "data-id": e.id, "data-kind": e.kind, "data-label": e.label, "data-status": e.status },
     el("td", { "data-field": "label", text: e.label }),
     el("td", { class: "small", "data-field": "model", text: e.evaluated }),
-    el("td", { class: "small" }, el("a", { href: e.dataset_url, text: e.dataset_version }),
-      e.split === "all" ? " · every row" : " · eval split"),
+    e.imported_from
+      ? el("td", { class: "small", "data-field": "dataset", text: e.imported_from })
+      : el("td", { class: "small", "data-field": "dataset" }, el("a", { href: e.dataset_url, text: e.dataset_version }),
+        e.split === "all" ? " · every row" : " · eval split"),
     el("td", { class: "num", text: e.k || "–" }),
-    el("td", { class: "small", "data-field": "generation", text: `T=${e.temperature} · ${e.max_new_tokens} tokens` }),
+    el("td", { class: "small", "data-field": "generation",
+               text: e.imported_from ? "as verl sampled (val_kwargs)" : `T=${e.temperature} · ${e.max_new_tokens} tokens` }),
     ...METRICS.map(figure),
     deltaCell(e),
     el("td", {}, el("span", { class: `badge ${e.status}`, "data-field": "status", text: e.status })),

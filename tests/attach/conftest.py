@@ -6,6 +6,12 @@ completions_00003.parquet (the end-of-training log writes one too) and checkpoin
 
 ``verl_dumps``: verl's RayPPOTrainer dump (``_log_rollout_data``, verl's own, without grpo-web's capture) of a batch
 scored by hand-picked token rewards, at steps 1 and 2, with verl's GRPO advantages of it for comparison.
+
+``verl_validation``: verl's own validation (``RayPPOTrainer._validate``) at steps 0, 2 and 4, writing its dump into
+``validation_data_dir``: verl's dataset and dataloader over the parquet grpo-web writes for verl, verl's repeat of
+each prompt ``val_kwargs.n`` times, verl's reward manager (NaiveRewardManager with verl's math_dapo scorer: score
+±1, acc, pred), verl's dump and verl's validation metrics (returned beside the folder, to compare with). Only the
+generation (vLLM's server, behind verl's agent loop) is stood in for: it answers from VAL_ANSWERS.
 """
 
 from __future__ import annotations
@@ -22,6 +28,14 @@ VERL_G = 3
 VERL_PROMPTS = ["What is 2+3?", "What is 4+4?"]
 VERL_COMPLETIONS = ["5", "five", "5", "8", "?", "7"]
 VERL_SCORES = [1.0, 0.0, 1.0, 1.0, 0.5, 0.0]
+VAL_ROWS = [{"prompt": "What is 2+3?", "answer": "5"}, {"prompt": "What is 4+4?", "answer": "8"}]
+VAL_N = 3  # verl's actor_rollout_ref.rollout.val_kwargs.n
+# what "the model" answers at each validated step, VAL_N a prompt in verl's interleaved order
+VAL_ANSWERS = {
+    0: ["Answer: 6", "no idea", "Answer: 5", "Answer: 9", "Answer: 9", "Answer: 7"],
+    2: ["Answer: 5", "Answer: 6", "Answer: 5", "Answer: 8", "Answer: 9", "Answer: 9"],
+    4: ["Answer: 5", "Answer: 5", "Answer: 5", "Answer: 8", "Answer: 8", "Answer: 3"],
+}
 
 
 @pytest.fixture(scope="session")
@@ -111,3 +125,107 @@ def verl_dumps(tiny_model, tmp_path_factory):
         dump(trainer, data, extras, {}, str(folder))
     trainer._shutdown_dump_executor()
     return folder
+
+
+class AnswersRollout:
+    """Stands in for verl's async rollout manager (vLLM behind its agent loop) in RayPPOTrainer._validate: for each
+    prompt of the generation batch, the chat-templated prompt ids (as the agent loop makes them) and the answer of
+    VAL_ANSWERS for the trainer's step, scored by verl's own reward manager; returned as the agent loop returns them
+    (_postprocess: the tensors, rm_scores on the last response token, the reward's extra info and its keys)."""
+
+    def __init__(self, trainer, tokenizer):
+        from omegaconf import OmegaConf
+        from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+        self.trainer, self.tokenizer, self.seen = trainer, tokenizer, 0
+        self.reward = NaiveRewardManager(OmegaConf.create({}), tokenizer, None)  # verl's default_compute_score
+
+    def generate_sequences(self, batch):
+        import asyncio
+
+        import torch
+        from verl import DataProto
+
+        answers = VAL_ANSWERS[self.trainer.global_steps]
+        tok, pad = self.tokenizer, self.tokenizer.pad_token_id
+        prompts, responses = [], []
+        for raw in batch.non_tensor_batch["raw_prompt"]:
+            ids = tok.apply_chat_template(list(raw), add_generation_prompt=True, tokenize=True)
+            prompts.append(ids if isinstance(ids, list) else ids["input_ids"])
+            answer = answers[self.seen % len(answers)]
+            responses.append(tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
+            self.seen += 1
+        width_p, width_r = max(map(len, prompts)), max(map(len, responses))
+        prompt_ids = torch.tensor([[pad] * (width_p - len(p)) + p for p in prompts])
+        response_ids = torch.tensor([r + [pad] * (width_r - len(r)) for r in responses])
+        prompt_mask = torch.tensor([[0] * (width_p - len(p)) + [1] * len(p) for p in prompts])
+        response_mask = torch.tensor([[1] * len(r) + [0] * (width_r - len(r)) for r in responses])
+        attention = torch.cat([prompt_mask, response_mask], 1)
+        out = DataProto.from_dict(
+            tensors={
+                "prompts": prompt_ids,
+                "responses": response_ids,
+                "response_mask": response_mask,
+                "input_ids": torch.cat([prompt_ids, response_ids], 1),
+                "attention_mask": attention,
+                "position_ids": (attention.cumsum(1) - 1).clamp(min=0),
+            }
+        )
+        results = []
+        for i in range(len(out)):
+            item = out[i : i + 1]
+            item.non_tensor_batch = {k: v[i : i + 1] for k, v in batch.non_tensor_batch.items()}
+            results.append(asyncio.get_event_loop().run_until_complete(self.reward.run_single(item)))
+        scores = torch.zeros_like(response_mask, dtype=torch.float32)
+        scores[torch.arange(len(out)), response_mask.sum(1) - 1] = torch.tensor([r["reward_score"] for r in results])
+        out.batch["rm_scores"] = scores
+        keys = list(results[0]["reward_extra_info"])
+        for key in keys:
+            out.non_tensor_batch[key] = np.array([r["reward_extra_info"][key] for r in results])
+        out.meta_info = {"reward_extra_keys": keys}
+        return out
+
+
+@pytest.fixture(scope="session")
+def verl_validation(tiny_model, tmp_path_factory):
+    """verl's _validate at steps 0 (val_before_train), 2 and 4 (test_freq=2) dumps into validation_data_dir; returns
+    the folder and verl's validation metrics by step."""
+    from omegaconf import OmegaConf
+    from torch.utils.data import DataLoader
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    from workers.training.verl_data import write_parquet
+
+    tmp = tmp_path_factory.mktemp("verl-val")
+    (tmp / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in VAL_ROWS))
+    parquet = write_parquet(tmp / "val.jsonl", tmp / "val.parquet", data_source="math_dapo", split="eval")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    dataset = RLHFDataset(
+        data_files=[parquet],
+        tokenizer=tokenizer,
+        config=OmegaConf.create({"max_prompt_length": 64, "filter_overlong_prompts": False, "cache_dir": str(tmp)}),
+        processor=None,
+    )
+    folder = tmp / "validation_data"
+    trainer = object.__new__(RayPPOTrainer)  # verl's trainer with only what its validation reads
+    trainer.tokenizer = tokenizer
+    trainer.config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {"val_kwargs": {"n": VAL_N, "do_sample": True}, "agent": {"num_workers": 1}}
+            },
+            "trainer": {"log_val_generations": 0, "validation_data_dir": str(folder)},
+        }
+    )
+    trainer.val_dataloader = DataLoader(dataset, batch_size=len(VAL_ROWS), shuffle=False, collate_fn=collate_fn)
+    trainer.use_rm = False
+    trainer.async_rollout_manager = AnswersRollout(trainer, tokenizer)
+    trainer._init_dump_executor()
+    metrics = {}
+    for step in VAL_ANSWERS:
+        trainer.global_steps = step
+        metrics[step] = {k: float(v) for k, v in trainer._validate().items()}
+    trainer._shutdown_dump_executor()
+    return folder, metrics

@@ -17,10 +17,12 @@ from runs.models import Rollout, Run
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 CLI = str(Path(sys.executable).with_name("grpo-web"))
+CHECKOUT = str(Path(__file__).resolve().parents[2])  # the client of this checkout, wherever the venv was installed from
 
 
 def cli(web_server, token, *args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GRPO_WEB_URL": web_server, "GRPO_WEB_TOKEN": token}
+    path = os.pathsep.join(p for p in (CHECKOUT, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "GRPO_WEB_URL": web_server, "GRPO_WEB_TOKEN": token, "PYTHONPATH": path}
     return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -46,3 +48,20 @@ def test_import_a_server_folder_and_an_upload(web_server, owner, verl_dumps, trl
 
     refused = cli(web_server, token, "import", str(tmp_path))
     assert refused.returncode == 2 and "only files under the import folders" in refused.stderr
+
+
+def test_import_a_verl_run_with_its_validation_folder(web_server, owner, verl_dumps, verl_validation):
+    _, token = token_create(owner=owner, name="cli", scope="write")
+    folder = Path(settings.GRPO_IMPORT_ROOTS[0]) / f"verl-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(verl_dumps, folder / "rollouts")
+    shutil.copytree(verl_validation[0], folder / "val")
+    try:
+        done = cli(web_server, token, "import", str(folder / "rollouts"), "--validation", str(folder / "val"))
+        uploaded = cli(web_server, token, "import", str(folder / "rollouts"), "--upload", "--validation", "val")
+    finally:
+        shutil.rmtree(folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 validations (steps 0, 2, 4) from verl's validation dump, as its evaluations" in done.stdout
+    run = Run.objects.get(pk=int(done.stdout.split("imported run ")[1].split(":")[0]))
+    assert sorted(run.evaluations.values_list("step", flat=True)) == [0, 2, 4]
+    assert uploaded.returncode == 2 and "--validation: a server path" in uploaded.stderr

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from workers.training.protocol.config import EvalFields, RewardSpec, TrainConfig
 from workers.training.protocol.events import EventWriter
-from workers.training.protocol.scoring import TOTAL, criterion, majority
+from workers.training.protocol.scoring import TOTAL, criterion, metrics
 from workers.training.rewarding import reward_functions
 
 
@@ -51,42 +51,6 @@ def extract_answer(text: str) -> str | None:
 def is_correct(rewards: list, reward, names: list[str], solved_by: str, threshold: float) -> bool:
     score = reward if solved_by == TOTAL else rewards[names.index(solved_by)]
     return score is not None and score >= threshold
-
-
-def metrics(rows: list[dict], k: int) -> dict:
-    """The evaluation's figures from its rows (``prompt_index``, ``greedy``, ``correct``, ``answer``, ``reward``)."""
-    by_prompt: dict[int, dict] = {}
-    for row in rows:
-        entry = by_prompt.setdefault(row["prompt_index"], {"samples": [], "greedy": None})
-        if row["greedy"]:
-            entry["greedy"] = row
-        else:
-            entry["samples"].append(row)
-    n = len(by_prompt) or 1
-    mean_k = pass_k = maj_k = greedy = 0.0
-    rewards, greedy_rewards, answered = [], [], 0
-    for entry in by_prompt.values():
-        samples = entry["samples"]
-        correct = [s["correct"] for s in samples]
-        mean_k += sum(correct) / max(1, len(samples))
-        pass_k += any(correct)
-        vote = majority([s["answer"] for s in samples])
-        maj_k += vote is not None and samples[vote]["correct"]
-        greedy += bool(entry["greedy"] and entry["greedy"]["correct"])
-        rewards += [s["reward"] for s in samples if s["reward"] is not None]
-        answered += sum(s["answer"] is not None for s in samples)
-        if entry["greedy"] and entry["greedy"]["reward"] is not None:
-            greedy_rewards.append(entry["greedy"]["reward"])
-    total_samples = sum(len(e["samples"]) for e in by_prompt.values()) or 1
-    return {
-        "mean@k": mean_k / n,
-        "pass@k": pass_k / n,
-        "maj@k": maj_k / n,
-        "greedy": greedy / n,
-        "reward_mean@k": sum(rewards) / len(rewards) if rewards else None,
-        "reward_greedy": sum(greedy_rewards) / len(greedy_rewards) if greedy_rewards else None,
-        "answer_rate": answered / total_samples,
-    }
 
 
 def metric_names(source: str, k: int) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Converters from the files other trainers write to grpo-web's event-log events (workers.training.protocol.events):
-TRL's completions tables (``trl``), verl's rollout and validation dumps (``verl``), a Trackio project TRL logged to
-(``trackio``).
+TRL's completions tables (``trl``), verl's rollout dumps and its validation dumps (``verl``: rollouts, and periodic
+evaluations), a Trackio project TRL logged to (``trackio``).
 
 No Django here: each converter reads files and gives a ``Converted`` (the events, the reward names, how complete
 the record is), or raises ``ImportFault`` naming the file and the row. runs.attach.importing stores them as a run.
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 MAX_FILES = 100_000  # files in one folder to import
 MAX_FILE_BYTES = 2 * 1024**3  # one table or dump
+VALIDATION = "validation/"  # a verl validation dump's name in the record of files read (rollout dumps share names)
 
 
 class ImportFault(ValueError):
@@ -47,13 +48,24 @@ class Converted:
         return sorted({e["step"] for e in self.events if e["type"] == "rollouts" and e["rows"]})
 
     @property
+    def evaluation_steps(self) -> list[int]:
+        """The steps of the periodic evaluations read (verl's validation dumps)."""
+        return sorted({e["step"] for e in self.events if e["type"] == "eval"})
+
+    @property
     def rows(self) -> int:
         return sum(len(e["rows"]) for e in self.events if e["type"] == "rollouts")
 
 
-def describe(source: str, steps: int, total: int | None, every: int | None) -> str:
+def describe(source: str, steps: int, total: int | None, every: int | None, validations: list[int] | tuple = ()) -> str:
     """How complete an imported run's record is, for its page: "rollouts for 10 of 100 steps: TRL wrote every
-    10th batch"."""
+    10th batch"; ``validations``: the steps of the evaluations read from verl's validation dumps."""
+    if validations:
+        shown = ", ".join(map(str, validations[:12])) + (", ..." if len(validations) > 12 else "")
+        those = f"{len(validations)} validation{'s' if len(validations) != 1 else ''} (step{'s' if len(validations) != 1 else ''} {shown})"
+        if not steps:
+            return f"no rollouts: {those} from verl's validation dump, as the run's evaluations"
+        return f"{describe(source, steps, total, every)}; {those} from verl's validation dump, as its evaluations"
     of = f" of {total}" if total else ""
     text = f"rollouts for {steps}{of} step{'s' if (total or steps) != 1 else ''}"
     if source in ("trl", "trackio"):
