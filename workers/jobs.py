@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 def evaluation_claim(evaluation_id: int) -> Evaluation | None:
     with transaction.atomic():
         evaluation = (
-            Evaluation.objects.select_for_update()
+            # of=self: an imported evaluation has no dataset version, so the join is an outer one, which PostgreSQL
+            # refuses to lock
+            Evaluation.objects.select_for_update(of=("self",))
             .select_related("run", "dataset_version__dataset")
             .filter(pk=evaluation_id)
             .first()
