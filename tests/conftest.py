@@ -174,6 +174,29 @@ def tiny_model():
     return path
 
 
+# vLLM's CPU build (scripts/vllm_cpu.sh): its python, from GRPO_TEST_VLLM_CPU_PYTHON (.ci/run builds it and sets it
+# for its vLLM lane); the tests that generate with vLLM skip without it, so the rest of the suite generates with
+# transformers
+VLLM_CPU_PYTHON = os.environ.get("GRPO_TEST_VLLM_CPU_PYTHON", "")
+needs_vllm_cpu = pytest.mark.skipif(
+    not (VLLM_CPU_PYTHON and os.access(VLLM_CPU_PYTHON, os.X_OK)),
+    reason="no vLLM CPU environment: run `bash scripts/vllm_cpu.sh` and set GRPO_TEST_VLLM_CPU_PYTHON to the python "
+    "it prints",
+)
+
+
+@pytest.fixture(scope="session")
+def vllm_model():
+    """The tiny model with 2 heads of 32 (vLLM's CPU attention takes no head size under 32), where runs may load
+    it: a folder under the data folder's models."""
+    from workers.training.tinymodel import build_tiny_model
+
+    path = Path(settings.DATA_DIR) / "models" / "tiny-qwen2-h2"
+    if not (path / "model.safetensors").exists():
+        build_tiny_model(path, heads=2)
+    return path
+
+
 @pytest.fixture(scope="session")
 def coldstart_model(tiny_model):
     """The tiny model after the R1 recipe's short cold-start SFT (workers.training.coldstart): it answers arithmetic in the

