@@ -17,11 +17,12 @@ install() {
   if [ ! -f "$stamp" ]; then
     "$VENV/bin/pip" install -q --upgrade pip
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-      "$VENV/bin/pip" install -q -e ".[dev,gpu,verl]"   # vLLM brings the CUDA build of torch it is built for
+      # vLLM brings the CUDA build of torch it is built for
+      "$VENV/bin/pip" install -q -e ".[dev,gpu,verl,deepspeed]"
     else
       # CPU torch first, so the project's torch range is already met and no multi-GB CUDA build is fetched.
       "$VENV/bin/pip" install -q "${TORCH_SPEC:-torch==2.13.0}"
-      "$VENV/bin/pip" install -q -e ".[dev,verl]"
+      "$VENV/bin/pip" install -q -e ".[dev,verl,deepspeed]"
     fi
     # verl (trainer: verl) without its pins (transformers<5.11): its light dependencies come with the verl extra
     "$VENV/bin/pip" install -q --no-deps "verl==0.9.1" "tensordict==0.10.0" "pyvers>=0.1,<0.2" "torchdata==0.11.0"

@@ -5,6 +5,8 @@ and results as TRL logged them."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -177,16 +179,59 @@ def test_two_processes_under_accelerate_send_every_rank_s_rows_once(service_env,
     # accelerate launch --multi_gpu --num_processes 2 on a machine without GPUs: torchrun starts 2 processes and the
     # script's use_cpu makes them a gloo group (--cpu would start one process only); each rank generates half of a
     # batch, the capture gathers it, the main rank sends it
+    run, out = trained_on_two_ranks(service_env, tiny_model, owner, tmp_path, "--multi_gpu")
+    assert_every_rank_s_rows_once(run, owner, out)
+
+
+def test_two_processes_under_deepspeed_zero3_send_every_rank_s_rows_once(service_env, tiny_model, owner, tmp_path):
+    # accelerate launch --use_deepspeed with ZeRO-3, as TRL's docs train, on DeepSpeed's CPU accelerator over gloo:
+    # the model's weights are partitioned across the two ranks from the start (zero.Init), TRL gathers them to
+    # generate, and the client's capture reads no weight
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.skip("deepspeed is not installed (pip install -e '.[deepspeed]' with the torch already there)")
+    config = tmp_path / "zero3.json"
+    config.write_text(json.dumps(ZERO3))
+    deepspeed = ["--use_deepspeed", "--deepspeed_config_file", str(config), "--zero3_init_flag", "true"]
+    # DeepSpeed on its CPU accelerator (a GPU machine runs this test on the CPU too), no prebuilt ops: its shared
+    # memory op is built once by torch's extension loader (cached under ~/.cache/torch_extensions)
+    run, out = trained_on_two_ranks(
+        service_env, tiny_model, owner, tmp_path, *deepspeed, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES=""
+    )
+    assert_every_rank_s_rows_once(run, owner, out)
+    # it trained under ZeRO-3: each rank saved its own partition of the weights
+    saved = sorted(p.name for p in (out / "checkpoint-2" / "global_step2").glob("*model_states.pt"))
+    assert saved == [f"zero_pp_rank_{r}_mp_rank_00_model_states.pt" for r in (0, 1)]
+
+
+# a DeepSpeed config with what TRL's accelerate config for ZeRO-3 (deepspeed_zero3.yaml) sets: stage 3, no offload,
+# bf16 (GRPOConfig's, through "auto": the Trainer fills in its own values); the optimizer is the Trainer's, torch's AdamW
+ZERO3 = {
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "bf16": {"enabled": "auto"},
+    "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "none"}, "offload_param": {"device": "none"}},
+}
+
+
+def trained_on_two_ranks(service_env, model, owner, tmp_path, *flags, **env) -> tuple[Run, Path]:
+    """The script under ``accelerate launch`` with 2 processes (``flags``: the backend's), attached to a live server
+    with every group's token values (each rank keeps its rows' values, the main rank's shard gathers them): the run
+    it made, completed, and its output_dir."""
     _, token = token_create(owner=owner, name="gpu node", scope="attach")
     port, out = free_port(), tmp_path / "out"
-    launch = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+    launch = ["-m", "accelerate.commands.launch", *flags, "--num_processes", "2", "--num_machines", "1"]
     launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
     with server(service_env, port, tmp_path / "web.log"):
-        # every group's token values too: each rank keeps its rows' values, the main rank's shard gathers them
-        proc = script(tiny_model, out, f"http://127.0.0.1:{port}", token, launch=launch, TOKEN_SAMPLE_GROUPS="-1")
+        url = f"http://127.0.0.1:{port}"
+        proc = script(model, out, url, token, launch=launch, TOKEN_SAMPLE_GROUPS="-1", **env)
         assert proc.returncode == 0, logs(out)
     run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
+    return run, out
+
+
+def assert_every_rank_s_rows_once(run: Run, owner, out: Path):
     assert_rows_are_trls(run, out, 2)
     assert Rollout.objects.filter(run=run, step=1).count() == 16  # 8 a rank, each stored once
     assert_shards_join_rollouts(run, out, 2, groups=4)
