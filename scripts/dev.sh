@@ -18,11 +18,11 @@ install() {
     "$VENV/bin/pip" install -q --upgrade pip
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
       # vLLM brings the CUDA build of torch it is built for
-      "$VENV/bin/pip" install -q -e ".[dev,gpu,verl,deepspeed]"
+      "$VENV/bin/pip" install -q -e ".[dev,gpu,verl]"
     else
       # CPU torch first, so the project's torch range is already met and no multi-GB CUDA build is fetched.
       "$VENV/bin/pip" install -q "${TORCH_SPEC:-torch==2.13.0}"
-      "$VENV/bin/pip" install -q -e ".[dev,verl,deepspeed]"
+      "$VENV/bin/pip" install -q -e ".[dev,verl]"
     fi
     # verl (trainer: verl) without its pins (transformers<5.11): its light dependencies come with the verl extra
     "$VENV/bin/pip" install -q --no-deps "verl==0.9.1" "tensordict==0.10.0" "pyvers>=0.1,<0.2" "torchdata==0.11.0"
@@ -38,6 +38,17 @@ install() {
     "$VENV/bin/pip" install -q --no-deps --target "$trackio" "trackio==0.43.0" "gradio_client==2.7.2" \
       "httpx==0.28.1" "httpcore==1.0.9" "websockets==17.4" "brotli==1.2.1" "python-multipart==0.0.34"
     touch "$trackio/.installed-0.43.0"
+  fi
+  # DeepSpeed, for the test where the attach client runs under accelerate launch --use_deepspeed (ZeRO-3 on its CPU
+  # accelerator): beside the environment too, on PYTHONPATH (and its ninja on PATH) for that test's script only.
+  # DeepSpeed needs the ninja build tool, whose PyPI package is a top-level module `ninja` that would overwrite
+  # django-ninja's in the environment. A source distribution: it builds no op at install and brings no torch
+  local deepspeed="$VENV/deepspeed-lib"
+  if [ ! -f "$deepspeed/.installed-0.19.8" ]; then
+    rm -rf "$deepspeed"
+    "$VENV/bin/pip" install -q --no-deps --target "$deepspeed" "deepspeed==0.19.8" "hjson==3.1.0" "ninja==1.13.2" \
+      "py-cpuinfo==9.0.0" "einops==0.8.2"
+    touch "$deepspeed/.installed-0.19.8"
   fi
 }
 

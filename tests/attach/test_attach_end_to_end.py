@@ -5,7 +5,6 @@ and results as TRL logged them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -187,21 +186,29 @@ def test_two_processes_under_deepspeed_zero3_send_every_rank_s_rows_once(service
     # accelerate launch --use_deepspeed with ZeRO-3, as TRL's docs train, on DeepSpeed's CPU accelerator over gloo:
     # the model's weights are partitioned across the two ranks from the start (zero.Init), TRL gathers them to
     # generate, and the client's capture reads no weight
-    if importlib.util.find_spec("deepspeed") is None:
-        pytest.skip("deepspeed is not installed (pip install -e '.[deepspeed]' with the torch already there)")
+    if not (DEEPSPEED_LIB / "deepspeed").is_dir():
+        pytest.skip(f"no DeepSpeed in {DEEPSPEED_LIB} (bash scripts/dev.sh install puts it there)")
     config = tmp_path / "zero3.json"
     config.write_text(json.dumps(ZERO3))
     deepspeed = ["--use_deepspeed", "--deepspeed_config_file", str(config), "--zero3_init_flag", "true"]
     # DeepSpeed on its CPU accelerator (a GPU machine runs this test on the CPU too), no prebuilt ops: its shared
     # memory op is built once by torch's extension loader (cached under ~/.cache/torch_extensions)
+    beside = {
+        "PYTHONPATH": os.pathsep.join([str(BASE_DIR / "attach"), str(DEEPSPEED_LIB)]),
+        "PATH": os.pathsep.join([str(DEEPSPEED_LIB / "bin"), os.environ.get("PATH", "")]),  # its ninja, to build it
+    }
     run, out = trained_on_two_ranks(
-        service_env, tiny_model, owner, tmp_path, *deepspeed, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES=""
+        service_env, tiny_model, owner, tmp_path, *deepspeed, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="", **beside
     )
     assert_every_rank_s_rows_once(run, owner, out)
     # it trained under ZeRO-3: each rank saved its own partition of the weights
     saved = sorted(p.name for p in (out / "checkpoint-2" / "global_step2").glob("*model_states.pt"))
     assert saved == [f"zero_pp_rank_{r}_mp_rank_00_model_states.pt" for r in (0, 1)]
 
+
+# DeepSpeed beside the environment (scripts/dev.sh install), on the script's PYTHONPATH only: the ninja build tool it
+# needs is a top-level module `ninja` that would overwrite django-ninja's in the environment
+DEEPSPEED_LIB = Path(sys.prefix) / "deepspeed-lib"
 
 # a DeepSpeed config with what TRL's accelerate config for ZeRO-3 (deepspeed_zero3.yaml) sets: stage 3, no offload,
 # bf16 (GRPOConfig's, through "auto": the Trainer fills in its own values); the optimizer is the Trainer's, torch's AdamW
