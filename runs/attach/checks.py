@@ -127,13 +127,9 @@ def rollouts_problem(event: dict, where: str) -> str | None:
     for i, row in enumerate(rows):
         if row_is_good(row):
             continue  # the common case, checked in one go; the loop below names what is wrong
-        if not isinstance(row, dict):
-            return f"{where}: rows[{i}]: must be an object"
-        for key, (check, wanted) in ROW_CHECKS.items():
-            if key not in row:
-                return f"{where}: rows[{i}].{key}: missing"
-            if not check(row[key]):
-                return f"{where}: rows[{i}].{key}: must be {wanted}"
+        fault = _row_fault(where, i, row, ROW_CHECKS)
+        if fault:
+            return fault
         if "columns" in row and row["columns"] is not None and not isinstance(row["columns"], dict):
             return f"{where}: rows[{i}].columns: must be an object"
     return None
@@ -186,13 +182,21 @@ def eval_problem(event: dict, where: str) -> str | None:
     if len(rows) > MAX_ROWS:
         return f"{where}: rows: at most {MAX_ROWS} completions in one evaluation, not {len(rows)}"
     for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            return f"{where}: rows[{i}]: must be an object"
-        for key, (check, wanted) in EVAL_ROW_CHECKS.items():
-            if key not in row:
-                return f"{where}: rows[{i}].{key}: missing"
-            if not check(row[key]):
-                return f"{where}: rows[{i}].{key}: must be {wanted}"
+        fault = _row_fault(where, i, row, EVAL_ROW_CHECKS)
+        if fault:
+            return fault
+    return None
+
+
+def _row_fault(where: str, i: int, row, checks: dict) -> str | None:
+    """What is wrong with row ``i`` by ``checks`` (key: (check, what it must be)), naming the key; None when nothing."""
+    if not isinstance(row, dict):
+        return f"{where}: rows[{i}]: must be an object"
+    for key, (check, wanted) in checks.items():
+        if key not in row:
+            return f"{where}: rows[{i}].{key}: missing"
+        if not check(row[key]):
+            return f"{where}: rows[{i}].{key}: must be {wanted}"
     return None
 
 
