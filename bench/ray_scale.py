@@ -15,13 +15,18 @@ reverse order, so that a drift of the machine's load weighs on both sides):
 - ``ray-2w``: 2 Ray Train workers of 1 thread each, each on that same batch (the step's batch doubles);
 - ``local-pair``: 2 ``local-1t`` processes at once, independent of each other: what two processes of this program
   get from the machine at that moment, the most any engine's weak scaling can reach there (about 2 on an idle
-  2-core machine, less while other work shares it).
+  2-core machine, less while other work shares it);
+- ``ddp-2``: the same 2 ranks with no Ray: ``torchrun --nproc_per_node 2`` starts the program twice, one DDP group
+  over gloo, 1 thread each, each on that same batch: what two ranks in lockstep (TRL's step exchanges, the gradients'
+  allreduce) get from the machine, the reference for ray-2w that leaves out only Ray.
 
 and gives, each round:
 
 - ``ray_overhead_ratio`` = ray-1w / local-1t: what Ray itself costs (goal >= 0.95);
 - ``ray_weak_scaling`` = ray-2w / local-1t: the engine's weak scaling (goal >= 1.8);
-- ``local_pair_scaling`` = local-pair / local-1t: the machine's ceiling for the line above, at that moment.
+- ``local_pair_scaling`` = local-pair / local-1t: the machine's ceiling for the line above, at that moment;
+- ``ddp_weak_scaling`` = ddp-2 / local-1t: two ranks without Ray; and ``ray_vs_ddp`` = ray-2w / ddp-2: what Ray costs
+  two ranks (1.0: nothing).
 
 Beside each rate it prints the CPU the run's training processes got in its window (cores) and, for the Ray runs, what
 Ray's own processes used there (raylet, GCS, the Ray Train controller and its actors, the driver): a ratio below its
@@ -331,6 +336,36 @@ def run_local(cfgs: list[Path]) -> CpuMeter:
     return meter
 
 
+def run_ddp(cfg: Path) -> CpuMeter:
+    """The program as 2 ranks of one DDP group started by torchrun (no Ray); rank 0 writes the
+    event log, as on Ray. torchrun leaves OMP_NUM_THREADS (1, JOB_ENV's) as it is: 1 torch thread a rank."""
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
+    proc = subprocess.Popen(
+        [*launch, "-m", "workers.training.train", str(cfg)],
+        cwd=ROOT,
+        env={**os.environ, **JOB_ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def members() -> dict[int, str]:  # torchrun's ranks (it starts each in a session of its own)
+        import psutil
+
+        try:
+            return {c.pid: "workers" for c in psutil.Process(proc.pid).children(recursive=True)}
+        except psutil.Error:
+            return {}
+
+    meter = CpuMeter(members)
+    meter.start()
+    _, err = proc.communicate()
+    meter.stop()
+    if proc.returncode != 0:
+        raise SystemExit(f"the torchrun run failed:\n{err.decode(errors='replace')[-3000:]}")
+    return meter
+
+
 def measure(logs: list[Path], meter: CpuMeter | None) -> dict:
     """The run's rate (its processes' together), window, and cores (the training processes', Ray's own)."""
     rates = [throughput(log) for log in logs]
@@ -375,7 +410,8 @@ def main() -> None:
     def cfg(name: str) -> Path:
         return config(work / name, model, data, args.steps, args.batch, args.completion_length)
 
-    ratios: dict[str, list[float]] = {"ray_overhead_ratio": [], "ray_weak_scaling": [], "local_pair_scaling": []}
+    names = ("ray_overhead_ratio", "ray_weak_scaling", "local_pair_scaling", "ddp_weak_scaling", "ray_vs_ddp")
+    ratios: dict[str, list[float]] = {k: [] for k in names}
     logs: dict[str, list[Path]] = {"local-1t": [], "ray-2w": []}
     latencies = []
     cluster = RemoteCluster(args.address) if args.address else LocalHead()
@@ -383,7 +419,7 @@ def main() -> None:
         for r in range(args.rounds):
             print(f"round {r + 1} of {args.rounds}:", flush=True)
             got = {}
-            order = ["local-1t", "ray-1w", "ray-2w", "local-pair"]
+            order = ["local-1t", "ray-1w", "ray-2w", "ddp-2", "local-pair"]
             for name in order if r % 2 == 0 else order[::-1]:
                 if name.startswith("ray"):
                     workers = int(name[4])
@@ -393,6 +429,9 @@ def main() -> None:
                     if workers == 2:
                         latencies.append(got[name]["first"] - started)
                         logs["ray-2w"].append(path.parent / "events.jsonl")
+                elif name == "ddp-2":
+                    path = cfg(f"{name}-{r}")
+                    got[name] = measure([path.parent / "events.jsonl"], run_ddp(path))
                 else:
                     paths = [cfg(f"{name}-{r}-{i}") for i in range(2 if name == "local-pair" else 1)]
                     got[name] = measure([p.parent / "events.jsonl" for p in paths], run_local(paths))
@@ -404,6 +443,8 @@ def main() -> None:
                 "ray_overhead_ratio": got["ray-1w"]["rate"] / base,
                 "ray_weak_scaling": got["ray-2w"]["rate"] / base,
                 "local_pair_scaling": got["local-pair"]["rate"] / base,
+                "ddp_weak_scaling": got["ddp-2"]["rate"] / base,
+                "ray_vs_ddp": got["ray-2w"]["rate"] / got["ddp-2"]["rate"],
             }
             for k, v in round_ratios.items():
                 ratios[k].append(v)
