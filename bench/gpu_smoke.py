@@ -1,5 +1,6 @@
 """The GPU paths on one GPU, with nothing downloaded: ``python -m bench.gpu_smoke`` (bench/gpu_smoke.sh installs
-the gpu and verl extras first). About 6 minutes on one H100-class GPU.
+the gpu and verl extras first, or, on a machine with no package index, the carried wheels of bench/gpu_wheels.sh).
+About 6 minutes on one H100-class GPU. Django-free: it runs where only the training program's packages are.
 
 A small random-initialised Qwen2-shaped model is saved locally (workers.training.tinymodel, larger than the CPU tests' one),
 then the training programs run on it as the worker starts them (``python -m workers.training.train`` / ``workers.training.verl_run``
@@ -14,11 +15,17 @@ with a config file), each timed from its own event log:
 4. GPU telemetry: nvidia-smi sampled throughout and read by the worker's own parser (runs.telemetry), peak memory
    and utilisation per GPU.
 
-Prints ``name=value`` lines; the last is ``vllm_step_speedup=<x>``. Exits non-zero when a part fails.
+A part whose modules are not importable here is skipped, not failed: on a lent machine with no package index
+(bench/gpu_smoke.sh's offline mode) vLLM, verl and Ray are absent, since their GPU wheels are past what can be
+carried there, so parts 1's vLLM half, 2 and 3 are skipped, named on a ``skipped=`` line with their reasons on stderr.
+
+Prints ``name=value`` lines; the last is ``vllm_step_speedup=<x>``, or ``hf_generate_step_s=<x>`` when vLLM's parts
+were skipped (no ratio to take). Exits non-zero when a part fails.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -29,11 +36,63 @@ import threading
 import time
 from pathlib import Path
 
-from workers.processes import wait_until_answers
-
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = int(os.environ.get("SMOKE_STEPS", "6"))
 VERL_STEPS = 5
+# the modules each optional part imports; a part with one of them missing here is skipped
+PART_MODULES = {"vllm_colocate": ("vllm",), "vllm_server": ("vllm",), "verl": ("verl", "ray", "vllm")}
+
+
+def skipped_parts(importable=lambda module: importlib.util.find_spec(module) is not None) -> dict[str, str]:
+    """The parts that cannot run in this environment, each with the reason."""
+    skipped = {}
+    for part, modules in PART_MODULES.items():
+        absent = [m for m in modules if not importable(m)]
+        if absent:
+            skipped[part] = (
+                f"{', '.join(absent)} not importable here (on a lent machine with no package index only the training "
+                "program's wheels are carried: vLLM's GPU wheel and Ray's are past what can travel)"
+            )
+    return skipped
+
+
+def last_line(results: dict[str, float], skipped: dict[str, str]) -> str:
+    """The figure the smoke ends on: the vLLM speedup, or HF generate's step time where vLLM's part was skipped."""
+    if "vllm_colocate" in skipped:
+        return f"hf_generate_step_s={results.get('hf', float('nan')):.3f}"
+    speedup = results["hf"] / results["colocate"] if "hf" in results and "colocate" in results else float("nan")
+    return f"vllm_step_speedup={speedup:.2f}"
+
+
+def unmet_requirements(wheel_dir: Path) -> list[str]:
+    """What the wheels in ``wheel_dir`` need that this python lacks, or a carried wheel shadowed by another version:
+    one line each, empty when all is met (checked before the offline smoke spends GPU time)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    problems = []
+    for wheel in sorted(wheel_dir.glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            problems.append(f"{name} {version} is carried but not installed")
+            continue
+        if dist.version != version:
+            problems.append(f"{name} {version} is carried but {dist.version} is the one imported")
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue  # an extra's or another platform's requirement
+            try:
+                have = metadata.version(req.name)
+            except metadata.PackageNotFoundError:
+                problems.append(f"{name} {version} needs {req}: not installed")
+                continue
+            if not req.specifier.contains(have, prereleases=True):
+                problems.append(f"{name} {version} needs {req}: {have} is installed")
+    return problems
 
 
 def rows(n: int = 256) -> list[dict]:
@@ -66,10 +125,12 @@ def train_config(out: Path, model: Path, data: Path, **grpo):
 
 
 def env(gpus: str) -> dict:
+    # the checkout first, then what the caller put on the path (the carried wheels and attach/, offline)
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     return {
         **os.environ,
         "CUDA_VISIBLE_DEVICES": gpus,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": path,
         "PYTHONUNBUFFERED": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
@@ -120,6 +181,8 @@ def free_port() -> int:
 
 def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subprocess.Popen, int]:
     """TRL's vLLM server, the command line the worker uses (workers.placement.start_vllm_server)."""
+    from workers.processes import wait_until_answers  # Django's side: present wherever vLLM is installed
+
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -143,6 +206,16 @@ def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subpro
     except RuntimeError as exc:
         raise RuntimeError(f"{exc}: {log.read_text(errors='replace')[-2000:]}") from None
     return proc, port
+
+
+def detect_gpus() -> list[dict]:
+    """The GPUs nvidia-smi lists, read by the training program's parser (Django-free, unlike the worker's registry)."""
+    from workers.training.protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
+
+    if not shutil.which("nvidia-smi"):
+        return []
+    out = subprocess.run(["nvidia-smi", *NVIDIA_SMI_QUERY], capture_output=True, text=True).stdout
+    return parse_nvidia_smi(out, None)
 
 
 class GpuSampler:
@@ -171,11 +244,6 @@ class GpuSampler:
 
 
 def main() -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "grpo_web.settings")
-    import django
-
-    django.setup()  # the telemetry parser lives with its models; nothing here touches a database
-    from workers.registry import detect_gpus
     from workers.training.tinymodel import build_tiny_model
 
     gpus = detect_gpus()
@@ -193,8 +261,12 @@ def main() -> int:
     failures: list[str] = []
     results: dict[str, float] = {}
     started = time.monotonic()
+    skipped = skipped_parts()
 
     def part(name, fn):
+        if name in skipped:
+            print(f"{name}=skipped: {skipped[name]}", file=sys.stderr, flush=True)
+            return
         t = time.monotonic()
         try:
             fn()
@@ -272,10 +344,11 @@ def main() -> int:
         print(f"gpu{index}_peak_utilization={peak['utilization']:.0f}")
     print(f"gpu_samples={len(sampler.samples)}")
     print(f"total_s={time.monotonic() - started:.1f}")
+    if skipped:
+        print(f"skipped={','.join(skipped)}")
     if failures:
         print(f"failed={','.join(failures)}", file=sys.stderr)
-    speedup = results["hf"] / results["colocate"] if "hf" in results and "colocate" in results else float("nan")
-    print(f"vllm_step_speedup={speedup:.2f}")
+    print(last_line(results, skipped))
     return 1 if failures else 0
 
 
