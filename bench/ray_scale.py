@@ -184,6 +184,18 @@ class CpuMeter(threading.Thread):
         return {g: (b[1].get(g, 0.0) - a[1].get(g, 0.0)) / (b[0] - a[0]) for g in b[1]}
 
 
+def metered(proc: subprocess.Popen, members, what: str) -> CpuMeter:
+    """``proc`` waited for while a CpuMeter samples ``members()``; stops the script, with the end of the process's
+    output (the one pipe it has), when it fails."""
+    meter = CpuMeter(members)
+    meter.start()
+    out, err = proc.communicate()
+    meter.stop()
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{(out or err or b'').decode(errors='replace')[-3000:]}")
+    return meter
+
+
 def session_members(sid: int, classify) -> dict[int, str]:
     import psutil
 
@@ -274,13 +286,7 @@ class LocalHead:
             found[driver.pid] = "ray"
             return found
 
-        meter = CpuMeter(members)
-        meter.start()
-        out, _ = driver.communicate()
-        meter.stop()
-        if driver.returncode != 0:
-            raise SystemExit(f"the Ray job failed:\n{out.decode(errors='replace')[-3000:]}")
-        return started, meter
+        return started, metered(driver, members, "the Ray job")
 
     def stop(self) -> None:
         stop_session(self.sid)
@@ -327,13 +333,7 @@ def run_local(cfgs: list[Path]) -> CpuMeter:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    meter = CpuMeter(lambda: session_members(shell.pid, lambda p: "workers"))
-    meter.start()
-    _, err = shell.communicate()
-    meter.stop()
-    if shell.returncode != 0:
-        raise SystemExit(f"a local run failed:\n{err.decode(errors='replace')[-3000:]}")
-    return meter
+    return metered(shell, lambda: session_members(shell.pid, lambda p: "workers"), "a local run")
 
 
 def run_ddp(cfg: Path) -> CpuMeter:
@@ -357,13 +357,7 @@ def run_ddp(cfg: Path) -> CpuMeter:
         except psutil.Error:
             return {}
 
-    meter = CpuMeter(members)
-    meter.start()
-    _, err = proc.communicate()
-    meter.stop()
-    if proc.returncode != 0:
-        raise SystemExit(f"the torchrun run failed:\n{err.decode(errors='replace')[-3000:]}")
-    return meter
+    return metered(proc, members, "the torchrun run")
 
 
 def measure(logs: list[Path], meter: CpuMeter | None) -> dict:
