@@ -51,6 +51,7 @@ How the engine is measured fairly on a small shared machine:
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -395,6 +396,7 @@ def main() -> None:
     from workers.training.tinymodel import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="ray-scale-"))
+    atexit.register(shutil.rmtree, work, True)  # its models, configs and event logs, whether the runs ended or failed
     model, data = work / "model", work / "data.jsonl"
     build_tiny_model(model, hidden_size=args.hidden, layers=args.layers)
     # rows enough for every step of the 2-worker run: no epoch ends in a window
