@@ -362,7 +362,25 @@ def ingest_appended(run: Run, events: list[dict], offset: int) -> tuple[dict, li
 
 def _ingest_up_to(run: Run, events: Callable[[], Iterator[dict]], read: list[dict], offset: int, lease) -> dict:
     """Ingest ``events()`` (whose heads ``read`` holds once they are read) and advance the run's offset to
-    ``offset``, in one transaction."""
+    ``offset``, in one transaction.
+
+    Should the transaction fail (the database went away mid-batch, or at commit), ``run`` is put back as the database
+    still has it: a supervisor keeps one Run across ticks, and an offset advanced only in memory would make its next
+    tick read past lines that were never stored."""
+    before = {name: getattr(run, name) for name in _INGEST_WRITES}
+    try:
+        return _ingest_up_to_once(run, events, read, offset, lease)
+    except BaseException:
+        for name, value in before.items():
+            setattr(run, name, value)
+        raise
+
+
+# the Run fields a batch's transaction sets on the caller's object (here and in _ingest)
+_INGEST_WRITES = ("event_offset", "step", "checkpoint_step", "reward_faults", "sandbox_weak")
+
+
+def _ingest_up_to_once(run: Run, events: Callable[[], Iterator[dict]], read: list[dict], offset: int, lease) -> dict:
     with _no_cyclic_gc(), transaction.atomic():
         if (
             lease is not None

@@ -87,3 +87,30 @@ def test_nul_characters_in_model_output_are_stored_visibly(run, tmp_path):
     ingest_log(run, log)
     assert Rollout.objects.get(index=0).completion == "12\u24003"
     assert Rollout.objects.get(index=1).prompt == "user: a\u2400b"
+
+
+def test_a_database_that_fails_mid_batch_loses_nothing_on_the_next_read(run, tmp_path):
+    """The supervisor keeps its Run object across ticks: a batch whose transaction fails (the database went away
+    between its statements, or at commit) must leave that object as the database has it, or the next tick reads
+    past lines never stored (seen in CI: a PostgreSQL restart lost steps 6 to 8)."""
+    from django.db import OperationalError, connection
+
+    log = tmp_path / "events.jsonl"
+    events = [_rollouts_event(1), _metrics_event(1), {"type": "checkpoint", "ts": 2.5, "step": 1}]
+    log.write_text("".join(json.dumps(e) + "\n" for e in events))
+
+    def offset_write_fails(execute, sql, params, many, context):
+        if sql.startswith("UPDATE") and "event_offset" in sql:
+            raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(offset_write_fails), pytest.raises(OperationalError):
+        ingest_log(run, log)
+    assert (run.event_offset, run.step, run.checkpoint_step) == (0, 0, 0)
+    assert not Rollout.objects.filter(run=run).exists()  # the batch's transaction was undone whole
+
+    ingest_log(run, log)  # the next tick, the database back
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.event_offset, stored.step, stored.checkpoint_step) == (log.stat().st_size, 1, 1)
+    assert Rollout.objects.filter(run=run).count() == 4
+    assert StepMetric.objects.filter(run=run).count() == 1
