@@ -360,6 +360,10 @@ def ingest_appended(run: Run, events: list[dict], offset: int) -> tuple[dict, li
     return _ingest_up_to(run, lambda: iter(events), read, offset, None), read
 
 
+# the Run fields a batch's transaction sets on the caller's object (in _ingest_up_to and _ingest)
+_INGEST_WRITES = ("event_offset", "step", "checkpoint_step", "reward_faults", "sandbox_weak")
+
+
 def _ingest_up_to(run: Run, events: Callable[[], Iterator[dict]], read: list[dict], offset: int, lease) -> dict:
     """Ingest ``events()`` (whose heads ``read`` holds once they are read) and advance the run's offset to
     ``offset``, in one transaction.
@@ -369,27 +373,22 @@ def _ingest_up_to(run: Run, events: Callable[[], Iterator[dict]], read: list[dic
     tick read past lines that were never stored."""
     before = {name: getattr(run, name) for name in _INGEST_WRITES}
     try:
-        return _ingest_up_to_once(run, events, read, offset, lease)
+        with _no_cyclic_gc(), transaction.atomic():
+            if (
+                lease is not None
+                and not Run.objects.select_for_update()
+                .filter(pk=run.pk, lease=lease)
+                .values_list("pk", flat=True)
+                .first()
+            ):
+                raise Fenced(f"run {run.pk}: this supervisor's attempt was taken from it")
+            batch = _ingest(run, events)
+            # The step counter shows completed optimizer steps: TRL logs metrics after each one.
+            done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
+            run.event_offset, run.step = offset, min(done, run.total_steps or done)
+            run.save(update_fields=["event_offset", "step"])
     except BaseException:
         for name, value in before.items():
             setattr(run, name, value)
         raise
-
-
-# the Run fields a batch's transaction sets on the caller's object (here and in _ingest)
-_INGEST_WRITES = ("event_offset", "step", "checkpoint_step", "reward_faults", "sandbox_weak")
-
-
-def _ingest_up_to_once(run: Run, events: Callable[[], Iterator[dict]], read: list[dict], offset: int, lease) -> dict:
-    with _no_cyclic_gc(), transaction.atomic():
-        if (
-            lease is not None
-            and not Run.objects.select_for_update().filter(pk=run.pk, lease=lease).values_list("pk", flat=True).first()
-        ):
-            raise Fenced(f"run {run.pk}: this supervisor's attempt was taken from it")
-        batch = _ingest(run, events)
-        # The step counter shows completed optimizer steps: TRL logs metrics after each one.
-        done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
-        run.event_offset, run.step = offset, min(done, run.total_steps or done)
-        run.save(update_fields=["event_offset", "step"])
     return batch
