@@ -1,8 +1,10 @@
 """Evaluations of a run's models and their samples (runs.evaluations)."""
 
+from django.conf import settings as conf  # "settings" is a field name below
 from django.db import models
 
 from runs.models.datasets import DatasetVersion
+from runs.models.fields import ExactTextField
 from runs.models.jobs import Job
 from runs.models.lifecycle import Run
 
@@ -26,6 +28,14 @@ class Evaluation(Job):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     step = models.PositiveIntegerField(
         null=True, blank=True, help_text="Periodic: the training step evaluated. A checkpoint: its step."
+    )
+    requested_by = models.ForeignKey(
+        conf.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="A standalone evaluation: who queued it; their access is checked again when it starts.",
     )
     label = models.CharField(max_length=200, help_text="'step 4', 'base model', 'final model', 'checkpoint-10', ...")
     model = models.CharField(max_length=500, blank=True, help_text="The model folder or hub id evaluated.")
@@ -93,9 +103,9 @@ class EvalSample(models.Model):
     prompt_index = models.PositiveIntegerField()
     sample = models.PositiveSmallIntegerField()
     greedy = models.BooleanField(default=False)
-    prompt = models.TextField()
+    prompt = ExactTextField()
     prompt_key = models.CharField(max_length=16, default="")
-    completion = models.TextField()
+    completion = ExactTextField()
     rewards = models.JSONField(help_text="Per reward function, in the run's order; None where it abstained.")
     reward = models.FloatField(null=True)
     correct = models.BooleanField(default=False)

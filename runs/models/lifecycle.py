@@ -3,9 +3,11 @@
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from grpo_web.sharing import SharedQuerySet
 from runs.models.datasets import DatasetVersion
@@ -17,6 +19,9 @@ class Run(Job):
     # a supervisor writes its heartbeat every second: this long without one, the page says it is not responding, and
     # the reaper fails the run once nothing holds its folder any more
     SILENT_SECONDS = 10
+    # three missed heartbeats: the step a page shows is said to be as of the last one (a paused, busy or dead
+    # supervisor ingests nothing), and a run whose supervisor is dead is failed by the reaper
+    STALE_SECONDS = 3
     # an attached run's client beats every 10 s while it trains: this long without a word, its page says contact is lost
     LOST_SECONDS = 60
 
@@ -106,6 +111,19 @@ class Run(Job):
         blank=True,
         help_text="Each config field: where its value came from: 'file' (the imported file), 'form' (the run form), "
         "'trainer default' (left out: TRL's default) or 'grpo-web' (left out: grpo-web's own default).",
+    )
+    provenance = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The reproducibility record of the run's latest attempt (grpo_web_attach.provenance): library "
+        "versions, accelerator and driver, the app's and script's git state, host, command and seed; {} until the "
+        "training process (or the attach client) reports it.",
+    )
+    import_notes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What the config import did with keys it did not take as they are, each naming the key and why; "
+        "kept for the run's life (the run page's Config tab).",
     )
     # Job's status, indexed: the dashboard, the reaper and the dispatcher select runs by it
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
@@ -248,6 +266,46 @@ class Run(Job):
     @property
     def is_sft(self) -> bool:
         return self.kind == self.Kind.SFT
+
+    @cached_property
+    def imported_from(self):
+        """An imported run's RunImport (what its files held); None for any other run."""
+        if self.origin != self.Origin.IMPORTED:
+            return None
+        try:
+            return self.run_import
+        except ObjectDoesNotExist:
+            return None
+
+    @property
+    def unknown_reason(self) -> str:
+        """Why a setting the run's config lacks is unknown, as its pages say it."""
+        if self.origin == self.Origin.IMPORTED:
+            return "not in the files this run was imported from"
+        if self.origin == self.Origin.ATTACHED:
+            return "not reported by the script's client"
+        return "not in this run's config"
+
+    @property
+    def lengths_known(self) -> bool:
+        """Completion lengths are token counts: not for an import whose files hold none (TRL's completions tables,
+        a verl dump without them), whose rows store 0."""
+        return self.imported_from is None or self.imported_from.length_known
+
+    @property
+    def advantages_by(self) -> str:
+        """Who computed the stored advantages: TRL, verl, or grpo-web with verl's GRPO estimator (a verl dump holds
+        none, so the import computed them from the scores)."""
+        if self.imported_from is not None and self.imported_from.advantage_computed:
+            return "grpo-web, with verl's GRPO estimator"
+        if self.trainer == self.Trainer.VERL or (self.imported_from and self.imported_from.source == "verl"):
+            return "verl"
+        return "TRL"
+
+    @property
+    def advantage_epsilon(self) -> float:
+        """What the std is padded with in the advantage: TRL's 1e-4, verl's GRPO estimator's 1e-6."""
+        return 1e-4 if self.advantages_by == "TRL" else 1e-6
 
     @property
     def reward_names(self) -> list[str]:

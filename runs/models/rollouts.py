@@ -7,6 +7,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.models.fields import ExactTextField
 from runs.models.jobs import NOT_CANCELLABLE, Job, JobStatus
 from runs.models.lifecycle import Run
 
@@ -40,9 +41,9 @@ class Rollout(models.Model):
     step = models.PositiveIntegerField()
     index = models.PositiveIntegerField(help_text="Position in the generation batch.")
     group = models.PositiveIntegerField(help_text="index // num_generations: completions of the same prompt.")
-    prompt = models.TextField()
+    prompt = ExactTextField()
     prompt_key = models.CharField(max_length=16, default="", help_text="A hash of the prompt: one prompt across steps.")
-    completion = models.TextField()
+    completion = ExactTextField()
     rewards = models.JSONField(help_text="Per reward function, in the run's order; None where the function abstained.")
     reward = models.FloatField(null=True, help_text="Weighted sum of the per-function rewards.")
     reward_bucket = models.SmallIntegerField(

@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models.datasets import DatasetVersion
+from runs.models.fields import ExactTextField
 from runs.models.jobs import Job
 
 
@@ -78,8 +79,8 @@ class RejectionSample(models.Model):
     job = models.ForeignKey(RejectionJob, on_delete=models.CASCADE, related_name="samples")
     prompt_index = models.PositiveIntegerField()
     sample = models.PositiveSmallIntegerField()
-    prompt = models.TextField()
-    completion = models.TextField()
+    prompt = ExactTextField()
+    completion = ExactTextField()
     rewards = models.JSONField(help_text="Per reward function, in the job's order; None where it abstained.")
     reward = models.FloatField(null=True)
     passed = models.BooleanField(default=False, help_text="At or above the threshold.")
