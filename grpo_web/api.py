@@ -14,7 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI
 from ninja.errors import HttpError
-from ninja.security import HttpBearer, django_auth
+from ninja.security import HttpBearer, SessionAuth
 
 from rewards.api import router as rewards_router
 from runs.accounts import api as accounts_api
@@ -28,6 +28,7 @@ from runs.lifecycle import api as lifecycle_api
 from runs.recipes import api as recipes_api
 from runs.registry import api as registry_api
 from runs.rollouts import api as rollouts_api
+from runs.safe_yaml import MAX_BYTES
 from runs.sampling import api as sampling_api
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -39,8 +40,12 @@ class TokenAuth(HttpBearer):
 
     def authenticate(self, request, token):
         found = token_user(token)
-        if found is None:
-            return None
+        if found is None:  # the caller meant a token: say why it is not one, not why a session is not
+            raise HttpError(
+                401,
+                "Authorization: not a live token (unknown, revoked, or its user deactivated): make one on the "
+                "Tokens page",
+            )
         user, scope = found
         if scope == "attach":
             if not request.path.startswith(ATTACH_PREFIX):
@@ -51,6 +56,19 @@ class TokenAuth(HttpBearer):
             raise HttpError(403, "this token may only read: make a write token for this request")
         request.user, request.token_scope = user, scope
         return user
+
+
+class Session(SessionAuth):
+    """The app's own pages: their session, and its CSRF token on every unsafe request. A request with no session
+    is answered 401 with the reason (no credentials, or a header that is not a bearer token), not a CSRF refusal."""
+
+    def __call__(self, request):
+        if not request.user.is_authenticated:
+            authorization = request.headers.get("Authorization", "")
+            if authorization:
+                raise HttpError(401, "Authorization: send Bearer <token> (a token from the Tokens page)")
+            raise HttpError(401, "not logged in: send Authorization: Bearer <token> (a token from the Tokens page)")
+        return super().__call__(request)
 
 
 class API(NinjaAPI):
@@ -64,7 +82,7 @@ api = API(
     title="grpo-web API",
     version="1",
     urls_namespace="api",
-    auth=[TokenAuth(), django_auth],
+    auth=[TokenAuth(), Session()],
     description="Datasets, reward functions, GRPO runs, their rollouts, metrics and evaluations. Every object you "
     "may not see answers 404.",
 )
@@ -89,9 +107,17 @@ api.add_router("", rewards_router)
 @api.exception_handler(RequestDataTooBig)
 def body_too_large(request, exc):
     """A JSON body past Django's DATA_UPLOAD_MAX_MEMORY_SIZE: an error a script can read, not the HTML 400 page."""
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    limit, size = settings.DATA_UPLOAD_MAX_MEMORY_SIZE, int(request.META.get("CONTENT_LENGTH") or 0)
+    its_size = f"it is {size:,} bytes; " if size else ""
     return api.create_response(
-        request, {"errors": [f"the request body is larger than {limit:,} bytes, the limit of a JSON body"]}, status=413
+        request,
+        {
+            "errors": [
+                f"the request body is larger than {limit:,} bytes, the limit of a JSON body ({its_size}a run config "
+                f"in it takes at most {MAX_BYTES:,} bytes); nothing was read"
+            ]
+        },
+        status=413,
     )
 
 

@@ -17,11 +17,13 @@ Exit codes: 0 done, 1 the run failed or was cancelled, 2 the request was refused
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -48,9 +50,9 @@ def safe(text, *, lines: bool = False) -> str:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, errors: list[str]):
+    def __init__(self, status: int, errors: list[str], notes: list[str] | None = None):
         super().__init__("; ".join(errors))
-        self.status, self.errors = status, errors
+        self.status, self.errors, self.notes = status, errors, notes or []
 
 
 class Client:
@@ -68,7 +70,8 @@ class Client:
         try:
             return urllib.request.urlopen(req, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
-            raise ApiError(exc.code, _messages(exc.read(), exc.code)) from None
+            raw = exc.read()
+            raise ApiError(exc.code, _messages(raw, exc.code), _notes(raw)) from None
         except urllib.error.URLError as exc:
             raise ApiError(0, [f"cannot reach {self.url}: {exc.reason}"]) from None
 
@@ -122,8 +125,19 @@ def _messages(raw: bytes, status: int) -> list[str]:
     return [f"HTTP {status}"]
 
 
+def _notes(raw: bytes) -> list[str]:
+    """A refused run's import notes (what the import changed), said beside its errors."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return []
+    notes = data.get("import_notes") if isinstance(data, dict) else None
+    return [str(n) for n in notes] if isinstance(notes, list) else []
+
+
 def submit(client: Client, path: str, *, queue_anyway: bool = False) -> dict:
-    with open(path, encoding="utf-8") as fh:
+    # the file as it is (newline="": its size is the file's), whole: the server refuses one over its limit
+    with open(path, encoding="utf-8", newline="") as fh:
         text = fh.read()
     return client.json("POST", "/runs", body={"yaml": text, "queue_anyway": queue_anyway})
 
@@ -164,6 +178,25 @@ def export(client: Client, run_id: int, *, filters: list[str], fmt: str, out) ->
         before = out.tell() if out.seekable() else 0
         shutil.copyfileobj(response, out)
         return (out.tell() if out.seekable() else 0) - before
+
+
+def export_file(client: Client, run_id: int, *, filters: list[str], fmt: str, path: str) -> int:
+    """``export`` into the file ``path``, whole or not at all: the rows go to a file beside it, renamed onto it once
+    the last byte came, so a refusal or a cut stream leaves no empty or half file (and a file already there as it
+    was)."""
+    fd, partial = tempfile.mkstemp(prefix=".grpo-web-export-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            size = export(client, run_id, filters=filters, fmt=fmt, out=fh)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+    return size
 
 
 def local_files(path: str) -> list[str]:
@@ -291,8 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if watch(client, args.run, interval=args.interval)["status"] == "completed" else 1
         elif args.command == "export":
             if args.output:
-                with open(args.output, "wb") as fh:
-                    size = export(client, args.run, filters=args.filter, fmt=args.format, out=fh)
+                size = export_file(client, args.run, filters=args.filter, fmt=args.format, path=args.output)
                 print(f"wrote {size} bytes to {args.output}", file=sys.stderr)
             else:
                 export(client, args.run, filters=args.filter, fmt=args.format, out=sys.stdout.buffer)
@@ -308,10 +340,13 @@ def main(argv: list[str] | None = None) -> int:
             for run in client.json("GET", "/runs", params={"status": args.status, "q": args.q}):
                 reward = "" if run["latest_reward"] is None else f"{run['latest_reward']:.4f}"
                 print(
-                    f"{run['id']:>6}  {safe(run['status']):<9} {run['step']:>5}/{run['total_steps']:<5} {reward:>8}  "
+                    f"{run['id']:>6}  {safe(run['status']):<9} {run['step']:>5}/{run['total_steps'] or '?':<5} "
+                    f"{reward:>8}  "
                     f"{safe(run['name'])}"
                 )
     except ApiError as exc:
+        for note in exc.notes:
+            print(f"note: {safe(note, lines=True)}", file=sys.stderr)
         for error in exc.errors:
             print(f"grpo-web: {safe(error, lines=True)}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
 REWARD_REPLAY = "workers.tasks.reward_replay"  # the sandbox queue
 REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it loads a model
 IMPORT_POLL = "workers.tasks.import_poll"  # the default queue: one read of a watched import folder
+CODE_TESTS_BENCH = "workers.tasks.code_tests_bench"  # the sandbox queue
 TASKS = (
     TRAIN_RUN,
     EVALUATE,
@@ -34,6 +35,7 @@ TASKS = (
     REWARD_REPLAY,
     REJECTION_SAMPLE,
     IMPORT_POLL,
+    CODE_TESTS_BENCH,
 )
 
 # The queues, named once: settings route by them, `manage.py run_worker` and docker-compose's workers serve them.
@@ -47,6 +49,7 @@ ROUTES = {
     REWARD_TEST: {"queue": SANDBOX_QUEUE},
     REWARD_CONTRACT_CHECK: {"queue": SANDBOX_QUEUE},
     REWARD_REPLAY: {"queue": SANDBOX_QUEUE},
+    CODE_TESTS_BENCH: {"queue": SANDBOX_QUEUE},
 }
 
 

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "grpo_web.dbdown.DatabaseUnavailable",  # outermost: a 500 the database's absence caused becomes a clear 503
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "grpo_web.compress.GzipJson",
@@ -145,6 +146,12 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 # Uploads stream to disk past 2.5 MB; the dataset size cap is enforced while reading.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
+# A request body must arrive within GRPO_BODY_TIMEOUT seconds plus one second per GRPO_BODY_MIN_RATE bytes received
+# (Apache mod_reqtimeout's body=...,MinRate=...), else 408; at most GRPO_MAX_BODIES_IN_FLIGHT bodies are read at once,
+# the next one is answered 503 at once (grpo_web.bodylimit). The front proxy bounds them first (README "Deploy").
+GRPO_BODY_TIMEOUT = envfloat("GRPO_BODY_TIMEOUT", "30")
+GRPO_BODY_MIN_RATE = envint("GRPO_BODY_MIN_RATE", "1024")
+GRPO_MAX_BODIES_IN_FLIGHT = envint("GRPO_MAX_BODIES_IN_FLIGHT", "64")
 # One batch an attach client sends (runs.attach.api): gzip'd bytes, and what they may expand to
 GRPO_ATTACH_MAX_BATCH_BYTES = envint("GRPO_ATTACH_MAX_BATCH_BYTES", str(32 * 1024**2))
 GRPO_ATTACH_MAX_EXPANDED_BYTES = envint("GRPO_ATTACH_MAX_EXPANDED_BYTES", str(256 * 1024**2))
@@ -154,6 +161,8 @@ GRPO_ATTACH_MAX_LINE_BYTES = envint("GRPO_ATTACH_MAX_LINE_BYTES", str(64 * 1024*
 GRPO_ATTACH_MAX_SHARD_BYTES = envint("GRPO_ATTACH_MAX_SHARD_BYTES", str(64 * 1024**2))
 # an attached run whose client has sent nothing (not even a heartbeat) this long is failed as lost by the reaper
 GRPO_ATTACH_LOST_AFTER_S = envint("GRPO_ATTACH_LOST_AFTER_S", "3600")
+# attached runs one user may have running at once (a new one past it is refused with 429)
+GRPO_ATTACH_MAX_RUNNING = envint("GRPO_ATTACH_MAX_RUNNING", "20")
 # Limits on what an uploaded dataset may hold; each refusal names the line or row and the column.
 GRPO_MAX_COLUMNS = envint("GRPO_MAX_COLUMNS", "1000")
 GRPO_MAX_FIELD_BYTES = envint("GRPO_MAX_FIELD_BYTES", str(4 * 1024**2))  # one text value
@@ -168,6 +177,11 @@ GRPO_IMPORT_ROOTS = [
 ]
 # Importing a run's files (runs.attach.importing): a watched folder that gains nothing this long ends its run.
 GRPO_IMPORT_WATCH_IDLE_S = envint("GRPO_IMPORT_WATCH_IDLE_S", "3600")
+# ... and folders one user may have watched at once; each read of a run's files is a child process with these limits
+GRPO_IMPORT_WATCH_PER_USER = envint("GRPO_IMPORT_WATCH_PER_USER", "4")
+GRPO_RUN_IMPORT_MEMORY_BYTES = envint("GRPO_RUN_IMPORT_MEMORY_BYTES", str(4 * 1024**3))
+GRPO_RUN_IMPORT_CPU_SECONDS = envint("GRPO_RUN_IMPORT_CPU_SECONDS", "600")
+GRPO_RUN_IMPORT_WALL_SECONDS = envint("GRPO_RUN_IMPORT_WALL_SECONDS", "900")
 # Server folders of models every user may train, evaluate and sample from by path (comma-separated; none by default).
 # A user's own runs' outputs and exports, those shared with them and the demo models need no root.
 GRPO_MODEL_ROOTS = envpaths("GRPO_MODEL_ROOTS")

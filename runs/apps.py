@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import pre_save
+from django.db.models.signals import post_migrate, pre_save
 
 from grpo_web.text import clean_names
 
@@ -11,9 +11,19 @@ class RunsConfig(AppConfig):
         # names of datasets, runs, reward functions, recipes, teams, tokens and jobs are stored without control or
         # bidi characters (issue 30): once here, for every path a name comes in by
         pre_save.connect(clean_names, dispatch_uid="grpo_web_clean_names")
+        # SQLite's text index lives in triggers, which a later migration that remakes the rollouts table drops
+        post_migrate.connect(_text_index, sender=self, dispatch_uid="grpo_web_text_index")
         # a reward function a run pins is not deleted: rewards asks runs which pin it (rewards sits below runs)
         from rewards.services import VERSION_USERS
         from runs.deletion.selectors import reward_version_users
 
         if reward_version_users not in VERSION_USERS:
             VERSION_USERS.append(reward_version_users)
+
+
+def _text_index(sender, using="default", **kwargs):
+    from django.db import connections
+
+    from runs.textindex import ensure_sqlite_index
+
+    ensure_sqlite_index(connections[using])

@@ -69,6 +69,18 @@ def model_access_problems(model: str, *, user) -> list[str]:
     return [] if model_readable(model, user=user) else [NOT_YOURS]
 
 
+def model_access_at_start(model: str, *, user) -> str:
+    """Why ``user``'s queued run or job may not load ``model`` now that it starts; "" when it may. Access is checked
+    at submit and again here: a run shared with them when they queued may have been unshared (or deleted) since."""
+    problems = model_access_problems(model, user=user)
+    if not problems:
+        return ""
+    return (
+        f"{'; '.join(problems)} (checked again as it started: a model you could load when this was queued, "
+        f"such as a run shared with you, may have been unshared since)"
+    )
+
+
 def model_roots() -> list[Path]:
     """The server folders every user may load models from: the demo models' folder (GRPO_DATA_DIR/models) and
     GRPO_MODEL_ROOTS (none by default)."""
@@ -177,8 +189,27 @@ def checkpoint_path(run: Run) -> Path | None:
 def trainer_alive(run: Run) -> bool | None:
     """Whether a process still holds the run folder's lock (the supervisor takes it and its training process inherits
     it, so it is held while either lives); None when no attempt has locked this folder here."""
+    return lock_held(run.run_dir / "trainer.lock")
+
+
+def supervisor_lock_path(run: Run) -> Path:
+    """The lock the supervisor of the run's current attempt holds from its claim until it has recorded the outcome
+    (workers.supervisor): its own process alone, never its trainer, so the kernel lets go of it the moment the
+    supervisor dies."""
+    return run.run_dir / f"supervisor-{run.attempt}.lock"
+
+
+def supervisor_alive(run: Run) -> bool | None:
+    """Whether the process supervising the run's current attempt lives (it may be paused or busy: its heartbeat
+    says whether it works); None when this machine cannot tell (the folder is elsewhere, or an attempt started before
+    supervisors took this lock)."""
+    return lock_held(supervisor_lock_path(run))
+
+
+def lock_held(path: Path) -> bool | None:
+    """Whether a process holds an exclusive flock on ``path``; None when there is no such file here."""
     try:
-        fd = os.open(run.run_dir / "trainer.lock", os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:

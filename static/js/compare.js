@@ -2,7 +2,7 @@
 // Its state lives in the URL, so the address is the shareable link. Model output is inserted as text (transcript.js):
 // it is never parsed as HTML.
 
-import { el, fmt, getJSON } from "./dom.js";
+import { el, fmt, getJSON, plotlyText } from "./dom.js";
 import { transcript } from "./transcript.js";
 
 const root = document.getElementById("compare");
@@ -28,8 +28,6 @@ let shownStep = null;
 
 const pct = (v) => `${Math.round(v * 100)}%`;
 const color = (i) => COLORS[i % COLORS.length];
-// Plotly reads a few tags (<b>, <a href>, ...) in trace names; run names are shown as typed.
-const plotlyText = (s) => s.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
 
 function queryString() {
   const p = new URLSearchParams({ runs: runIds.join(","), metric: state.metric, smooth: state.smooth, x: state.x,
@@ -48,10 +46,24 @@ function saveUrl() {
 
 const lastStep = (m) => Math.max(0, ...m.runs.flatMap((run) => run.x));
 
+// By step, each run's curve is bucketed on the server (min, max and last value per bucket, runs.series): the line
+// is the last values, a faint band the min/max; zooming asks again for the range in view (exact once it is short).
+let zoomRange = null;
+let metricsAsked = 0;
+
 async function refreshMetrics() {
-  const m = await getJSON(`/runs/compare/metrics.json?${queryString()}`);
+  const asked = (metricsAsked += 1);
+  const range = state.x === "step" ? zoomRange : null;
+  const bounds = range ? `&from=${Math.max(0, Math.floor(range[0]))}&to=${Math.max(0, Math.ceil(range[1]))}` : "";
+  const m = await getJSON(`/runs/compare/metrics.json?${queryString()}${bounds}`);
+  if (asked !== metricsAsked) return m.runs.every((run) => run.finished); // a later zoom is under way
   const traces = [];
   m.runs.forEach((run, i) => {
+    if (!run.exact) {
+      traces.push({ x: [...run.x, ...[...run.x].reverse()], y: [...run.max, ...[...run.min].reverse()],
+        name: "min–max", mode: "lines", fill: "toself", opacity: 0.15, fillcolor: color(i),
+        line: { width: 0, color: color(i) }, showlegend: false, hoverinfo: "skip" });
+    }
     if (m.smooth > 0) {
       traces.push({ x: run.x, y: run.y, name: `${plotlyText(run.name)} (logged)`, mode: "lines", opacity: 0.25,
         line: { color: color(i), width: 1 }, showlegend: false, hoverinfo: "skip" });
@@ -64,9 +76,21 @@ async function refreshMetrics() {
     margin: { l: 50, r: 10, t: 30, b: 40 },
     height: 360,
     // whole steps: ticks at 1, 2, 3 rather than 1.5 while a comparison is short
-    xaxis: { title: { text: m.x_title }, ...(m.x === "step" && lastStep(m) <= 10 ? { dtick: 1 } : {}) },
+    xaxis: { title: { text: plotlyText(m.x_title) }, ...(m.x === "step" && lastStep(m) <= 10 ? { dtick: 1 } : {}),
+             ...(range ? { range, autorange: false } : { autorange: true }) },
     legend: { orientation: "h" },
   }, { displayModeBar: false, responsive: true });
+  if (!chart.dataset.zoomable) {
+    chart.dataset.zoomable = "1";
+    chart.on("plotly_relayout", (event) => {
+      const r = event["xaxis.range"] ?? (event["xaxis.range[0]"] !== undefined
+        ? [event["xaxis.range[0]"], event["xaxis.range[1]"]] : null);
+      if (r) zoomRange = [Number(r[0]), Number(r[1])];
+      else if (event["xaxis.autorange"]) zoomRange = null;
+      else return;
+      if (state.x === "step") refreshMetrics();
+    });
+  }
   chart.dataset.metric = m.metric;
   chart.dataset.x = m.x;
 
@@ -78,7 +102,7 @@ async function refreshMetrics() {
     const badge = row.querySelector("[data-field=status]");
     badge.textContent = run.status;
     badge.className = `badge ${run.status}`;
-    row.querySelector("[data-field=step]").textContent = `${run.step} / ${run.total_steps}`;
+    row.querySelector("[data-field=step]").textContent = `${run.step} / ${run.total_steps || "unknown"}`;
   }
   return m.runs.every((run) => run.finished);
 }
@@ -200,7 +224,7 @@ function stepBy(delta) {
 $("metric").addEventListener("change", (e) => { state.metric = e.target.value; saveUrl(); refreshMetrics(); });
 $("smooth").addEventListener("input", (e) => { $("smooth-value").textContent = e.target.value; });
 $("smooth").addEventListener("change", (e) => { state.smooth = e.target.value; saveUrl(); refreshMetrics(); });
-$("x-axis").addEventListener("change", (e) => { state.x = e.target.value; saveUrl(); refreshMetrics(); });
+$("x-axis").addEventListener("change", (e) => { state.x = e.target.value; zoomRange = null; saveUrl(); refreshMetrics(); });
 $("prompt-select").addEventListener("change", (e) => pickPrompt(e.target.value));
 $("random-prompt").addEventListener("click", (e) => {
   const hashes = e.target.dataset.hashes.split(",").filter((h) => h && h !== state.prompt);

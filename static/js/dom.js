@@ -2,6 +2,10 @@
 
 export const fmt = (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
 
+// Plotly reads a few tags in the text it draws (<b>, <i>, <br>, <a href>, ...: titles, trace names, hover labels), so a
+// string from a run (a metric name, a run or GPU name, a phrase) goes in escaped and is shown as typed.
+export const plotlyText = (s) => String(s).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
+
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {

@@ -2,8 +2,9 @@
 // pushes new steps. The step in view is in the URL (?step=N, #group-G), so a view can be shared.
 // Everything from the model goes in as text (dom.js, transcript.js): it is never parsed as HTML.
 
-import { drawShown, drawWhenShown, el, fmt, getJSON, isShown, stepAxis } from "./dom.js";
+import { drawShown, drawWhenShown, el, fmt, getJSON, isShown, plotlyText, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
+import { showRunStatus } from "./run_status.js";
 import { tokenPanel } from "./tokens.js";
 import { hasTools, transcript, turns } from "./transcript.js";
 
@@ -26,11 +27,10 @@ if (wanted !== null) follow.checked = false;
 
 async function refreshStatus() {
   const s = await getJSON(`${base}/status.json`);
-  const badge = document.getElementById("run-status");
-  badge.textContent = s.status;
-  badge.className = `badge ${s.status}`;
+  showRunStatus({ status: s.status });
   document.getElementById("progress-bar").style.width = `${Math.round(s.progress * 100)}%`;
-  document.getElementById("progress-text").textContent = `step ${s.step} / ${s.total_steps}`;
+  // a run trained elsewhere whose client or files never said its length: "unknown", never "/ 0"
+  document.getElementById("progress-text").textContent = `step ${s.step} / ${s.total_steps || "unknown"}`;
   const bar = document.getElementById("progress");
   bar.setAttribute("aria-valuenow", s.step);
   bar.setAttribute("aria-valuemax", s.total_steps);
@@ -96,12 +96,12 @@ function syncHover(source) {
   });
 }
 
-// The Overview's latest reward: the last step that logged one.
+// The Overview's latest reward: the newest of the logged reward and the newest rollout batch's mean (the server's
+// latest_reward), saying which it is.
 function showLatestReward(m) {
-  const values = m.series.reward ?? [];
-  let i = values.length - 1;
-  while (i >= 0 && (values[i] === null || values[i] === undefined)) i -= 1;
-  document.getElementById("figure-reward").textContent = i < 0 ? "–" : `${fmt(values[i])} (step ${m.steps[i]})`;
+  const r = m.latest_reward;
+  document.getElementById("figure-reward").textContent = !r ? "–"
+    : `${fmt(r.value)} (step ${r.step}${r.source === "rollouts" ? ", mean of its rollouts" : ""})`;
 }
 
 const chartId = (key) => `chart-${key.replace(/[^a-z0-9]+/gi, "-")}`;
@@ -111,26 +111,70 @@ let pinned = root.dataset.pinned;
 let metrics = null; // the latest metrics.json
 let metricsLoad = null; // the fetch under way, if any
 
-// One metric's curve: raw values (faint once smoothed), TensorBoard's smoothing over them, one hover for both.
-function drawCurve(div, m, key, title = key) {
+// One metric's curve, bucketed on the server (series.json: min, max and last value per bucket, at most BUCKETS a
+// chart): the last values as the line, the min/max as a band around it, TensorBoard's smoothing over the line.
+// Zooming asks again for the range in view, down to a point a step once it is no wider than BUCKETS steps.
+const BUCKETS = 1000;
+const BLUE = "#4a5cf0";
+
+function seriesURL(key, range) {
+  const q = new URLSearchParams({ metric: key, buckets: BUCKETS, smooth: smoothing.value });
+  if (range) {
+    q.set("from", Math.max(0, Math.floor(range[0])));
+    q.set("to", Math.max(0, Math.ceil(range[1])));
+  }
+  return `${base}/series.json?${q}`;
+}
+
+function curveTraces(s) {
+  const smoothed = Boolean(s.smoothed);
+  // a bucket's hover says its min and max too
+  const extremes = s.exact ? {} : { customdata: s.step.map((_, i) => [s.min[i], s.max[i]]),
+                                    hovertemplate: "%{y:.4g} (min %{customdata[0]:.4g}, max %{customdata[1]:.4g})" };
   // connectgaps: held-out curves (val-core/...) have points only at the evaluated steps
-  const traces = [{ x: m.steps, y: m.series[key] ?? [], name: "value", mode: "lines+markers", connectgaps: true,
-                    line: { width: m.smoothed ? 1 : 2, color: "#4a5cf0" }, marker: { size: 4, color: "#4a5cf0" },
-                    opacity: m.smoothed ? 0.35 : 1 }];
-  if (m.smoothed) traces.push({ x: m.steps, y: m.smoothed[key] ?? [], name: `smoothed (${m.smooth})`, mode: "lines",
-                                connectgaps: true, line: { width: 2, color: "#4a5cf0" } });
-  Plotly.react(div, traces, {
-    title: { text: title, font: { size: 13 } },
+  const traces = [{ x: s.step, y: s.last, name: "value", mode: s.exact ? "lines+markers" : "lines", connectgaps: true,
+                    ...extremes,
+                    line: { width: smoothed ? 1 : 2, color: BLUE }, marker: { size: 4, color: BLUE },
+                    opacity: smoothed ? 0.35 : 1 }];
+  // the band: one closed shape, along the maxima and back along the minima; not hovered (the line's hover says both)
+  traces.push({ x: [...s.step, ...[...s.step].reverse()], y: [...s.max, ...[...s.min].reverse()], name: "min–max",
+                mode: "lines", fill: "toself", fillcolor: "rgba(74,92,240,0.18)", line: { width: 0, color: BLUE },
+                hoverinfo: "skip" });
+  if (smoothed) traces.push({ x: s.step, y: s.smoothed, name: `smoothed (${s.smooth})`, mode: "lines",
+                              connectgaps: true, line: { width: 2, color: BLUE } });
+  return traces;
+}
+
+async function drawCurve(div, key, title = key) {
+  div.seriesKey = key; // what a zoom asks for again: the chart's latest metric (the pinned one can change)
+  div.seriesTitle = title;
+  const asked = (div.seriesAsked = (div.seriesAsked || 0) + 1);
+  const range = div.zoomRange ?? null;
+  const s = await getJSON(seriesURL(key, range));
+  if (asked !== div.seriesAsked) return; // a later draw (a zoom, a refresh) is under way
+  Plotly.react(div, curveTraces(s), {
+    title: { text: plotlyText(title), font: { size: 13 } },
     margin: { l: 40, r: 10, t: 30, b: 30 },
     height: 220,
-    xaxis: stepAxis(m.steps),
+    xaxis: { ...stepAxis(s.step), ...(range ? { range, autorange: false } : { autorange: true }) },
     hovermode: "x unified",
     showlegend: false,
   }, { displayModeBar: false, responsive: true });
+  if (!div.dataset.zoomable) {
+    div.dataset.zoomable = "1";
+    div.on("plotly_relayout", (event) => {
+      const r = event["xaxis.range"] ?? (event["xaxis.range[0]"] !== undefined
+        ? [event["xaxis.range[0]"], event["xaxis.range[1]"]] : null);
+      if (r) div.zoomRange = [Number(r[0]), Number(r[1])];
+      else if (event["xaxis.autorange"]) div.zoomRange = null;
+      else return;
+      drawCurve(div, div.seriesKey, div.seriesTitle);
+    });
+  }
 }
 
-function drawMetricChart(div, key) {
-  drawCurve(div, metrics, key);
+async function drawMetricChart(div, key) {
+  await drawCurve(div, key); // Plotly's events (div.on) are there once it has drawn
   if (!div.dataset.synced) {
     div.dataset.synced = "1";
     syncHover(div);
@@ -165,7 +209,7 @@ function chartWrap(key) {
 function showSections(m) {
   const charts = document.getElementById("charts");
   for (const { name, charts: keys } of m.sections) {
-    let section = charts.querySelector(`details[data-section="${name}"]`);
+    let section = charts.querySelector(`details[data-section="${CSS.escape(name)}"]`);
     if (!section) {
       section = el("details", { class: "metric-section", "data-section": name, open: "" },
         el("summary", { text: name }), el("div", { class: "charts" }));
@@ -208,15 +252,16 @@ filter.addEventListener("input", filterCharts);
 // The Overview: the reward curve and the pinned one (saved with the run, so a reload and every viewer keep it).
 function showOverview(m) {
   const reward = document.getElementById("overview-reward");
-  reward.hidden = !m.series.reward; // an SFT run logs none
-  if (m.series.reward) drawWhenShown(reward, () => drawCurve(reward, m, "reward"));
+  const logged = m.charts.includes("reward");
+  reward.hidden = !logged; // an SFT run logs none
+  if (logged) drawWhenShown(reward, () => drawCurve(reward, "reward"));
   const wrap = document.getElementById("overview-pinned-wrap");
   const div = document.getElementById("overview-pinned");
   wrap.hidden = !pinned;
   document.getElementById("pin-hint").hidden = Boolean(pinned);
   if (pinned) {
     const key = pinned;
-    drawWhenShown(div, () => drawCurve(div, m, key, `${key} (pinned)`));
+    drawWhenShown(div, () => drawCurve(div, key, `${key} (pinned)`));
   }
 }
 
@@ -239,7 +284,7 @@ async function pinMetric(key) {
 document.getElementById("unpin")?.addEventListener("click", () => pinMetric(""));
 
 async function loadMetrics() {
-  metricsLoad = getJSON(`${base}/metrics.json?smooth=${encodeURIComponent(smoothing.value)}`);
+  metricsLoad = getJSON(`${base}/metrics.json`);
   try {
     metrics = await metricsLoad;
   } finally {
@@ -259,15 +304,17 @@ async function refreshMetrics(event) {
   await loadMetrics();
 }
 
-function formulaText(group, scaleRewards, aggregation) {
-  if (aggregation === "normalize_then_sum") {
-    return "each function normalised in this group, weighted and summed; advantage = (sum − step mean) / (step std + 1e-4)";
+// data.epsilon: what whoever computed the advantages (data.advantages_by) pads the std with (TRL 1e-4, verl 1e-6)
+function formulaText(group, data) {
+  const eps = data.epsilon;
+  if (data.aggregation === "normalize_then_sum") {
+    return `each function normalised in this group, weighted and summed; advantage = (sum − step mean) / (step std + ${eps})`;
   }
   const mean = fmt(group.mean);
-  if (scaleRewards === "none") return `advantage = reward − ${mean}`;
+  if (data.scale_rewards === "none") return `advantage = reward − ${mean}`;
   const scale = group.scale === null || group.scale === undefined ? "NaN" : fmt(group.scale);
-  const what = scaleRewards === "batch" ? "batch std" : "group std";
-  return `advantage = (reward − ${mean}) / (${scale} ${what} + 1e-4)`;
+  const what = data.scale_rewards === "batch" ? "batch std" : "group std";
+  return `advantage = (reward − ${mean}) / (${scale} ${what} + ${eps}) · by ${data.advantages_by}`;
 }
 
 function groupCard(group, data) {
@@ -284,7 +331,7 @@ function groupCard(group, data) {
     el("a", { class: "small", href: `${base}/prompts/${group.prompt_key}/`, text: "this prompt over time" }));
   const prompt = el("pre", { class: "prompt" });
   prompt.textContent = group.prompt;
-  const formula = el("p", { class: "formula muted", text: formulaText(group, data.scale_rewards, data.aggregation) });
+  const formula = el("p", { class: "formula muted", text: formulaText(group, data) });
   const rows = group.completions.map((c) => {
     const width = (Math.abs(c.advantage) / maxAbs) * 50;
     const bar = el("div", { class: "advbar", title: `advantage ${fmt(c.advantage, 4)}` }, el("div", {
@@ -296,7 +343,9 @@ function groupCard(group, data) {
       el("td", {}, bar),
       el("td", { class: "num total", text: fmt(c.reward) }),
       ...rewardNames.map((n) => el("td", { class: "num", text: fmt(c.rewards[n]) })),
-      el("td", { class: "num", text: `${c.length}${c.truncated ? " ✂" : ""}` }),
+      // lengths an import's files did not hold are stored as 0: shown as unknown
+      el("td", { class: "num", text: `${data.lengths_known ? c.length : "?"}${c.truncated ? " ✂" : ""}`,
+                 title: data.lengths_known ? "" : "length unknown: not in the files this run was imported from" }),
       ...(replayId ? [el("td", { class: "num replay", text: c.replay
         ? `${fmt(c.replay.new_advantage)} · ${fmt(c.replay.new_reward)} · rank ${c.replay.old_rank} → ${c.replay.new_rank}`
         : "–" })] : []),

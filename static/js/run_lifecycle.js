@@ -1,7 +1,10 @@
 // The run's life on its page: steps per second, ETA, the live tail of the training log, and which actions apply.
-// Polls progress.json every 2 s until the run has finished (and once more after). Text only, never HTML.
+// Polls progress.json every 2 s until the run has finished (and once more after), and keeps the status badge true
+// between pushes: a run whose worker is lost says so, and a step its supervisor has not confirmed for a few heartbeats
+// is shown with its age. Text only, never HTML.
 
 import { el } from "./dom.js";
+import { showRunStatus } from "./run_status.js";
 
 // a logged value, short: 4 significant digits, exponents for the very small and the very large (learning rates)
 const compact = (v) => (v !== 0 && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e5) ? v.toExponential(2)
@@ -43,21 +46,31 @@ async function refresh() {
   if (!response.ok) return true;
   const p = await response.json();
   const parts = [];
-  const silent = p.status === "running" && p.silent_seconds !== null;
-  const stalled = silent || (p.status === "running" && p.stalled_seconds !== null);
-  if (silent) {
-    parts.push(`the worker${p.worker ? ` ${p.worker}` : ""} is not responding: no heartbeat for ${duration(p.silent_seconds)}`);
+  const running = p.status === "running";
+  const worker = `the worker${p.worker ? ` ${p.worker}` : ""}`;
+  // the supervisor's process is gone (the server saw its lock let go) and nothing recorded how the run ended
+  const lost = running && p.worker_lost;
+  const silent = running && p.silent_seconds !== null;
+  // the supervisor has not reported for a few heartbeats: the step shown is as of its last one
+  const aged = running && p.step_age_seconds !== null;
+  const stalled = lost || silent || aged || (running && p.stalled_seconds !== null);
+  if (aged) parts.push(`step ${p.step} as of ${duration(p.step_age_seconds)} ago`);
+  if (lost) {
+    parts.push(`${worker} is lost: its supervisor ended without recording how the run ended; a live worker checks the run's log and settles it`);
+  } else if (silent) {
+    parts.push(`${worker} is not responding: no heartbeat for ${duration(p.silent_seconds)}`);
     if (p.trainer_alive === true) parts.push("its trainer is still training (a paused or stuck supervisor); the run is not failed while it trains");
     else if (p.trainer_alive === false) parts.push("its trainer has stopped: a live worker will settle the run from its log");
-  } else if (stalled) parts.push(`stalled: no new step for ${duration(p.stalled_seconds)} (the log's last lines are below)`);
+  } else if (aged) parts.push(`no word from ${worker} since (busy, paused or stuck)`);
+  else if (stalled) parts.push(`stalled: no new step for ${duration(p.stalled_seconds)} (the log's last lines are below)`);
   else if (p.steps_per_second) parts.push(`${p.steps_per_second.toFixed(2)} steps/s`);
-  if (!stalled && p.eta_seconds !== null && p.status === "running") parts.push(`about ${duration(p.eta_seconds)} left`);
+  if (!stalled && p.eta_seconds !== null && running) parts.push(`about ${duration(p.eta_seconds)} left`);
   if (p.checkpoint_step) parts.push(`last checkpoint: step ${p.checkpoint_step}`);
-  if (p.cancel_requested && p.status === "running") parts.push("cancelling…");
+  if (p.cancel_requested && running) parts.push("cancelling…");
   const speed = document.getElementById("run-speed");
   speed.textContent = parts.join(" · ");
   speed.classList.toggle("stalled", stalled);
-  document.getElementById("run-status").classList.toggle("stalled", stalled);
+  showRunStatus({ status: p.status, lost, stalled });
   showLog(p.log);
   const finished = ["completed", "failed", "cancelled"].includes(p.status);
   document.getElementById("cancel-form").hidden = finished;

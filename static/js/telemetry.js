@@ -3,7 +3,7 @@
 // trains, every few seconds (the worker samples between steps too, and a step can take minutes on a GPU). The charts
 // are drawn once the Resources tab is shown (dom.js's drawWhenShown); the Overview's step time at once.
 
-import { drawWhenShown, el, getJSON, stepAxis } from "./dom.js";
+import { drawWhenShown, el, getJSON, plotlyText, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 
 const runId = document.getElementById("run").dataset.run;
@@ -40,7 +40,7 @@ function drawGpus(samples) {
   for (const id of ["chart-gpu-util", "chart-gpu-mem"]) {
     if (!document.getElementById(id)) box.append(el("div", { class: "chart", id }));
   }
-  const traces = (key) => indices.map((i) => line(samples.t, samples.gpus[i][key], `GPU ${i}`));
+  const traces = (key) => indices.map((i) => line(samples.t, samples.gpus[i][key], plotlyText(`GPU ${i}`)));
   Plotly.react("chart-gpu-util", traces("util"), layout("GPU utilisation", "seconds", "%",
     { yaxis: { title: { text: "%" }, range: [0, 100] } }), config);
   const total = Math.max(...indices.map((i) => samples.gpus[i].mem_total_mb ?? 0));

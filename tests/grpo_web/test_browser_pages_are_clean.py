@@ -83,6 +83,7 @@ PAGES = {
     "run_rollouts": ("/runs/{run}/rollouts/", "article.rollout"),
     "run_reflection": ("/runs/{run}/reflection/", "#chart-share .main-svg"),
     "run_prompts": ("/runs/{run}/prompts/", "#prompts"),
+    "search": ("/search/?q=the", "#search-count"),
     "run_prompt": ("/runs/{run}/prompts/{key}/", "#chart-prompt .main-svg"),
     "evaluation_detail": ("/runs/{run}/evaluations/{evaluation}/", "#eval-prompts .transcript"),
     "run_compare": ("/runs/compare/?runs={run},{other}", "#compare-chart .main-svg"),
@@ -114,6 +115,7 @@ PAGES = {
     "run_delete": ("/runs/{run}/delete/", "#delete-form"),
     "dataset_delete": ("/datasets/{dataset}/delete/", "#delete-refusals"),
     "reward_delete": ("/rewards/{reward}/delete/", "#delete-refusals"),
+    "code_tests_bench": ("/datasets/code-tests/?version={code_version}&row=1", "[data-testid=code-editor] .cm-content"),
 }
 NOT_PAGES = {
     # data for the pages' scripts (checked through the pages that read them: a failed one is a finding there)
@@ -121,6 +123,7 @@ NOT_PAGES = {
         [
             "run_status_json",
             "run_metrics_json",
+            "run_series_json",
             "run_step_json",
             "run_progress_json",
             "run_health_json",
@@ -141,6 +144,7 @@ NOT_PAGES = {
             "rejection_job_status",
             "run_step_tokens_json",
             "recipe_pipeline_json",
+            "code_tests_bench_result",
         ],
         "JSON for a page's script",
     ),
@@ -178,6 +182,7 @@ NOT_PAGES = {
             "run_notes",
             "run_pin",
             "run_import_stop",
+            "code_tests_bench_run",
         ],
         "POST only: answers with a redirect or JSON",
     ),
@@ -194,6 +199,7 @@ NOT_PAGES = {
             "dataset_rows",
             "dataset_version_create",
             "runs_list",
+            "search_rollouts",
             "run_start",
             "run_get",
             "run_cancel_api",
@@ -245,8 +251,33 @@ def test_every_url_is_a_checked_page_or_says_why_not():
     assert checked | set(NOT_PAGES) == names  # and nothing listed that is gone
 
 
+def code_version(owner, folder):
+    """A version with a ``tests`` column for the code_tests bench, its Parquet written here (an import through the
+    reader child would cost seconds per page)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from runs.models import Dataset, DatasetVersion
+
+    path = folder / "python-tasks.parquet"
+    pq.write_table(pa.table({"prompt": ["Write add(a, b)."], "tests": ['["assert add(1, 2) == 3"]']}), path)
+    dataset = Dataset.objects.create(owner=owner, name="python tasks")
+    return DatasetVersion.objects.create(
+        dataset=dataset,
+        number=1,
+        path=str(path),
+        source_name="tasks.jsonl",
+        source_format="jsonl",
+        columns=["prompt", "tests"],
+        column_types={"prompt": "text", "tests": "text"},
+        row_count=1,
+        reward_columns=["tests"],
+        train_rows=1,
+    )
+
+
 @pytest.fixture
-def world(owner, eval_version):
+def world(owner, eval_version, tmp_path):
     run = make_run(owner, eval_version, name="checked run", step=3)
     other = make_run(owner, eval_version, name="other run", config={"learning_rate": 0.02}, step=3)
     for r in (run, other):
@@ -370,6 +401,7 @@ def world(owner, eval_version):
         "replay": replay.pk,
         "rejection_job": rejection_job.pk,
         "recipe": recipe.pk,
+        "code_version": code_version(owner, tmp_path).pk,
     }
 
 

@@ -28,12 +28,13 @@ def test_the_chart_pages_load_plotlys_basic_bundle_deferred(owner_client, owner,
 def test_json_is_gzipped_for_a_client_that_accepts_it_and_html_never(owner_client, owner, dataset_version):
     run = make_run(owner, dataset_version)
     ingest(run, *[metrics_event(step, reward=step / 100, loss=0.1) for step in range(1, 200)])
-    answer = owner_client.get(f"/runs/{run.pk}/metrics.json", HTTP_ACCEPT_ENCODING="gzip, br")
+    series = f"/runs/{run.pk}/series.json?metric=reward&buckets=2000"
+    answer = owner_client.get(series, HTTP_ACCEPT_ENCODING="gzip, br")
     assert answer["Content-Encoding"] == "gzip"
-    assert json.loads(gzip.decompress(answer.content))["steps"] == list(range(1, 200))
+    assert json.loads(gzip.decompress(answer.content))["step"] == list(range(1, 200))
     assert "Content-Encoding" not in owner_client.get(f"/runs/{run.pk}/", HTTP_ACCEPT_ENCODING="gzip")
-    plain = owner_client.get(f"/runs/{run.pk}/metrics.json")
-    assert "Content-Encoding" not in plain and json.loads(plain.content)["steps"][-1] == 199
+    plain = owner_client.get(series)
+    assert "Content-Encoding" not in plain and json.loads(plain.content)["step"][-1] == 199
 
 
 COLLECTED = """
