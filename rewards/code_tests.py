@@ -12,8 +12,10 @@ test cases and score the share that passes.
   ``MEMORY_MB`` of memory; all completions of a batch share one warm template per training process.
 - With TRL's ``log_extra`` the outcome of every test is logged per completion in the ``code_tests`` column
   (``[{"test": ..., "passed": ..., "error": ...}]``), which the rollout browser shows under each transcript.
-- The sandbox's template judges each test itself; a completion that forges a verdict or otherwise attacks the judge
-  fails all its tests (0.0), each error reading ``"attacked the judge: ..."`` (docs/sandbox.md, "Reward integrity").
+- The sandbox's template judges each test itself (an assert on the plain values of the expressions that need the
+  code, which the test process computes: it never sees the expected values); a completion that forges frames or
+  otherwise attacks the judge fails all its tests (0.0), each error reading ``"attacked the judge: ..."``
+  (docs/sandbox.md, "Reward integrity").
 
 It is trusted code that drives the sandbox, run in the training process like the other built-ins; unlike them it
 is not a library template users copy (a copy would run inside a reward sandbox, which cannot fork).

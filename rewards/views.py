@@ -1,4 +1,5 @@
 import difflib
+import keyword
 
 from django.conf import settings
 from django.contrib import messages
@@ -23,14 +24,22 @@ def _visible(request, pk, *, write: bool = False) -> RewardFunction:
     return get_object_or_404(RewardFunction.objects.visible_to(request.user, write=write), pk=pk)
 
 
+def python_name(name: str) -> str:
+    """A slug (letters, digits, - and _) as a Python function name: count-digits -> count_digits."""
+    function = name.replace("-", "_")
+    return function if function.isidentifier() and not keyword.iskeyword(function) else f"reward_{function}"
+
+
 def reward_new(request):
     form = RewardNewForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         name, template, kind = form.cleaned_data["name"], form.cleaned_data["template"], form.cleaned_data["kind"]
+        # a blank function is named after the name typed (TRL logs a reward under its function's name)
+        function = python_name(name)
         blank = {
-            RewardFunction.Kind.TOOL: (BLANK_TOOL, "my_tool"),
+            RewardFunction.Kind.TOOL: (BLANK_TOOL.replace("def my_tool(", f"def {function}(", 1), function),
             RewardFunction.Kind.ENVIRONMENT: (BLANK_ENVIRONMENT, "MyEnvironment"),
-        }.get(kind, (BLANK, "my_reward"))
+        }.get(kind, (BLANK.replace("def my_reward(", f"def {function}(", 1), function))
         code, entrypoint = (library_source(template), ENVIRONMENTS.get(template, template)) if template else blank
         if RewardFunction.objects.filter(owner=request.user, name=name).exists():
             form.add_error("name", "You already have a reward function with this name.")
@@ -146,6 +155,13 @@ def reward_test_start(request, pk):
 @require_GET
 def reward_test_result(request, pk, task_id):
     rf = _visible(request, pk)
+    return task_result_answer(request, task_id, "the test task failed", function_id=rf.pk)
+
+
+def task_result_answer(request, task_id: str, failed: str, **ids) -> JsonResponse:
+    """A polled task's answer: not ready yet, the broker away (503: the page polls again), or its value, a failure
+    said as ``failed: ...``. A value that is not this user's (or not of each of ``ids``, where it names one) is a 404.
+    The reward editor's test and the dataset page's code-tests bench both answer their polls with it."""
     try:
         result = queues.result(task_id)
         ready = result.ready()
@@ -155,12 +171,9 @@ def reward_test_result(request, pk, task_id):
         )
     if not ready:
         return JsonResponse({"ready": False})
-    value = result.result if result.successful() else {"error": f"the test task failed: {result.result!r}"}
-    if (
-        not isinstance(value, dict)
-        or value.get("owner_id") not in (None, request.user.pk)
-        or value.get("function_id") not in (None, rf.pk)
-    ):
+    value = result.result if result.successful() else {"error": f"{failed}: {result.result!r}"}
+    owners = {"owner_id": request.user.pk, **ids}
+    if not isinstance(value, dict) or any(value.get(key) not in (None, want) for key, want in owners.items()):
         raise Http404
     return JsonResponse({"ready": True, **value})
 

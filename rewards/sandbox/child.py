@@ -25,6 +25,7 @@ Messages are a 4-byte big-endian length and a msgpack body, both ways.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import ctypes
 import inspect
@@ -1185,14 +1186,17 @@ class TestRunner:
     spawner which slot to use, the spawner forks the test process from its own pristine memory, and the test process
     closes every descriptor but its slot's two pipes (its job in, its frames out), confines itself further (its own
     CPU and memory limits, a nested Landlock domain with nothing writable that cannot signal the template or the
-    spawner, the full seccomp filter: no more forks) and only then reads its job: its own code and test, never the
-    expected output. The template writes the job, reads what the process writes and judges it itself (the output
-    compared here; an assert passes only with the nonce the template sends, with the assert, once the code has run); the spawner
-    reaps each process and reports its exit status. The template keeps the wall-clock limit, never blocks on a test
-    process, and kills what overruns (through the spawner)."""
+    spawner, the full seccomp filter: no more forks) and only then reads its job: its own code (and an output
+    test's stdin), never an assert or an expected output. The template writes the job, reads what the process
+    writes and judges it itself: the output compared here; an assert run here by ``Judge`` (an interpreter of the
+    test's ``ast`` on plain data, bounded in steps and sizes), which asks the process only for the values of the
+    expressions that need the code. The spawner reaps each process and reports its exit status. The template keeps
+    the wall-clock limit, never blocks on a test process, and kills what overruns (through the spawner)."""
 
     OUTPUT_LIMIT = 1 << 16
-    FRAME_LIMIT = 4 * OUTPUT_LIMIT + 4096  # bytes a test process may write in all: its stdout's UTF-8, a verdict
+    # bytes of one frame (its stdout's UTF-8 and a verdict, or one value), and what an output test's process may write
+    # in all; an assert test's may write 16 times that (its answers to the judge)
+    FRAME_LIMIT = 4 * OUTPUT_LIMIT + 4096
     CMD = struct.Struct("<iiiid")  # to the spawner: op, slot, seq, memory_mb, time_s
     REPORT = struct.Struct("<iiii")  # from the spawner: slot, seq, wait status (or -errno: could not fork), 0
     SPAWN, KILL = 1, 2
@@ -1359,13 +1363,17 @@ class TestRunner:
                 {
                     "id": req["id"],
                     "ok": True,
-                    "results": self.run_all(req["jobs"], float(req["time_s"]), int(req["memory_mb"])),
+                    "results": self.run_all(
+                        req["jobs"], float(req["time_s"]), int(req["memory_mb"]), details=req.get("details") is True
+                    ),
                 }
             )
 
-    def run_all(self, jobs: list[dict], time_s: float, memory_mb: int) -> list[list[dict]]:
+    def run_all(self, jobs: list[dict], time_s: float, memory_mb: int, details: bool = False) -> list[list[dict]]:
         """Every test of every job, one test process per free slot, each with its own deadline. A job one of whose
-        test processes attacked the judge fails all its tests, each marked so."""
+        test processes attacked the judge fails all its tests, each marked so. ``details`` (the code_tests bench):
+        each result also carries ``time_s``, the test process's seconds from spawn to reaping, and ``stdout``, what
+        an output test's process printed (as it sent it; "" for an assert test). Neither changes a verdict."""
         pending = [(j, t) for j, job in enumerate(jobs) for t in range(len(job["tests"]))]
         pending.reverse()
         results: list[list] = [[None] * len(job["tests"]) for job in jobs]
@@ -1376,6 +1384,7 @@ class TestRunner:
             while pending and free:
                 slot, (j, t) = free.pop(), pending.pop()
                 running[slot] = self.start(slot, jobs[j], (j, t), time_s, memory_mb)
+                running[slot]["started"] = time.monotonic()
             poller = select.poll()
             poller.register(self.reports, select.POLLIN)
             for slot, proc in running.items():
@@ -1410,7 +1419,12 @@ class TestRunner:
                     del running[slot]
                     free.append(slot)
                     j, t = proc["at"]
-                    results[j][t] = self.finish(proc, status, time_s)
+                    try:
+                        results[j][t] = self.finish(proc, status, time_s)
+                    except Exception as exc:  # a row's fault stays that row's: the batch is answered
+                        results[j][t] = {"passed": False, "error": f"the judge could not read its end: {_short(exc)}"}
+                    if details:
+                        results[j][t]["details"] = self.details(proc)
         for row in results:
             attack = next((r["attack"] for r in row if "attack" in r), None)
             for t, r in enumerate(row):
@@ -1419,7 +1433,14 @@ class TestRunner:
                     if attack
                     else {"passed": r["passed"], "error": r["error"]}
                 )
+                if details:
+                    row[t].update(r.get("details") or {"stdout": "", "time_s": 0.0})
         return results
+
+    def details(self, proc: dict) -> dict:
+        verdict = proc["verdict"] if isinstance(proc["verdict"], dict) else {}
+        stdout = verdict.get("stdout", "") if not proc["attack"] else ""
+        return {"stdout": stdout[: self.OUTPUT_LIMIT], "time_s": max(0.0, time.monotonic() - proc["started"])}
 
     def start(self, slot: int, job: dict, at: tuple[int, int], time_s: float, memory_mb: int) -> dict:
         """Ask the spawner for a test process in ``slot`` and queue its job: its code and its test, no expected
@@ -1435,7 +1456,9 @@ class TestRunner:
             "out": bytearray(_frame({"code": job["code"], "test": mine})),
             "data": bytearray(),
             "received": 0,
-            "nonce": None,
+            "judge": None,  # an assert test's Judge.run(), once its code has run
+            "asked": None,  # what the judge is waiting for from the process
+            "decided": None,  # an assert test's verdict, the judge's alone
             "verdict": None,
             "attack": None,
             "timed_out": False,
@@ -1466,13 +1489,17 @@ class TestRunner:
             if not chunk:
                 break
             proc["received"] += len(chunk)
-            if proc["attack"]:
+            if proc["attack"] or proc["decided"]:
                 continue
-            if proc["received"] > self.FRAME_LIMIT:
-                self.flag(proc, "wrote more to the judge's pipe than a test's output")
+            if proc["received"] > self.FRAME_LIMIT * (16 if "assert" in proc["test"] else 1):
+                if proc["asked"] is not None:  # answering the judge: many large values fail the test, no attack
+                    proc["decided"] = {"passed": False, "error": "the test's values took more than the judge reads"}
+                    self.kill(proc)
+                else:
+                    self.flag(proc, "wrote more to the judge's pipe than a test's output")
                 continue
             proc["data"] += chunk
-            while len(proc["data"]) >= HEADER.size and not proc["attack"]:
+            while len(proc["data"]) >= HEADER.size and not proc["attack"] and not proc["decided"]:
                 (n,) = HEADER.unpack_from(proc["data"])
                 if n > self.FRAME_LIMIT:
                     self.flag(proc, "wrote a frame larger than a test's output to the judge's pipe")
@@ -1488,35 +1515,61 @@ class TestRunner:
                 self.take(proc, frame)
 
     def take(self, proc: dict, frame) -> None:
-        """One frame from a test process: ``{"ran": True}`` (an assert test's code has run: the template answers
-        with a fresh nonce), then its verdict; anything else is an attack on the judge."""
-        is_assert = "assert" in proc["test"]
+        """One frame from a test process. An output test's: its verdict ``{"stdout", "error"}``, whose output the
+        template compares. An assert test's: ``{"error"}`` (its code raised), or ``{"ran": True}`` (its code has run:
+        the judge starts), then one ``{"value"}`` or ``{"error"}`` for each expression the judge asks for. Anything
+        else is an attack on the judge."""
         if type(frame) is not dict:
             return self.flag(proc, "wrote something other than its frames to the judge's pipe")
         if proc["verdict"] is not None:
             return self.flag(proc, "wrote again after its verdict")
-        if frame == {"ran": True}:
-            if not is_assert or proc["nonce"] is not None:
-                return self.flag(proc, "asked for the judge's nonce out of turn")
-            proc["nonce"] = os.urandom(16)
-            proc["out"] += _frame({"nonce": proc["nonce"], "assert": proc["test"]["assert"]})
+        has_error = frame.keys() == {"error"} and type(frame["error"]) is str and frame["error"] != ""
+        if "assert" not in proc["test"]:
+            if (
+                frame.keys() != {"error", "stdout"}
+                or type(frame["error"]) is not str
+                or type(frame["stdout"]) is not str
+            ):
+                return self.flag(proc, "sent a verdict with missing or unexpected fields")
+            proc["verdict"] = frame
+        elif proc["judge"] is None:
+            if frame == {"ran": True}:
+                proc["judge"] = Judge(proc["test"]["assert"]).run()
+                return self.advance(proc, None)
+            if not has_error:
+                return self.flag(proc, "sent a frame out of turn")
+            proc["decided"] = {"passed": False, "error": frame["error"][:500]}
+            self.kill(proc)
+        elif proc["asked"] is None:
+            self.flag(proc, "sent a value nobody asked for")
+        elif frame.keys() == {"value"}:
+            try:
+                value = from_data(frame["value"])
+            except Exception as exc:
+                return self.advance(proc, error=f"sent a value the judge cannot read ({_short(exc)})")
+            self.advance(proc, value)
+        elif has_error:
+            self.advance(proc, error=frame["error"][:500])
+        else:
+            self.flag(proc, "sent a value with missing or unexpected fields")
+
+    def advance(self, proc: dict, value=None, error: str | None = None) -> None:
+        """Give the judge what the process sent; send the process the judge's next question, or decide."""
+        proc["asked"] = None
+        try:
+            asked = proc["judge"].send(value) if error is None else proc["judge"].throw(Failed(error))
+        except StopIteration:
+            proc["decided"] = {"passed": True, "error": ""}
+        except Failed as failed:
+            proc["decided"] = {"passed": False, "error": str(failed)[:500]}
+        except Exception as exc:  # the test's own error: a TypeError comparing, a ZeroDivisionError...
+            proc["decided"] = {"passed": False, "error": _short(exc)}
+        else:
+            proc["asked"] = asked
+            proc["out"] += _frame(asked)
             return self.send(proc)
-        fields = {"error", "nonce", "attack"} if is_assert else {"error", "stdout", "attack"}
-        needed = {"error"} if is_assert else {"error", "stdout"}
-        if (
-            not needed <= frame.keys() <= fields
-            or type(frame["error"]) is not str
-            or type(frame.get("stdout", "")) is not str
-            or type(frame.get("attack", "")) is not str
-        ):
-            return self.flag(proc, "sent a verdict with missing or unexpected fields")
-        if "attack" in frame:
-            return self.flag(proc, frame["attack"][:200])
-        if "nonce" in frame and (proc["nonce"] is None or frame["nonce"] != proc["nonce"]):
-            return self.flag(proc, "sent a verdict with a forged nonce")
-        if is_assert and not frame["error"] and "nonce" not in frame:
-            return self.flag(proc, "claimed a pass without the judge's nonce")
-        proc["verdict"] = frame
+        proc["judge"].close()
+        self.kill(proc)  # nothing it does now counts
 
     def flag(self, proc: dict, why: str) -> None:
         if not proc["attack"]:
@@ -1532,13 +1585,15 @@ class TestRunner:
             os.read(jr, 1 << 16)
         if proc["attack"]:
             return {"passed": False, "error": "", "attack": proc["attack"]}
+        if proc["decided"] is not None:
+            return proc["decided"]
         if status < 0:
             return {"passed": False, "error": f"could not start a test process: {os.strerror(-status)}"}
         if proc["timed_out"]:
             return {"passed": False, "error": f"timed out after {time_s:g} s"}
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            why = "its CPU limit" if sig in (signal.SIGXCPU, signal.SIGKILL) else signal.Signals(sig).name
+            why = "its CPU limit" if sig in (signal.SIGXCPU, signal.SIGKILL) else signal_name(sig)
             return {"passed": False, "error": f"killed by {why}"}
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
         verdict = proc["verdict"]
@@ -1546,19 +1601,429 @@ class TestRunner:
             return {"passed": False, "error": f"exited with status {code} before its verdict"}
         if proc["data"]:
             return {"passed": False, "error": "", "attack": "left an unfinished frame on the judge's pipe"}
-        if verdict is None:
-            if "assert" in proc["test"] and proc["nonce"] is None:
+        if "assert" in proc["test"]:  # not decided: the process ended before the judge had what it asked for
+            if proc["judge"] is None:
                 return {"passed": False, "error": "the process ended before its test ran"}
+            return {"passed": False, "error": "the process ended before its test was judged"}
+        if verdict is None:
             return {"passed": False, "error": "the test process ended without a verdict"}
         if verdict["error"]:
             return {"passed": False, "error": verdict["error"][:500]}
-        if "assert" in proc["test"]:
-            if verdict.get("nonce") != proc["nonce"]:
-                return {"passed": False, "error": "the test process ended without a verdict"}
-            return {"passed": True, "error": ""}
         if same_output(verdict["stdout"], proc["test"].get("stdout", "")):
             return {"passed": True, "error": ""}
         return {"passed": False, "error": "wrong output: " + repr(verdict["stdout"][:200])}
+
+
+def signal_name(sig: int) -> str:
+    """``SIGSEGV``, or ``signal 40`` for one Python has no name for (the real-time signals)."""
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+# --- the assert judge: in the template, on plain data only ----------------------------------------------------------
+#
+# An assert test's verdict is decided here, never in the test process: the template interprets the test itself
+# (comparisons, arithmetic, `and`/`or`, literals, comprehensions and a few pure functions: the judge's own `len`,
+# `sorted`, `math.isclose`...) and asks the test process only for the values of the expressions that need the
+# completion's code (``add(1, 2)``, ``RESULT``), one at a time, as plain data. The process never holds the test,
+# the expected values or a verdict; whatever it runs, it can only choose the values of its own expressions.
+
+
+class Failed(Exception):
+    """The test failed; the message is its error."""
+
+
+JUDGE_STEPS = 200_000  # expression nodes the judge evaluates for one test
+JUDGE_LEAVES = 10_000  # values one test may ask its process for
+JUDGE_SIZE = 1 << 20  # elements, or bits / 8, one operation of the judge may build
+MAX_TEST_CHARS = 1 << 16  # characters of one test's source
+DATA_DEPTH = 100  # nesting of a value crossing between a test process and its judge
+_TAGS = {list: "l", tuple: "t", set: "s", frozenset: "f"}
+_UNTAG = {"l": list, "t": tuple, "s": set, "f": frozenset}
+
+
+def to_data(value, depth: int = 0):
+    """``value`` as msgpack-able plain data, containers tagged (a tuple stays a tuple): what crosses between a test
+    process and the judge. numpy values become their ``tolist()``, other numbers their int, float or complex;
+    anything else is a TypeError."""
+    if depth > DATA_DEPTH:
+        raise ValueError("a value nested too deeply for the judge")
+    kind = type(value)
+    if value is None or kind in (bool, float, str):
+        return value
+    if kind is int:
+        return value if -(1 << 63) <= value < (1 << 63) else ["i", str(value)]
+    if kind is bytes:
+        return ["b", value]
+    if kind is complex:
+        return ["c", value.real, value.imag]
+    if kind in _TAGS:
+        return [_TAGS[kind], [to_data(v, depth + 1) for v in value]]
+    if kind is dict:
+        return ["d", [[to_data(k, depth + 1), to_data(v, depth + 1)] for k, v in value.items()]]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return to_data(value.tolist(), depth + 1)
+    for base in (bool, str, bytes, int, float, complex, tuple, list, dict, set, frozenset):
+        if isinstance(value, base):
+            return to_data(base(value), depth + 1)
+    import numbers
+
+    for abc, base in ((numbers.Integral, int), (numbers.Real, float), (numbers.Complex, complex)):
+        if isinstance(value, abc):
+            return to_data(base(value), depth + 1)
+    raise TypeError(
+        f"a {kind.__name__} is not a value the judge can compare (numbers, text, bytes, None and "
+        "lists, tuples, sets and dicts of them)"
+    )
+
+
+def from_data(data, depth: int = 0):
+    """What ``to_data`` made, back as a value; ValueError (or TypeError: an unhashable set element) otherwise."""
+    if depth > DATA_DEPTH:
+        raise ValueError("nested too deeply")
+    if data is None or type(data) in (bool, int, float, str):
+        return data
+    if type(data) is list and len(data) in (2, 3) and type(data[0]) is str:
+        tag, rest = data[0], data[1:]
+        if tag == "i" and len(rest) == 1 and type(rest[0]) is str:
+            return int(rest[0])  # at most sys.int_max_str_digits digits
+        if tag == "b" and len(rest) == 1 and type(rest[0]) is bytes:
+            return rest[0]
+        if tag == "c" and len(rest) == 2 and all(type(x) is float for x in rest):
+            return complex(*rest)
+        if tag in _UNTAG and len(rest) == 1 and type(rest[0]) is list:
+            return _UNTAG[tag](from_data(v, depth + 1) for v in rest[0])
+        if tag == "d" and len(rest) == 1 and type(rest[0]) is list:
+            pairs = rest[0]
+            if all(type(p) is list and len(p) == 2 for p in pairs):
+                return {from_data(k, depth + 1): from_data(v, depth + 1) for k, v in pairs}
+    raise ValueError("not a value")
+
+
+def _pow(base, exp, mod=None):
+    if mod is None and isinstance(base, int) and isinstance(exp, int) and exp > 0:
+        if base.bit_length() * exp > 8 * JUDGE_SIZE:
+            raise Failed("the test builds an integer too large for the judge")
+        return base**exp
+    return pow(base, exp, mod)
+
+
+def _range(*args):
+    r = range(*args)
+    if len(r) > JUDGE_SIZE:
+        raise Failed("the test builds a range too long for the judge")
+    return r
+
+
+def _sum(values, start=0):
+    if not isinstance(start, (int, float, complex)):
+        raise Failed("the judge sums numbers only")
+    return sum(values, start)
+
+
+def _round(number, ndigits=None):
+    if ndigits is not None and not -400 <= ndigits <= 400:
+        raise Failed("the test rounds to more digits than the judge does")
+    return round(number) if ndigits is None else round(number, ndigits)
+
+
+def _factorial(n):
+    if n > 10_000:
+        raise Failed("the test asks the judge for too large a factorial")
+    return math.factorial(n)
+
+
+MATH = types.SimpleNamespace(
+    factorial=_factorial,
+    pow=math.pow,
+    **{
+        name: getattr(math, name)
+        for name in (
+            "isclose sqrt isqrt floor ceil trunc fabs copysign isnan isinf isfinite inf nan pi e tau log log2 log10 "
+            "exp gcd sin cos tan asin acos atan atan2 hypot fsum dist degrees radians"
+        ).split()
+    },
+)
+# The names a test may use that the judge answers itself (whatever the code defines under the same name).
+JUDGE_NAMES = {
+    "abs": abs, "all": all, "any": any, "bin": bin, "bool": bool, "bytes": bytes, "chr": chr, "complex": complex,
+    "dict": dict, "divmod": divmod, "enumerate": enumerate, "float": float, "frozenset": frozenset, "hex": hex,
+    "int": int, "isinstance": isinstance, "len": len, "list": list, "max": max, "min": min, "oct": oct, "ord": ord,
+    "pow": _pow, "range": _range, "repr": repr, "reversed": reversed, "round": _round, "set": set, "sorted": sorted,
+    "str": str, "sum": _sum, "tuple": tuple, "type": type, "zip": zip, "math": MATH,
+}  # fmt: skip
+# Methods of plain values the judge calls (none builds more than its inputs hold).
+JUDGE_METHODS = {
+    str: set(
+        "split rsplit strip lstrip rstrip lower upper casefold title capitalize swapcase startswith endswith count "
+        "find rfind index rindex join splitlines isdigit isalpha isalnum isspace islower isupper isdecimal "
+        "isnumeric".split()
+    ),
+    bytes: {"decode", "split", "strip", "lower", "upper", "startswith", "endswith", "count", "find", "index"},
+    list: {"count", "index"},
+    tuple: {"count", "index"},
+    dict: {"keys", "values", "items", "get"},
+    set: {"issubset", "issuperset", "union", "intersection", "difference", "isdisjoint"},
+    frozenset: {"issubset", "issuperset", "union", "intersection", "difference", "isdisjoint"},
+}
+_BINARY = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Pow: _pow, ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b,
+    ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b, ast.BitAnd: lambda a, b: a & b,
+}  # fmt: skip
+_UNARY = {ast.Not: lambda a: not a, ast.USub: lambda a: -a, ast.UAdd: lambda a: +a, ast.Invert: lambda a: ~a}
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: _is(a, b), ast.IsNot: lambda a, b: not _is(a, b),
+}  # fmt: skip
+
+
+def _is(a, b) -> bool:
+    """``a is b`` for values that crossed as data, which keep no identity: None, True and False are themselves; an
+    int or a str is its equal of the same type (what the code's ``x is 1`` meant); any other pair is two objects."""
+    return a is b or (type(a) is type(b) and type(a) in (int, str) and a == b)
+
+
+def _checked_binary(op: type, a, b):
+    """``a op b``, refused where it would build more than the judge gives one operation: every value the judge holds
+    is then within JUDGE_SIZE elements (or 8 * JUDGE_SIZE bits), so that an addition is bounded too."""
+    if op is ast.Mult:
+        for seq, n in ((a, b), (b, a)):
+            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int) and len(seq) * n > JUDGE_SIZE:
+                raise Failed("the test builds a sequence too long for the judge")
+        if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > 8 * JUDGE_SIZE:
+            raise Failed("the test builds an integer too large for the judge")
+    if op is ast.LShift and isinstance(b, int) and b > 8 * JUDGE_SIZE:
+        raise Failed("the test builds an integer too large for the judge")
+    if op is ast.Mod and isinstance(a, (str, bytes)):
+        raise Failed("the judge does not format text with %")
+    return _sized(_BINARY[op](a, b))
+
+
+def _sized(value):
+    if isinstance(value, (str, bytes, list, tuple, set, frozenset, dict)) and len(value) > JUDGE_SIZE:
+        raise Failed("the test builds a sequence too long for the judge")
+    if isinstance(value, int) and value.bit_length() > 8 * JUDGE_SIZE:
+        raise Failed("the test builds an integer too large for the judge")
+    return value
+
+
+def _join(separator):
+    def join(items):
+        items = list(items)
+        if len(separator) * len(items) > JUDGE_SIZE:
+            raise Failed("the test builds a sequence too long for the judge")
+        return separator.join(items)
+
+    return join
+
+
+class Judge:
+    """Runs one assert test (its source) as a generator: it yields ``{"eval": source, "bind": {name: data}}`` for
+    each value it needs from the test process and is sent that value back (or thrown a Failed with the process's
+    error); it returns when every assert held and raises Failed (or any exception: the test's error) otherwise."""
+
+    def __init__(self, source: str):
+        self.source, self.steps, self.leaves = source, 0, 0
+
+    def run(self):
+        if len(self.source) > MAX_TEST_CHARS:
+            raise Failed(f"the test is longer than the judge reads ({MAX_TEST_CHARS} characters)")
+        try:
+            tree = ast.parse(self.source, "<test>", "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            raise Failed(f"the test is not Python the judge can read: {_short(exc)}") from None
+        yield from self.block(tree.body, {})
+
+    def tick(self) -> None:
+        self.steps += 1
+        if self.steps > JUDGE_STEPS:
+            raise Failed(f"the test needs more than {JUDGE_STEPS} steps of the judge")
+
+    # statements: asserts, and what a test writes around them
+
+    def block(self, body: list, env: dict):
+        for stmt in body:
+            self.tick()
+            kind = type(stmt)
+            if kind is ast.Assert:
+                if not (yield from self.value(stmt.test, env)):
+                    message = "" if stmt.msg is None else str((yield from self.value(stmt.msg, env)))[:400]
+                    raise Failed(f"AssertionError: {message}")
+            elif kind is ast.Pass:
+                pass
+            elif kind is ast.Expr:
+                yield from self.value(stmt.value, env)
+            elif kind is ast.Assign:
+                value = yield from self.value(stmt.value, env)
+                for target in stmt.targets:
+                    self.bind(target, value, env)
+            elif kind is ast.For and not stmt.orelse:
+                for item in (yield from self.value(stmt.iter, env)):
+                    self.bind(stmt.target, item, env)
+                    yield from self.block(stmt.body, env)
+            elif kind is ast.If:
+                yield from self.block(stmt.body if (yield from self.value(stmt.test, env)) else stmt.orelse, env)
+            elif kind in (ast.Import, ast.ImportFrom):  # the code's business: run in its process
+                yield from self.ask(stmt, env, statement=True)
+            else:
+                raise Failed(
+                    f"the judge runs asserts (and pass, if, for, imports, plain assignments), not {kind.__name__}"
+                )
+
+    def bind(self, target, value, env: dict) -> None:
+        if type(target) is ast.Name:
+            env[target.id] = value
+        elif type(target) in (ast.Tuple, ast.List) and all(type(t) is ast.Name for t in target.elts):
+            values = list(value)
+            if len(values) != len(target.elts):
+                raise Failed(f"ValueError: cannot unpack {len(values)} values into {len(target.elts)} names")
+            for t, v in zip(target.elts, values, strict=True):
+                env[t.id] = v
+        else:
+            raise Failed(f"the judge assigns to names only, not to {type(target).__name__}")
+
+    # expressions
+
+    def needs_code(self, node, env: dict) -> bool:
+        """Whether ``node`` names anything the judge does not hold: then its process evaluates it."""
+        return any(type(n) is ast.Name and n.id not in env and n.id not in JUDGE_NAMES for n in ast.walk(node))
+
+    def ask(self, node, env: dict, statement: bool = False):
+        self.leaves += 1
+        if self.leaves > JUDGE_LEAVES:
+            raise Failed(f"the test asks its process for more than {JUDGE_LEAVES} values")
+        names = {n.id for n in ast.walk(node) if type(n) is ast.Name and n.id in env}
+        try:
+            bind = {name: to_data(env[name]) for name in sorted(names)}
+        except (TypeError, ValueError) as exc:
+            raise Failed(f"the judge cannot send a value to the test process: {_short(exc)}") from None
+        return (yield {"exec" if statement else "eval": ast.unparse(node), "bind": bind})
+
+    def value(self, node, env: dict):
+        self.tick()
+        kind = type(node)
+        if kind is ast.Constant:
+            return node.value
+        if kind is ast.Name:
+            if node.id in env:
+                return env[node.id]
+            if node.id in JUDGE_NAMES:
+                return JUDGE_NAMES[node.id]
+            return (yield from self.ask(node, env))
+        if kind in (ast.List, ast.Tuple, ast.Set) and not any(type(e) is ast.Starred for e in node.elts):
+            items = []
+            for element in node.elts:
+                items.append((yield from self.value(element, env)))
+            return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[kind](items)
+        if kind is ast.Dict and None not in node.keys:
+            out = {}
+            for k, v in zip(node.keys, node.values, strict=True):
+                key = yield from self.value(k, env)
+                out[key] = yield from self.value(v, env)
+            return out
+        if kind is ast.BoolOp:
+            result = None
+            for operand in node.values:
+                result = yield from self.value(operand, env)
+                if bool(result) is (type(node.op) is ast.Or):
+                    return result
+            return result
+        if kind is ast.UnaryOp:
+            return _UNARY[type(node.op)]((yield from self.value(node.operand, env)))
+        if kind is ast.BinOp:
+            left = yield from self.value(node.left, env)
+            return _checked_binary(type(node.op), left, (yield from self.value(node.right, env)))
+        if kind is ast.Compare:
+            left = yield from self.value(node.left, env)
+            for op, comparator in zip(node.ops, node.comparators, strict=True):
+                right = yield from self.value(comparator, env)
+                if not _COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if kind is ast.IfExp:
+            chosen = node.body if (yield from self.value(node.test, env)) else node.orelse
+            return (yield from self.value(chosen, env))
+        if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+            return (yield from self.comprehension(node, env))
+        if kind is ast.Subscript and not self.needs_code(node.value, env):
+            container = yield from self.value(node.value, env)
+            return container[(yield from self.value(node.slice, env))]
+        if kind is ast.Slice:
+            parts = []
+            for part in (node.lower, node.upper, node.step):
+                parts.append(None if part is None else (yield from self.value(part, env)))
+            return slice(*parts)
+        if kind is ast.Attribute and type(node.value) is ast.Name and node.value.id not in env:
+            if node.value.id == "math" and not node.attr.startswith("_") and hasattr(MATH, node.attr):
+                return getattr(MATH, node.attr)
+        if (
+            kind is ast.Call
+            and not any(type(a) is ast.Starred for a in node.args)
+            and None not in (k.arg for k in node.keywords)
+        ):
+            function = yield from self.callee(node.func, env)
+            if function is not None:
+                args, kwargs = [], {}
+                for a in node.args:
+                    args.append((yield from self.value(a, env)))
+                for k in node.keywords:
+                    kwargs[k.arg] = yield from self.value(k.value, env)
+                if function is bytes and args and isinstance(args[0], int) and args[0] > JUDGE_SIZE:
+                    raise Failed("the test builds a sequence too long for the judge")
+                return _sized(function(*args, **kwargs))
+        if self.needs_code(node, env):
+            return (yield from self.ask(node, env))
+        raise Failed(f"the judge cannot evaluate {ast.unparse(node)[:100]!r}")
+
+    def callee(self, func, env: dict):
+        """The judge's own function a call names, or None (the call is the code's)."""
+        if type(func) is ast.Name and func.id not in env and func.id in JUDGE_NAMES:
+            return JUDGE_NAMES[func.id]
+        if type(func) is ast.Attribute and not self.needs_code(func.value, env):
+            if type(func.value) is ast.Name and func.value.id == "math" and func.value.id not in env:
+                return getattr(MATH, func.attr, None) if not func.attr.startswith("_") else None
+            receiver = yield from self.value(func.value, env)
+            if func.attr in JUDGE_METHODS.get(type(receiver), ()):
+                return _join(receiver) if func.attr == "join" else getattr(receiver, func.attr)
+            raise Failed(f"the judge does not call {type(receiver).__name__}.{func.attr}")
+        return None
+
+    def comprehension(self, node, env: dict):
+        out = []
+
+        def loops(generators, scope):
+            if not generators:
+                if type(node) is ast.DictComp:
+                    key = yield from self.value(node.key, scope)
+                    out.append((key, (yield from self.value(node.value, scope))))
+                else:
+                    out.append((yield from self.value(node.elt, scope)))
+                if len(out) > JUDGE_SIZE:
+                    raise Failed("the test builds a sequence too long for the judge")
+                return
+            first = generators[0]
+            if first.is_async:
+                raise Failed("the judge does not await")
+            for item in (yield from self.value(first.iter, scope)):
+                inner = dict(scope)
+                self.bind(first.target, item, inner)
+                kept = True
+                for condition in first.ifs:
+                    if not (yield from self.value(condition, inner)):
+                        kept = False
+                        break
+                if kept:
+                    yield from loops(generators[1:], inner)
+
+        yield from loops(node.generators, env)
+        return {ast.ListComp: list, ast.GeneratorExp: list, ast.SetComp: set, ast.DictComp: dict}[type(node)](out)
 
 
 def _frame(message: dict) -> bytes:
@@ -1617,43 +2082,23 @@ def same_output(got: str, expected: str) -> bool:
 
 
 def run_test(code: str, test: dict, limit: int, job_fd: int, frame_fd: int) -> None:
-    """In the test process: run the completion's code, then the assert (or feed stdin and send back stdout).
+    """In the test process: run the completion's code, then feed stdin and send back stdout (an output test), or
+    answer the judge's questions (an assert test).
 
     Output tests send ``{"stdout", "error"}``: the template compares the output itself. Assert tests send
-    ``{"ran": True}`` once the code has run and nothing is left to run code behind the test's back (no trace or
-    profile function, signals blocked, no garbage collection); only then does the template send the assert and a
-    nonce, and the process runs the assert and sends ``{"nonce", "error": ""}`` when it passed (``{"error"}``
-    otherwise). What it calls (exec, compile, msgpack, os) was taken before the code ran, so patching those does not
-    reach it. The code runs in this interpreter, and the functions the assert calls run while the nonce is in it:
-    they could imitate these steps (docs/sandbox.md, "Reward integrity")."""
-    import gc
-
-    run, build, write, read, packb, unpackb = (
-        builtins.exec,
-        builtins.compile,
-        os.write,
-        os.read,
-        msgpack.packb,
-        (msgpack.unpackb),
-    )
-    pack, unpack, size, set_blocking = HEADER.pack, HEADER.unpack, HEADER.size, os.set_blocking
-    gettrace, getprofile, disable_gc = sys.gettrace, sys.getprofile, gc.disable
-    sigmask, block, all_signals = signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()
+    ``{"error"}`` if the code raised, else ``{"ran": True}``; then the template's judge, which holds the test, asks
+    for the value of each expression that needs the code (``{"eval", "bind"}``: its source, and the values of the
+    judge's names in it) or has it run an import (``{"exec", "bind"}``), and this process answers ``{"value"}`` (plain
+    data, ``to_data``) or ``{"error"}``. Nothing here decides a verdict: the code may replace any of it."""
+    frame_limit = 4 * limit + 4096
 
     def send(message: dict) -> None:
-        body = packb(message, use_bin_type=True)
-        view, sent = memoryview(pack(len(body)) + body), 0
+        body = msgpack.packb(message, use_bin_type=True)
+        if len(body) > frame_limit:
+            body = msgpack.packb({"error": f"a value of {len(body)} bytes; the judge takes {frame_limit}"})
+        view, sent = memoryview(HEADER.pack(len(body)) + body), 0
         while sent < len(view):
-            sent += write(frame_fd, view[sent:])
-
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = read(job_fd, n - len(buf))
-            if not chunk:
-                raise EOFError("the judge closed the job pipe")
-            buf += chunk
-        return buf
+            sent += os.write(frame_fd, view[sent:])
 
     out = _Output(limit)
     sys.stdout = sys.stderr = out
@@ -1661,7 +2106,7 @@ def run_test(code: str, test: dict, limit: int, job_fd: int, frame_fd: int) -> N
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     is_assert, error = "assert" in test, ""
     try:
-        run(build(code, "<completion>", "exec"), namespace)
+        exec(compile(code, "<completion>", "exec"), namespace)
     except SystemExit as exc:
         if exc.code not in (None, 0) or is_assert:
             error = f"exited with {exc.code!r}"
@@ -1671,22 +2116,25 @@ def run_test(code: str, test: dict, limit: int, job_fd: int, frame_fd: int) -> N
         return send({"stdout": out.getvalue(), "error": error})
     if error:
         return send({"error": error})
-    sigmask(block, all_signals)  # no handler, alarm or timer of the code's runs during the test
-    disable_gc()  # nor a gc callback
-    if gettrace() is not None or getprofile() is not None:
-        return send({"error": "", "attack": "left a trace or profile function to run during the test"})
-    set_blocking(job_fd, True)  # the code may have changed it
+    os.set_blocking(job_fd, True)  # the code may have changed it
     send({"ran": True})
-    (n,) = unpack(exact(size))
-    given = unpackb(exact(n), raw=False)
-    nonce = given["nonce"]
-    try:
-        run(build(given["assert"], "<test>", "exec"), namespace)
-    except SystemExit as exc:
-        error = f"exited with {exc.code!r}"
-    except BaseException as exc:
-        error = _short(exc) or "failed"
-    send({"nonce": nonce, "error": ""} if not error else {"error": error})
+    while True:
+        try:
+            asked = _read_frame(job_fd)
+        except EOFError:
+            return
+        try:
+            scope = {**namespace, **{k: from_data(v) for k, v in asked["bind"].items()}} if asked["bind"] else namespace
+            if "exec" in asked:
+                exec(compile(asked["exec"], "<test>", "exec"), scope)
+                reply = {"value": None}
+            else:
+                reply = {"value": to_data(eval(compile(asked["eval"], "<test>", "eval"), scope))}
+        except SystemExit as exc:
+            reply = {"error": f"exited with {exc.code!r}"}
+        except BaseException as exc:
+            reply = {"error": _short(exc) or "failed"}
+        send(reply)
 
 
 def load(source: str, name: str) -> tuple[object, str]:

@@ -60,7 +60,9 @@ from rewards.sandbox.scratch import reap, usage, wipe
 
 CHILD_SCRIPT = str(Path(_child.__file__).resolve())
 HEADER = struct.Struct(">I")
-UID_BASE = 61000  # slot N runs as uid/gid UID_BASE + N when the host may switch uids
+# slot N runs as uid/gid UID_BASE + N when the host may switch uids; GRPO_SANDBOX_UID_BASE moves the range, for two
+# installations on one host (RLIMIT_NPROC counts every process of a uid, so they must not share uids)
+UID_BASE = int(os.environ.get("GRPO_SANDBOX_UID_BASE", "61000"))
 MAX_SLOT = 3999
 MAX_SOURCE_BYTES = 1 << 20
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -282,6 +284,7 @@ class Sandbox:
         self.logged_columns: set[str] = set()
         self.logged_metrics: set[str] = set()
         self._reply_items = MAX_REPLY_ITEMS  # what the next reply may decode into (a call's: its rewards and logs)
+        self._reply_bytes: int | None = None  # what the next reply may announce, when less than max_message
         self.allow_weak = bool(allow_weak) or _env_bool("GRPO_SANDBOX_ALLOW_WEAK")
         self.scratch_root = Path(scratch_root or Path(tempfile.gettempdir()) / f"grpo-sandbox-{os.geteuid()}")
         self.calls = 0  # calls made, whatever their outcome
@@ -727,8 +730,9 @@ class Sandbox:
     def _receive(self, worker: _Worker, deadline: float):
         self._fill(worker, HEADER.size, deadline)
         (n,) = HEADER.unpack_from(worker.buf)
-        if n > self.max_message:
-            raise malformed(f"the worker announced a reply of {n} bytes; the limit is {self.max_message} bytes")
+        most = self.max_message if self._reply_bytes is None else min(self._reply_bytes, self.max_message)
+        if n > most:  # refused before its body is read
+            raise malformed(f"the worker announced a reply of {n} bytes; the limit is {most} bytes")
         self._fill(worker, HEADER.size + n, deadline)
         body = bytes(worker.buf[HEADER.size : HEADER.size + n])
         del worker.buf[: HEADER.size + n]

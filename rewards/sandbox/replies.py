@@ -29,6 +29,7 @@ MAX_REPLY_MAP = 64  # keys of any one map in a reply: an honest worker's have at
 # three objects each), the columns' records, the keys and the error
 CALL_REPLY_ITEMS = 3 * MAX_LOG_VALUES + 3 * MAX_LOG_NAMES + 64
 MAX_ERROR_MESSAGE, MAX_ERROR_TRACEBACK, MAX_KIND = 4000, 8000, 200
+TOOL_REPLY_ITEMS = 16  # a tool's or environment's reply: {"id", "ok", "result"}, or an error of four fields
 # Kinds only this side raises: one arriving from the worker is the user's own exception class of that name.
 HOST_KINDS = frozenset(
     {
@@ -104,6 +105,12 @@ def decode(body: bytes, max_items: int = MAX_REPLY_ITEMS):
         raise malformed(f"the worker sent an unreadable reply ({text})") from None
     except Exception as exc:
         raise malformed(f"the worker sent an unreadable reply ({type(exc).__name__})") from None
+
+
+def tool_reply_bytes(result_chars: int) -> int:
+    """The most bytes an honest tool or environment reply takes: its result text, or an error, as UTF-8 (at most
+    four bytes a character). A longer one is refused from its header, before its body is read."""
+    return 4 * (result_chars + MAX_KIND + MAX_ERROR_MESSAGE + MAX_ERROR_TRACEBACK) + 1024
 
 
 def isolation_report(message, *, observe: Callable[[], dict], allow_weak: bool) -> dict:

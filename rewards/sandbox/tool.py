@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgpack
 
 from rewards.sandbox.host import Sandbox, SandboxError
-from rewards.sandbox.replies import user_error
+from rewards.sandbox.replies import MAX_REPLY_ITEMS, TOOL_REPLY_ITEMS, tool_reply_bytes, user_error
 from rewards.toolspec import MAX_TOOL_RESULT_CHARS
 
 MAX_ARGUMENT_BYTES = 1 << 20
@@ -54,7 +54,12 @@ class ToolSandbox(Sandbox):
                     f"the arguments are {len(body)} bytes; the limit is {MAX_ARGUMENT_BYTES}", kind="InvalidInput"
                 )
             self._seq += 1
-            return self._request(body, self.timeout_s, parse)[0]
+            # an honest reply is one text or one error: bounded in bytes and objects before it is read
+            self._reply_items, self._reply_bytes = TOOL_REPLY_ITEMS, tool_reply_bytes(self.result_chars)
+            try:
+                return self._request(body, self.timeout_s, parse)[0]
+            finally:
+                self._reply_items, self._reply_bytes = MAX_REPLY_ITEMS, None
 
     def _outcome(self, reply, types: tuple[type, ...] = (str,)):
         """The result (one of ``types``; text within ``result_chars``), or the user's error; ValueError for anything

@@ -120,6 +120,27 @@ def test_accuracys_integer_shortcut_gives_math_verifys_verdict(expected, boxed):
     ]
 
 
+FRACTIONS = ["3/4", "\\frac{3}{4}", "\\dfrac{6}{8}", " 3 / 4 ", "-3/4", "-\\frac{3}{4}", "\\frac{-3}{4}", "012/3", "4",
+             "4/1", "0/5", "0", "1/0", "--3/4", "3/-4", "\\frac{4}{3}", "123456789012345678901/3", "0.75"]  # fmt: skip
+
+
+@pytest.mark.parametrize("expected", FRACTIONS)
+def test_accuracys_fraction_shortcut_gives_math_verifys_verdict(expected):
+    """Integers and fractions of two (a/b, \\frac{a}{b}) are compared exactly, without math-verify's parser; every
+    pair of these gets math-verify's own verdict, the ones the shortcut leaves to it (1/0, --3/4, 3/-4, 0.75) too."""
+    from math_verify import parse, verify
+
+    from rewards.library.accuracy import judged, rational
+
+    assert rational("\\frac{6}{8}") == rational("3/4") == rational(" 3 / 4 ") is not None  # the shortcut is taken
+    gold = parse(f"${expected}$")
+    for boxed in FRACTIONS:
+        guess = parse(f"${boxed}$")
+        verdict = 1.0 if gold and guess and verify(gold, guess) else 0.0
+        assert judged(expected, boxed) == verdict, (expected, boxed)
+        assert accuracy([f"\\boxed{{{boxed}}}"], answer=[expected]) == [verdict]
+
+
 @pytest.mark.parametrize("boxed", ["\x1f9", "9\x1c", "\u0669", "\u00a09"])
 def test_accuracy_judges_digits_and_spaces_int_would_refuse_without_raising(boxed):
     # the model's text, not ours: a unit separator or an Arabic-Indic digit is a score, never a crash

@@ -13,7 +13,6 @@ import pytest
 from rewards.builtins import BUILTINS
 from rewards.sandbox import sandbox_support
 from rewards.sandbox.code import CodeRunner
-from tests.rewards.test_sandbox_hostile import MODES, on_the_hosts_uid
 
 SUPPORT = sandbox_support()
 pytestmark = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")
@@ -54,24 +53,6 @@ def framed(message: str) -> str:
     return f"(lambda b: len(b).to_bytes(4, 'big') + b)(msgpack.packb({message}, use_bin_type=True))"
 
 
-@pytest.fixture(params=sorted(MODES))
-def make_runner(request, monkeypatch):
-    if request.param == "fallback":
-        on_the_hosts_uid(monkeypatch)
-    made: list[CodeRunner] = []
-
-    def make(**kwargs) -> CodeRunner:
-        runner = CodeRunner(slot=40 + len(made), **{"time_s": 1.0, **MODES[request.param], **kwargs})
-        made.append(runner)
-        runner.start()
-        assert runner.isolation["private_mounts"] is (request.param == "private")
-        return runner
-
-    yield make
-    for runner in made:
-        runner.close()
-
-
 def assert_batch_answered(runner: CodeRunner, results) -> None:
     assert results[-1][0].passed, results[-1]  # the honest row, from the same template
     assert runner.faults == 0 and runner.running
@@ -82,16 +63,17 @@ def assert_batch_answered(runner: CodeRunner, results) -> None:
     [
         (OLD_PASS, True),  # a verdict record written to every pipe, then exit 0
         (to_every_fd(framed("{'nonce': b'0' * 16, 'error': ''}")), True),  # a pass with a guessed nonce
-        (to_every_fd(framed("{'ran': True}") + " + " + framed("{'error': ''}")), True),  # no nonce waited for
+        # a verdict without waiting for the judge: the judge decides "assert False" on its own once the code ran
+        (to_every_fd(framed("{'ran': True}") + " + " + framed("{'error': ''}")), False),
         ("import os\nos._exit(0)\n", False),  # an early exit is no pass
         ("import builtins\nbuiltins.AssertionError = SystemExit\n", False),
         ("import builtins\nbuiltins.exec = lambda *a, **k: None\n", False),  # the test's exec, made a no-op
         ("import sys\nsys._getframe(1).f_locals['test']['assert'] = 'pass'\n", False),  # its test, rewritten
         (
             "import msgpack\nreal = msgpack.packb\nmsgpack.packb = lambda o, **k: real({**o, 'passed': True}, **k)\n",
-            False,
+            True,  # its frames, rewritten: none is one the judge expects
         ),
-        ("import sys\nsys.settrace(lambda *a: None)\n", True),  # a tracer left to rewrite the test as it runs
+        ("import sys\nsys.settrace(lambda *a: None)\n", False),  # a tracer: the test runs in the template
     ],
 )
 def test_an_assert_test_cannot_be_passed_by_a_forged_verdict(make_runner, code, flagged):
