@@ -1,21 +1,44 @@
-"""How prompts and completions are stored: as text, NUL-free, and named by a short hash of the prompt."""
+"""How prompts and completions are stored: as the exact text, and named by a short hash of the prompt.
+
+PostgreSQL text cannot hold NUL, and model output can. A stored prompt or completion (runs.models.ExactTextField, and
+the ingest's own COPY) writes NUL as U+2400 U+FE00 and a U+2400 of the text itself as U+2400 U+FE01 (a visible NUL
+sign; the variation selector after it is invisible), and reads them back: what was sent is what is read, on every
+path that reads through the ORM. Text holding neither is stored as it is. A bare U+2400 in the column (written before
+this escape) reads as itself.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+
+_ESCAPE = {0x00: "\u2400\ufe00", 0x2400: "\u2400\ufe01"}
+_ESCAPED = re.compile("\u2400([\ufe00\ufe01])")
+
+
+def stored_text(text: str) -> str:
+    """``text`` as a text column keeps it (NUL-free), undone by ``exact_text``."""
+    if "\x00" not in text and "\u2400" not in text:
+        return text
+    return text.translate(_ESCAPE)
+
+
+def exact_text(stored: str) -> str:
+    """The text ``stored_text`` stored."""
+    if "\u2400" not in stored:
+        return stored
+    return _ESCAPED.sub(lambda m: "\x00" if m[1] == "\ufe00" else "\u2400", stored)
 
 
 def as_text(value) -> str:
-    """Prompts and completions are strings, or message lists in TRL's conversational format.
-
-    Model output can hold NUL characters, which PostgreSQL text cannot store: they become U+2400 (a visible NUL).
-    """
+    """Prompts and completions are strings, or message lists in TRL's conversational format: the text, exact (a
+    column stores it through ``stored_text``)."""
     if isinstance(value, list):
         value = "\n".join(_message_text(m) for m in value if isinstance(m, dict))
     elif not isinstance(value, str):
         value = json.dumps(value)
-    return value.replace("\x00", "\u2400")
+    return value
 
 
 def _message_text(message: dict) -> str:
@@ -29,7 +52,8 @@ def _message_text(message: dict) -> str:
 
 
 def json_safe(value):
-    """Dataset cells for a JSON column: NUL-free text (PostgreSQL jsonb refuses \u0000 too)."""
+    """Dataset cells for a JSON column: NUL-free text (PostgreSQL jsonb refuses \u0000 too). Not undone: a NUL in a
+    JSON column (a dataset cell, a conversational completion's messages, a config) reads back as U+2400."""
     if isinstance(value, str):
         return value.replace("\x00", "\u2400")
     if isinstance(value, dict):

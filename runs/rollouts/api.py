@@ -12,7 +12,8 @@ from runs.access import async_chunks, visible_run
 from runs.models import Run
 from runs.rollouts import selectors as rollout_selectors
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
-from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
+from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page, unknown_filters
+from runs.rollouts.search import SearchForm, search_runs
 
 router = Router()
 
@@ -82,10 +83,9 @@ class RolloutsOut(Schema):
 
 def _filters(request, run: Run, also: tuple[str, ...] = ()):
     # a key that is no filter is refused: a typo (stepmin=) must not quietly select every row
-    unknown = sorted(set(request.GET) - set(RolloutFilters.model_fields) - set(also))
-    if unknown:
-        known = ", ".join([*RolloutFilters.model_fields, *also])
-        raise HttpError(400, f"unknown filter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} (known: {known})")
+    problem = unknown_filters(request.GET, also)
+    if problem:
+        raise HttpError(400, problem)
     # the browser's own form validates, so the API and the page can never disagree on what a filter means
     form = RolloutFilterForm(request.GET, run=run)
     if not form.is_valid():
@@ -139,3 +139,39 @@ def run_rollouts_export(
     response = StreamingHttpResponse(async_chunks(chunks(run, data)), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.{format}"'
     return response
+
+
+class SearchHit(Schema):
+    rollout_id: int
+    run_id: int
+    run_name: str
+    step: int
+    index: int
+    group: int
+    where: str
+    snippet: str
+
+
+class SearchOut(Schema):
+    hits: list[SearchHit]
+    next_cursor: int | None
+
+
+@router.get(
+    "/search/rollouts",
+    response=SearchOut,
+    tags=["rollouts"],
+    summary="Completions and prompts holding a text across the runs you may see, newest first",
+    description='q: words in any order, "a phrase", -excluded, or (any case); where: both, completion or prompt; '
+    "after: the next_cursor of the page before.",
+)
+def search_rollouts(request, q: str, where: str = "both", after: int | None = None):
+    form = SearchForm({"q": q, "where": where, "after": after})
+    if not form.is_valid():
+        raise HttpError(400, "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()))
+    data = form.cleaned_data
+    try:
+        page = search_runs(request.user, data["q"], where=data["where"] or "both", after=data["after"])
+    except SearchTooSlow as exc:
+        raise HttpError(422, str(exc)) from None
+    return {"hits": [vars(h) for h in page.hits], "next_cursor": page.next_cursor}

@@ -325,6 +325,8 @@ def length_drift(run: Run, t: dict, early_steps: list[int], recent_steps: list[i
     completions) from the first steps' mean: the policy has found that length pays (padding, or answers cut short)."""
     if not recent_steps or set(early_steps) & set(recent_steps):
         return []
+    if not run.lengths_known:
+        return [lengths_unknown(run, "length_drift", "Completion length", recent_steps)]
     lengths = list(Rollout.objects.filter(run=run, step__in=early_steps).values_list("length", flat=True))
     base_mean = statistics.fmean(lengths)
     base_std = max(statistics.pstdev(lengths), 1.0)  # lengths all equal early on: a token is the unit
@@ -576,12 +578,20 @@ def reward_carried(run: Run, series: dict, steps: list[int], t: dict) -> list[di
     ]
 
 
+def lengths_unknown(run: Run, name: str, title: str, recent_steps: list[int]) -> dict:
+    """A length detector's signal where the lengths are not known (stored as 0): it says so, and measures nothing."""
+    detail = f"not measured: completion lengths are unknown ({run.unknown_reason})"
+    return {**_signal(name, False, title, detail, recent_steps[-1]), "level": "info"}
+
+
 def length_collapse(run: Run, t: dict, early_steps: list[int], recent_steps: list[int]) -> list[dict]:
     """More than ``length_collapse_share`` of recent completions of one length, where that length is the limit (the
     rows are truncated: the policy never finishes, as the demo's digits fill max_completion_length) or under a
     quarter of the first steps' mean (the answer shrank to a stub). One group-by over the recent steps."""
     if not recent_steps:
         return []
+    if not run.lengths_known:
+        return [lengths_unknown(run, "length_collapse", "Completion length spread", recent_steps)]
     recent = Rollout.objects.filter(run=run, step__in=recent_steps)
     n = recent.count()
     top = (

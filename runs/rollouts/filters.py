@@ -9,15 +9,16 @@ Sorted by advantage, a page is read one reward bucket at a time from one index t
 yes/no filters (``rollout_page``), so neither a filter nor a reward range far from the top advantages makes it read
 rows it does not show.
 
-The text filters (a phrase, full-text search) have no index of their own, because a trigram or text-search index on
-the completions would cut the ingest to a fraction (``bench/ingest.py``); they are checked row by row as the sorted
-scan goes, which is quick while matches are not rare. On PostgreSQL a query that runs past ``SEARCH_TIMEOUT_MS``
-stops with a message asking for a narrower search (a step or reward range) instead of tying up the database.
+The text filters (a phrase, a search) use the text index (runs.textindex: pg_trgm on PostgreSQL, FTS5 trigrams on
+SQLite): a rare phrase is found from the index, a common one as the sorted scan meets it. On PostgreSQL a query that
+still runs past ``SEARCH_TIMEOUT_MS`` (a text of one or two characters, matched nowhere, over millions of rows) stops
+with a message asking for a narrower search instead of tying up the database.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from django import forms
@@ -29,10 +30,12 @@ from django.db.utils import OperationalError
 from runs.forms import YES_NO
 from runs.models import Rollout, Run, reward_bucket
 from runs.rollouts.reflection import matcher
+from runs.textindex import SCAN_ONLY
 
 PAGE_SIZE = 50
 MAX_IDS = 100  # example rollouts one link may name
 SEARCH_TIMEOUT_MS = 5000
+FIRST_TRY_MS = 150  # the text index's try (guarded)
 # sort -> (field, descending, tie-breaker)
 SORTS = {
     "adv_desc": ("advantage", True, "id"),
@@ -54,6 +57,19 @@ SORT_LABELS = {
 
 class SearchTooSlow(Exception):
     """The database gave up on a text search (PostgreSQL statement timeout)."""
+
+
+BROWSER_KEYS = ("replay",)  # the browser's keys that are no filter: the reward replay shown beside the rows
+
+
+def unknown_filters(query, also: tuple[str, ...] = BROWSER_KEYS) -> str | None:
+    """What is wrong with a query's keys that are no filter (a typo, stepmin=, must not quietly select every row),
+    naming them and the known ones; None when every key is known."""
+    unknown = sorted(set(query) - set(RolloutFilterForm.base_fields) - set(also))
+    if not unknown:
+        return None
+    known = ", ".join([*RolloutFilterForm.base_fields, *also])
+    return f"unknown filter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} (known: {known})"
 
 
 class RolloutFilterForm(forms.Form):
@@ -160,31 +176,29 @@ def filtered(run: Run, data: dict) -> QuerySet:
     if data.get("ids"):
         qs = qs.filter(id__in=[int(i) for i in data["ids"].split(",")])
     if data.get("phrase"):
-        qs = qs.filter(completion__icontains=data["phrase"])
+        qs = qs.filter(completion__has_text=data["phrase"])
     if data.get("q"):
         qs = qs.filter(text_search(data["q"]))
     return qs
 
 
-_TERMS = re.compile(r'(-?)"([^"]*)"|(\S+)')
+TERMS = re.compile(r'(-?)"([^"]*)"|(\S+)')
 
 
-def text_search(q: str):
-    """Full-text search of the prompt and the completion: PostgreSQL's (stemmed English words, web-search syntax: "a
-    phrase", -word, or); on SQLite the same syntax over plain substrings."""
-    if connection.vendor == "postgresql":
-        # PostgreSQL only: django.contrib.postgres needs psycopg, which a SQLite install may not have
-        from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorExact
+@dataclass(frozen=True)
+class Term:
+    text: str
+    negate: bool  # -word, -"a phrase"
+    or_previous: bool  # joined to the term before by ``or``
 
-        return SearchVectorExact(
-            SearchVector("prompt", "completion", config="english"),
-            SearchQuery(q, config="english", search_type="websearch"),
-        )
-    clauses: list[Q] = []
+
+def search_terms(q: str) -> list[Term]:
+    """The terms of a search in web-search syntax: words, "a phrase", -excluded, or."""
+    terms: list[Term] = []
     join_next_with_or = False
-    for m in _TERMS.finditer(q):
+    for m in TERMS.finditer(q):
         negate, quoted, word = m.group(1) == "-", m.group(2), m.group(3)
-        if word and word.lower() == "or" and clauses:
+        if word and word.lower() == "or" and terms:
             join_next_with_or = True
             continue
         if word and word.startswith("-") and len(word) > 1:
@@ -192,11 +206,23 @@ def text_search(q: str):
         text = quoted if quoted is not None else word
         if not text:
             continue
-        found = Q(completion__icontains=text) | Q(prompt__icontains=text)
-        clause = ~found if negate else found
-        if join_next_with_or:
+        terms.append(Term(text, negate, join_next_with_or))
+        join_next_with_or = False
+    return terms
+
+
+def text_search(q: str, fields: tuple[str, ...] = ("completion", "prompt")):
+    """Search of the prompt and the completion (or of ``fields``), web-search syntax (``search_terms``). Each word or
+    phrase is a substring of either text, any case, found through the text index (runs.textindex), the same on
+    PostgreSQL and SQLite."""
+    clauses: list[Q] = []
+    for term in search_terms(q):
+        found = Q()
+        for field in fields:
+            found |= Q(**{f"{field}__has_text": term.text})
+        clause = ~found if term.negate else found
+        if term.or_previous:
             clauses[-1] = clauses[-1] | clause
-            join_next_with_or = False
         else:
             clauses.append(clause)
     result = Q()
@@ -315,22 +341,76 @@ def _by_bucket(run: Run, qs: QuerySet, data: dict, sort: str, after: str, limit:
 
 
 def guarded(read, *, text: bool):
-    """Run ``read()``; a slow kind of read (``text``) runs under a statement timeout on PostgreSQL (SearchTooSlow
-    when it fires)."""
-    if not text or connection.vendor != "postgresql":
+    """Run ``read()``; a slow kind of read (``text``) runs under a time limit (SearchTooSlow past it), in two tries.
+    First as the planner likes, the text index first, for ``FIRST_TRY_MS``: a rare text is found at once. A common
+    text gives the index more rows to check than its first page needs; past that time the read is made again in the
+    browser's order without the text index (PostgreSQL: no bitmap scans; SQLite: no FTS5 table), which meets a
+    common text's first page early, for the rest of ``SEARCH_TIMEOUT_MS``. PostgreSQL's statement timeout bounds each
+    try; SQLite's progress handler does (SQLite has no statement timeout)."""
+    if not text or connection.vendor not in ("postgresql", "sqlite"):
         return read()
+    tries = ((FIRST_TRY_MS, False), (SEARCH_TIMEOUT_MS - FIRST_TRY_MS, True))
+    for ms, scan_only in tries:
+        token = SCAN_ONLY.set(scan_only)
+        try:
+            if connection.vendor == "sqlite":
+                return _bounded_sqlite(read, ms)
+            return _bounded_postgresql(read, ms, scan_only)
+        except _TimedOut:
+            continue
+        finally:
+            SCAN_ONLY.reset(token)
+    raise SearchTooSlow(
+        f"this page took more than {SEARCH_TIMEOUT_MS / 1000:g} s to fill: narrow it with a "
+        f"step range, a reward range or a longer phrase, or sort by advantage"
+    )
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _bounded_postgresql(read, ms: float, scan_only: bool):
     try:
         with transaction.atomic():  # SET LOCAL ends with it (or with its savepoint, inside a transaction)
             with connection.cursor() as cursor:
-                cursor.execute(f"SET LOCAL statement_timeout = {int(SEARCH_TIMEOUT_MS)}")
+                cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(ms))}")
+                # every read here is of one run (or of a user's runs), which an index finds: a sequential scan of
+                # the whole table is never the plan (the planner picks one for a small table, and cannot tell how
+                # common a text is)
+                cursor.execute("SET LOCAL enable_seqscan = off")
+                # the cost a switched-off plan carries (10^10) would make PostgreSQL compile the query (JIT): some
+                # 700 ms for a page read in 25
+                cursor.execute("SET LOCAL jit = off")
+                if scan_only:  # in the browser's order, from the index that holds it
+                    cursor.execute("SET LOCAL enable_bitmapscan = off")
+                    cursor.execute("SET LOCAL enable_sort = off")
             result = read()
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL statement_timeout TO DEFAULT")  # a savepoint released keeps it otherwise
+            with connection.cursor() as cursor:  # a savepoint released keeps them otherwise
+                cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
+                cursor.execute("SET LOCAL enable_bitmapscan TO DEFAULT")
+                cursor.execute("SET LOCAL enable_seqscan TO DEFAULT")
+                cursor.execute("SET LOCAL enable_sort TO DEFAULT")
+                cursor.execute("SET LOCAL jit TO DEFAULT")
             return result
     except OperationalError as exc:
         if "statement timeout" in str(exc):
-            raise SearchTooSlow(
-                f"this page took more than {SEARCH_TIMEOUT_MS / 1000:g} s to fill: narrow it with a "
-                f"step range, a reward range or a longer phrase, or sort by advantage"
-            ) from None
+            raise _TimedOut from None
         raise
+
+
+def _bounded_sqlite(read, ms: float):
+    """SQLite's progress handler, called every few thousand steps of the query, stops it past ``ms`` (the query
+    ends with "interrupted")."""
+    connection.ensure_connection()
+    raw = connection.connection
+    deadline = time.monotonic() + ms / 1000
+    raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    try:
+        return read()
+    except OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise _TimedOut from None
+        raise
+    finally:
+        raw.set_progress_handler(None, 0)

@@ -28,29 +28,39 @@ def group_stats(values: list[float]) -> GroupStats:
     return GroupStats(mean, std, std <= ZERO_STD_ATOL)
 
 
-def formula(scale_rewards: str | None, aggregation: str | None = None) -> str:
-    """How TRL turned rewards into advantages under ``scale_rewards`` and ``multi_objective_aggregation``."""
+def eps_text(epsilon: float) -> str:
+    """1e-4, not 0.0001 nor 1e-04."""
+    mantissa, exponent = f"{epsilon:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def formula(scale_rewards: str | None, aggregation: str | None = None, epsilon: float = EPSILON) -> str:
+    """How rewards became advantages under ``scale_rewards`` and ``multi_objective_aggregation``; ``epsilon``: what
+    the std is padded with (TRL's 1e-4; verl's GRPO estimator's 1e-6)."""
+    e = eps_text(epsilon)
     if aggregation == "normalize_then_sum":
         return (
-            "each function's score normalised in its group, (score − group mean) / (group std + 1e-4), then "
-            "weighted and summed; advantage = (sum − step mean) / (step std + 1e-4)"
+            f"each function's score normalised in its group, (score − group mean) / (group std + {e}), then "
+            f"weighted and summed; advantage = (sum − step mean) / (step std + {e})"
         )
     if scale_rewards == "none":
         return "advantage = reward − group mean"
     if scale_rewards == "batch":
-        return "advantage = (reward − group mean) / (std of the step's batch + 1e-4)"
-    return "advantage = (reward − group mean) / (group std + 1e-4)"
+        return f"advantage = (reward − group mean) / (std of the step's batch + {e})"
+    return f"advantage = (reward − group mean) / (group std + {e})"
 
 
-def advantage(reward: float | None, mean: float | None, scale: float | None, scale_rewards: str | None) -> float:
-    """The advantage the formula gives, to show beside TRL's (they agree up to float32 rounding)."""
+def advantage(
+    reward: float | None, mean: float | None, scale: float | None, scale_rewards: str | None, epsilon: float = EPSILON
+) -> float:
+    """The advantage the formula gives, to show beside the trainer's (they agree up to float32 rounding)."""
     if reward is None or mean is None:
         return 0.0  # unscorable: TRL zeroes its advantage
     if scale_rewards == "none":
         return reward - mean
     if scale is None:
         return 0.0  # one reward in the group: TRL's std is NaN, and so the advantage, zeroed
-    return (reward - mean) / (scale + EPSILON)
+    return (reward - mean) / (scale + epsilon)
 
 
 def normalize_then_sum(rows: list[tuple[int, list[float | None]]], weights: list[float]) -> list[float]:

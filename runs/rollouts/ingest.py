@@ -23,7 +23,7 @@ from runs.evaluations.services import store_periodic
 from runs.models import Rollout, Run, StepMetric, reward_bucket
 from runs.rollouts.groups import group_stats
 from runs.rollouts.reflection import matcher, reflection_mask
-from runs.text import as_text, json_safe, prompt_key
+from runs.text import as_text, json_safe, prompt_key, stored_text
 from workers.training.protocol.events import parse_event, read_lines
 
 ROLLOUT_COLUMNS = (
@@ -112,9 +112,9 @@ def rollout_rows(run_id: int, event: dict, phrases: tuple[str, ...]):
             step,
             row["index"],
             row["group"],
-            prompt,
+            stored_text(prompt),  # as ExactTextField stores it: COPY and INSERT bypass the field
             key,
-            completion,
+            stored_text(completion),
             _JSONB + _dumps(row["rewards"]),
             reward,
             reward_bucket(reward),
@@ -262,6 +262,10 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
                 faults[event["name"]] = {k: event.get(k) for k in ("faults", "disabled", "error", "step")}
             elif event["type"] == "reward_sandbox":
                 weak[event["name"]] = [str(w) for w in event.get("weak") or []]
+            elif event["type"] == "started" and isinstance(event.get("provenance"), dict):
+                # each attempt reports its own (a resume may run on another worker): the latest is the run's
+                run.provenance = json_safe({**event["provenance"], "attempt": run.attempt})
+                run.save(update_fields=["provenance"])
             elif event["type"] == "checkpoint" and event["step"] > run.checkpoint_step:
                 run.checkpoint_step = event["step"]
                 run.save(update_fields=["checkpoint_step"])
@@ -361,7 +365,7 @@ def ingest_appended(run: Run, events: list[dict], offset: int) -> tuple[dict, li
 
 
 # the Run fields a batch's transaction sets on the caller's object (in _ingest_up_to and _ingest)
-_INGEST_WRITES = ("event_offset", "step", "checkpoint_step", "reward_faults", "sandbox_weak")
+_INGEST_WRITES = ("event_offset", "step", "checkpoint_step", "reward_faults", "sandbox_weak", "provenance")
 
 
 def _ingest_up_to(run: Run, events: Callable[[], Iterator[dict]], read: list[dict], offset: int, lease) -> dict:
@@ -383,8 +387,9 @@ def _ingest_up_to(run: Run, events: Callable[[], Iterator[dict]], read: list[dic
             ):
                 raise Fenced(f"run {run.pk}: this supervisor's attempt was taken from it")
             batch = _ingest(run, events)
-            # The step counter shows completed optimizer steps: TRL logs metrics after each one.
-            done = max([e["step"] for e in read if e["type"] == "metrics"] + [run.step])
+            # The step counter shows the newest step any data is for: metrics (logged every logging_steps) or a
+            # rollout batch (one every generation), so a run logging metrics every 10 steps still moves each step.
+            done = max([e["step"] for e in read if e["type"] in ("metrics", "rollouts")] + [run.step])
             run.event_offset, run.step = offset, min(done, run.total_steps or done)
             run.save(update_fields=["event_offset", "step"])
     except BaseException:

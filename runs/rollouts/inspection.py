@@ -295,7 +295,15 @@ def _zero_variance_shares(run: Run, series: dict, steps: list[int], recent: int 
     return [(r["step"], r["zero"] / r["n"]) for r in rows if r["n"]]
 
 
+SEVERITY = {"warn": 0, "info": 1, "ok": 2}  # the Health list's order: what needs a look first
+
+
 def run_health(run: Run) -> list[dict]:
+    """``health_signals``, the warnings first, then notes (info), then what is fine; each level in its own order."""
+    return sorted(health_signals(run), key=lambda s: SEVERITY.get(s["level"], 1))
+
+
+def health_signals(run: Run) -> list[dict]:
     """Signals a GRPO run is going wrong, read from TRL's logged metrics, each with its level (ok, warn, info),
     what it saw, and where to look. An SFT run has no groups, advantages or KL: it gets its own (sft_health)."""
     if run.is_sft:
@@ -344,8 +352,10 @@ def run_health(run: Run) -> list[dict]:
                 "level": "ok",
                 "title": "KL",
                 "detail": "not measured: with beta=0 TRL loads no reference model and logs no KL"
-                if not config.get("beta")
-                else "not logged yet",
+                if config.get("beta") == 0
+                else "not logged yet"
+                if config.get("beta") is not None
+                else f"no KL logged; beta unknown ({run.unknown_reason})",
                 "step": None,
             }
         )
@@ -377,7 +387,12 @@ def run_health(run: Run) -> list[dict]:
         0.2,
         "High clipped ratio",
         "Clipped ratio",
-        f"of recent completions were cut at max_completion_length={config.get('max_completion_length')}",
+        "of recent completions were cut at "
+        + (
+            f"max_completion_length={config['max_completion_length']}"
+            if config.get("max_completion_length") is not None
+            else f"max_completion_length (its value unknown: {run.unknown_reason})"
+        ),
         "their endings (and answers) are missing, so rewards judge unfinished text; raise max_completion_length or "
         "reward brevity",
         url=f"{browse}?truncated=yes",
@@ -390,8 +405,10 @@ def run_health(run: Run) -> list[dict]:
                 "key": "policy_clip_ratio",
                 "level": "warn",
                 "title": "High policy clip ratio",
-                "detail": f"{_recent(region):.0%} of tokens hit the epsilon={config.get('epsilon')} clip: "
-                f"updates are larger than the trust region allows",
+                "detail": f"{_recent(region):.0%} of tokens hit the "
+                + (f"epsilon={config['epsilon']}" if config.get("epsilon") is not None else "epsilon")
+                + " clip: "
+                "updates are larger than the trust region allows",
                 "step": region[-1][0],
             }
         )
@@ -424,7 +441,7 @@ def run_health(run: Run) -> list[dict]:
                     f"mean advantage; advantages are centred in every group, so it stays near zero "
                     f"(loss_type={loss_type} averages over all tokens of the batch, so only length differences "
                     f"move it). The gradient is not zero: watch reward and grad_norm, not loss."
-                    if not beta
+                    if beta == 0
                     else f"The loss is {_recent(loss, 5):.2g}: advantages are centred in every group, so the policy "
                     f"term averages near zero; its gradient does not. Watch reward and grad_norm."
                 ),

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from django.db import connection
-from django.db.models import Count, Max, Q
+from django.db.models import Avg, Count, Max, Min, Q
 
 from rewards.models import RewardFunctionVersion
 from rewards.trl_inputs import is_conversational
 from runs.datasets.mapping import Mapping, prompts_by_text
 from runs.models import Replay, Rollout, Run
 from runs.paths import event_log_path
-from runs.rollouts.groups import advantage, group_stats, normalize_then_sum
+from runs.rollouts.groups import advantage, formula, group_stats, normalize_then_sum
 from runs.rollouts.reflection import matcher
 from runs.rollouts.tokens import token_groups
+from runs.series import JsonNumber, numeric_keys, step_buckets
 from runs.text import as_text
 from workers.training.protocol.events import parse_event, read_lines
 
@@ -53,11 +54,33 @@ def metric_section(key: str) -> str:
     return "train" if "/" not in key else "other"
 
 
+def chart_keys(run: Run, keys) -> tuple[list[str], list[dict]]:
+    """Of a run's logged metric ``keys`` (in the order they first appear), those drawn, in order, and the same as
+    [{"name", "charts"}] sections by prefix (SECTIONS)."""
+    keys = list(keys)
+    reward_keys = [f"rewards/{name}/mean" for name in run.reward_names]
+    per_function = [f"rewards/{name}/{what}" for what in ("none_frac", "time_per_call_ms") for name in run.reward_names]
+    present = set(keys)
+    charts = (
+        [k for k in CHART_METRICS[:2] if k in present]
+        + [k for k in reward_keys if k in present]
+        + [k for k in CHART_METRICS[2:] if k in present]
+        + [k for k in per_function if k in present]
+        + [k for k in keys if k.startswith(TRL_GROUPS)]
+        + [k for k in keys if k.startswith("val-core/")]
+    )
+    sections = {name: [] for name, _ in SECTIONS} | {"other": []}
+    for key in charts:
+        sections[metric_section(key)].append(key)
+    return charts, [{"name": name, "charts": keys} for name, keys in sections.items() if keys]
+
+
 def metric_series(run: Run, smooth: float = 0.0) -> dict:
     """{"steps": [...], "series": {metric: [value or None per step]}} for every metric TRL logged; "charts": the
     metrics drawn, in order, and "sections": [{"name", "charts"}] the same by prefix (SECTIONS); "version": what of
     the event log was ingested when read (attempt.bytes), so a page can tell whether a later push is news. With
-    ``smooth`` (0 to below 1), "smoothed" holds each series after TensorBoard's smoothing (smooth_ema)."""
+    ``smooth`` (0 to below 1), "smoothed" holds each series after TensorBoard's smoothing (smooth_ema). Every point:
+    for the API and the detectors; the run page reads metric_catalog and metric_buckets."""
     version = f"{run.attempt}.{run.event_offset}"  # read before the rows: never newer than they are
     rows = list(run.step_metrics.values_list("step", "metrics"))
     steps = [step for step, _ in rows]
@@ -67,29 +90,86 @@ def metric_series(run: Run, smooth: float = 0.0) -> dict:
             if isinstance(value, (int, float)) or value is None:
                 keys.setdefault(key, None)
     series = {key: [metrics.get(key) for _, metrics in rows] for key in keys}
-    reward_keys = [f"rewards/{name}/mean" for name in run.reward_names]
-    per_function = [f"rewards/{name}/{what}" for what in ("none_frac", "time_per_call_ms") for name in run.reward_names]
-    charts = (
-        [k for k in CHART_METRICS[:2] if k in series]
-        + [k for k in reward_keys if k in series]
-        + [k for k in CHART_METRICS[2:] if k in series]
-        + [k for k in per_function if k in series]
-        + [k for k in series if k.startswith(TRL_GROUPS)]
-        + [k for k in series if k.startswith("val-core/")]
-    )
-    sections = {name: [] for name, _ in SECTIONS} | {"other": []}
-    for key in charts:
-        sections[metric_section(key)].append(key)
+    charts, sections = chart_keys(run, keys)
     out = {
         "steps": steps,
         "series": series,
         "charts": charts,
-        "sections": [{"name": name, "charts": keys} for name, keys in sections.items() if keys],
+        "sections": sections,
         "smooth": smooth,
         "version": version,
+        "latest_reward": latest_reward(run, rows),
     }
     if smooth:
         out["smoothed"] = {key: smooth_ema(values, smooth) for key, values in series.items()}
+    return out
+
+
+def latest_reward(run: Run, rows: list[tuple[int, dict]] | None = None) -> dict | None:
+    """The newest reward of any kind: {"step", "value", "source"}, source "metrics" (the last logged ``reward``) or
+    "rollouts" (the mean reward of the newest rollout batch, when no metric is as new: a trainer logging metrics
+    every 10 steps stores a batch each step). ``rows``: the run's (step, metrics), when the caller has read them.
+    None when neither holds a reward."""
+    if rows is None:  # the newest logged reward, found by the database (a run may hold 100,000 steps)
+        found = (
+            run.step_metrics.annotate(v=JsonNumber("metrics", "reward"))
+            .exclude(v=None)
+            .order_by("-step")
+            .values_list("step", "v")
+            .first()
+        )
+        newest = found and (found[0], found[1])
+    else:
+        logged = [(step, m["reward"]) for step, m in rows if isinstance(m.get("reward"), (int, float))]
+        newest = logged and max(logged)
+    batch = Rollout.objects.filter(run=run).aggregate(step=Max("step"))["step"]
+    if batch is not None and (not newest or batch > newest[0]):
+        mean = Rollout.objects.filter(run=run, step=batch).aggregate(value=Avg("reward"))["value"]
+        if mean is not None:
+            return {"step": batch, "value": mean, "source": "rollouts"}
+    return {"step": newest[0], "value": newest[1], "source": "metrics"} if newest else None
+
+
+def run_formula(run: Run) -> str:
+    """The run's advantage formula, with the epsilon of whoever computed its advantages (Run.advantages_by)."""
+    config = run.config or {}
+    return formula(config.get("scale_rewards"), config.get("multi_objective_aggregation"), run.advantage_epsilon)
+
+
+def metric_catalog(run: Run) -> dict:
+    """What the run page needs before it draws: the charts and sections (as metric_series), the steps logged
+    ({"first", "last", "count"}), the latest reward of any kind (latest_reward) and the data version. No series:
+    each chart asks metric_buckets for its own, bucketed."""
+    version = f"{run.attempt}.{run.event_offset}"  # read before the rows: never newer than they are
+    rows = run.step_metrics.all()
+    charts, sections = chart_keys(run, numeric_keys(rows))
+    span = rows.aggregate(first=Min("step"), last=Max("step"), count=Count("step"))
+    return {
+        "charts": charts,
+        "sections": sections,
+        "steps": span,
+        "latest_reward": latest_reward(run),
+        "version": version,
+    }
+
+
+def metric_buckets(run: Run, key: str, *, first: int | None = None, last: int | None = None, buckets: int, smooth=0.0):
+    """``key``'s series between steps ``first`` and ``last`` (the run's first and last logged step where not given),
+    bucketed in the database (runs.series.step_buckets: min, max and last value per bucket); with ``smooth``,
+    "smoothed": TensorBoard's smoothing of the buckets' last values."""
+    rows = run.step_metrics.all()
+    if first is None or last is None:
+        span = rows.aggregate(first=Min("step"), last=Max("step"))
+        first = span["first"] if first is None else first
+        last = span["last"] if last is None else last
+    if first is None or last is None or last < first:
+        out = {"step": [], "last": [], "min": [], "max": [], "width": 1, "exact": True}
+    else:
+        out = step_buckets(rows, key, first=first, last=last, buckets=buckets)
+    out.update(metric=key, **{"from": first, "to": last})
+    if smooth:
+        out["smoothed"] = smooth_ema(out["last"], smooth)
+        out["smooth"] = smooth
     return out
 
 
@@ -220,7 +300,9 @@ def step_groups(
         g.update(mean=stats.mean, std=stats.std, zero_std=stats.zero_std, scale=scale)
         for c in g["completions"]:
             c["formula_advantage"] = (
-                by_formula[c["index"]] if by_formula else advantage(c["reward"], stats.mean, scale, scale_rewards)
+                by_formula[c["index"]]
+                if by_formula
+                else advantage(c["reward"], stats.mean, scale, scale_rewards, run.advantage_epsilon)
             )
     return list(by_group.values())
 

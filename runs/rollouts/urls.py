@@ -3,6 +3,7 @@ from django.urls import path
 from runs.rollouts import views
 
 urlpatterns = [
+    path("search/", views.search, name="search"),
     path("runs/<int:pk>/rollouts/", views.run_rollouts, name="run_rollouts"),
     path("runs/<int:pk>/rollouts.json", views.run_rollouts_json, name="run_rollouts_json"),
     path("runs/<int:pk>/rollouts.jsonl", views.run_rollouts_jsonl, name="run_rollouts_jsonl"),

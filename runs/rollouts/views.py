@@ -22,10 +22,11 @@ from runs.models import Replay
 from runs.rollouts import inspection
 from runs.rollouts.detectors import ThresholdsForm
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
-from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page
+from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page, unknown_filters
 from runs.rollouts.groups import formula
 from runs.rollouts.reflection import clean_phrases, matcher
-from runs.rollouts.selectors import replay_rewards_shown, replay_values, whole_number
+from runs.rollouts.search import SearchForm, search_runs
+from runs.rollouts.selectors import replay_rewards_shown, replay_values, run_formula, whole_number
 from runs.rollouts.services import (
     dataset_from_rollouts,
     replay_create,
@@ -52,6 +53,7 @@ def run_rollouts(request, pk):
     run = visible_run(request, pk)
     form = RolloutFilterForm(request.GET or None, run=run)
     form.is_valid()
+    problem = unknown_filters(request.GET)  # said on the page, which shows no rows for it (rollouts.json refuses)
     params = request.GET.copy()
     params.pop("after", None)
     return render(
@@ -60,10 +62,12 @@ def run_rollouts(request, pk):
         {
             "run": run,
             "form": form,
-            "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
+            "unknown_filters": problem,
+            "formula": run_formula(run),
             "filter_query": params.urlencode(),
             "replay_rewards": _replay_choices(run),
         },
+        status=400 if problem else 200,
     )
 
 
@@ -95,6 +99,9 @@ def _replay_choices(run) -> list[dict]:
 
 
 def _filter_data(request, run) -> tuple[dict | None, JsonResponse | None]:
+    problem = unknown_filters(request.GET)
+    if problem:  # refused, as the API refuses it
+        return None, JsonResponse({"errors": {"filters": [problem]}}, status=400)
     form = RolloutFilterForm(request.GET, run=run)
     if not form.is_valid():
         return None, JsonResponse({"errors": {k: [str(e) for e in v] for k, v in form.errors.items()}}, status=400)
@@ -450,3 +457,27 @@ def run_replay_jsonl(request, pk, replay_id):
     response = StreamingHttpResponse(async_chunks(chunks()), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-replay-{replay.pk}.jsonl"'
     return response
+
+
+@require_GET
+def search(request):
+    """Search across the runs the user may see (runs.rollouts.search)."""
+    form = SearchForm(request.GET or None)
+    page, problem, next_query = None, "", ""
+    if request.GET and form.is_valid():
+        data = form.cleaned_data
+        try:
+            page = search_runs(request.user, data["q"], where=data["where"] or "both", after=data["after"])
+        except SearchTooSlow as exc:
+            problem = str(exc)
+        if page and page.next_cursor:
+            params = request.GET.copy()
+            params["after"] = page.next_cursor
+            next_query = params.urlencode()
+    status = 400 if request.GET and form.errors else 422 if problem else 200
+    return render(
+        request,
+        "rollouts/search.html",
+        {"form": form, "page": page, "problem": problem, "next_query": next_query},
+        status=status,
+    )

@@ -1,7 +1,7 @@
 // The self-reflection tracker: reflection.json drawn as three charts (share per step, overall and per phrase; mean
 // reward and mean length with and without a phrase) and a few figures, redrawn as new steps arrive.
 
-import { el, fmt, getJSON, stepAxis } from "./dom.js";
+import { el, fmt, getJSON, plotlyText, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 
 const root = document.getElementById("tracker");
@@ -28,7 +28,7 @@ async function refresh() {
     ...stat("stat-first-phrases", "first step per phrase",
       d.phrases.map((p) => `${p}: ${d.first_step_per_phrase[p] ?? "–"}`).join(" · ")));
   const perPhrase = d.phrases.filter((p) => d.per_phrase[p].some((v) => v > 0))
-    .map((p) => line(d.steps, d.per_phrase[p], p, { line: { width: 1 }, marker: { size: 3 }, visible: "legendonly" }));
+    .map((p) => line(d.steps, d.per_phrase[p], plotlyText(p), { line: { width: 1 }, marker: { size: 3 }, visible: "legendonly" }));
   const config = { displayModeBar: false, responsive: true };
   Plotly.react("chart-share", [line(d.steps, d.share, "any phrase", { line: { width: 3 } }), ...perPhrase],
     { ...layout("share of completions with a reflection phrase", "share", d.steps), yaxis: { tickformat: ".0%", rangemode: "tozero" } }, config);

@@ -10,6 +10,7 @@ const root = document.getElementById("browser");
 const runId = root.dataset.run;
 const query = new URLSearchParams(location.search);
 const firstPage = !query.has("after");
+const lengthsKnown = root.dataset.lengthsKnown === "1"; // an import's files may hold no token counts (stored as 0)
 let shown = 0;
 
 function rewardsText(rewards) {
@@ -22,7 +23,7 @@ function rowCard(r) {
     el("span", { class: `num adv ${r.advantage >= 0 ? "pos" : "neg"}`, text: `advantage ${fmt(r.advantage)}` }),
     el("span", { class: "num total", text: `reward ${fmt(r.reward)}` }),
     el("span", { class: "muted", text: rewardsText(r.rewards) }),
-    el("span", { class: "num", text: `${r.length} tokens${r.truncated ? " · truncated ✂" : ""}` }));
+    el("span", { class: "num", text: `${lengthsKnown ? `${r.length} tokens` : "length unknown"}${r.truncated ? " · truncated ✂" : ""}` }));
   if (r.replay) {
     head.append(el("span", { class: "num replay", title: "the reward replay in view, beside what TRL stored",
       text: `replay: reward ${fmt(r.replay.new_reward)} · advantage ${fmt(r.replay.new_advantage)} · rank ${r.replay.old_rank} → ${r.replay.new_rank}` }));

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.db import connection
 
 from runs.models import Rollout, Run, StepMetric
 from runs.rollouts.ingest import ingest_log
@@ -78,15 +79,19 @@ def test_reflection_phrases_are_tagged_at_ingest(run, tmp_path):
     assert Rollout.objects.get(index=1).reflections == []
 
 
-def test_nul_characters_in_model_output_are_stored_visibly(run, tmp_path):
+def test_nul_characters_in_model_output_are_stored_without_nul_and_read_back_exactly(run, tmp_path):
     event = _rollouts_event(1)
     event["rows"][0]["completion"] = "12\x003"
     event["rows"][1]["prompt"] = [{"role": "user", "content": "a\x00b"}]
     log = tmp_path / "events.jsonl"
     log.write_text(json.dumps(event) + "\n")
     ingest_log(run, log)
-    assert Rollout.objects.get(index=0).completion == "12\u24003"
-    assert Rollout.objects.get(index=1).prompt == "user: a\u2400b"
+    assert Rollout.objects.get(index=0).completion == "12\x003"
+    assert Rollout.objects.get(index=1).prompt == "user: a\x00b"
+    with connection.cursor() as cursor:  # the column holds a visible NUL sign (PostgreSQL text cannot hold NUL)
+        index = connection.ops.quote_name("index")
+        cursor.execute(f"SELECT completion FROM {Rollout._meta.db_table} WHERE run_id = %s AND {index} = 0", [run.pk])
+        assert cursor.fetchone()[0] == "12\u2400\ufe003"
 
 
 def test_a_database_that_fails_mid_batch_loses_nothing_on_the_next_read(run, tmp_path):
