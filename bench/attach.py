@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from bench import pgdb
+from bench.registry import parse_args
 from bench.webapp import django_on_a_data_folder, web_server
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/grpo_bench_attach"
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_ATTACH_DATABASE_URL", DEFAULT_URL))
     parser.add_argument("--sqlite", action="store_true", help="a throwaway SQLite database instead of PostgreSQL")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, steps=4, rounds=1, warmup=1, rows=4096)
     if args.steps < args.warmup + 2:
         parser.error("--steps: at least --warmup + 2 (the last step has no next begin)")
 

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.registry import parse_args
+
 
 def write_files(root: Path, rows: int) -> None:
     import pandas as pd
@@ -59,7 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, None, rows=2000, rounds=1)
 
     from runs.attach.importers import trl, verl
 

@@ -10,7 +10,8 @@ Every generation batch (prompts, completions, per-function rewards, TRL's advant
 truncation, labelled with the step TRL's completions table gives it), TRL's logged metrics, checkpoints, the
 GRPOConfig, the model id, the dataset's name and the reward functions' source go to a spool in
 ``<output_dir>/grpo-web-spool/``; a background thread sends it to the server. Training never waits for the server.
-Run again from a checkpoint in the same output_dir, the script continues the same grpo-web run.
+The spool is never deleted: run again from a checkpoint in the same output_dir, the script continues the same
+grpo-web run (whether or not the server ever answered) and sends what the spool held first.
 
 ``token_sample_groups=N`` (or GRPO_WEB_TOKEN_SAMPLE_GROUPS; 0, the default, is off; -1 every group) also keeps, for
 the first N groups of each generation batch, the per-token values TRL computed at the update (log-probabilities,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from pathlib import Path
@@ -53,6 +54,22 @@ class SpoolWriter:
     def close(self) -> None:
         with self._lock:
             self._fh.close()
+
+
+def spool_lock(folder: Path):
+    """An exclusive lock on the spool folder ``folder`` (its ``lock`` file, open: closing it lets go), or None when
+    another process holds it: two writers never share a spool. Where there is no fcntl (Windows) there is no lock."""
+    try:
+        import fcntl
+    except ImportError:
+        return open(os.devnull, "wb")
+    fh = open(folder / "lock", "a+b")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
 
 
 class NullWriter:

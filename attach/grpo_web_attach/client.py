@@ -8,13 +8,21 @@ import atexit
 import inspect
 import json
 import os
-import shutil
 import socket
 import sys
 from pathlib import Path
 
-from grpo_web_attach.capture import NullWriter, SpoolWriter, capture_batch
-from grpo_web_attach.sender import Api, Sender, pending_shards, read_acked, shard_step, write_atomic
+from grpo_web_attach import provenance
+from grpo_web_attach.capture import NullWriter, SpoolWriter, capture_batch, spool_lock
+from grpo_web_attach.sender import (
+    BATCH_BYTES,
+    Api,
+    Sender,
+    pending_shards,
+    read_acked,
+    shard_step,
+    write_atomic,
+)
 from grpo_web_attach.tokens import TokenCapture
 
 __all__ = ["attach", "GrpoWebCallback", "Attachment"]
@@ -55,6 +63,7 @@ def run_description(trainer, name: str | None) -> dict:
         "dataset_label": str(label),
         "host": socket.gethostname(),
         "command": " ".join([sys.executable, *sys.argv]),
+        "provenance": provenance.record(seed=getattr(args, "seed", None), script=sys.argv[0] if sys.argv else None),
     }
 
 
@@ -73,38 +82,70 @@ class Attachment:
         self.shards = self.folder / TOKENS_DIR
         self.sender: Sender | None = None
         self.tokens: TokenCapture | None = None
+        self.resumed = False
+        self.lock = None
+        if self.main:
+            self.main = self._only_writer(trainer)
         if not self.main:
             self.writer = NullWriter()
         else:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            spool = self.folder / "events.jsonl"
             state_path = self.folder / "run.json"
             state = json.loads(state_path.read_text()) if state_path.exists() else None
-            self.resumed = bool(state) and state.get("url") == url.rstrip("/")
-            api = Api(url, token)
-            if not self.resumed:
-                # a new run: its id comes from the server, before anything is sent (retried by the sender)
-                for stale in ("events.jsonl", "acked"):
-                    (self.folder / stale).unlink(missing_ok=True)
-                shutil.rmtree(self.shards, ignore_errors=True)  # an earlier run's shards
+            if not state or state.get("url") != url.rstrip("/"):
+                # no run on this server yet: it is made on first contact and takes the whole spool from its start
                 state = None
-            self.writer = SpoolWriter(self.folder / "events.jsonl")
+                (self.folder / "acked").unlink(missing_ok=True)
+            # The spool is never deleted: what it holds is this output_dir's run, sent or not. A script that runs
+            # again here (from a checkpoint, or from scratch) continues that run, whether or not the server ever
+            # answered: its resume marker drops the steps it trains again.
+            self.resumed = bool(state) or whole_spool(spool) > 0
+            self.writer = SpoolWriter(spool)
             self.sender = RunSender(
-                api,
+                Api(url, token),
                 state,
                 run_description(trainer, name),
                 state_path,
-                self.folder / "events.jsonl",
+                spool,
                 self.folder / "acked",
                 self.shards,
             )
             self.sender.start()
         self._wrap()
-        if token_sample_groups:
-            # every process captures (the shard of a step gathers every rank's rows); the main one writes
+        if token_sample_groups and (self.main or not trainer.accelerator.is_main_process):
+            # every process of a distributed trainer captures (the shard of a step gathers every rank's rows); the
+            # main one writes. One that trains alone and is not sent captures nothing.
             self.tokens = TokenCapture(trainer, self.shards, token_sample_groups)
             self.tokens.hook()
         trainer.add_callback(AttachCallback(self))
         atexit.register(self.close, failed_if_open=True)
+
+    def _only_writer(self, trainer) -> bool:
+        """Whether this process writes the spool: the launch's first process, and the only one writing it (a lock
+        on the spool, held until the run is closed). Says why when it does not."""
+        ranks = launch_ranks()
+        if trainer.accelerator.num_processes == 1 and ranks[1] > 1:
+            # a launcher started several processes, but the trainer of each is not distributed (accelerate found no
+            # GPU and use_cpu is not set): each trains the whole run alone, in one output_dir; the first is sent
+            if ranks[0] != 0:
+                _log(
+                    f"grpo-web: process {ranks[0]} of {ranks[1]} trains alone (its trainer is not distributed: on a "
+                    "machine without GPUs set use_cpu=True in GRPOConfig); only process 0's run is sent"
+                )
+                return False
+            _log(
+                f"grpo-web: the {ranks[1]} processes of this launch each train alone (their trainers are not "
+                "distributed: on a machine without GPUs set use_cpu=True in GRPOConfig); only this one's run is sent"
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.lock = spool_lock(self.folder)
+        if self.lock is None:
+            _log(
+                f"grpo-web: another process is writing {self.folder} (two trainings in one output_dir); this one's "
+                "run is not sent"
+            )
+            return False
+        return True
 
     def _wrap(self) -> None:
         trainer, attachment = self.trainer, self
@@ -158,12 +199,24 @@ class Attachment:
             return
         if failed_if_open:
             failed, error = True, error or "the training script ended before training did"
-        if not self.sender.flush(self.flush_timeout):
-            _log(
-                f"grpo-web: {self.sender.pending()} bytes not sent; run this script again from a checkpoint in "
-                f"{self.trainer.args.output_dir} to send them"
-            )
+        sent = self.sender.flush(self.flush_timeout)
         self.sender.stop()
+        if self.lock is not None:
+            self.lock.close()  # the spool is free for the next run of the script
+        if not sent:
+            # one line: what is left, and how it goes (the spool keeps it; the next run here sends it first)
+            left = f"grpo-web: {self.sender.pending()} bytes of this run not sent"
+            if self.sender.error:
+                _log(f"{left}: the server refused them ({self.sender.error}); they are kept in {self.folder}")
+            else:
+                why = (
+                    "the server was not reached" if self.sender.unreached else f"not taken in {self.flush_timeout:g} s"
+                )
+                _log(
+                    f"{left} ({why}); they wait in {self.folder}: run this script again from its last checkpoint in "
+                    f"{self.trainer.args.output_dir} to send them"
+                )
+                return  # the run ends on the server when they arrive
         try:
             self.sender.finish(failed=failed, error=error)
         except Exception as exc:
@@ -218,6 +271,37 @@ class RunSender(Sender):
                 f"/runs/{self.run_id}/finish",
                 {"resume_key": self.resume_key, "failed": failed, "error": error[:2000]},
             )
+
+
+def whole_spool(spool: Path) -> int:
+    """The size of ``spool`` after cutting a line a killed process left half-written (so that the next line does not
+    join it); 0 when there is none."""
+    try:
+        size = spool.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size:
+        with open(spool, "rb+") as fh:
+            fh.seek(max(0, size - BATCH_BYTES))
+            tail = fh.read()
+            if not tail.endswith(b"\n"):
+                size -= len(tail) - (tail.rfind(b"\n") + 1)
+                fh.truncate(size)
+    return size
+
+
+def launch_ranks() -> tuple[int, int]:
+    """(this process's rank, the number of processes) its launcher (torchrun, accelerate, MPI) gave it."""
+    for rank, size in (
+        ("RANK", "WORLD_SIZE"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ):
+        try:
+            return int(os.environ[rank]), int(os.environ[size])
+        except (KeyError, ValueError):
+            continue
+    return 0, 1
 
 
 def attach(

@@ -24,6 +24,7 @@ from pathlib import Path
 
 BATCH_BYTES = 4 * 1024**2  # raw spool bytes per request (whole lines; a longer line goes alone)
 HEARTBEAT_S = 10.0
+MAX_BACKOFF_S = 10.0  # the longest wait between two tries of a server that is not reached
 SEND_EVERY_S = 1.0  # once caught up, the next batch waits this long for lines to gather (flush does not)
 TIMEOUT_S = 30.0
 SHARD = re.compile(r"step-(\d{6,})\.parquet")  # grpo_web_attach.tokens.shard_name
@@ -143,9 +144,10 @@ class Sender:
         self.acked = read_acked(acked_path)
         self.log = log
         self.error: str | None = None  # a refusal: the server will not take this spool; sending stopped
+        self.unreached: str | None = None  # why the server is not reached now (said once, not at each retry)
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._hurry = threading.Event()  # flush or stop: send what there is now
+        self._hurry = threading.Event()  # flush or stop: a caught-up sender sends what there is now
         self._thread = threading.Thread(target=self._loop, name="grpo-web-attach", daemon=True)
         self._last_contact = 0.0
         self._prepared: Prepared | None = None  # the next batch, read and gzip'd while a request is in flight
@@ -194,7 +196,10 @@ class Sender:
         if status == 409 and isinstance(answer.get("expected"), int):
             # the server has taken more (an acknowledgement lost) or less (a spool restored from a backup) than
             # this side thinks: send from where it stands
-            self._ack(min(answer["expected"], self.spool.stat().st_size))
+            expected = min(answer["expected"], self.spool.stat().st_size)
+            if expected == self.acked:  # it expects what was sent: not a lost acknowledgement, so retried later
+                raise ConnectionError(f"409 at offset {self.acked}: {answer.get('detail') or answer}")
+            self._ack(expected)
             return True
         if status >= 400:
             raise Refused(f"{status}: {answer.get('detail') or answer}")
@@ -250,16 +255,25 @@ class Sender:
         while not self._stop.is_set():
             try:
                 moved = self.send_once()
-                backoff = 1.0
             except Refused as exc:
                 self.error = str(exc)
                 self.log(f"grpo-web: the server refused this run's events, sending stopped: {exc}")
                 return
             except Exception as exc:  # the server down, slow or restarting: the spool keeps everything
-                self.log(f"grpo-web: server not reached ({exc.__class__.__name__}); retrying in {backoff:.0f} s")
-                self._hurry.wait(backoff)  # a new batch does not cut it short (flush and stop do)
-                backoff = min(backoff * 2, 10.0)
+                if self.unreached is None:  # said once; the retries are quiet
+                    self.log(
+                        f"grpo-web: server not reached ({exc.__class__.__name__}); the spool keeps everything, "
+                        f"retried every {MAX_BACKOFF_S:.0f} s at most"
+                    )
+                self.unreached = exc.__class__.__name__
+                # backoff in every state: neither a new batch nor a flush cuts it short (only stop does)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
                 continue
+            backoff = 1.0
+            if self.unreached is not None:
+                self.unreached = None
+                self.log("grpo-web: server reached again; sending what the spool holds")
             if not moved:
                 self._wake.wait(1.0)
                 self._wake.clear()
@@ -276,7 +290,7 @@ class Sender:
         while time.monotonic() < deadline:
             if self.pending() == 0 or self.error or not self._thread.is_alive():
                 break
-            time.sleep(0.1)
+            time.sleep(0.2)
         return self.pending() == 0
 
     def stop(self) -> None:

@@ -6,15 +6,17 @@ is its owner's alone (another user's run answers 404) and the client proves it i
 from __future__ import annotations
 
 import zlib
+from typing import Annotated
 
 from django.conf import settings
 from django.http import Http404
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
-from pydantic import Field
+from pydantic import BaseModel, Field, StringConstraints
 
 from runs.attach.checks import EventRefused
 from runs.attach.services import (
+    AttachRefused,
     OffsetGap,
     attached_batch_append,
     attached_run_create,
@@ -29,6 +31,44 @@ from runs.models import Run
 router = Router(tags=["attach"])
 
 
+# the record's parts are plain pydantic models: ninja's Schema reads attributes off any object, so a string given
+# for a record would pass as an empty one
+class GitIn(BaseModel):
+    commit: str = Field(max_length=100)
+    branch: str = Field("", max_length=300)
+    dirty: bool = False
+    changed: list[Annotated[str, StringConstraints(max_length=1000)]] = Field(default_factory=list, max_length=50)
+
+
+class ScriptIn(BaseModel):
+    path: str = Field(max_length=4000)
+    sha256: str = Field(max_length=64)
+    source: str = Field("", max_length=256 * 1024)
+    truncated: bool = False
+    git: GitIn | None = None
+
+
+class AcceleratorIn(BaseModel):
+    cuda: str = Field("", max_length=100)
+    driver: str = Field("", max_length=100)
+    devices: list[Annotated[str, StringConstraints(max_length=300)]] = Field(default_factory=list, max_length=64)
+
+
+class ProvenanceIn(BaseModel):
+    """The script's reproducibility record (grpo_web_attach.provenance.record)."""
+
+    libraries: dict[
+        Annotated[str, StringConstraints(max_length=100)], Annotated[str, StringConstraints(max_length=100)]
+    ] = Field(default_factory=dict, max_length=64)
+    python: str = Field("", max_length=100)
+    platform: str = Field("", max_length=300)
+    host: str = Field("", max_length=1000)
+    command: str = Field("", max_length=10000)
+    seed: int | None = None
+    accelerator: AcceleratorIn = Field(default_factory=AcceleratorIn)
+    script: ScriptIn | None = None
+
+
 class AttachIn(Schema):
     name: str = Field("", max_length=200, description="The run's name on grpo-web.")
     model: str = Field("", max_length=500, description="The model id or path the script trains.")
@@ -38,6 +78,7 @@ class AttachIn(Schema):
     dataset_label: str = Field("", max_length=500, description="The dataset's name, as the script knows it.")
     host: str = Field("", max_length=1000)
     command: str = Field("", max_length=10000)
+    provenance: ProvenanceIn | None = Field(None, description="Library versions, git state, seed, the script.")
 
 
 class AttachOut(Schema):
@@ -85,19 +126,27 @@ def attached_run(request, run_id: int, key: str) -> Run:
     return run
 
 
-@router.post("/attach/runs", response=AttachOut, summary="Create an attached run (a client in a training script)")
+@router.post(
+    "/attach/runs",
+    response={200: AttachOut, 400: Detail, 429: Detail},
+    summary="Create an attached run (a client in a training script)",
+)
 def attach_create(request, body: AttachIn):
-    run, key = attached_run_create(
-        owner=request.user,
-        name=body.name,
-        model=body.model,
-        config=body.config,
-        reward_names=body.reward_names,
-        reward_sources=body.reward_sources,
-        dataset_label=body.dataset_label,
-        host=body.host,
-        command=body.command,
-    )
+    try:
+        run, key = attached_run_create(
+            owner=request.user,
+            name=body.name,
+            model=body.model,
+            config=body.config,
+            reward_names=body.reward_names,
+            reward_sources=body.reward_sources,
+            dataset_label=body.dataset_label,
+            host=body.host,
+            command=body.command,
+            provenance=body.provenance.model_dump(exclude_none=True) if body.provenance else {},
+        )
+    except AttachRefused as exc:
+        return Status(exc.status, {"detail": str(exc)})
     return {"id": run.pk, "resume_key": key, "url": run.get_absolute_url()}
 
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import math
 
+from django.conf import settings
+
 from workers.training.protocol.events import parse_event
 
 EVENT_TYPES = ("rollouts", "metrics", "checkpoint")
 MAX_INT = 2**31 - 1  # the database's positive integer columns
 MAX_ROWS = 100_000  # rows in one generation batch
+# metric names in one metrics event: TRL's own few dozen, and a sandboxed reward function may log up to 256 of its own
+# (rewards.sandbox.replies.MAX_RUN_LOG_NAMES); every name becomes a key of the step's stored metrics
+MAX_METRIC_NAMES = 1024
 
 
 class EventRefused(ValueError):
@@ -85,6 +90,10 @@ def event_problem(event, where: str, allow_resume: bool = False, allow_eval: boo
     evaluation (an importer's, read from verl's validation dump) is allowed."""
     if not isinstance(event, dict):
         return f"{where}: an event is a JSON object, not {type(event).__name__}"
+    limit = settings.GRPO_MAX_NESTING
+    for key, value in event.items():
+        if key != "rows" and deeper_than(value, limit):
+            return f"{where}: {str(key)[:60]}: nested more than {limit} levels deep (GRPO_MAX_NESTING)"
     kind = event.get("type")
     if allow_resume and kind == "resume":
         return None if _int(event.get("step")) else f"{where}: step: must be an integer from 0"
@@ -100,6 +109,8 @@ def event_problem(event, where: str, allow_resume: bool = False, allow_eval: boo
         metrics = event.get("metrics")
         if not isinstance(metrics, dict):
             return f"{where}: metrics: must be an object"
+        if len(metrics) > MAX_METRIC_NAMES:
+            return f"{where}: metrics: at most {MAX_METRIC_NAMES} names in one event, not {len(metrics)}"
         for key, value in metrics.items():
             if len(key) > 200 or "\x00" in key:
                 return f"{where}: metrics: a name is at most 200 characters, without NUL"
@@ -124,14 +135,66 @@ def rollouts_problem(event: dict, where: str) -> str | None:
     names = event.get("reward_names", [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return f"{where}: reward_names: must be a list of strings"
+    limit = settings.GRPO_MAX_NESTING
     for i, row in enumerate(rows):
-        if row_is_good(row):
-            continue  # the common case, checked in one go; the loop below names what is wrong
-        fault = _row_fault(where, i, row, ROW_CHECKS)
-        if fault:
-            return fault
-        if "columns" in row and row["columns"] is not None and not isinstance(row["columns"], dict):
-            return f"{where}: rows[{i}].columns: must be an object"
+        if not row_is_good(row):  # the common case is checked in one go; _row_fault names what is wrong
+            fault = _row_fault(where, i, row, ROW_CHECKS)
+            if fault:
+                return fault
+            if "columns" in row and row["columns"] is not None and not isinstance(row["columns"], dict):
+                return f"{where}: rows[{i}].columns: must be an object"
+        for key, value in row.items():
+            # a row's columns are its dataset row's: each as deep as a dataset's value may be
+            if type(value) in (list, dict) and deeper_than(value, limit + (key == "columns")):
+                return f"{where}: rows[{i}].{str(key)[:60]}: nested more than {limit} levels deep (GRPO_MAX_NESTING)"
+    seen: dict[int, int] = {}
+    for i, row in enumerate(rows):
+        first = seen.setdefault(row["index"], i)
+        if first != i:
+            return f"{where}: rows[{i}].index: {row['index']} again (rows[{first}] has it): each row's index is its own"
+    return None
+
+
+def deeper_than(value, limit: int) -> bool:
+    """Whether ``value`` (as JSON parses) nests lists and objects more than ``limit`` levels deep (a list of messages
+    is 2 deep). Walked without recursion: no depth reaches Python's own limit."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if type(item) is dict else item if type(item) is list else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if type(child) in (list, dict))
+    return False
+
+
+def shape_problem(event: dict, where: str, *, reward_names: list[str], num_generations: int | None) -> str | None:
+    """Why a checked rollouts event does not fit its run (None when it does): the run's reward functions (each row
+    has one reward a function, in the run's order) and its group size (``num_generations``: a row's group is its
+    index // G; unknown, the event's own)."""
+    names = event.get("reward_names", reward_names)
+    if names != reward_names:
+        return f"{where}: reward_names: {str(names)[:200]}, not this run's {str(reward_names)[:200]}"
+    G = event.get("num_generations", num_generations)
+    if G is not None and not (_int(G) and G >= 1):
+        return f"{where}: num_generations: must be an integer from 1"
+    if num_generations and G != num_generations:
+        return f"{where}: num_generations: {G}, not this run's {num_generations}"
+    for i, row in enumerate(event["rows"]):
+        index, group, n = row["index"], row["group"], len(row["rewards"])
+        if n != len(reward_names):
+            return (
+                f"{where}: rows[{i}].rewards: {n} values for this run's {len(reward_names)} reward functions "
+                f"({', '.join(reward_names)[:200] or 'none'})"
+            )
+        if index >= MAX_ROWS:
+            return f"{where}: rows[{i}].index: {index}, past the {MAX_ROWS} rows a generation batch may hold"
+        if G and group != index // G:
+            return f"{where}: rows[{i}].group: {group}, not index // num_generations ({index} // {G} = {index // G})"
+        if not G and group > index:
+            return f"{where}: rows[{i}].group: {group}, past the row's index ({index})"
     return None
 
 
@@ -202,12 +265,15 @@ def _row_fault(where: str, i: int, row, checks: dict) -> str | None:
 
 def parse_line(line: bytes, where: str) -> dict:
     """One line of a client's batch as an event, checked (EventRefused names what is wrong). Parsed as the event log's
-    reader parses it (orjson, lone surrogates made U+FFFD), refusing NaN and Infinity: the event is stored as parsed
-    here, not read again."""
+    reader parses it (orjson, lone surrogates made U+FFFD), refusing NaN, Infinity and numbers past a double's range
+    (1e400), and values nested past GRPO_MAX_NESTING: the event is stored as parsed here, not read again."""
     try:
         event = parse_event(line, strict=True)
     except (ValueError, UnicodeDecodeError) as exc:  # orjson's JSONDecodeError is a ValueError
         raise EventRefused(f"{where}: not JSON ({str(exc)[:120]})") from None
+    except RecursionError:  # deeper than orjson's 1,024 levels, and than json's reader can follow
+        limit = settings.GRPO_MAX_NESTING
+        raise EventRefused(f"{where}: nested more than {limit} levels deep (GRPO_MAX_NESTING)") from None
     problem = event_problem(event, where, allow_resume=True)
     if problem:
         raise EventRefused(problem)

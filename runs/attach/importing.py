@@ -2,10 +2,12 @@
 and validation dumps (the run's periodic evaluations), a Trackio project (runs.attach.importers converts them to
 events; runs.attach.services stores them).
 
-Server paths must lie under GRPO_IMPORT_ROOTS, symbolic links included (a link out of them is refused); uploads go
-to a folder of their own and are read the same way. A file that cannot be read refuses the whole import, naming the
-file and the row: nothing is stored. Watch mode (``run_import_poll``, on the default queue) follows a verl or TRL
-folder while the run writes it, reading only the files it has not read yet.
+Server paths must lie under GRPO_IMPORT_ROOTS; uploads go to a folder of their own and are read the same way: by
+the converters in a child process under limits (runs.attach.importers.isolated), which open every file without
+following a link below its root and refuse hard links (runs.attach.importers.rootfs). A file that cannot be read
+refuses the whole import, naming the file and the row: nothing is stored. Watch mode (``run_import_poll``, on the
+default queue) follows a verl or TRL folder while the run writes it, reading only what it has not read yet: new files,
+the lines appended to verl's log, a trainer state that changed; a user watches GRPO_IMPORT_WATCH_PER_USER at most.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from django.utils import timezone
 from grpo_web import queues
 from runs.attach.checks import EventRefused
 from runs.attach.importers import VALIDATION, Converted, ImportFault, describe
+from runs.attach.importers.isolated import Limits, convert_isolated
 from runs.attach.services import external_events_append, external_run_create, external_run_finish
 from runs.models import Evaluation, JobStatus, Rollout, Run, RunImport
 
@@ -46,16 +49,21 @@ def import_roots() -> list[Path]:
 
 def inside_roots(path: str | Path) -> Path:
     """A path a user asked to import, resolved (symbolic links followed): it must lie under an import root and
-    exist. ImportRefused otherwise, naming the roots."""
+    exist. ImportRefused otherwise, naming the path as it lies in its import folder: the server's own folders are not
+    shown."""
     roots = import_roots()
     given = Path(str(path))
     if "\x00" in str(path):
         raise ImportRefused("path: not a valid path")
     resolved = (given if given.is_absolute() else roots[0] / given).resolve()
-    if not any(resolved.is_relative_to(root) for root in roots):
-        raise ImportRefused(f"path: only files under the import folders ({', '.join(map(str, roots))}) can be imported")
+    root = next((root for root in roots if resolved.is_relative_to(root)), None)
+    if root is None:
+        raise ImportRefused(
+            "path: only files under the import folders (GRPO_IMPORT_ROOTS) can be imported: give the path relative "
+            "to the import folder"
+        )
     if not resolved.exists():
-        raise ImportRefused(f"path: {path} does not exist under {', '.join(map(str, roots))}")
+        raise ImportRefused(f"path: {str(resolved.relative_to(root))[:300]!r} does not exist in the import folder")
     return resolved
 
 
@@ -106,60 +114,48 @@ def convert(
     path: Path,
     options: dict,
     *,
+    roots: list[Path] | None = None,
     skip=frozenset(),
     state: dict | None = None,
     watch=False,
     run_reward_names: list[str] | None = None,
-):
-    """``path`` read by the source's converter (runs.attach.importers). ``run_reward_names``: the run's, when it
-    exists already (a watched folder's next read)."""
-    if source == "trl":
-        from runs.attach.importers import trl
-
-        previous = (state or {}).get("previous")
-        return trl.convert(
-            path,
-            reward_names=options.get("reward_names"),
-            reward_weights=options.get("reward_weights"),
-            num_generations=options.get("num_generations"),
-            skip=set(skip),
-            previous=previous,
-            settle_s=SETTLE_S if watch else None,
-        )
-    if source == "verl":
-        from runs.attach.importers import verl
-
-        metrics_file = options.get("metrics_file")
-        if metrics_file:
-            metrics_file = inside_roots(metrics_file)
-            if not metrics_file.is_file():
-                raise ImportRefused("options.metrics_file: not a file")
-        validation = options.get("validation_path")
-        if validation:
-            validation = validation_folder(validation)
-        return verl.convert(
-            path,
-            validation=validation or None,
-            norm_by_std=options.get("norm_adv_by_std_in_grpo", True),
-            reward_names=options.get("reward_names"),
-            run_reward_names=run_reward_names,
-            skip=set(skip),
-            settle_s=SETTLE_S if watch else None,
-            metrics_file=metrics_file or None,
-        )
+) -> Converted:
+    """``path`` read by the source's converter (runs.attach.importers) in a child process under the limits
+    (runs.attach.importers.isolated), its reads confined to ``roots`` (the import roots by default). ``state``: what
+    a watched folder's last read left; ``run_reward_names``: the run's, when it exists already (a watched folder's
+    next read)."""
+    if source not in SOURCES:
+        raise ImportRefused(f"source: one of {', '.join(SOURCES)}, not {str(source)[:40]!r}")
+    options = dict(options)
+    if source == "verl" and options.get("metrics_file"):
+        metrics_file = inside_roots(options["metrics_file"])
+        if not metrics_file.is_file():
+            raise ImportRefused("options.metrics_file: not a file")
+        options["metrics_file"] = str(metrics_file)
+    if source == "verl" and options.get("validation_path"):
+        options["validation_path"] = str(validation_folder(options["validation_path"]))
     if source == "trackio":
-        from runs.attach.importers import trackio
-
         if watch:
             raise ImportRefused("watch: a Trackio project is imported whole, once (watch follows TRL and verl folders)")
-        return trackio.convert(
-            trackio_file(path),
-            run=options.get("run"),
-            reward_names=options.get("reward_names"),
-            reward_weights=options.get("reward_weights"),
-            num_generations=options.get("num_generations"),
-        )
-    raise ImportRefused(f"source: one of {', '.join(SOURCES)}, not {str(source)[:40]!r}")
+        path = trackio_file(path)
+    state = state or {}
+    job = {
+        "source": source,
+        "path": str(path),
+        "roots": [str(r) for r in (roots or import_roots())],
+        "options": options,
+        "skip": sorted(skip),
+        "state": state,
+        "settle_s": SETTLE_S if watch else None,
+        "run_reward_names": run_reward_names,
+        "metrics_step": state.get("metrics_step") if watch else None,
+    }
+    limits = Limits(
+        memory_bytes=settings.GRPO_RUN_IMPORT_MEMORY_BYTES,
+        cpu_seconds=settings.GRPO_RUN_IMPORT_CPU_SECONDS,
+        wall_seconds=settings.GRPO_RUN_IMPORT_WALL_SECONDS,
+    )
+    return convert_isolated(job, limits=limits)
 
 
 def validation_folder(path: str) -> Path:
@@ -258,6 +254,12 @@ def run_import(
         raise ImportRefused(f"source: one of auto, {', '.join(SOURCES)}, not {str(source)[:40]!r}")
     if bool(path) == bool(uploads):
         raise ImportRefused("path: give a server path or upload files (one of them)")
+    if watch and not uploads:
+        watching = RunImport.objects.filter(run__owner=owner, watching=True).count()
+        if watching >= settings.GRPO_IMPORT_WATCH_PER_USER:
+            raise ImportRefused(
+                f"watch: you watch {watching} folders already, the most one user may: stop watching one first"
+            )
     folder = None
     try:
         if uploads:
@@ -275,7 +277,7 @@ def run_import(
         if options.get("validation_path") and source != "verl":
             raise ImportRefused(f"validation_path: verl's validation_data_dir, for verl's dumps, not {source}'s files")
         try:
-            converted = convert(source, read, options, watch=watch)
+            converted = convert(source, read, options, roots=[folder] if folder else None, watch=watch)
         except ImportFault as exc:
             raise ImportRefused(str(exc)) from None
         if not watch and not converted.events:
@@ -334,7 +336,7 @@ def _store(owner, source, read, folder, converted: Converted, *, name, model, op
 def _state(converted: Converted) -> dict:
     """What the next read of a watched folder needs: the last batch's fingerprint (TRL writes a batch again at each
     step it trains on), the last step with metrics."""
-    state = {}
+    state = dict(converted.watch_state)
     if converted.config.get("previous"):
         state["previous"] = converted.config["previous"]
     steps = [e["step"] for e in converted.log_metrics]
@@ -418,8 +420,6 @@ def _poll(run_id: int):
                 watch=True,
                 run_reward_names=run.reward_names,
             )
-            # a log's metrics already stored (it is read whole each time) are not appended again
-            converted.events = converted.fresh_events(record.state.get("metrics_step", 0))
             _append(run, converted)
         except (ImportFault, ImportRefused) as exc:
             record.watching, record.error = False, str(exc)
@@ -427,8 +427,9 @@ def _poll(run_id: int):
             return run, str(exc)
         update = ["polled_at"]
         record.polled_at = now
-        if converted.events or converted.files:
-            record.state = {**record.state, **_state(converted)}
+        state = {**record.state, **_state(converted), "bytes_read": converted.bytes_read}  # what this read cost
+        if state != record.state:
+            record.state = state
             update.append("state")
         if converted.files:
             record.files = record.files + converted.files

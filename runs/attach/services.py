@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from runs.attach.checks import EventRefused, event_problem, parse_line
+from runs.attach.checks import EventRefused, deeper_than, event_problem, parse_line, shape_problem
 from runs.attach.shards import drop_shards_after, read_shard, store_shard
 from runs.live import publish
 from runs.models import JobStatus, Rollout, Run, StepMetric
@@ -59,10 +59,12 @@ def external_run_create(
     reward_sources: dict | None = None,
     notes: Iterable[str] = (),
     status: str = JobStatus.RUNNING,
+    provenance: dict | None = None,
 ) -> Run:
     """A run trained elsewhere. ``config``: the GRPOConfig as its source reported it (TRL's names); ``reward_names``
     in TRL's order (the rollouts' ``rewards`` follow it); ``reward_sources``: each function's source, where known.
-    A finished status (an import) is finished now."""
+    A finished status (an import) is finished now. ``provenance``: the source's reproducibility record, as checked
+    by the caller (runs.attach.api's schema)."""
     if origin not in (Run.Origin.ATTACHED, Run.Origin.IMPORTED):
         raise ValueError(f"origin: an external run is attached or imported, not {origin!r}")
     config = json_safe(clean(dict(config or {})))
@@ -100,11 +102,32 @@ def external_run_create(
         finished_at=now if finished else None,
         last_contact_at=now if origin == Run.Origin.ATTACHED else None,
         evaluation={},
+        provenance=json_safe(provenance or {}),
     )
 
 
+class AttachRefused(ValueError):
+    """A run that cannot be attached; ``status``: the HTTP status to answer (400, or 429 past the user's limit)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
 def attached_run_create(*, owner, **fields) -> tuple[Run, str]:
-    """An attached run and the resume key its client keeps beside its spool (only its hash is stored)."""
+    """An attached run and the resume key its client keeps beside its spool (only its hash is stored). Refused
+    (AttachRefused) past the owner's limit of attached runs running at once (GRPO_ATTACH_MAX_RUNNING), or with a
+    ``config`` nested deeper than GRPO_MAX_NESTING."""
+    limit = settings.GRPO_MAX_NESTING
+    if deeper_than(fields.get("config") or {}, limit):
+        raise AttachRefused(f"config: nested more than {limit} levels deep (GRPO_MAX_NESTING)")
+    running = Run.objects.filter(owner=owner, origin=Run.Origin.ATTACHED, status=JobStatus.RUNNING).count()
+    if running >= settings.GRPO_ATTACH_MAX_RUNNING:
+        raise AttachRefused(
+            f"you have {running} attached runs running, the limit (GRPO_ATTACH_MAX_RUNNING): finish one first (a run "
+            f"whose script is gone is closed as lost after GRPO_ATTACH_LOST_AFTER_S)",
+            429,
+        )
     key = secrets.token_urlsafe(24)
     run = external_run_create(owner=owner, origin=Run.Origin.ATTACHED, **fields)
     run.resume_key_hash = resume_key_hash(key)
@@ -250,10 +273,12 @@ def external_run_finish(*, run: Run, failed: bool = False, error: str = "") -> N
 def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
     """A client's batch: spool bytes (complete event-log lines) starting at byte ``offset`` of its spool. Only the
     bytes past what the run has taken are appended (a batch sent again is acknowledged, not stored twice); a batch
-    that starts past them raises OffsetGap. Lines are checked before anything is written (EventRefused). A "resume"
-    marker (the script ran again from its checkpoint at ``step``) drops the rows of the steps after it before the
-    lines that follow are stored: those steps are trained again. A run closed as lost is reopened. Returns {"taken": bytes taken, **ingest's
-    summary}."""
+    that starts past them raises OffsetGap. Lines are checked before anything is written (EventRefused), each
+    rollouts event against the run's shape (checks.shape_problem) and the keys (step, index) the batch and the run
+    hold: a batch is stored whole or not at all, so the rows counted are the rows stored. A "resume" marker (the
+    script ran again from its checkpoint at ``step``) drops the rows of the steps after it before the lines that
+    follow are stored: those steps are trained again; a completed or cancelled run refuses one. A run closed as lost
+    is reopened. Returns {"taken": bytes taken, **ingest's summary}."""
     if closed_as_lost(run):
         attached_run_reopen(run=run)
     taken = Run.objects.filter(pk=run.pk).values_list("received_bytes", flat=True).get()
@@ -264,9 +289,11 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
         return {"taken": taken, "steps": [], "rollouts": 0, "evaluated": []}
     if not new.endswith(b"\n"):
         raise EventRefused("the batch must end with a complete line (a newline)")
-    # (lines, their events, then a resume marker's step or None)
-    segments: list[tuple[bytes, list[dict], int | None]] = []
+    # (lines, their events each with its line's place, then a resume marker's step or None)
+    segments: list[tuple[bytes, list[tuple[str, dict]], int | None]] = []
     start, position, parsed = 0, 0, []
+    shape = run_shape(run)
+    batch_keys: dict[tuple[int, int], str] = {}  # (step, index) of the batch's rows: the line that holds it
     for number, line in enumerate(new.splitlines(keepends=True), start=1):
         where = f"line {number} (spool byte {taken + position})"
         position += len(line)
@@ -275,10 +302,27 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
         if not line.strip():
             continue
         event = parse_line(line, where)
-        parsed.append(event)
+        parsed.append((where, event))
+        if event["type"] == "rollouts":
+            problem = shape_problem(event, where, **shape)
+            if problem:
+                raise EventRefused(problem)
+            for i, row in enumerate(event["rows"]):
+                other = batch_keys.setdefault((event["step"], row["index"]), where)
+                if other != where:
+                    raise EventRefused(
+                        f"{where}: rows[{i}]: step {event['step']}, index {row['index']} is sent twice in this batch "
+                        f"(also on {other.partition(' (')[0]})"
+                    )
         if event["type"] == "resume":
+            if run.status in (JobStatus.COMPLETED, JobStatus.CANCELLED):
+                raise EventRefused(
+                    f"{where}: resume: this run is {run.status}; a finished run is not trained again (attach a new "
+                    f"run for a new training)"
+                )
             segments.append((new[start:position], parsed, event["step"]))
             start, parsed = position, []
+            batch_keys = {key: at for key, at in batch_keys.items() if key[0] <= event["step"]}
     segments.append((new[start:], parsed, None))
     summary = {"steps": set(), "rollouts": 0, "evaluated": []}
     received, path = taken, event_log_path(run)
@@ -286,8 +330,11 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
     try:
         with transaction.atomic():
             for lines, events, resume_step in segments:
+                for where, event in events:
+                    if event["type"] == "rollouts":
+                        stored_key_check(run, event, where)
                 received += len(lines)
-                changed = append_lines(run=run, data=lines, received=received, events=events)
+                changed = append_lines(run=run, data=lines, received=received, events=[e for _, e in events])
                 summary["steps"] |= set(changed["steps"])
                 summary["rollouts"] += changed["rollouts"]
                 if resume_step is not None:
@@ -297,6 +344,32 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
             os.truncate(path, size)  # the database rolled back: so does the log
         raise
     return {"taken": received, **summary, "steps": sorted(summary["steps"])}
+
+
+def run_shape(run: Run) -> dict:
+    """What a rollouts event of ``run`` must fit (checks.shape_problem): its reward functions' names, in order, and its
+    group size when its config says it."""
+    G = run.config.get("num_generations")
+    return {
+        "reward_names": [r.get("name") for r in run.rewards],
+        "num_generations": G if isinstance(G, int) and not isinstance(G, bool) and G > 0 else None,
+    }
+
+
+def stored_key_check(run: Run, event: dict, where: str) -> None:
+    """EventRefused when a row of ``event`` has the key (step, index) of a row the run holds: a step's rows are sent
+    once (a script that trains a step again sends a resume marker first, which drops the rows after its step)."""
+    indexes = {row["index"] for row in event["rows"]}
+    if not indexes:
+        return
+    step = event["step"]
+    stored = Rollout.objects.filter(run=run, step=step, index__gte=min(indexes), index__lte=max(indexes))
+    clash = sorted(indexes.intersection(stored.values_list("index", flat=True)))
+    if clash:
+        raise EventRefused(
+            f"{where}: step {step}: the run holds rows of index {', '.join(map(str, clash[:5]))}"
+            f"{' and more' if len(clash) > 5 else ''} already; a step's rows are sent once (or after a resume marker)"
+        )
 
 
 def attached_shard_store(*, run: Run, step: int, data: bytes) -> dict:

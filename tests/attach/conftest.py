@@ -20,7 +20,9 @@ import json
 
 import numpy as np
 import pytest
+from django.test import Client
 
+from runs.accounts.services import token_create
 from workers.training.demo_data import arithmetic_rows
 
 TRL_G = 4
@@ -36,6 +38,34 @@ VAL_ANSWERS = {
     2: ["Answer: 5", "Answer: 6", "Answer: 5", "Answer: 8", "Answer: 9", "Answer: 9"],
     4: ["Answer: 5", "Answer: 5", "Answer: 5", "Answer: 8", "Answer: 8", "Answer: 3"],
 }
+
+
+def token_client(user, scope="attach") -> Client:
+    """A client that sends a bearer token of this scope, as an attach client does."""
+    _, raw = token_create(owner=user, name=scope, scope=scope)
+    return Client(headers={"Authorization": f"Bearer {raw}"})
+
+
+@pytest.fixture
+def attached(owner):
+    """An attached run of one reward function ("accuracy"), its group size not in its config: its batches say it."""
+    api = token_client(owner)
+    made = api.post(
+        "/api/attach/runs",
+        {"name": "script", "reward_names": ["accuracy"], "config": {"max_steps": 3}},
+        content_type="application/json",
+    )
+    assert made.status_code == 200, made.content
+    return api, made.json()
+
+
+@pytest.fixture
+def root(settings, tmp_path):
+    """An empty import folder, the server's only one (GRPO_IMPORT_ROOTS); a test module may keep its own."""
+    root = tmp_path / "imports"
+    root.mkdir()
+    settings.GRPO_IMPORT_ROOTS = [root]
+    return root
 
 
 @pytest.fixture(scope="session")

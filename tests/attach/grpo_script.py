@@ -7,7 +7,8 @@ GRPO_WEB_URL and GRPO_WEB_TOKEN say where to send; KILL_AT_STEP=n kills this pro
 at the end of optimizer step n, to test a resume from its checkpoint. --tools: a multi-turn run with TRL's ``tools``
 (a calculator) on chat prompts, for a model with a tool chat template (the suite's tiny-tools). --generated-reward:
 a third reward function made from a string at run time, whose source inspect cannot find (the client sends none).
-TOKEN_SAMPLE_GROUPS=n: attach(..., token_sample_groups=n); BETA and NUM_ITERATIONS: GRPOConfig's; WATCH_TRL=path:
+TOKEN_SAMPLE_GROUPS=n: attach(..., token_sample_groups=n); FLUSH_TIMEOUT=s: attach(..., flush_timeout=s); USE_CPU=0:
+GRPOConfig without use_cpu (a script written for GPUs, launched on a machine without them); BETA and NUM_ITERATIONS: GRPOConfig's; WATCH_TRL=path:
 TRL's own per-token tensors at each update, recorded by the tests' tracer (tests/trl_oracle.py), are written to path
 as JSON once training ends. --vllm-server URL: generate with TRL's server mode (use_vllm=True, vllm_mode="server")
 through the ``trl vllm-serve`` at URL; NO_WEIGHT_SYNC=1 (the CPU test's, where NCCL is not) leaves out the NCCL
@@ -112,7 +113,8 @@ def main():
         save_only_model=False,
         report_to="none",
         gradient_checkpointing=False,
-        use_cpu=True,
+        # USE_CPU=0: no use_cpu (nor bf16, which transformers refuses without a GPU unless use_cpu is set)
+        **({"use_cpu": True} if os.environ.get("USE_CPU", "1") == "1" else {"bf16": False}),
         **server,
     )
     callbacks = [KillAt()]
@@ -135,6 +137,8 @@ def main():
             if "TOKEN_SAMPLE_GROUPS" in os.environ
             else {}
         )
+        if "FLUSH_TIMEOUT" in os.environ:
+            tokens["flush_timeout"] = float(os.environ["FLUSH_TIMEOUT"])
         grpo_web_attach.attach(trainer, name="attached", **tokens)
     if os.environ.get("WATCH_TRL"):
         spec = importlib.util.spec_from_file_location("trl_oracle", Path(__file__).parents[1] / "trl_oracle.py")

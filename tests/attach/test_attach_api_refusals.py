@@ -5,34 +5,16 @@ import gzip
 import json
 
 import pytest
-from django.test import Client
 
-from runs.accounts.services import token_create
 from runs.models import Rollout, Run, StepMetric
+from tests.attach.conftest import token_client
 from tests.attach.test_external_runs import batch, metrics
 
 pytestmark = pytest.mark.django_db
 
 
-def token_client(user, scope="attach") -> Client:
-    _, raw = token_create(owner=user, name=scope, scope=scope)
-    return Client(headers={"Authorization": f"Bearer {raw}"})
-
-
 def lines(*events) -> bytes:
     return b"".join(json.dumps(e).encode() + b"\n" for e in events)
-
-
-@pytest.fixture
-def attached(owner):
-    api = token_client(owner)
-    made = api.post(
-        "/api/attach/runs",
-        {"name": "script", "reward_names": ["accuracy"], "config": {"max_steps": 3}},
-        content_type="application/json",
-    )
-    assert made.status_code == 200, made.content
-    return api, made.json()
 
 
 def send(api, created, data: bytes, offset: int, *, zipped=True, key=None):

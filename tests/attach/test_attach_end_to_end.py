@@ -5,6 +5,7 @@ and results as TRL logged them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -132,6 +133,22 @@ def test_a_trl_script_sends_trls_own_rows(service_env, tiny_model, owner, tmp_pa
     assert run.config["num_generations"] == 4 and str(tiny_model) in run.model
     assert str(SCRIPT) in run.reported_command and run.reported_host
     assert_rows_are_trls(run, out, 2)
+    # the reproducibility record the client sent: the script's libraries (as they name their own versions), its
+    # source as it is on disk and its git state, and its seed
+    import transformers
+    import trl
+
+    record = run.provenance
+    assert (record["libraries"]["trl"], record["libraries"]["transformers"]) == (
+        trl.__version__,
+        transformers.__version__,
+    )
+    assert record["seed"] == run.config["seed"] == 11
+    script_record = record["script"]
+    assert script_record["source"] == SCRIPT.read_text() and not script_record["truncated"]
+    assert script_record["sha256"] == hashlib.sha256(SCRIPT.read_bytes()).hexdigest()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=SCRIPT.parent, capture_output=True, text=True)
+    assert script_record["git"]["commit"] == head.stdout.strip()
     assert not (run.run_dir / "tokens").exists()  # no token values unless asked for
 
 
@@ -180,6 +197,21 @@ def test_two_processes_under_accelerate_send_every_rank_s_rows_once(service_env,
     # batch, the capture gathers it, the main rank sends it
     run, out = trained_on_two_ranks(service_env, tiny_model, owner, tmp_path, "--multi_gpu")
     assert_every_rank_s_rows_once(run, owner, out)
+
+
+def test_two_processes_without_use_cpu_are_one_run_sent_once(service_env, tiny_model, owner, tmp_path):
+    # the same command for a script written for GPUs (no use_cpu), on a machine without them: accelerate finds no GPU
+    # and makes each process a trainer of its own (not distributed, each its own main process), both in one
+    # output_dir. The launch is one run, process 0's; process 1 says why it sends nothing and writes no spool
+    run, out = trained_on_two_ranks(
+        service_env, tiny_model, owner, tmp_path, "--multi_gpu", USE_CPU="0", CUDA_VISIBLE_DEVICES=""
+    )
+    assert_rows_are_trls(run, out, 2)
+    assert Rollout.objects.filter(run=run, step=1).count() == 8  # a whole batch a step, each row stored once
+    assert_shards_join_rollouts(run, out, 2, groups=2)
+    assert Run.objects.filter(owner=owner).count() == 1
+    said = "".join(p.read_text(errors="replace") for p in out.parent.glob("*.log"))
+    assert "grpo-web: process 1 of 2 trains alone" in said
 
 
 def test_two_processes_under_deepspeed_zero3_send_every_rank_s_rows_once(service_env, tiny_model, owner, tmp_path):

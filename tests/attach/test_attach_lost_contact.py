@@ -9,14 +9,12 @@ from django.utils import timezone
 
 from runs.attach.services import attached_run_reap_lost
 from runs.models import Rollout, Run
-from tests.attach import test_attach_api_refusals as refusals
 from tests.attach.test_attach_api_refusals import lines, send
 from tests.attach.test_external_runs import batch
 
 pytestmark = pytest.mark.django_db
 
 AFTER = 3600
-attached = refusals.attached  # the refusals' fixture: a run its client just made
 
 
 def silent_for(created, seconds: int) -> Run:

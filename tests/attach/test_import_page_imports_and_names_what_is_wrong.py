@@ -11,14 +11,6 @@ from runs.models import Run
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def root(settings, tmp_path):
-    root = tmp_path / "imports"
-    root.mkdir()
-    settings.GRPO_IMPORT_ROOTS = [root]
-    return root
-
-
 def test_a_folder_imports_from_the_page(owner_client, root, verl_dumps):
     shutil.copytree(verl_dumps, root / "dumps")
     assert reverse("run_import_files") in owner_client.get(reverse("dashboard")).content.decode()

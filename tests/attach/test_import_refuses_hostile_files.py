@@ -30,14 +30,6 @@ def _line(step, i, **extra):
     )
 
 
-@pytest.fixture
-def root(settings, tmp_path):
-    root = tmp_path / "imports"
-    root.mkdir()
-    settings.GRPO_IMPORT_ROOTS = [root]
-    return root
-
-
 def _trl(root, name, frame, *, good_first=True) -> str:
     folder = root / name / "completions"
     folder.mkdir(parents=True)
@@ -115,9 +107,9 @@ def test_a_bad_verl_dump_is_refused_naming_file_and_line(owner, root, text, word
     _refused(_post(owner, path=_verl(root, "dumps", text)), *words)
 
 
-def test_a_line_past_the_limit_is_refused(owner, root, monkeypatch):
-    monkeypatch.setattr(verl_dump, "MAX_LINE_BYTES", 1000)
-    _refused(_post(owner, path=_verl(root, "dumps", _line(2, 0, pred="x" * 2000) + "\n")), "2.jsonl: line 1", "bytes")
+def test_a_line_past_the_limit_is_refused(owner, root):
+    line = _line(2, 0, pred="x" * verl_dump.MAX_LINE_BYTES) + "\n"
+    _refused(_post(owner, path=_verl(root, "dumps", line)), "2.jsonl: line 1", "bytes")
 
 
 def test_paths_and_links_out_of_the_import_folders_are_refused(owner, root, tmp_path):

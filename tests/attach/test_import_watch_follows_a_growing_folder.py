@@ -16,14 +16,6 @@ from runs.models import Rollout, Run, RunImport, StepMetric
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def root(settings, tmp_path):
-    root = tmp_path / "imports"
-    root.mkdir()
-    settings.GRPO_IMPORT_ROOTS = [root]
-    return root
-
-
 def _age(path, seconds=60):
     then = time.time() - seconds
     os.utime(path, (then, then))

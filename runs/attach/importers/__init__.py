@@ -37,6 +37,10 @@ class Converted:
     # metrics read from a log the trainer rewrites or extends (TRL's trainer_state.json, verl's file logger): read
     # whole each time, so watch mode appends only those past the last step it stored; the same dicts are in events
     log_metrics: list[dict] = field(default_factory=list)
+    # what the next read of a watched folder needs so as to read only what was appended: how far a log was read,
+    # the dumps' kinds, the trainer state's size and time
+    watch_state: dict = field(default_factory=dict)
+    bytes_read: int = 0  # the bytes read from the files (runs.attach.importers.rootfs counts them)
 
     def fresh_events(self, after: int) -> list[dict]:
         """The events, less the log's metrics up to step ``after`` (stored by an earlier read)."""

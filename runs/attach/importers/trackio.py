@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import sqlite3
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from runs.attach.importers import MAX_FILE_BYTES, Converted, ImportFault
+from runs.attach.importers.rootfs import open_file
 from runs.attach.importers.trl import REQUIRED, add_tables
 
 TABLE = "trackio.table"
@@ -53,10 +58,14 @@ CONFIG_KEYS = (  # the GRPOConfig fields a run page shows, when the config holds
 def runs_in(path: str | Path) -> list[str]:
     """The run names a Trackio project file holds, in the order they started."""
     with _open(Path(path)) as db:
-        try:
-            return [r[0] for r in db.execute("SELECT run_name FROM metrics GROUP BY run_name ORDER BY MIN(id)")]
-        except sqlite3.DatabaseError as exc:
-            raise ImportFault(f"{Path(path).name}: not a Trackio project ({exc})") from None
+        return _runs(db, Path(path))
+
+
+def _runs(db: sqlite3.Connection, path: Path) -> list[str]:
+    try:
+        return [r[0] for r in db.execute("SELECT run_name FROM metrics GROUP BY run_name ORDER BY MIN(id)")]
+    except sqlite3.DatabaseError as exc:
+        raise ImportFault(f"{path.name}: not a Trackio project ({exc})") from None
 
 
 def convert(
@@ -70,7 +79,12 @@ def convert(
     """Run ``run`` of the Trackio project file ``path`` (the only run when it holds one) as metrics and rollouts
     events, with its config."""
     path = Path(path)
-    names = runs_in(path)
+    with _open(path) as db:
+        return _convert(db, path, run, reward_names, reward_weights, num_generations)
+
+
+def _convert(db, path: Path, run, reward_names, reward_weights, num_generations) -> Converted:
+    names = _runs(db, path)
     if not names:
         raise ImportFault(f"{path.name}: the Trackio project has no logged run")
     if run is None:
@@ -83,21 +97,20 @@ def convert(
     out = Converted(source="trackio")
     tables: list[tuple[str, object]] = []
     metrics: dict[int, dict] = {}
-    with _open(path) as db:
-        config = _config(db, path, run)
-        rows = db.execute("SELECT id, metrics FROM metrics WHERE run_name = ? ORDER BY id LIMIT ?", (run, MAX_ROWS))
-        for row_id, raw in rows:
-            where = f"{path.name}: metrics row {row_id}"
-            values = _json(raw, where)
-            if not isinstance(values, dict):
-                raise ImportFault(f"{where}: not a JSON object")
-            step = values.get("train/global_step")
-            logged = _metrics(values)
-            if logged and _whole(step):
-                metrics.setdefault(int(step), {}).update(logged)
-            for key, value in values.items():
-                if isinstance(value, dict) and value.get("_type") == TABLE:
-                    tables.append((f"{where} ({key})", _table(value.get("_value"), f"{where} ({key})")))
+    config = _config(db, path, run)
+    rows = db.execute("SELECT id, metrics FROM metrics WHERE run_name = ? ORDER BY id LIMIT ?", (run, MAX_ROWS))
+    for row_id, raw in rows:
+        where = f"{path.name}: metrics row {row_id}"
+        values = _json(raw, where)
+        if not isinstance(values, dict):
+            raise ImportFault(f"{where}: not a JSON object")
+        step = values.get("train/global_step")
+        logged = _metrics(values)
+        if logged and _whole(step):
+            metrics.setdefault(int(step), {}).update(logged)
+        for key, value in values.items():
+            if isinstance(value, dict) and value.get("_type") == TABLE:
+                tables.append((f"{where} ({key})", _table(value.get("_value"), f"{where} ({key})")))
     total = config["max_steps"] if _whole(config.get("max_steps")) and config["max_steps"] > 0 else None
     out.total_steps = total
     out.every = config["logging_steps"] if _whole(config.get("logging_steps")) and config["logging_steps"] > 0 else None
@@ -123,22 +136,51 @@ def convert(
     return out
 
 
-def _open(path: Path) -> sqlite3.Connection:
-    if not path.is_file():
-        raise ImportFault(f"{path.name}: not a file (a Trackio project is <project>.db)")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ImportFault(f"{path.name}: {path.stat().st_size} bytes, more than {MAX_FILE_BYTES} a project may hold")
-    uri = path.resolve().as_uri()
-    # read-only; Trackio writes in WAL mode, so what its last writes left in the -wal file is read too. Where SQLite
-    # cannot open the WAL read-only (a folder it may not write its -shm index to), the file alone, as it stands.
-    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+@contextmanager
+def _open(path: Path):
+    """The project file, copied (with what Trackio's last writes left in its -wal file) into a folder of our own,
+    each opened once without following links (runs.attach.importers.rootfs), and opened read-only there: SQLite
+    opens a database's -wal and -shm files by name, which would follow a link. Its ``metrics`` and ``configs``
+    must be tables: a view is a query SQLite would run (a recursive one runs without end)."""
+    work = Path(tempfile.mkdtemp(prefix="grpo-trackio-"))
+    try:
+        copy = work / "project.db"
+        for source, target in ((path, copy), (path.with_name(path.name + "-wal"), work / "project.db-wal")):
+            if source != path and not os.path.lexists(source):
+                continue
+            with open_file(source) as fh:
+                size = fh.seek(0, 2)
+                if size > MAX_FILE_BYTES:
+                    raise ImportFault(f"{source.name}: {size} bytes, more than {MAX_FILE_BYTES} a project may hold")
+                fh.seek(0)
+                with open(target, "wb") as out:
+                    shutil.copyfileobj(fh, out, 1024 * 1024)
         try:
-            db = sqlite3.connect(uri + query, uri=True)
-            db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-            return db
+            db = sqlite3.connect(copy.as_uri() + "?mode=ro", uri=True)
         except sqlite3.DatabaseError as exc:
-            error = exc
-    raise ImportFault(f"{path.name}: not a SQLite file ({error})")
+            raise ImportFault(f"{path.name}: not a SQLite file ({exc})") from None
+        try:
+            _check_tables(db, path)
+            yield db
+        finally:
+            db.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_tables(db: sqlite3.Connection, path: Path) -> None:
+    try:
+        kinds = dict(
+            db.execute(
+                "SELECT name, CASE WHEN type = 'table' AND upper(sql) LIKE 'CREATE VIRTUAL%' THEN 'virtual table' "
+                "ELSE type END FROM sqlite_master WHERE name IN ('metrics', 'configs')"
+            ).fetchall()
+        )
+    except sqlite3.DatabaseError as exc:
+        raise ImportFault(f"{path.name}: not a SQLite file ({exc})") from None
+    for name, kind in kinds.items():
+        if kind != "table":
+            raise ImportFault(f"{path.name}: {name!r} is a {kind}, not a table (Trackio writes tables)")
 
 
 def _config(db: sqlite3.Connection, path: Path, run: str) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -23,6 +24,8 @@ from pathlib import Path
 import orjson
 
 from runs.attach.importers import MAX_FILE_BYTES, MAX_FILES, Converted, ImportFault
+from runs.attach.importers.rootfs import open_file
+from runs.limited import out_of_memory
 
 NAME = re.compile(r"completions_(\d+)\.parquet$")
 REQUIRED = ("prompt", "completion", "advantage")
@@ -89,12 +92,19 @@ def read_table(path: Path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ImportFault(f"{path.name}: {path.stat().st_size} bytes, more than {MAX_FILE_BYTES} a table may hold")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise ImportFault(f"{path.name}: not a readable parquet file ({str(exc).splitlines()[0][:160]})") from None
+    with open_file(path) as fh:
+        size = fh.seek(0, 2)
+        if size > MAX_FILE_BYTES:
+            raise ImportFault(f"{path.name}: {size} bytes, more than {MAX_FILE_BYTES} a table may hold")
+        fh.seek(0)
+        try:
+            # one thread, no scanner: under a tight address-space limit a worker thread that fails to launch leaves
+            # Arrow's dataset scanner waiting for it for ever (pyarrow 26)
+            table = pq.ParquetFile(fh).read(use_threads=False)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            if isinstance(exc, MemoryError) or out_of_memory(str(exc)):
+                raise MemoryError(str(exc)) from None  # the child names the limit
+            raise ImportFault(f"{path.name}: not a readable parquet file ({str(exc).splitlines()[0][:160]})") from None
     missing = [c for c in REQUIRED if c not in table.column_names]
     if missing:
         raise ImportFault(
@@ -150,19 +160,24 @@ def convert(
     skip: set[str] = frozenset(),
     previous: str | None = None,
     settle_s: float | None = None,
+    state: dict | None = None,
 ) -> Converted:
     """The tables under ``path`` (``table_files``) as rollouts events, with trainer_state.json's metrics.
     ``reward_names``: the reward functions' columns (default: the numeric columns TRL writes after
     ``completion``); ``reward_weights``: GRPOConfig.reward_weights (default 1 each) for the total reward;
     ``skip``: file names already imported (watch mode); ``previous``: the last batch imported, so a batch TRL wrote
     again is stored once; ``settle_s``: leave the newest table for later while TRL may still be writing it (modified
-    within that many seconds)."""
+    within that many seconds); ``state``: what the watch's last read left (the trainer state's size and time: TRL
+    rewrites it whole, so it is read again only when it changed)."""
     root = Path(path)
     files = [f for f in table_files(root, allow_empty=settle_s is not None) if f.name not in skip]
     if settle_s is not None and files and time.time() - files[-1].stat().st_mtime < settle_s:
         files = files[:-1]
     out = Converted(source="trl")
-    state = trainer_state(root)
+    seen = (state or {}).get("trainer_state")
+    state, signature = trainer_state(root, unchanged=seen)
+    if settle_s is not None and signature:
+        out.watch_state["trainer_state"] = signature
     if state:
         out.total_steps = _int(state.get("max_steps"))
         out.every = _int(state.get("logging_steps"))
@@ -287,9 +302,10 @@ def output_dir(path: Path) -> Path:
     return path.parent if path.name == "completions" else path
 
 
-def trainer_state(root: Path) -> dict | None:
+def trainer_state(root: Path, unchanged: list | None = None) -> tuple[dict | None, list | None]:
     """The Trainer's state (max_steps, logging_steps, log_history): the output_dir's own, or its last
-    checkpoint's."""
+    checkpoint's; and its signature (name, size, time), by which ``unchanged`` (the last read's) leaves it unread:
+    (None, signature)."""
     root = output_dir(root)
     candidates = [root / "trainer_state.json"] + sorted(
         root.glob("checkpoint-*/trainer_state.json"),
@@ -298,16 +314,22 @@ def trainer_state(root: Path) -> dict | None:
     )
     for path in candidates:
         if path.is_file():
-            if path.stat().st_size > MAX_STATE_BYTES:
-                raise ImportFault(f"{path.parent.name}/{path.name}: more than {MAX_STATE_BYTES} bytes")
+            with open_file(path) as fh:
+                info = os.fstat(fh.fileno())
+                signature = [str(path.relative_to(root)), info.st_size, info.st_mtime_ns]
+                if signature == unchanged:
+                    return None, signature
+                if info.st_size > MAX_STATE_BYTES:
+                    raise ImportFault(f"{path.parent.name}/{path.name}: more than {MAX_STATE_BYTES} bytes")
+                data = fh.read(MAX_STATE_BYTES + 1)
             try:
-                state = json.loads(path.read_bytes())
+                state = json.loads(data)
             except (ValueError, RecursionError):
                 raise ImportFault(f"{path.parent.name}/{path.name}: not JSON") from None
             if not isinstance(state, dict) or not isinstance(state.get("log_history", []), list):
                 raise ImportFault(f"{path.parent.name}/{path.name}: not a Trainer state (no log_history list)")
-            return state
-    return None
+            return state, signature
+    return None, None
 
 
 def metrics_events(state: dict, max_steps: int | None) -> list[dict]:

@@ -19,6 +19,7 @@ import orjson
 
 from runs.attach.checks import MAX_ROWS, MAX_SMALL
 from runs.attach.importers import MAX_FILE_BYTES, MAX_FILES, VALIDATION, Converted, ImportFault
+from runs.attach.importers.rootfs import open_file
 from workers.training.protocol.scoring import TOTAL, metrics
 from workers.training.protocol.verl_dump import (
     LENGTH_KEY,
@@ -72,7 +73,7 @@ def is_validation_line(row) -> bool:
 def dump_kind(file: Path) -> str | None:
     """The kind of dump ``file`` is, by its first line: "validation" (a validation dump's line), "rollout" (another
     line), "unreadable" (not a JSON line: reading the dump whole names the fault); None when it has no line."""
-    with open(file, "rb") as fh:
+    with open_file(file) as fh:
         while line := fh.readline(MAX_LINE_BYTES + 1):
             if len(line) > MAX_LINE_BYTES:
                 return "unreadable"
@@ -93,16 +94,21 @@ def _dump_folders(path: Path) -> list[Path]:
 
 
 def find_dumps(
-    path: str | Path, validation: str | Path | None = None, settle_s: float | None = None
+    path: str | Path,
+    validation: str | Path | None = None,
+    settle_s: float | None = None,
+    kinds: dict[str, str] | None = None,
 ) -> tuple[list[Path], list[Path], Path | None]:
     """The rollout dumps and the validation dumps at ``path`` (a dump folder, a folder holding both, or one dump),
     each in step order, and the folder the rollouts are in. ``validation``: verl's validation_data_dir named
     outright: all its dumps are validations. Otherwise each dump is told by its first line (dump_kind: one line read
     a dump, each time; the names of those read before do not tell, as a rollout and a validation of one step share
     theirs); a dump with no line yet is left out. ``settle_s``: a dump modified within that many seconds is left out
-    (verl may still be writing it)."""
+    (verl may still be writing it). ``kinds``: the kind of each dump told before, by its path under ``path`` (watch
+    mode: a dump's first line is read once); the dumps told now are added."""
     path = Path(path)
     now = time.time()
+    kinds = {} if kinds is None else kinds
 
     def settled(file: Path) -> bool:
         return settle_s is None or now - file.stat().st_mtime >= settle_s
@@ -117,14 +123,22 @@ def find_dumps(
     else:
         folders = _dump_folders(path)
     for folder in folders:
-        kinds = {
-            file: dump_kind(file) if validation is None else "rollout"
-            for file in dump_files(folder)
-            if file.resolve() not in skip and settled(file)
-        }
+        told = {}
+        for file in dump_files(folder):
+            if file.resolve() in skip or not settled(file):
+                continue
+            key = str(file.relative_to(path)) if file != path else file.name
+            if validation is not None:
+                told[file] = "rollout"
+            elif key in kinds:
+                told[file] = kinds[key]
+            else:
+                told[file] = dump_kind(file)
+                if told[file] in ("rollout", "validation"):
+                    kinds[key] = told[file]
         # a dump whose first line cannot be read is of its folder's kind, so that reading it names the fault
-        usual = "validation" if "validation" in kinds.values() and "rollout" not in kinds.values() else "rollout"
-        for file, kind in kinds.items():
+        usual = "validation" if "validation" in told.values() and "rollout" not in told.values() else "rollout"
+        for file, kind in told.items():
             kind = usual if kind == "unreadable" else kind
             if kind == "validation":
                 found.append(file)
@@ -154,6 +168,7 @@ def convert(
     skip: set[str] = frozenset(),
     settle_s: float | None = None,
     metrics_file: Path | None = None,
+    state: dict | None = None,
 ) -> Converted:
     """The rollout dumps under ``path`` as rollouts events, with each step's mean score and rewards as metrics, and
     the validation dumps (``validation``, else those found under ``path``: find_dumps) as periodic evaluations.
@@ -162,8 +177,11 @@ def convert(
     ``skip``: dumps already imported (watch mode; a validation dump as ``validation/{step}.jsonl``); ``settle_s``:
     leave a dump for later while verl may still be writing it (modified within that many seconds); ``metrics_file``:
     verl's file logger (``trainer.logger`` with ``file``: ``{"step", "data"}`` lines), else a ``*.jsonl`` beside the
-    dumps that has its shape."""
-    rollout_files, validation_files, rollout_dir = find_dumps(path, validation, settle_s)
+    dumps that has its shape; ``state``: what an earlier read of a watched folder left (the dumps' kinds, how far
+    the log was read), so that only what was appended since is read; the next read's is in ``Converted.watch_state``."""
+    state = state or {}
+    kinds = dict(state.get("kinds") or {})
+    rollout_files, validation_files, rollout_dir = find_dumps(path, validation, settle_s, kinds)
     if not rollout_files and not validation_files and not skip and settle_s is None:
         raise ImportFault(
             f"{Path(path).name}: no verl dumps ({{step}}.jsonl, as verl writes to rollout_data_dir and "
@@ -206,10 +224,20 @@ def convert(
         out.events.append(validation_event(file, lines, names))
         out.files.append(VALIDATION + file.name)
     out.reward_names = names or []
-    log = metrics_file or find_metrics_file(path) or (find_metrics_file(rollout_dir) if rollout_dir else None)
+    offset = state.get("log_offset")  # [the log's path, bytes read, lines read]
+    if metrics_file:
+        log = Path(metrics_file)
+    elif offset:
+        log = Path(offset[0])
+    else:
+        log = find_metrics_file(path) or (find_metrics_file(rollout_dir) if rollout_dir else None)
     if log is not None:
-        out.log_metrics = read_metrics(log)
+        at = offset[1:] if offset and offset[0] == str(log) else (0, 0)
+        out.log_metrics, read_to = read_metrics(log, *at)
         out.events += out.log_metrics
+        out.watch_state["log_offset"] = [str(log), *read_to]
+    if settle_s is not None:
+        out.watch_state["kinds"] = kinds
     out.events.sort(key=lambda e: (e["step"], e["type"] != "rollouts"))
     if out.advantage_computed:
         out.notes.append(
@@ -227,12 +255,13 @@ def _read(file: Path, *, validation: bool = False) -> list[dict] | None:
     """One dump's lines, checked; None for an empty dump. ImportFault names the file (a validation dump with its
     folder: a rollout dump of the same step has its name) and the line."""
     where = f"{file.parent.name}/" if validation else ""
-    if file.stat().st_size > MAX_FILE_BYTES:
-        raise ImportFault(
-            f"{where}{file.name}: {file.stat().st_size} bytes, more than {MAX_FILE_BYTES} a dump may hold"
-        )
     try:
-        lines = read_dump(file)
+        with open_file(file) as fh:
+            size = fh.seek(0, 2)
+            if size > MAX_FILE_BYTES:
+                raise ImportFault(f"{where}{file.name}: {size} bytes, more than {MAX_FILE_BYTES} a dump may hold")
+            fh.seek(0)
+            lines = read_dump(file, fh)
     except DumpError as exc:
         raise ImportFault(f"{where}{exc}") from None
     return lines or None
@@ -345,27 +374,42 @@ def find_metrics_file(path: str | Path) -> Path | None:
     for candidate in sorted(path.glob("*.jsonl")):
         if candidate.stem.isdigit() or not candidate.is_file():
             continue
-        with open(candidate, "rb") as fh:
-            first = fh.readline(1024 * 1024)
+        try:
+            with open_file(candidate) as fh:
+                first = fh.readline(1024 * 1024)
+        except ImportFault:
+            continue  # not read: a link, a hard link
         if _log_line(first) is not None:
             return candidate
     return None
 
 
-def read_metrics(path: Path) -> list[dict]:
-    """verl's file logger as "metrics" events (TRL's names beside verl's: workers.training.verl_data.metrics_event);
-    a last line without its newline is left for the next read."""
-    if path.stat().st_size > MAX_LOG_BYTES:
-        raise ImportFault(f"{path.name}: more than {MAX_LOG_BYTES} bytes")
-    data = path.read_bytes()
-    data = data[: data.rfind(b"\n") + 1]
+def read_metrics(path: Path, offset: int = 0, line: int = 0) -> tuple[list[dict], tuple[int, int]]:
+    """verl's file logger as "metrics" events (TRL's names beside verl's: workers.training.verl_data.metrics_event),
+    from byte ``offset`` (line ``line``) on, and how far it was read (bytes, lines): a last line without its newline
+    is left for the next read. A log shorter than ``offset`` was written anew: read from its start."""
     events = []
-    for at, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        parsed = _log_line(line)
-        step = parsed.get("step") if parsed else None
-        if parsed is None or isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ImportFault(f'{path.name}: line {at}: not a verl file-logger line ({{"step": N, "data": {{...}}}})')
-        events.append(metrics_event(parsed, 0))
-    return events
+    with open_file(path) as fh:
+        size = fh.seek(0, 2)
+        if size < offset:
+            offset = line = 0
+        if size - offset > MAX_LOG_BYTES:
+            raise ImportFault(f"{path.name}: more than {MAX_LOG_BYTES} bytes")
+        fh.seek(offset)
+        while raw := fh.readline(MAX_LINE_BYTES + 2):
+            if not raw.endswith(b"\n"):
+                if len(raw) > MAX_LINE_BYTES:
+                    raise ImportFault(f"{path.name}: line {line + 1}: more than {MAX_LINE_BYTES} bytes")
+                break  # verl is writing it: the next read has it
+            offset += len(raw)
+            line += 1
+            if not raw.strip():
+                continue
+            parsed = _log_line(raw)
+            step = parsed.get("step") if parsed else None
+            if parsed is None or isinstance(step, bool) or not isinstance(step, int) or step < 0:
+                raise ImportFault(
+                    f'{path.name}: line {line}: not a verl file-logger line ({{"step": N, "data": {{...}}}})'
+                )
+            events.append(metrics_event(parsed, 0))
+    return events, (offset, line)
