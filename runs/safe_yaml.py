@@ -8,6 +8,19 @@ import yaml
 
 MAX_VALUES = 100_000  # scalars, sequences and mappings, each alias counted as what it stands for
 MAX_DEPTH = 64  # TRL, open-r1, Oumi and verl configs nest a few levels
+# A config file's size in bytes (UTF-8): the API, the CLI, the upload and the textarea refuse a larger one whole
+# (published configs are a few KB; a cut file would train on what comes before the cut)
+MAX_BYTES = 1024 * 1024
+
+
+def too_large(size: int) -> str:
+    """The refusal of a config of ``size`` bytes over MAX_BYTES, naming both."""
+    return f"the config is {size:,} bytes, over the limit of {MAX_BYTES:,} bytes; nothing of it was read"
+
+
+def text_size(text: str) -> int:
+    """``text``'s size in bytes as a file holds it (UTF-8; a lone surrogate counts as its 3 bytes)."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _check(root: yaml.Node) -> None:

@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 from rewards.models import RewardFunctionVersion
+from runs.lifecycle.provenance import compared_fields
 from runs.models import Run
 from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS
 
@@ -30,21 +31,42 @@ def config_diff(run_a: Run, run_b: Run) -> list[dict]:
     ]
 
 
-def config_table(runs: list[Run]) -> list[dict]:
+def config_table(runs: list[Run], *, provenance: bool = False) -> list[dict]:
     """Like :func:`config_diff` for any number of runs: ``[{"field", "kind", "values": [one per run]}]``, only the
-    rows where the runs do not all agree."""
+    rows where the runs do not all agree. ``provenance``: the reproducibility records' library versions, CUDA, driver
+    and commits too (kind "provenance", after the config), where the runs that have a record disagree ("not
+    recorded" for a run without one)."""
     rows: dict[str, dict] = {}
     setups = [_setup(run) for run in runs]
+    if provenance and any(run.provenance for run in runs):
+        for run, setup in zip(runs, setups):
+            fields = compared_fields(run.provenance)
+            setup.update({label: ("provenance", value, value) for label, value in fields.items()})
     for i, setup in enumerate(setups):
         for field, (kind, key, shown) in setup.items():
             row = rows.setdefault(
                 field, {"field": field, "kind": kind, "keys": [MISSING] * len(runs), "values": [MISSING] * len(runs)}
             )
             row["keys"][i], row["values"][i] = key, shown
-    order = {"model": 0, "dataset": 1, "reward": 2, "config": 3}
-    differing = [row for row in rows.values() if len(set(map(_hashable, row["keys"]))) > 1]
+    order = {"model": 0, "dataset": 1, "reward": 2, "config": 3, "provenance": 4}
+    recorded = [bool(run.provenance) for run in runs]
+    differing = [row for row in rows.values() if len(set(map(_hashable, _compared(row, recorded)))) > 1]
+    for row in differing:
+        if row["kind"] == "provenance":  # a library one record lacks was not installed; a run with none has no record
+            row["values"] = [
+                v if v is not None else "not installed" if run.provenance else "not recorded"
+                for v, run in zip(row["values"], runs)
+            ]
     differing.sort(key=lambda row: order[row["kind"]])  # stable: fields keep their order within a kind
     return [{"field": row["field"], "kind": row["kind"], "values": row["values"]} for row in differing]
+
+
+def _compared(row: dict, recorded: list[bool]) -> list:
+    """A row's keys that decide whether it differs: a reproducibility record's rows among the runs that have one (a
+    run still queued, or from before records were kept, is "not recorded", not a difference)."""
+    if row["kind"] != "provenance":
+        return row["keys"]
+    return [key for key, has in zip(row["keys"], recorded) if has]
 
 
 def _setup(run: Run) -> dict[str, tuple[str, object, object]]:

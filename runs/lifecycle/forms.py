@@ -12,7 +12,7 @@ from rewards.library import source as library_source
 from rewards.models import RewardFunction
 from rewards.services import docstring
 from runs.access import visible_versions
-from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET, newest_named
+from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET, form_default
 from runs.forms import JSONObjectField, config_field
 from runs.lifecycle.trl_yaml import MANAGED
 from runs.models import DatasetVersion
@@ -176,7 +176,7 @@ class RunForm(forms.Form):
             # the README's quick start (the demo's arithmetic; worked answers for SFT) by name, not the latest upload
             versions = self.fields["dataset_version"].queryset
             wanted = WORKED_ANSWERS_DATASET if self.kind == "sft" else QUICK_START_DATASET
-            default = newest_named(versions, wanted) or versions.first()
+            default = form_default(versions, owner, wanted)
             self.initial["dataset_version"] = default.pk if default else None
         # the user's own functions first, then those teams share with them (a shared one may carry the same name)
         visible = sorted(
@@ -478,9 +478,17 @@ class RunForm(forms.Form):
         if data["engine"] == "local" and data["num_workers"] > 1:
             self.add_error("num_workers", "Only a Ray run has several workers: pick the Ray engine, or 1.")
         g = data["config"]
+        given = (data.get("config_extra") or {}).get("generation_batch_size")  # TRL's, where set, is the batch
         if g.get("num_generations") and g.get("per_device_train_batch_size"):
             steps = g.get("steps_per_generation") or g.get("gradient_accumulation_steps") or 1
-            if (g["per_device_train_batch_size"] * steps) % g["num_generations"]:
+            if isinstance(given, int) and not isinstance(given, bool) and not g.get("steps_per_generation"):
+                if given % g["num_generations"]:
+                    self.add_error(
+                        "trl_generation_batch_size" if "trl_generation_batch_size" in self.fields else "config_extra",
+                        f"generation_batch_size ({given}) must be a multiple of num_generations "
+                        f"({g['num_generations']}).",
+                    )
+            elif (g["per_device_train_batch_size"] * steps) % g["num_generations"]:
                 self.add_error(
                     "per_device_train_batch_size",
                     f"The generation batch (this x {steps} steps per generation) must be a multiple of "

@@ -16,8 +16,6 @@ from runs.models import DatasetVersion, Run
 from runs.safe_yaml import MAX_DEPTH, nesting_depth
 from workers.training.protocol.config import TOKEN_FIELDS
 
-YAML_LIMIT = 1024 * 1024  # characters of a run YAML read
-
 
 class RunRefused(Exception):
     """The run would fail: each message names the field or the reward function."""
@@ -50,6 +48,8 @@ class RunSpec:
     # groups per generation batch whose per-token values are kept (grpo_web_attach.tokens; -1 all, 0 none)
     token_sample_groups: int = TOKEN_FIELDS["token_sample_groups"].default
     parent: Run | None = None  # the run this one was cloned or retried from
+    # what the config import did with keys it did not take as they are (ImportedRun.notes), kept with the run
+    import_notes: list[str] = field(default_factory=list)
 
     @classmethod
     def of_run(cls, run: Run) -> RunSpec:
@@ -66,11 +66,17 @@ class RunSpec:
 
     @classmethod
     def from_form(cls, data: dict, *, parent: Run | None = None) -> RunSpec:
-        """RunForm's cleaned data (runs.lifecycle.forms.RunForm.clean puts every field there)."""
+        """RunForm's cleaned data (runs.lifecycle.forms.RunForm.clean puts every field there), with the notes of the
+        config imported into the form (``import_notes``) where there was one."""
         return cls(
             parent=parent,
-            **{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name not in ("parent", "config_sources")},
+            **{
+                f.name: data[f.name]
+                for f in dataclasses.fields(cls)
+                if f.name not in ("parent", "config_sources", "import_notes")
+            },
             config_sources=data.get("config_sources") or {},
+            import_notes=list(data.get("import_notes") or []),
         )
 
     @classmethod
@@ -96,12 +102,13 @@ class RunSpec:
             engine=imported.engine,
             num_workers=imported.num_workers,
             token_sample_groups=imported.token_sample_groups,
+            import_notes=list(imported.notes),
         )
 
     @classmethod
     def from_yaml(cls, text: str, *, owner) -> RunSpec:
         """A run YAML, read for ``owner`` (whose datasets and rewards it names)."""
-        return cls.from_imported(parse_run_yaml(text[:YAML_LIMIT], owner=owner))
+        return cls.from_imported(parse_run_yaml(text, owner=owner))
 
     def as_run(self, **fields) -> Run:
         """An unsaved Run of this spec (``fields`` set or overridden), for what reads a run before there is one."""
@@ -116,4 +123,4 @@ def api_import(*, yaml_text: str | None, config: dict | None, owner) -> Imported
     if yaml_text is None and nesting_depth(config) > MAX_DEPTH:
         raise RunRefused([f"config: nested deeper than {MAX_DEPTH} levels"])
     text = yaml_text if yaml_text is not None else yaml.safe_dump(config, sort_keys=False)
-    return parse_run_yaml(text[:YAML_LIMIT], owner=owner)
+    return parse_run_yaml(text, owner=owner)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 import yaml
-from django.db.models import Case, Q, When
+from django.db.models import Case, When
 
 from rewards.builtins import TRUSTED
 from rewards.library import ENVIRONMENTS, OPEN_R1, OUMI, TOOLS
@@ -21,12 +21,16 @@ from rewards.library import NAMES as LIBRARY_NAMES
 from rewards.models import RewardFunction
 from rewards.services import reward_builtins_install
 from runs.access import visible_versions
+from runs.datasets.demo import user_made
 from runs.datasets.importing import DatasetError
 from runs.datasets.mapping import RESERVED, Mapping
 from runs.datasets.services import dataset_version_map
-from runs.lifecycle.foreign_yaml import from_oumi_yaml, from_verl_yaml, kind_of
+from runs.lifecycle.foreign_yaml import from_verl_yaml, kind_of
+from runs.lifecycle.oumi_yaml import from_oumi_yaml
+from runs.lifecycle.provenance import yaml_comment
+from runs.lifecycle.trl_types import WrongType, field_types, shown, trl_value
 from runs.models import DatasetVersion, Run
-from runs.safe_yaml import load_yaml
+from runs.safe_yaml import MAX_BYTES, load_yaml, text_size, too_large
 from workers.training.protocol import trl_fields
 from workers.training.protocol.config import (
     EVAL_FIELDS,
@@ -38,6 +42,7 @@ from workers.training.protocol.config import (
     config_sources,
     kind_fields,
 )
+from workers.training.protocol.verl_carry import is_verl_key, run_yaml_key_problem
 
 # Set by grpo-web for every run (workers/training/train.py), so an imported value would be overridden anyway.
 MANAGED = {
@@ -192,31 +197,72 @@ class ImportedRun:
 
 
 def _coerce(name: str, value, errors: list[str], fields: dict = GRPO_FIELDS):
+    """A grpo-web config field's value from a file, held to its type as TRL's CLI holds it (runs.lifecycle.trl_types);
+    a value of another type is an error naming the key, and the field keeps its default."""
     f = fields.get(name) or EVAL_FIELDS[name]
-    default = f.default
     if value is None:
         return None
+    if name == "bf16" and isinstance(value, bool):  # TRL's bf16 is a bool; grpo-web's adds "auto"
+        return "yes" if value else "no"
+    if name == "lora_target_modules" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ",".join(value)  # TRL's ModelConfig takes a list
+    types = field_types(f.type)
     try:
-        if isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise ValueError
-            return value
-        if name == "bf16":
-            return {True: "yes", False: "no"}.get(value, str(value))
-        if name == "lora_target_modules" and isinstance(value, list | tuple):
-            return ",".join(str(v) for v in value)
-        if isinstance(default, int) or f.type in ("int", "int | None"):
-            return int(value)
-        if isinstance(default, float) or f.type in ("float", "float | None"):
-            return float(value)
-        return str(value.value if hasattr(value, "value") else value)
-    except (TypeError, ValueError):
-        errors.append(f"{name}: {value!r} is not a valid value")
-        return default
+        value = trl_value(name, value, types)
+    except WrongType as exc:
+        errors.append(str(exc))
+        return f.default
+    return float(value) if "float" in types and isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# grpo-web's own keys and TRL's script keys, each with the YAML types it takes (engine and num_workers: _engine checks
+# them against their choices and range)
+SCRIPT_TYPES = {
+    **dict.fromkeys(
+        (
+            "name",
+            "model_name_or_path",
+            "model",
+            "dataset_name",
+            "system_prompt",
+            "dataset_prompt_column",
+            "dataset_train_split",
+            "dataset_test_split",
+            "trainer",
+            "vllm_device",
+        ),
+        ("null", "str"),
+    ),
+    **dict.fromkeys(("requested_gpus", "num_processes", "dataset_version"), ("int", "null")),
+    **dict.fromkeys(("warmup_ratio", "num_train_epochs"), ("float", "null")),
+}
+
+
+def _typed(data: dict, out: ImportedRun, config_names: frozenset, fields: dict) -> dict:
+    """``data`` with each value of a known key held to its type (TRL's CLI's parsing of a string applied, as
+    trl_types says); each value of another type is an error naming the key, and is left out of what is returned."""
+    typed = {}
+    for key, value in data.items():
+        schema = trl_fields.schema_field(key) if key in config_names else None
+        types = SCRIPT_TYPES.get(key) or (schema and schema.get("types"))
+        if not types or key in fields or key in EVAL_FIELDS:
+            typed[key] = value  # grpo-web's own config fields: _coerce holds them to their types
+            continue
+        try:
+            typed[key] = trl_value(key, value, types)
+        except WrongType as exc:
+            out.errors.append(str(exc))
+    return typed
 
 
 def parse_run_yaml(text: str, *, owner) -> ImportedRun:
+    """A run YAML (or a TRL, open-r1, verl or Oumi config) read for ``owner``; one over MAX_BYTES is refused whole,
+    by every route (the API, the CLI, the upload and the textarea all come here)."""
     out = ImportedRun()
+    size = text_size(text)
+    if size > MAX_BYTES:
+        out.errors.append(too_large(size))
+        return out
     try:
         data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
@@ -234,7 +280,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     if foreign:
         data, notes, errors = (from_verl_yaml if foreign == "verl" else from_oumi_yaml)(data)
         out.notes += notes
-        out.errors += errors
+        out.errors += list(dict.fromkeys(errors))  # a key read twice (verl's GPUs) is refused once
         if errors:
             return out
 
@@ -250,6 +296,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         if out.kind == "sft"
         else (trl_fields.grpo_config_fields(), "GRPOConfig")
     )
+    data = _typed(data, out, config_names, fields)
     out.name = str(data.get("name") or "imported run")
     out.model = str(data.get("model_name_or_path") or data.get("model") or "tiny")
     if data.get("requested_gpus") is not None:
@@ -287,12 +334,14 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
                 given[new] = FROM_FILE
             else:
                 out.extra[new] = value
-            out.notes.append(f"{key}: SFTConfig's older name of {new}; read as {new}: {value!r}")
+            out.notes.append(f"{key}: SFTConfig's older name of {new}; read as {new}: {shown(value)}")
         elif key in fields:
             out.config[key] = _coerce(key, value, out.errors, fields)
             given[key] = FROM_FILE
         elif key in EVAL_FIELDS:  # eval_steps is TRL's name too: every N steps, on the eval split
             out.evaluation[key] = _coerce(key, value, out.errors)
+        elif key == "eval_strategy" and value == "no":
+            continue  # TRL's "no evaluation": _eval_strategy applies it
         elif key in MANAGED:
             out.notes.append(f"{key}: set by grpo-web for every run; the imported value is ignored")
         elif key in NOT_APPLIED:
@@ -306,6 +355,10 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         elif key in config_names:
             out.extra[key] = value
             out.notes.append(f"{key}: passed to {trl_config} as it is")
+        elif is_verl_key(key):  # a verl file's key carried to verl as written (workers.training.protocol.verl_carry)
+            problem = run_yaml_key_problem(key, out.trainer)
+            out.errors += [problem] if problem else []
+            out.extra.update({} if problem else {key: value})
         elif out.kind == "grpo" and (key in SFT_RENAMED or key in trl_fields.SFT_CONFIG_FIELDS):
             out.notes.append(
                 f"{key}: an SFTConfig field; a GRPO run does not use it (if this file is an SFT config, add "
@@ -324,6 +377,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
             given.update(dict.fromkeys(TRANSLATED_INTO[key], FROM_FILE))
     _translate(data, out)
     _fractions(fractions, out)
+    _eval_strategy(data, out)
     out.sources = {k: v for k, v in config_sources(out.kind, given).items() if k in out.config}
     return out
 
@@ -334,6 +388,22 @@ TRANSLATED_INTO = {"vllm_device": ("vllm_mode",), "num_train_epochs": ("max_step
 
 # Keys that say a config is for SFTTrainer (the hint to add ``trainer: sft``)
 SFT_HINTS = ("max_seq_length", "max_length", "packing", "dataset_text_field", "use_liger", "completion_only_loss")
+
+
+def _eval_strategy(data: dict, out: ImportedRun) -> None:
+    """``eval_strategy: 'no'`` (TRL's default, said outright): TRL evaluates never, whatever eval_steps says; so no
+    periodic evaluation here either."""
+    if data.get("eval_strategy") != "no":
+        return
+    steps = out.evaluation.get("eval_steps")
+    if steps:
+        out.evaluation["eval_steps"] = 0
+        out.notes.append(
+            f"eval_strategy: 'no' turns evaluation off in TRL, whatever eval_steps says; so no periodic evaluation "
+            f"(eval_steps: {steps} not applied; set eval_strategy: steps to evaluate every eval_steps)"
+        )
+    else:
+        out.notes.append("eval_strategy: 'no': no periodic evaluation, as in TRL")
 
 
 def _fractions(fractions: dict[str, float], out: ImportedRun) -> None:
@@ -352,15 +422,12 @@ def _fractions(fractions: dict[str, float], out: ImportedRun) -> None:
 
 
 def _number(data: dict, key: str, out: ImportedRun, convert=float):
-    """``data[key]`` as a number, or None with an error naming the key."""
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        out.errors.append(f"{key}: {value!r} is not a number")
-        return None
+    """``data[key]`` as a number (a whole one where ``convert`` is int), or None with an error naming the key: 3.9
+    is not a whole number, true is not a number."""
     try:
-        return convert(value)
-    except (TypeError, ValueError):
-        out.errors.append(f"{key}: {value!r} is not a number")
+        return convert(trl_value(key, data[key], ("int",) if convert is int else ("float",)))
+    except WrongType as exc:
+        out.errors.append(str(exc))
         return None
 
 
@@ -390,7 +457,7 @@ def _translate(data: dict, out: ImportedRun) -> None:
     if "vllm_device" in data:
         out.config["vllm_mode"] = "server"
         out.notes.append(
-            f"vllm_device: TRL removed it ({data['vllm_device']!r} put vLLM on a GPU of its own); "
+            f"vllm_device: TRL removed it ({shown(data['vllm_device'])} put vLLM on a GPU of its own); "
             f"translated to vllm_mode: server, in which the worker starts TRL's vLLM server on a GPU "
             f"of its own"
         )
@@ -484,7 +551,7 @@ def _engine(data: dict, out: ImportedRun) -> None:
         out.engine = engine
     workers = data.get("num_workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256:
-        out.errors.append(f"num_workers: {workers!r} is not a whole number from 1 to 256")
+        out.errors.append(f"num_workers: {shown(workers)} is not a whole number from 1 to 256")
     elif workers > 1 and out.engine != "ray":
         out.errors.append("num_workers: only a Ray run has several workers (engine: ray)")
     else:
@@ -496,6 +563,13 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
     system prompt pick the version mapped that way, or make it (a new mapping of the same rows)."""
     dataset_name = data.get("dataset_name")
     versions = visible_versions(owner).select_related("dataset")
+    if dataset_name in (None, ""):
+        yours = sorted(set(versions.values_list("dataset__name", flat=True)))[:10]
+        out.errors.append(
+            "dataset_name: not given; name the dataset to train on"
+            + (f" (yours: {', '.join(yours)})" if yours else " (import one on the Datasets page first)")
+        )
+        return
     named = versions.filter(dataset__name=dataset_name)
     if not named.exists() and isinstance(dataset_name, str) and "/" in dataset_name:
         named = versions.filter(dataset__name=dataset_name.rsplit("/", 1)[1])
@@ -507,7 +581,7 @@ def _dataset(data: dict, owner, out: ImportedRun) -> None:
         named = named.filter(number=number)
     else:
         # a name without a version: the user's own versions, not one an earlier import mapped for its recipe
-        users = named.filter(Q(provenance__kind__isnull=True) | ~Q(provenance__kind="import"))
+        users = user_made(named)
         named = users if users.exists() else named
     version = named.order_by("-number").first()
     if version is None:
@@ -592,6 +666,11 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
     if len(weights) != len(names) or len(pinned) != len(names):
         out.errors.append("reward_weights / reward_versions: one value per entry of reward_funcs")
         return
+    try:  # TRL's reward_weights: list[float]
+        weights = [trl_value("reward_weights", w, ("float",)) for w in weights]
+    except WrongType as exc:
+        out.errors.append(str(exc))
+        return
     visible = RewardFunction.objects.visible_to(owner)
     for name, weight, number in zip(names, weights, pinned):
         name = str(name)
@@ -620,12 +699,9 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
                 f"reward_funcs: you have no reward function {name!r}" + (f" with version {number}" if number else "")
             )
             continue
-        try:
-            out.rewards.append(
-                {"name": rf.name, "weight": float(weight), "version_id": version.pk, "version": version.number}
-            )
-        except (TypeError, ValueError):
-            out.errors.append(f"reward_weights: {weight!r} is not a number")
+        out.rewards.append(
+            {"name": rf.name, "weight": float(weight), "version_id": version.pk, "version": version.number}
+        )
 
 
 def _tools(data: dict, owner, out: ImportedRun) -> None:
@@ -717,7 +793,8 @@ def run_yaml(run: Run) -> str:
     evaluation = {k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS}
     lines = [_commented(k, v, sources.get(k, "")) for k, v in config.items()]
     lines += [_commented(k, v, FROM_FILE if sources else "") for k, v in run.config_extra.items()]
-    return header + yaml.safe_dump(data, sort_keys=False) + "".join(lines) + _dump(evaluation)
+    body = header + yaml.safe_dump(data, sort_keys=False) + "".join(lines) + _dump(evaluation)
+    return body + yaml_comment(run.provenance)
 
 
 def _dump(data: dict) -> str:

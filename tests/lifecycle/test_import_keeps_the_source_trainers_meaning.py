@@ -67,7 +67,9 @@ def test_oumis_own_settings_are_not_said_to_be_set_by_grpo_web(owner, dataset_ve
         "training:\n  trainer_type: TRL_GRPO\n  reward_functions: [format]\n  optimizer: adafactor\n"
         "  enable_wandb: true\n  output_dir: out\n"
     )
-    notes = {n.split(":", 1)[0]: n for n in parse_run_yaml(text, owner=owner).notes}
-    assert "Oumi's own setting; not applied" in notes["training.optimizer"]
-    assert "Oumi's own setting; not applied" in notes["training.enable_wandb"]
-    assert "set by grpo-web for every run" in notes["training.output_dir"]
+    imported = parse_run_yaml(text, owner=owner)
+    notes = {n.split(":", 1)[0]: n for n in imported.notes}
+    # to_hf passes optimizer to TRL as optim: carried, not "Oumi's own"
+    assert "Oumi passes it to TRL as optim" in notes["training.optimizer"] and imported.extra["optim"] == "adafactor"
+    assert "report_to: grpo-web reports to no tracker" in notes["training.enable_wandb"]
+    assert "grpo-web gives each run its own folder" in notes["training.output_dir"]

@@ -1,5 +1,5 @@
 """The field's published configs import as published (issue 27): open-r1's GRPO and SFT recipes, Oumi's TRL and verl
-GRPO examples, verl's GRPO launch scripts (and one composed onto verl's defaults) and TRL's CLI example, kept unchanged
+GRPO examples and TRL_SFT recipes, verl's GRPO launch scripts (and one composed onto verl's defaults) and TRL's CLI example, kept unchanged
 in published_configs/ (what the tests swap is listed in tests/lifecycle/published_corpus.py). Each goes through the
 import the API uses and the check made before a run is queued (and through POST /api/runs itself where that needs no
 sandbox worker: the SFT recipes and the refused files); none is refused but for the reasons given per file
@@ -33,6 +33,8 @@ REFUSED = {
     # `vllm_device: auto` (TRL's server mode, on a GPU of its own) with no GPU asked for: TRL's weight sync into the
     # server is NCCL, which needs GPUs; asked for with `requested_gpus`, it imports
     "open-r1_qwen2.5-coder-7b_grpo_codeforces.yaml": "vllm_mode: server mode needs a GPU",
+    # Oumi's TRL_SFT with its LoRA (training.use_peft): grpo-web's SFT runs train every weight
+    "oumi_llama3_2_3b_lora_fsdp_sft.yaml": "training.use_peft: grpo-web's SFT runs train every weight",
     # `reward_functions: []`: a vision model scored by verl's data_source default, which grpo-web has no equivalent of
     "oumi_grpo_verl_geometry3k.yaml": "reward_funcs: name at least one",
 }

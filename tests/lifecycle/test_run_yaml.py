@@ -68,7 +68,7 @@ def test_a_trl_config_comes_in_unchanged(owner, dataset_version):
         ("dataset_name: arithmetic\nreward_funcs: [missing]\n", "reward_funcs: you have no reward function 'missing'"),
         (
             "dataset_name: arithmetic\nreward_funcs: [digit_ratio]\nnum_generations: many\n",
-            "num_generations: 'many' is not a valid value",
+            "num_generations: 'many' is not a whole number (int)",
         ),
         ("dataset_name: arithmetic\n  reward_funcs: [\n", "line 2: not valid YAML"),
     ],

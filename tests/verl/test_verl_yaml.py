@@ -131,8 +131,8 @@ def test_an_oumi_verl_grpo_config_imports_as_a_verl_run_with_its_overrides(owner
 
 
 def test_an_oumi_config_for_another_trainer_is_refused(owner, dataset_version):
-    imported = parse_run_yaml(OUMI_TRL.replace('"TRL_GRPO"', '"TRL_SFT"'), owner=owner)
-    assert any("trainer_type" in e for e in imported.errors)
+    imported = parse_run_yaml(OUMI_TRL.replace('"TRL_GRPO"', '"TRL_DPO"'), owner=owner)
+    assert any(e.startswith("training.trainer_type: 'TRL_DPO'") for e in imported.errors)
 
 
 def test_a_verl_runs_yaml_reads_back_as_a_verl_run(owner, dataset_version, monkeypatch):

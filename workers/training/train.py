@@ -15,6 +15,9 @@ import sys
 import traceback
 from pathlib import Path
 
+from grpo_web_attach import provenance
+
+from workers.training import APP_FOLDER
 from workers.training.protocol.config import PEFT_FIELDS, TrainConfig
 from workers.training.protocol.events import EventWriter, NullEventWriter
 from workers.training.rewarding import reward_functions
@@ -152,6 +155,7 @@ def run(config: TrainConfig) -> None:
                 kind=config.kind,
                 reward_names=[r.name for r in config.rewards],
                 reward_weights=[r.weight for r in config.rewards],
+                provenance=provenance.record(seed=trainer.args.seed, app=APP_FOLDER),
             )
         try:
             trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)

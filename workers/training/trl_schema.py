@@ -1,4 +1,5 @@
-"""TRL's GRPOConfig as data: every field's name, type, default, help, choices and the group TRL's docs put it in.
+"""TRL's GRPOConfig as data: every field's name, kind, default, help, choices, the group TRL's docs put it in and the
+YAML types it takes.
 
 The web process never imports TRL (or torch), so the run form and the YAML import read this from
 ``workers/training/protocol/grpo_config.json``, which this program writes from the installed TRL:
@@ -65,6 +66,26 @@ def _kind(annotation) -> str:
     return "json"
 
 
+def _types(annotation) -> list[str]:
+    """The YAML types the field holds, as TRL's CLI passes a file's values on (HfArgumentParser: unconverted but
+    for strings): bool, int, float, str, dict, list, null; "any" where the annotation is a class of its own. A str
+    enum (transformers' IntervalStrategy, ...) is str, a Literal the types of its values."""
+    if isinstance(annotation, str):
+        return ["any"]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return sorted({t for a in typing.get_args(annotation) for t in _types(a)})
+    if origin is typing.Literal:
+        return sorted({"null" if v is None else type(v).__name__ for v in typing.get_args(annotation)})
+    base = origin or annotation
+    if base is type(None):
+        return ["null"]
+    for kind in (bool, int, float, str, dict, list):
+        if isinstance(base, type) and issubclass(base, kind):
+            return [kind.__name__]
+    return ["any"]
+
+
 def _choices(f: dataclasses.Field) -> list[str]:
     """The choices the field declares (prose in the help text is not parsed: TRL words it too many ways)."""
     return [str(c) for c in f.metadata.get("choices") or () if c is not None]
@@ -91,6 +112,7 @@ def grpo_schema(cls=None) -> list[dict]:
         from trl import GRPOConfig as cls
     from transformers import TrainingArguments
 
+    hints = typing.get_type_hints(cls)
     groups = _groups(cls)
     inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
     own_doc = set(groups)
@@ -108,6 +130,7 @@ def grpo_schema(cls=None) -> list[dict]:
                 "help": " ".join((f.metadata.get("help") or "").split()),
                 "choices": _choices(f),
                 "group": group,
+                "types": _types(hints.get(f.name, f.type)),
             }
         )
     return out

@@ -19,6 +19,9 @@ import threading
 import traceback
 from pathlib import Path
 
+from grpo_web_attach import provenance
+
+from workers.training import APP_FOLDER
 from workers.training.protocol.config import TrainConfig
 from workers.training.protocol.events import EventWriter
 from workers.training.protocol.verl_dump import (
@@ -183,7 +186,29 @@ def verl_config(config: TrainConfig, config_path: str, layout: tuple[int, int] |
         flash_attn=importlib.util.find_spec("flash_attn") is not None,
     )
     with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
-        return compose("ppo_trainer", overrides=keys)
+        return migrate_legacy_keys(compose("ppo_trainer", overrides=keys))
+
+
+def migrate_legacy_keys(cfg):
+    """verl's older reward keys a verl file carried (``reward_model.reward_manager``, ``reward_model.reward_kwargs``,
+    ...) moved to where verl 0.9's trainer reads them (``reward.*``), by verl's own migration: its main_ppo reads only
+    the new keys, and only its fully-async main migrates the old ones."""
+    from omegaconf import OmegaConf
+
+    legacy = {k: OmegaConf.select(cfg, k) for k in ("reward_model", "custom_reward_function", "sandbox_fusion")}
+    if all(_unset(v) for v in legacy.values()):
+        return cfg  # nothing carried under the old keys: the config grpo-web composed, as it is
+    from verl.experimental.reward_loop import migrate_legacy_reward_impl
+
+    return migrate_legacy_reward_impl(cfg)
+
+
+def _unset(node) -> bool:
+    from omegaconf import DictConfig
+
+    if isinstance(node, DictConfig):
+        return all(_unset(node[k]) for k in node)
+    return node is None
 
 
 def run(config: TrainConfig, config_path: str, layout: tuple[int, int] | None = None) -> None:
@@ -208,6 +233,7 @@ def run(config: TrainConfig, config_path: str, layout: tuple[int, int] | None = 
             trainer="verl",
             reward_names=[r.name for r in config.rewards],
             reward_weights=[r.weight for r in config.rewards],
+            provenance=provenance.record(seed=config.grpo.seed, app=APP_FOLDER),
         )
         thread = threading.Thread(target=follower.follow, args=(stop,), daemon=True)
         thread.start()

@@ -444,6 +444,9 @@ class TrainConfig:
             # -1 (TRL's default) is worked out as the steps num_train_epochs takes before a run is made
             errors.append("max_steps: -1 trains num_train_epochs; give num_train_epochs as a number above 0.")
         errors += extra_problems(SFT_FIELDS if self.kind == "sft" else GRPO_FIELDS, self.extra)
+        from workers.training.protocol.verl_carry import carried_problems
+
+        errors += carried_problems(self.trainer, self.extra)
         errors += field_problems(EVAL_FIELDS, self.evaluation)
         if self.rewards and self.evaluation.eval_solved_by:
             names = [r.name for r in self.rewards]
@@ -471,10 +474,16 @@ class TrainConfig:
         if g.num_generations < 2:
             errors.append("num_generations: must be at least 2, or every advantage is zero.")
         else:
-            # TRL's generation batch: per_device_train_batch_size x steps_per_generation (x processes)
+            # TRL's generation batch: generation_batch_size where the file sets it, else per_device_train_batch_size
+            # x steps_per_generation (x processes; GRPOConfig.__post_init__)
+            given = self.extra.get("generation_batch_size")
             steps = g.steps_per_generation or g.gradient_accumulation_steps
-            batch = g.per_device_train_batch_size * steps
-            if batch % g.num_generations:
+            if isinstance(given, int) and not isinstance(given, bool) and g.steps_per_generation is None:
+                if given % g.num_generations:
+                    errors.append(
+                        f"generation_batch_size: {given} is not a multiple of num_generations ({g.num_generations})."
+                    )
+            elif (batch := g.per_device_train_batch_size * steps) % g.num_generations:
                 errors.append(
                     f"per_device_train_batch_size: the generation batch ({g.per_device_train_batch_size} x {steps} "
                     f"steps per generation = {batch}) is not a multiple of num_generations ({g.num_generations})."

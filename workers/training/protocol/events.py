@@ -8,6 +8,7 @@ No Django here.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -74,17 +75,26 @@ def parse_event(line: bytes, *, strict: bool = False):
     \\ud800, which a model can emit). orjson reads integers up to 64 bits exactly (uint64 included), everything a
     dataset column (Arrow) can hold; a larger one would come back as a float.
 
-    ``strict``: a line from outside (an attach client's batch): NaN and Infinity, which json would take, raise
-    ValueError as orjson's refusal does. The result is whatever JSON value the line holds: checking it is the
+    ``strict``: a line from outside (an attach client's batch): NaN and Infinity, which json would take, and numbers
+    past a double's range (1e400, which json makes Infinity) raise ValueError as orjson's refusal does. The result is whatever JSON value the line holds: checking it is the
     caller's."""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
-        return _scrub(json.loads(line, parse_constant=_no_constant) if strict else json.loads(line))
+        if strict:
+            return _scrub(json.loads(line, parse_constant=_no_constant, parse_float=_finite_float))
+        return _scrub(json.loads(line))
 
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: json would make it Infinity
+        raise ValueError(f"{text[:40]} is past the range of a double")
+    return value
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # only lone ones are left once json has joined the pairs

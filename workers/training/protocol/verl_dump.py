@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -57,19 +58,22 @@ def _loads(line: bytes):
         return json.loads(line)  # verl's json.dumps writes NaN for a function's None, which orjson refuses
 
 
-def read_dump(path: str | Path, data: bytes | None = None) -> list[dict]:
+def read_dump(path: str | Path, data: bytes | BinaryIO | None = None) -> list[dict]:
     """The lines of one dump, checked: every line a JSON object with verl's keys, ``score`` a number, ``step`` a
-    whole number. ``data``: the file's bytes, already read. DumpError names the file and line otherwise."""
+    whole number. ``data``: the file's bytes, already read, or the file opened; else the file is opened by its path.
+    Read a line at a time, each at most MAX_LINE_BYTES (a dump of one endless line costs no more). DumpError names
+    the file and line otherwise."""
     path = Path(path)
     if data is None:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            return read_dump(path, fh)
     lines = []
-    for number_, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
+    for number_, line in enumerate(_lines(data), 1):
         where = f"{path.name}: line {number_}"
         if len(line) > MAX_LINE_BYTES:
-            raise DumpError(f"{where}: {len(line)} bytes, more than the {MAX_LINE_BYTES} a line may hold")
+            raise DumpError(f"{where}: more than the {MAX_LINE_BYTES} bytes a line may hold")
+        if not line.strip():
+            continue
         if len(lines) >= MAX_ROWS:
             raise DumpError(f"{where}: more than {MAX_ROWS} completions in one step's dump")
         try:
@@ -91,6 +95,20 @@ def read_dump(path: str | Path, data: bytes | None = None) -> list[dict]:
             raise DumpError(f"{where}: 'step' is {str(step)[:40]!r}, not a whole number")
         lines.append(row)
     return lines
+
+
+def _lines(data: bytes | BinaryIO):
+    """The lines of bytes or of an open file, without their newline; a line longer than MAX_LINE_BYTES comes cut
+    to MAX_LINE_BYTES + 1 bytes (the reader refuses it), and reading stops there."""
+    if isinstance(data, bytes):
+        yield from data.splitlines()
+        return
+    while line := data.readline(MAX_LINE_BYTES + 2):
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        yield line
+        if len(line) > MAX_LINE_BYTES:
+            return
 
 
 def dump_step(path: str | Path, lines: list[dict]) -> int:

@@ -7,13 +7,9 @@ run's GRPOConfig-named fields, with a note for each key it cannot carry over. No
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata
-import importlib.util
-import json
-from pathlib import Path
-
 from workers.training.protocol.config import GRPOFields, TrainConfig
+from workers.training.protocol.verl_carry import OWNED, carried, hydra_value, is_verl_key, shown
+from workers.training.protocol.verl_defaults import flatten, verl_defaults, verl_derived, verl_version  # noqa: F401
 
 TRAINERS = ("trl", "verl")
 
@@ -147,122 +143,138 @@ def overrides(
     }
     if config.resume_from_checkpoint:
         values["trainer.resume_from_path"] = config.resume_from_checkpoint
-    if not flash_attn:
+    # the keys a verl file set that no run field holds (verl_carry), as it wrote them: after grpo-web's own
+    for key, value in config.extra.items():
+        if is_verl_key(key) and key not in OWNED:
+            values[key] = value
+    if not flash_attn:  # verl's padding removal needs flash_attn: without it, whatever the file said, SDPA
         values["actor_rollout_ref.model.use_remove_padding"] = False
         values["+actor_rollout_ref.model.override_config.attn_implementation"] = "sdpa"
     return [f"{key}={_hydra(value)}" for key, value in values.items()]
 
 
 def _hydra(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str) and any(c in value for c in " ,=:'\"") and not value.startswith(("[", '"')):
-        return json.dumps(value)  # Hydra's quoted string
-    return str(value)
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        return value  # grpo-web's own list of loggers
+    return hydra_value(value)
 
 
-# verl key (dotted) -> (our field, converter): what a verl YAML carries into the run form
+# verl key (dotted) -> (our field, the type verl's config holds it as, then how it reads as our field): what a verl
+# YAML carries into the run form
 FROM_VERL = {
-    "actor_rollout_ref.rollout.n": ("num_generations", int),
-    "data.max_response_length": ("max_completion_length", int),
-    "actor_rollout_ref.rollout.temperature": ("temperature", float),
-    "actor_rollout_ref.rollout.top_p": ("top_p", float),
-    "actor_rollout_ref.rollout.top_k": ("top_k", lambda v: max(0, int(v))),
-    "actor_rollout_ref.rollout.gpu_memory_utilization": ("vllm_gpu_memory_utilization", float),
-    "actor_rollout_ref.actor.kl_loss_coef": ("beta", float),
-    "actor_rollout_ref.actor.clip_ratio_low": ("epsilon", float),
-    "actor_rollout_ref.actor.clip_ratio": ("epsilon", float),
-    "actor_rollout_ref.actor.clip_ratio_high": ("epsilon_high", float),
-    "actor_rollout_ref.actor.ppo_epochs": ("num_iterations", int),
-    "actor_rollout_ref.actor.grad_clip": ("max_grad_norm", float),
-    "actor_rollout_ref.actor.optim.lr": ("learning_rate", float),
-    "actor_rollout_ref.actor.optim.weight_decay": ("weight_decay", float),
-    "actor_rollout_ref.actor.optim.lr_scheduler_type": ("lr_scheduler_type", str),
-    "actor_rollout_ref.model.enable_gradient_checkpointing": ("gradient_checkpointing", bool),
-    "actor_rollout_ref.model.lora_alpha": ("lora_alpha", int),
-    "actor_rollout_ref.model.target_modules": ("lora_target_modules", str),
-    "trainer.total_training_steps": ("max_steps", int),
-    "trainer.save_freq": ("save_steps", lambda v: max(0, int(v))),
-    "trainer.max_actor_ckpt_to_keep": ("save_total_limit", int),
-    "data.seed": ("seed", int),
+    "actor_rollout_ref.rollout.n": ("num_generations", "int", None),
+    "data.max_response_length": ("max_completion_length", "int", None),
+    "actor_rollout_ref.rollout.temperature": ("temperature", "float", None),
+    "actor_rollout_ref.rollout.top_p": ("top_p", "float", None),
+    "actor_rollout_ref.rollout.top_k": ("top_k", "int", lambda v: max(0, v)),
+    "actor_rollout_ref.rollout.gpu_memory_utilization": ("vllm_gpu_memory_utilization", "float", None),
+    "actor_rollout_ref.actor.kl_loss_coef": ("beta", "float", None),
+    "actor_rollout_ref.actor.clip_ratio_low": ("epsilon", "float", None),
+    "actor_rollout_ref.actor.clip_ratio": ("epsilon", "float", None),
+    "actor_rollout_ref.actor.clip_ratio_high": ("epsilon_high", "float", None),
+    "actor_rollout_ref.actor.ppo_epochs": ("num_iterations", "int", None),
+    "actor_rollout_ref.actor.grad_clip": ("max_grad_norm", "float", None),
+    "actor_rollout_ref.actor.optim.lr": ("learning_rate", "float", None),
+    "actor_rollout_ref.actor.optim.weight_decay": ("weight_decay", "float", None),
+    "actor_rollout_ref.actor.optim.lr_scheduler_type": ("lr_scheduler_type", "str", None),
+    "actor_rollout_ref.model.enable_gradient_checkpointing": ("gradient_checkpointing", "bool", None),
+    "actor_rollout_ref.model.lora_alpha": ("lora_alpha", "int", None),
+    "actor_rollout_ref.model.target_modules": ("lora_target_modules", "str", None),
+    "trainer.total_training_steps": ("max_steps", "int", None),
+    "trainer.save_freq": ("save_steps", "int", lambda v: max(0, v)),
+    "trainer.max_actor_ckpt_to_keep": ("save_total_limit", "int", None),
+    "data.seed": ("seed", "int", None),
 }
-# verl keys the run sets itself (paths, loggers, layout), or that say nothing a run can change
-MANAGED_VERL = {
-    "data.train_files",
-    "data.val_files",
-    "data.prompt_key",
-    "data.reward_fn_key",
-    "data.filter_overlong_prompts",
-    "data.truncation",
-    "data.dataloader_num_workers",
-    "data.max_prompt_length",
-    "actor_rollout_ref.model.path",
-    "actor_rollout_ref.rollout.name",
-    "actor_rollout_ref.rollout.tensor_model_parallel_size",
-    "actor_rollout_ref.rollout.mode",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-    "actor_rollout_ref.actor.use_kl_loss",
-    "actor_rollout_ref.actor.kl_loss_type",
-    "actor_rollout_ref.actor.loss_agg_mode",
-    "actor_rollout_ref.actor.entropy_coeff",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-    "actor_rollout_ref.model.lora_rank",
-    "actor_rollout_ref.model.use_remove_padding",
-    "actor_rollout_ref.actor.fsdp_config.param_offload",
-    "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
-    "actor_rollout_ref.ref.fsdp_config.param_offload",
-    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
-    "actor_rollout_ref.actor.optim.lr_warmup_steps",
-    "actor_rollout_ref.actor.policy_loss.loss_mode",
-    "algorithm.adv_estimator",
+# verl's boolean keys the import reads itself
+VERL_BOOLS = (
     "algorithm.norm_adv_by_std_in_grpo",
     "algorithm.use_kl_in_reward",
+    "actor_rollout_ref.actor.use_kl_loss",
+)
+
+
+class VerlTypeError(ValueError):
+    """A value verl's typed config (OmegaConf) refuses; the message names the key, the value and the type."""
+
+
+def omegaconf_value(key: str, value, kind: str):
+    """``value`` as OmegaConf's typed node of ``kind`` (int, float, bool, str) takes it in verl's structured config
+    (omegaconf.nodes: IntegerNode takes an int or its digits, FloatNode an int, a float or a number's text,
+    BooleanNode a bool, an int (non-zero is true) or true/false/yes/no/on/off/y/n or digits in any case,
+    StringNode any scalar); VerlTypeError for what it refuses ("maybe" is not a bool, 3.9 not an int)."""
+    try:
+        if kind == "int" and type(value) in (int, str):
+            return int(value)
+        if kind == "float" and type(value) in (int, float, str):
+            return float(value)
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if type(value) is int:
+                return value != 0
+            if isinstance(value, str):
+                try:
+                    return int(value) != 0
+                except ValueError:
+                    words = {"yes": True, "y": True, "on": True, "true": True}
+                    words |= {"no": False, "n": False, "off": False, "false": False}
+                    return words[value.lower()]
+        if kind == "str" and not isinstance(value, dict | list):
+            return str(value)
+        if kind == "str" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return ",".join(value)  # verl's target_modules: a list of names, or one string
+    except (ValueError, KeyError):
+        pass
+    expected = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "text"}[kind]
+    text = repr(value)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    raise VerlTypeError(f"{key}: {text} is not {expected} ({kind}), as verl's config holds it; refused, not converted")
+
+
+# verl keys from_verl reads into the run's fields itself (besides FROM_VERL): they come back to verl from the fields
+TRANSLATED = {
+    "algorithm.adv_estimator",
+    "algorithm.norm_adv_by_std_in_grpo",
+    "actor_rollout_ref.actor.use_kl_loss",
+    "actor_rollout_ref.model.lora_rank",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
     "data.train_batch_size",
-    "reward.custom_reward_function.path",
-    "reward.custom_reward_function.name",
-    "custom_reward_function.path",
-    "custom_reward_function.name",
-    "trainer.logger",
-    "trainer.project_name",
-    "trainer.experiment_name",
-    "trainer.default_local_dir",
-    "trainer.rollout_data_dir",
-    "trainer.n_gpus_per_node",
-    "trainer.nnodes",
+    "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
     "trainer.total_epochs",
     "trainer.test_freq",
-    "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "trainer.val_before_train",
-    "trainer.resume_mode",
-    "trainer.critic_warmup",
-    "trainer.device",
-    "trainer.use_v1",
+    "trainer.n_gpus_per_node",
+    "trainer.nnodes",
 }
 
 
-def flatten(data, prefix: str = "") -> dict:
-    """A nested mapping as dotted keys (verl's override names)."""
-    out = {}
-    for key, value in (data or {}).items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out |= flatten(value, f"{name}.")
-        else:
-            out[name] = value
-    return out
-
-
-def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
-    """A verl config (nested, as its YAML) -> (GRPOConfig fields, extra fields, notes, errors)."""
+def from_verl(data: dict, *, own_defaults: bool = False) -> tuple[dict, dict, list[str], list[str]]:
+    """A verl config (nested, as its YAML) -> (GRPOConfig fields, extra fields, notes, errors). The extra fields
+    hold the keys carried to verl as written, under their dotted names (verl_carry). ``own_defaults`` (a whole verl
+    file, not Oumi's overrides of its own mapping): a key left out takes verl's own default."""
     flat = flatten(data)
     fields: dict = {}
     extra: dict = {}
     notes: list[str] = []
     errors: list[str] = []
+    for key in [*FROM_VERL, *VERL_BOOLS]:  # flatten made a mapping given for one of them into keys below it
+        inside = [k for k in flat if k.startswith(f"{key}.")]
+        if inside:
+            errors.append(f"{key}: a mapping ({', '.join(inside)}) where verl's config holds one value; refused")
+            for k in inside:
+                del flat[k]
+    for key in VERL_BOOLS:  # read as verl's config holds them: "false" is false, "maybe" is refused
+        if flat.get(key) is not None:
+            try:
+                flat[key] = omegaconf_value(key, flat[key], "bool")
+            except VerlTypeError as exc:
+                errors.append(str(exc))
+                del flat[key]
     estimator = flat.get("algorithm.adv_estimator", "gae")
     if estimator != "grpo":
-        errors.append(f"algorithm.adv_estimator: {estimator!r}; grpo-web trains GRPO (set it to grpo)")
+        said = "left empty" if estimator is None else repr(estimator)
+        errors.append(f"algorithm.adv_estimator: {said}; grpo-web trains GRPO (set it to grpo)")
     if flat.get("algorithm.norm_adv_by_std_in_grpo") is False:
         fields["scale_rewards"] = "none"
     loss_agg = flat.get("actor_rollout_ref.actor.loss_agg_mode")
@@ -272,7 +284,8 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
             fields["loss_type"] = matching[0]
         else:
             notes.append(
-                f"actor_rollout_ref.actor.loss_agg_mode: {loss_agg!r} has no TRL loss_type; dapo's token-mean is used"
+                f"actor_rollout_ref.actor.loss_agg_mode: {loss_agg!r} has no TRL loss_type; carried to verl as "
+                "written (TRL, training this run, would refuse it)"
             )
     mode = flat.get("actor_rollout_ref.actor.policy_loss.loss_mode")
     if mode == "gspo":
@@ -280,14 +293,11 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
     elif mode in LOSS_MODE:
         fields["loss_type"] = LOSS_MODE[mode]
     elif mode not in (None, "vanilla"):
-        notes.append(f"actor_rollout_ref.actor.policy_loss.loss_mode: {mode!r} is not applied (vanilla is used)")
+        notes.append(
+            f"actor_rollout_ref.actor.policy_loss.loss_mode: {mode!r} has no TRL loss_type; carried to verl as written"
+        )
     if flat.get("actor_rollout_ref.actor.use_kl_loss") is False:
         fields["beta"] = 0.0
-    if flat.get("algorithm.use_kl_in_reward"):
-        notes.append(
-            "algorithm.use_kl_in_reward: a KL penalty in the reward is not applied; set beta (the KL "
-            "loss, actor.kl_loss_coef) instead"
-        )
     rank = _int(flat, "actor_rollout_ref.model.lora_rank", errors)
     if rank is not None and rank > 0:
         fields["use_peft"] = True
@@ -298,63 +308,115 @@ def from_verl(data: dict) -> tuple[dict, dict, list[str], list[str]]:
         extra["warmup_steps"] = warmup
     elif ratio:
         extra["warmup_steps"] = ratio
-    defaults, at_default = verl_defaults(), 0
+    defaults = verl_defaults()
+    translated = set(TRANSLATED)
+    nulls: list[str] = []
     for key, value in flat.items():
         if key in FROM_VERL:
-            name, convert = FROM_VERL[key]
+            translated.add(key)
+            name, kind, then = FROM_VERL[key]
             if value is None:
-                continue  # verl's null: worked out by verl (total_training_steps from total_epochs), or unset
+                nulls.append(key)  # verl's null: worked out (total_training_steps from total_epochs), or unset
+                continue
             try:
-                fields[name] = convert(value)
-            except (TypeError, ValueError):
-                errors.append(f"{key}: {value!r} is not a valid value")
-        elif key in MANAGED_VERL or key.startswith(("critic.", "reward_model.", "reward.", "defaults")):
-            continue
-        elif key.startswith("hydra") or key.startswith("_"):
-            continue
-        elif key in defaults and defaults[key] == value:
-            at_default += 1  # verl's own value, which the run gets from verl anyway: no note
-        elif defaults and key not in defaults:
-            notes.append(f"{key}: not a key of verl {verl_version() or ''}'s config here; not applied")
-        else:
-            notes.append(f"{key}: not applied (no grpo-web field)")
-    if at_default:
-        notes.append(
-            f"{at_default} more keys hold verl's own defaults (verl {verl_version() or '?'}): the run has them from "
-            "verl; not listed"
-        )
+                value = omegaconf_value(key, value, kind)
+            except VerlTypeError as exc:
+                errors.append(str(exc))
+                continue
+            fields[name] = then(value) if then else value
+    if loss_agg in LOSS_AGG.values():
+        translated.add("actor_rollout_ref.actor.loss_agg_mode")
+    if mode in (None, "vanilla", "gspo", *LOSS_MODE):
+        translated.add("actor_rollout_ref.actor.policy_loss.loss_mode")
+    if own_defaults:
+        notes += _verl_field_defaults(flat, fields, defaults, errors)
+        nulls += [k for k in FROM_VERL if k not in flat and defaults.get(k, 0) is None]
+    notes += _verl_nulls(nulls, flat, fields)
+    keep, more = carried(
+        flat, translated, defaults, verl_version() or "?", left_out=own_defaults, derived=verl_derived()
+    )
+    extra |= keep
+    notes += more
     if "actor_rollout_ref.actor.use_kl_loss" in flat and not flat["actor_rollout_ref.actor.use_kl_loss"]:
         fields["beta"] = 0.0
+    if own_defaults and flat.get("trainer.total_training_steps") is None and "trainer.total_epochs" not in flat:
+        if defaults.get("trainer.total_epochs") is not None:
+            flat["trainer.total_epochs"] = defaults["trainer.total_epochs"]
+            notes.append(
+                f"trainer.total_epochs: left out, with no total_training_steps: verl's default "
+                f"{defaults['trainer.total_epochs']} epochs"
+            )
     _verl_steps(flat, fields, errors)
     n = fields.get("num_generations") or GRPOFields().num_generations
-    notes += _verl_batches(flat, n, fields, errors)
+    notes += _verl_batches(flat, n, fields, errors, defaults if own_defaults else None)
     return fields, extra, notes, errors
 
 
+def _verl_field_defaults(flat: dict, fields: dict, defaults: dict, errors: list[str]) -> list[str]:
+    """The run fields a verl file's left-out keys leave at verl's own defaults (its ppo_trainer.yaml), not TRL's;
+    one note names each that differs from TRL's, with both values."""
+    said = []
+    trl = GRPOFields()
+    for key, (name, kind, then) in FROM_VERL.items():
+        if key in flat or name in fields or defaults.get(key) in (None, "???"):
+            continue
+        value = omegaconf_value(key, defaults[key], kind)
+        value = then(value) if then else value
+        if name == "num_generations" and value < 2:
+            errors.append(
+                f"{key}: left out, so verl's default {value} completion a prompt, which GRPO cannot learn from "
+                "(every advantage is zero); set it to 2 or more"
+            )
+            continue
+        fields[name] = value
+        if getattr(trl, name, value) != value:
+            theirs = getattr(trl, name)
+            said.append(f"{key} -> {name} {value!r} (TRL's default: {'unset' if theirs is None else repr(theirs)})")
+    if (
+        "actor_rollout_ref.actor.use_kl_loss" not in flat
+        and defaults.get("actor_rollout_ref.actor.use_kl_loss") is False
+    ):
+        fields["beta"] = 0.0  # verl's default: no KL loss, so no reference model
+        said.append("actor_rollout_ref.actor.use_kl_loss -> beta 0.0 (verl's default: no KL loss)")
+    if not said:
+        return []
+    return [f"left out, so verl {verl_version() or '?'}'s own defaults, not TRL's: " + "; ".join(said)]
+
+
+def _verl_nulls(keys: list[str], flat: dict, fields: dict) -> list[str]:
+    """A note for each run field a verl null (given, or verl's default for a key left out) leaves to grpo-web, with
+    the value the run gives verl instead."""
+    notes = []
+    for key in keys:
+        name = FROM_VERL[key][0]
+        if name in fields or key == "actor_rollout_ref.actor.clip_ratio":
+            continue  # set by another spelling of it
+        if key == "trainer.total_training_steps":
+            notes.append(f"{key}: null: the run's max_steps is worked out from trainer.total_epochs, as verl does")
+            continue
+        said = "null" if key in flat else "left out, and verl's default is null"
+        value = getattr(GRPOFields(), name)
+        notes.append(f"{key}: {said} (verl leaves it unset); verl gets the run's {name} instead: {shown(value)}")
+    return notes
+
+
 def _int(flat: dict, key: str, errors: list[str]) -> int | None:
-    value = flat.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | str | float):
-        errors.append(f"{key}: {value!r} is not a whole number")
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        errors.append(f"{key}: {value!r} is not a whole number")
-        return None
+    return _typed(flat, key, "int", errors)
 
 
 def _float(flat: dict, key: str, errors: list[str]) -> float | None:
+    return _typed(flat, key, "float", errors)
+
+
+def _typed(flat: dict, key: str, kind: str, errors: list[str]):
+    """``flat[key]`` as verl's config holds it (omegaconf_value), None where unset or refused (with the error)."""
     value = flat.get(key)
     if value is None:
         return None
     try:
-        if isinstance(value, bool) or not isinstance(value, int | str | float):
-            raise TypeError
-        return float(value)
-    except (TypeError, ValueError):
-        errors.append(f"{key}: {value!r} is not a number")
+        return omegaconf_value(key, value, kind)
+    except VerlTypeError as exc:
+        errors.append(str(exc))
         return None
 
 
@@ -378,7 +440,7 @@ def _verl_steps(flat: dict, fields: dict, errors: list[str]) -> None:
         fields["eval_steps"] = max(0, test_freq)  # verl's -1: no periodic validation
 
 
-def _verl_batches(flat: dict, n: int, fields: dict, errors: list[str]) -> list[str]:
+def _verl_batches(flat: dict, n: int, fields: dict, errors: list[str], defaults: dict | None = None) -> list[str]:
     """verl's batches as TRL's (workers.training.verl_run translates them back unchanged): data.train_batch_size
     prompts a step over all GPUs, actor.ppo_mini_batch_size prompts an optimizer update, ppo_micro_batch_size_per_gpu
     completions a forward pass on each GPU (verl's fsdp_workers multiply the mini-batch by rollout.n and divide it by
@@ -389,11 +451,12 @@ def _verl_batches(flat: dict, n: int, fields: dict, errors: list[str]) -> list[s
         "actor_rollout_ref.actor.ppo_mini_batch_size",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
     )
-    if not any(flat.get(k) is not None for k in keys):
+    if not any(flat.get(k) is not None for k in keys) and defaults is None:
         return []
+    own = defaults or verl_defaults()
     gpus = verl_gpus(flat, errors)
-    batch = _int(flat, keys[0], errors) or 1024  # verl's defaults (ppo_trainer.yaml)
-    mini = _int(flat, keys[1], errors) or 256
+    batch = _int(flat, keys[0], errors) or int(own.get(keys[0]) or 1024)  # verl's defaults (ppo_trainer.yaml)
+    mini = _int(flat, keys[1], errors) or int(own.get(keys[1]) or 256)
     micro = _int(flat, keys[2], errors)
     if batch < 1 or mini < 1 or (micro is not None and micro < 1):
         errors.append(f"{keys[0]} / {keys[1]} / {keys[2]}: each must be at least 1")
@@ -423,37 +486,3 @@ def _verl_batches(flat: dict, n: int, fields: dict, errors: list[str]) -> list[s
         + (f"; {batch % mini} prompts of each step beyond whole mini-batches are dropped" if batch % mini else "")
     )
     return notes
-
-
-@functools.cache
-def verl_defaults() -> dict:
-    """verl's own config defaults, flattened: its generated ppo_trainer.yaml (what ``python -m
-    verl.trainer.main_ppo`` composes before overrides), interpolations resolved where OmegaConf is here. Read from
-    the installed package without importing verl; {} where verl is not installed."""
-    import yaml
-
-    try:
-        spec = importlib.util.find_spec("verl")
-    except (ImportError, ValueError):
-        return {}
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    path = Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config" / "_generated_ppo_trainer.yaml"
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    try:
-        from omegaconf import OmegaConf
-
-        data = OmegaConf.to_container(OmegaConf.create(data), resolve=True)
-    except Exception:  # noqa: BLE001 - an interpolation OmegaConf cannot resolve here: keep the text, noted then
-        pass
-    return flatten(data) if isinstance(data, dict) else {}
-
-
-def verl_version() -> str | None:
-    try:
-        return importlib.metadata.version("verl")
-    except importlib.metadata.PackageNotFoundError:
-        return None
