@@ -13,9 +13,14 @@ from django.utils import timezone
 
 from rewards.selectors import reward_specs
 from runs.datasets.services import version_training_file
-from runs.evaluations.services import eval_max_new_tokens, eval_source, store_eval_event
+from runs.evaluations.services import (
+    eval_max_new_tokens,
+    eval_source,
+    evaluation_refused_at_start,
+    store_eval_event,
+)
 from runs.models import Evaluation, RejectionJob
-from runs.paths import log_tail, resolve_model
+from runs.paths import log_tail, model_access_at_start, resolve_model
 from runs.sampling.services import RejectionSettings, prompts_file, rejection_job_claim, rejection_job_store
 from workers.placement import slot_base
 from workers.processes import die_with_parent, program_python, stop, training_env
@@ -105,6 +110,8 @@ def run_evaluation(evaluation_id: int) -> None:
     event_log.unlink(missing_ok=True)
     push(run, evaluations=[evaluation.pk])
     try:
+        if refused := evaluation_refused_at_start(evaluation):
+            raise RuntimeError(refused)
         job = EvalJob(
             model=evaluation.model,
             dataset_path=version_training_file(
@@ -169,6 +176,8 @@ def run_rejection_job(job_id: int) -> None:
     event_log.unlink(missing_ok=True)
     settings_ = RejectionSettings(**job.settings)
     try:
+        if refused := model_access_at_start(job.model, user=job.owner):
+            raise RuntimeError(refused)
         sampler = EvalJob(
             model=resolve_model(job.model),
             dataset_path=prompts_file(job),

@@ -24,7 +24,7 @@ from django.utils import timezone
 from runs.lifecycle.training_config import run_train_config
 from runs.live import publish
 from runs.models import Evaluation, Rollout, Run, StepMetric
-from runs.paths import event_log_path, log_tail
+from runs.paths import event_log_path, log_tail, model_access_at_start, supervisor_lock_path
 from runs.recipes.services import recipes_advance
 from runs.rollouts.ingest import Fenced, ingest_log
 from runs.telemetry.sampler import RaySampler, ResourceSampler
@@ -40,9 +40,10 @@ FOLDER_LOCK_WAIT = 60.0  # seconds a new attempt waits for an old trainer to let
 DB_ERRORS = (OperationalError, InterfaceError)
 
 
-def claim(run_id: int, worker_name: str) -> Run | None:
-    """Move a queued run to running under a new lease (this supervisor's token); None if it is gone or no longer
-    queued (cancelled, or a redelivery).
+def claim(run_id: int, worker_name: str) -> tuple[Run, int] | None:
+    """Move a queued run to running under a new lease (this supervisor's token), holding the attempt's supervisor
+    lock (lock_supervisor): the run and the lock's descriptor, to close once the outcome is recorded. None if it is
+    gone or no longer queued (cancelled, or a redelivery).
 
     A resumed run (attempt > 1) drops what the abandoned attempt stored after its checkpoint: the resumed attempt
     trains those steps again, so keeping both would duplicate them.
@@ -51,6 +52,11 @@ def claim(run_id: int, worker_name: str) -> Run | None:
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None or run.status != Run.Status.QUEUED:
             return None
+        # taken before the run is seen running: a reader who finds it running and the lock free knows the
+        # supervisor died without recording an outcome (runs.paths.supervisor_alive)
+        supervisor_lock = lock_supervisor(run)
+        if supervisor_lock is None:
+            return None
         if run.attempt > 1:
             Rollout.objects.filter(run=run, step__gt=run.checkpoint_step).delete()
             StepMetric.objects.filter(run=run, step__gt=run.checkpoint_step).delete()
@@ -58,9 +64,28 @@ def claim(run_id: int, worker_name: str) -> Run | None:
             run.step = run.checkpoint_step
         run.worker_name, run.heartbeat_at, run.event_offset, run.lease = worker_name, timezone.now(), 0, uuid.uuid4()
         run.ray_slot_base = None  # an earlier attempt's range: a Ray attempt takes one when it starts
-        run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step", "lease", "ray_slot_base"])
-        run.mark_running()
-        return run
+        try:
+            run.save(update_fields=["worker_name", "heartbeat_at", "event_offset", "step", "lease", "ray_slot_base"])
+            run.mark_running()
+        except BaseException:
+            os.close(supervisor_lock)
+            raise
+        return run, supervisor_lock
+
+
+def lock_supervisor(run: Run) -> int | None:
+    """This process's exclusive lock on the attempt's supervisor lock file, as a descriptor no child inherits; None
+    when another process holds it. The kernel lets go of it when this process dies, however it dies, so a page
+    can tell at once a killed worker from a paused or busy one (runs.paths.supervisor_alive)."""
+    path = supervisor_lock_path(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def push(run: Run, **extra) -> None:
@@ -143,6 +168,8 @@ class Supervisor:
 
     def start(self) -> subprocess.Popen:
         run = self.run
+        if refused := model_access_at_start(run.model, user=run.owner):
+            raise RuntimeError(refused)
         self.folder_lock = lock_folder(run.run_dir, FOLDER_LOCK_WAIT)
         if run.engine == "ray":
             return self.start_ray()
@@ -274,10 +301,11 @@ class Supervisor:
 
 
 def supervise(run_id: int, worker_name: str = "") -> None:
-    run = claim(run_id, worker_name)
-    if run is None:
+    claimed = claim(run_id, worker_name)
+    if claimed is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return
+    run, supervisor_lock = claimed
     push(run, steps=[], rollouts=0)
     supervisor = Supervisor(run)
     try:
@@ -304,6 +332,7 @@ def supervise(run_id: int, worker_name: str = "") -> None:
         supervisor.finish(proc)
     finally:
         supervisor.close()
+        os.close(supervisor_lock)  # after the outcome is recorded: a run still running without it has lost its worker
         advance_recipes()
 
 

@@ -48,6 +48,14 @@ def reward_test(**kwargs) -> dict:
     return reward_test_rows(**kwargs)
 
 
+@shared_task(name=queues.CODE_TESTS_BENCH, time_limit=180, soft_time_limit=170)
+def code_tests_bench(**kwargs) -> dict:
+    """The code_tests bench's Run button (rewards.views): a solution against a row's tests, in the sandbox."""
+    from workers.code_bench import code_tests_bench
+
+    return code_tests_bench(**kwargs)
+
+
 @shared_task(name=queues.REWARD_CONTRACT_CHECK, time_limit=120, soft_time_limit=110)
 def reward_contract_check(**kwargs) -> list[str]:
     """Before a run is queued (runs.lifecycle.services): call each reward the way TRL will, on a few rows."""

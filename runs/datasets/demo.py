@@ -7,6 +7,7 @@ import io
 import json
 
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from runs.datasets.mapping import Mapping
 from runs.datasets.services import dataset_import, dataset_version_map, import_folders
@@ -44,9 +45,24 @@ DEMO_DATASETS = {
 }
 
 
+def user_made(versions):
+    """``versions`` less those an import made (a config's prompt column or system prompt mapped onto a dataset's
+    rows): a config only previewed must not move what any form offers by default."""
+    return versions.filter(Q(provenance__kind__isnull=True) | ~Q(provenance__kind="import"))
+
+
 def newest_named(versions, name: str) -> DatasetVersion | None:
-    """The newest of ``versions`` (a queryset, newest first) of a dataset called ``name``: the forms' defaults."""
-    return versions.filter(dataset__name=name).first()
+    """The newest of ``versions`` (a queryset, newest first) of a dataset called ``name`` that no import made."""
+    return user_made(versions).filter(dataset__name=name).first()
+
+
+def form_default(versions, owner, name: str) -> DatasetVersion | None:
+    """A form's default dataset version: the newest of the dataset called ``name`` (the README's quick start), else
+    the newest ``owner`` uploaded, else (a user with none of their own) the newest shared with them. The owner's own
+    come first and no import's count, so that nothing but the owner's own upload moves the default of a user who has
+    one: not a previewed config's mapping, nor a teammate sharing a run or a dataset."""
+    mine = user_made(versions).filter(dataset__owner=owner)
+    return newest_named(mine, name) or newest_named(versions, name) or mine.first() or user_made(versions).first()
 
 
 def demo_load(*, username: str = "demo", password: str) -> tuple[object, list[DatasetVersion]]:

@@ -12,16 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import resource
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from runs.datasets.importing import (
@@ -33,18 +26,10 @@ from runs.datasets.importing import (
     import_file,
     load_hf,
 )
+from runs.limited import Limits, WallTimeout, exit_now, out_of_memory, run_limited
 
-# What the child may see of the parent's environment: nothing secret (no DATABASE_URL, SECRET_KEY, REDIS_URL).
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: the child imports this package from it
+# What the child may see of the parent's environment beyond runs.limited's: the hub's settings (no secret)
 PASSED_ENV = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "VIRTUAL_ENV",
-    "OPENBLAS_CORETYPE",
-    "OPENBLAS_L2_SIZE",
     "HF_HOME",
     "HF_HUB_OFFLINE",
     "HF_DATASETS_OFFLINE",
@@ -54,13 +39,7 @@ PASSED_ENV = (
     "HTTP_PROXY",
     "NO_PROXY",
 )
-
-
-@dataclass(frozen=True)
-class ParseLimits:
-    memory_bytes: int = 4 * 1024**3  # address space of the child
-    cpu_seconds: int = 1800
-    wall_seconds: int = 3600
+ParseLimits = Limits  # a dataset's: memory, CPU seconds, wall seconds (runs.datasets.services sets them)
 
 
 Progress = Callable[[int], None]  # called with the rows written so far, about every second
@@ -82,7 +61,7 @@ def import_file_isolated(
     outcome = _run_child(
         job, dest=dest, workdir=workdir, options=options, limits=limits, cwd=cwd, on_progress=on_progress
     )
-    if isinstance(outcome, int) and not options.precise:  # died on a signal: the precise road names the line
+    if isinstance(outcome, str) and not options.precise:  # died on a signal: the precise road names the line
         dest.unlink(missing_ok=True)
         retry = dataclasses.replace(options, precise=True)
         outcome = _run_child(
@@ -124,17 +103,12 @@ def import_hf_isolated(
     return _result(outcome, job["filename"], limits)
 
 
-def _result(outcome: ImportResult | int, filename: str, limits: ParseLimits) -> ImportResult:
-    if isinstance(outcome, int):
-        try:
-            name = signal.Signals(outcome).name
-        except ValueError:
-            name = str(outcome)
+def _result(outcome: ImportResult | str, filename: str, limits: ParseLimits) -> ImportResult:
+    if isinstance(outcome, str):
         raise DatasetError(
             [
-                f"{filename} could not be read: the reader stopped on signal {name} (a limit of "
-                f"{limits.memory_bytes // 1024**2} MB of memory and {limits.cpu_seconds} s of CPU "
-                f"applies)"
+                f"{filename} could not be read: the reader stopped on signal {outcome} (a limit of "
+                f"{limits.said()} applies)"
             ]
         )
     return outcome
@@ -149,7 +123,7 @@ def _run_child(
     limits: ParseLimits,
     cwd: Path,
     on_progress: Progress | None = None,
-) -> ImportResult | int:
+) -> ImportResult | str:
     """The child's result; or the signal that ended it (a crash, a limit)."""
     filename = job["filename"]
     job_path, result, progress = workdir / "job.json", workdir / "result.json", workdir / "progress"
@@ -166,58 +140,33 @@ def _run_child(
             }
         )
     )
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    env["PYTHONPATH"] = str(ROOT)  # the child's own folder may be an empty one (a hub import)
-    with tempfile.TemporaryFile(dir=workdir) as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "runs.datasets.isolated", str(job_path)],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            preexec_fn=lambda: _limit(limits),
-        )
-        deadline = time.monotonic() + limits.wall_seconds
-        while True:
+
+    def every_second() -> None:
+        if on_progress is not None and progress.exists():
             try:
-                proc.wait(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    proc.wait()
-                    raise DatasetError(
-                        [f"{filename} took longer than {limits.wall_seconds} s to read, the limit"]
-                    ) from None
-                if on_progress is not None and progress.exists():
-                    try:
-                        on_progress(int(progress.read_text()))
-                    except ValueError:
-                        pass  # read while the child was writing it: the next second tells
-        stderr.seek(0)
-        err = stderr.read()[-65536:]
-    if proc.returncode < 0:
-        return -proc.returncode
+                on_progress(int(progress.read_text()))
+            except ValueError:
+                pass  # read while the child was writing it: the next second tells
+
+    try:
+        ended = run_limited(
+            "runs.datasets.isolated", job_path, limits=limits, cwd=cwd, passed_env=PASSED_ENV, every_second=every_second
+        )
+    except WallTimeout:
+        raise DatasetError([f"{filename} took longer than {limits.wall_seconds} s to read, the limit"]) from None
+    if ended.signal is not None:
+        return ended.signal_name()
     try:
         answer = json.loads(result.read_text())
     except (OSError, ValueError):
-        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        if out_of_memory(tail[0]):
+        if ended.out_of_memory():
             raise DatasetError(
                 [f"{filename} needs more than {limits.memory_bytes // 1024**2} MB of memory to read, the limit"]
             ) from None
-        raise DatasetError([f"{filename} could not be read ({tail[0][:300]})"]) from None
+        raise DatasetError([f"{filename} could not be read ({ended.stderr_tail[:300]})"]) from None
     if answer.get("errors"):
         raise DatasetError(answer["errors"])
     return ImportResult(**answer["result"])
-
-
-def _limit(limits: ParseLimits) -> None:
-    """In the child, before it runs anything: its limits, and no core dumps."""
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _import_hf(job: dict, *, dest: Path, workdir: Path, options: ImportOptions) -> ImportResult:
@@ -263,12 +212,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def out_of_memory(message: str) -> bool:
-    """Whether a child's error is the memory limit speaking (Python's, C++'s, or the loader's for a shared object)."""
-    return any(
-        sign in message for sign in ("MemoryError", "bad_alloc", "failed to map segment", "Cannot allocate memory")
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -12,12 +12,13 @@ from django.utils import timezone
 from grpo_web import queues
 from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, EvalSample, Evaluation, Run
-from runs.paths import model_problems, resolve_model
+from runs.paths import model_access_at_start, model_problems, resolve_model
 from runs.text import as_text, json_safe, prompt_key
 from workers.training.protocol.config import EvalFields
 from workers.training.protocol.scoring import criterion
 
 EVAL_SPLITS = {"eval": "the eval split", "all": "every row"}
+BASE_LABEL = "base model"  # the label of a standalone evaluation of its run's base model
 
 
 class EvaluationRefused(Exception):
@@ -103,7 +104,7 @@ def model_choices(run: Run) -> list[tuple[str, str]]:
     """What a standalone evaluation can load for this run: (value, label). The base model; the final model and each
     checkpoint still on disk; 'path' for any other model folder."""
     out = run.run_dir / "output"
-    choices = [("base", f"base model ({run.model})")]
+    choices = [("base", f"base model ({run.model or 'unknown: ' + run.unknown_reason})")]
     if (out / "final" / "config.json").is_file():
         choices.append(("final", "final model (after training)"))
     # a LoRA run's checkpoints hold the adapter alone: transformers loads it onto its base model (PEFT)
@@ -122,7 +123,7 @@ def _resolve(run: Run, choice: str, path: str, user) -> tuple[str, str, int | No
     if choice not in valid:
         raise EvaluationRefused([f"model: '{choice}' is not available for this run (choose one of {', '.join(valid)})"])
     if choice == "base":
-        return resolve_model(run.model), "base model", 0
+        return resolve_model(run.model), BASE_LABEL, 0
     if choice == "final":
         return str(run.run_dir / "output" / "final"), "final model", run.step
     if choice.startswith("checkpoint-"):
@@ -187,9 +188,29 @@ def evaluation_create(
             split=split,
             settings=asdict(settings),
             generator=generator,
+            requested_by=user,
         )
         transaction.on_commit(lambda: _enqueue(evaluation))
     return evaluation
+
+
+def evaluation_refused_at_start(evaluation: Evaluation) -> str:
+    """Why a queued standalone evaluation may not load its model now that it starts; "" when it may. What
+    evaluation_create allowed is asked again, since a run or model shared when it was queued may have been unshared
+    (or deleted) since: the one who queued it may still change the run, another model they named is still theirs to
+    read, and the run's base model is still its owner's to load (as a resumed run's would be)."""
+    run = evaluation.run
+    user = evaluation.requested_by or run.owner  # an evaluation queued before requested_by was kept: the run's owner
+    if not Run.objects.visible_to(user, write=True).filter(pk=run.pk).exists():
+        return (
+            "run: not found or not yours to evaluate (checked again as it started: a run shared with you when "
+            "this was queued may have been unshared since)"
+        )
+    if evaluation.step is None:  # another model, named by whoever queued it (_resolve)
+        return model_access_at_start(evaluation.model, user=user)
+    if evaluation.label == BASE_LABEL and run.model:
+        return model_access_at_start(run.model, user=run.owner)
+    return ""  # the run's own final model or a checkpoint: its folder is the run's, checked above
 
 
 def evaluation_cancel(*, evaluation: Evaluation) -> Evaluation:

@@ -71,6 +71,9 @@ class RunDetail(RunOut):
     started_at: str | None
     finished_at: str | None
     pinned_metric: str = Field(description="The metric whose curve the run page's Overview shows beside the reward.")
+    import_notes: list[str] = Field(
+        description="What the import did with keys it did not take as they are: each names the key and says why."
+    )
 
 
 class RunPatchIn(Schema):
@@ -81,9 +84,10 @@ class RunPatchIn(Schema):
     pinned_metric: str | None = Field(None, description="A metric name; empty unpins.")
 
 
-class RunCreated(RunDetail):
+class RunRefusedOut(Errors):
     import_notes: list[str] = Field(
-        description="What the import did with keys it did not take as they are: each names the key and says why."
+        description="What the import did with keys it did not take as they are (as on a started run), so a refused "
+        "file's notes are read beside its errors."
     )
 
 
@@ -141,6 +145,7 @@ def _run_detail(run: Run, user) -> dict:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "pinned_metric": run.pinned_metric,
+        "import_notes": run.import_notes,
     }
 
 
@@ -174,17 +179,19 @@ def runs_list(
 
 @router.post(
     "/runs",
-    response={201: RunCreated, 400: Errors},
+    response={201: RunDetail, 400: RunRefusedOut},
     tags=["runs"],
     summary="Start a run from a run YAML (or the same keys as JSON)",
 )
 def run_start(request, body: RunCreateIn):
+    imported = None
     try:
         imported = api_import(yaml_text=body.yaml, config=body.config, owner=request.user)
         run = run_create(owner=request.user, spec=RunSpec.from_imported(imported), queue_anyway=body.queue_anyway)
     except RunRefused as exc:
-        return Status(400, {"errors": exc.errors})
-    return Status(201, {**_run_detail(run, request.user), "import_notes": imported.notes})
+        # what the import changed is said with the refusal too: fixing the errors must not hide it
+        return Status(400, {"errors": exc.errors, "import_notes": imported.notes if imported else []})
+    return Status(201, _run_detail(run, request.user))
 
 
 @router.get("/runs/{int:run_id}", response=RunDetail, tags=["runs"])

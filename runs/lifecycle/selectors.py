@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Case, F, FloatField, OuterRef, Q, Subquery, Value, When
+from django.db.models import Avg, Case, F, FloatField, IntegerField, OuterRef, Q, Subquery, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from grpo_web.sharing import teams_of
-from runs.models import Evaluation, Run, StepMetric
-from runs.paths import trainer_alive
+from runs.models import Evaluation, Rollout, Run, StepMetric
+from runs.paths import supervisor_alive, trainer_alive
 from workers.training.protocol.config import FROM_FILE, GRPO_WEB_DEFAULTS, kind_fields
 
 RECENT_STEPS = 20  # the pace is measured over the last steps logged
@@ -71,6 +71,30 @@ def run_silence(run: Run, now: datetime | None = None) -> Silence | None:
     return Silence(seconds, trainer_alive(run)) if seconds > Run.SILENT_SECONDS else None
 
 
+@dataclass(frozen=True)
+class Liveness:
+    step_age_seconds: float | None  # since the supervisor last reported, once past Run.STALE_SECONDS: the step shown
+    # is as of then (its supervisor ingests nothing while paused, busy or dead)
+    worker_lost: bool  # the supervisor's process is gone (its lock is free) and nothing recorded how the run ended
+
+
+def run_liveness(run: Run, now: datetime | None = None) -> Liveness:
+    """How far a running run's page may be believed. A supervisor beats every second, so a step older than three
+    beats is shown with its age; a supervisor whose process has died (runs.paths.supervisor_alive) is known at once,
+    and the run is shown lost until a live worker's reaper settles it from its log. ``run`` is read again when its
+    supervisor's lock is free, since one that recorded an outcome lets go of it just after."""
+    if run.status != Run.Status.RUNNING:
+        return Liveness(None, False)
+    lost = supervisor_alive(run) is False
+    if lost:
+        run.refresh_from_db()  # ended just now (its supervisor recorded it, then let go), or lost
+        lost = run.status == Run.Status.RUNNING
+    if run.status != Run.Status.RUNNING or run.heartbeat_at is None:
+        return Liveness(None, False)
+    age = ((now or timezone.now()) - run.heartbeat_at).total_seconds()
+    return Liveness(age if age > Run.STALE_SECONDS or lost else None, lost)
+
+
 # --- the dashboard's runs table ----------------------------------------------------------------------------------
 
 SORTS = {  # ?sort= value -> ordering; a leading "-" in the value reverses it
@@ -88,7 +112,7 @@ SPARK_POINTS = 40
 @dataclass(frozen=True)
 class RunRow:
     run: Run
-    reward: float | None  # the latest logged reward
+    reward: float | None  # the newest reward: logged, or the newest rollout batch's mean when that is newer
     mean_at_k: float | None  # the latest evaluation's mean@k
     spark: str  # the reward curve as SVG polyline points in a 100 x 20 box; "" with fewer than two steps
 
@@ -140,11 +164,33 @@ def dashboard_runs(
         runs = runs.filter(dataset_version__dataset_id=int(dataset))
     if model:
         runs = runs.filter(model=model)
-    latest_reward = (
-        StepMetric.objects.filter(run=OuterRef("pk"))
-        .order_by("-step")
-        .annotate(value=Cast(KeyTextTransform("reward", "metrics"), FloatField()))
-        .values("value")[:1]
+    # the newest reward of any kind (as rollouts.selectors.latest_reward): the last logged one, or the mean of the
+    # newest rollout batch when it is newer (metrics logged every 10 steps, a batch stored every step)
+    logged = StepMetric.objects.filter(run=OuterRef("pk"), metrics__has_key="reward").order_by("-step")
+    runs = runs.annotate(
+        logged_step=Subquery(logged.values("step")[:1], output_field=IntegerField()),
+        batch_step=Subquery(
+            Rollout.objects.filter(run=OuterRef("pk")).order_by("-step").values("step")[:1],
+            output_field=IntegerField(),
+        ),
+    )
+    batch_mean = (
+        Rollout.objects.filter(run=OuterRef("pk"), step=OuterRef("batch_step"))
+        .values("run")
+        .annotate(value=Avg("reward"))
+        .values("value")
+    )
+    logged_value = Subquery(
+        logged.annotate(value=Cast(KeyTextTransform("reward", "metrics"), FloatField())).values("value")[:1],
+        output_field=FloatField(),
+    )
+    latest_reward = Case(
+        When(
+            batch_step__gt=Coalesce(F("logged_step"), Value(-1)),
+            then=Coalesce(Subquery(batch_mean, output_field=FloatField()), logged_value),
+        ),
+        default=logged_value,
+        output_field=FloatField(),
     )
     latest_mean = (
         Evaluation.objects.filter(run=OuterRef("pk"), status=Evaluation.Status.COMPLETED)
@@ -153,7 +199,7 @@ def dashboard_runs(
         .values("value")[:1]
     )
     runs = runs.annotate(
-        latest_reward=Subquery(latest_reward, output_field=FloatField()),
+        latest_reward=latest_reward,
         latest_mean_at_k=Subquery(latest_mean, output_field=FloatField()),
         progress_share=Case(
             When(total_steps__gt=0, then=F("step") * 1.0 / F("total_steps")),

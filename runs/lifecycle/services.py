@@ -22,7 +22,7 @@ from runs.lifecycle.spec import RunRefused, RunSpec
 from runs.lifecycle.training_config import run_train_config
 from runs.lifecycle.trl_yaml import EPOCHS, epoch_steps
 from runs.models import DatasetVersion, Run, Worker
-from runs.paths import event_log_path, model_problems, trainer_alive
+from runs.paths import event_log_path, model_problems, supervisor_alive, trainer_alive
 from runs.rollouts.ingest import ingest_log
 from workers.training.protocol.config import (
     FROM_FILE,
@@ -52,9 +52,11 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
     A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
     that is not up yet will take it)."""
     spec = spec_normalized(spec)
-    errors = spec_problems(spec, owner=owner, queue_anyway=queue_anyway)
+    errors = spec_problems(spec, owner=owner, queue_anyway=True)
+    # no worker to take it now: said beside the config's own refusals (TRL's, in the sandbox), never instead of them
+    waiting = [] if queue_anyway else placement_problems(spec)
     if errors:
-        raise RunRefused(errors)
+        raise RunRefused(errors + waiting)
     evaluation = EvalFields(**spec.evaluation)  # stored whole when it evaluates, else not at all
     run = spec.as_run(owner=owner, evaluation=asdict(evaluation) if evaluation.eval_steps else {})
     # the config the worker will train with, checked by TRL on a sandbox worker (no GPU, no files yet)
@@ -67,8 +69,8 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
         if check_rewards
         else []
     )
-    if problems:
-        raise RunRefused(problems)
+    if problems or waiting:
+        raise RunRefused(problems + waiting)
     with transaction.atomic():
         run.queued_at = timezone.now()
         run.save(force_insert=True)
@@ -122,7 +124,7 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
     run_create; the model must be one ``owner`` may read (runs.paths.model_problems).
     ``queue_anyway``: no refusal for want of an online worker with the GPUs, vLLM or Ray cluster asked for."""
     spec = spec_normalized(spec)
-    version, trainer, config = spec.dataset_version, spec.trainer, spec.config
+    version, trainer = spec.dataset_version, spec.trainer
     if version is None:  # only a run trained elsewhere has none (runs.attach)
         return ["dataset_version: a run trained here needs a dataset version"]
     try:
@@ -135,7 +137,7 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
     errors = (
         train.validate()
         + model_problems(spec.model, user=owner)
-        + engine_problems(spec.engine, spec.num_workers, queue_anyway)
+        + engine_problems(spec.engine, spec.num_workers, queue_anyway=True)
         + tool_problems(tool_spec_list)
         + environment_problems(env_spec)
     )
@@ -170,10 +172,7 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
     if spec.kind == Run.Kind.SFT:
         errors += sft_dataset_problems(version)
     if not queue_anyway:
-        server = bool(config.get("use_vllm")) and config.get("vllm_mode") == "server" and spec.requested_gpus > 0
-        errors += capacity_problems(
-            gpus=spec.requested_gpus + server, use_vllm=bool(config.get("use_vllm")) and trainer != Run.Trainer.VERL
-        )
+        errors += placement_problems(spec)
     for r in spec.rewards:
         if r.get("builtin") == "code_tests" and "tests" not in (version.reward_columns or []):
             errors.append(
@@ -185,6 +184,20 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
             f"eval_steps: {version} has no eval split; map one on the dataset's mapping page, or set eval_steps to 0"
         )
     return errors
+
+
+def placement_problems(spec: RunSpec) -> list[str]:
+    """Why no online worker could take ``spec``'s run now (the GPUs, vLLM or Ray cluster it asks for); what
+    ``queue_anyway`` waives."""
+    config = spec.config or {}
+    use_vllm = bool(config.get("use_vllm"))
+    server = use_vllm and config.get("vllm_mode") == "server" and spec.requested_gpus > 0
+    # an online Ray worker, once the engine's fields are valid (spec_problems names them otherwise)
+    valid = not engine_problems(spec.engine, spec.num_workers, queue_anyway=True)
+    ray = engine_problems(spec.engine, spec.num_workers) if valid else []
+    return ray + capacity_problems(
+        gpus=spec.requested_gpus + server, use_vllm=use_vllm and spec.trainer != Run.Trainer.VERL
+    )
 
 
 def sft_dataset_problems(version: DatasetVersion) -> list[str]:
@@ -370,25 +383,32 @@ def run_reap_stale(*, now=None, timeout: float | None = None) -> list[Run]:
     """Running runs whose supervisor went silent (a worker killed, a machine lost): ingest what their event log holds,
     then mark them failed, resumable where a checkpoint exists. Called by every worker's heartbeat.
 
-    A run whose folder lock is free (its supervisor and trainer are both gone) is failed once it has been silent for
-    Run.SILENT_SECONDS; one whose lock is still held (a paused or stuck supervisor, its trainer still training) is
-    never failed, since resuming it would train its steps twice: its page says what it is. A run whose folder this
-    machine cannot check waits for GRPO_HEARTBEAT_TIMEOUT."""
+    A run whose supervisor is dead (its lock is free: runs.paths.supervisor_alive) and whose folder nothing holds is
+    failed as soon as its heartbeat is Run.STALE_SECONDS old; one whose supervisor this machine cannot see is failed
+    once nothing holds its folder and it has been silent for Run.SILENT_SECONDS. One whose folder lock is still held
+    (a paused or stuck supervisor, its trainer still training) is never failed, since resuming it would train its
+    steps twice: its page says what it is. A run whose folder this machine cannot check waits for
+    GRPO_HEARTBEAT_TIMEOUT."""
     now = now or timezone.now()
     timeout = settings.GRPO_HEARTBEAT_TIMEOUT if timeout is None else timeout
     limit, silent = now - timedelta(seconds=timeout), now - timedelta(seconds=min(Run.SILENT_SECONDS, timeout))
+    stale = now - timedelta(seconds=min(Run.STALE_SECONDS, timeout))
     reaped = []
-    for run_id in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=silent).values_list("pk", flat=True):
+    for run_id in Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=stale).values_list("pk", flat=True):
         with transaction.atomic():
             run = (
                 Run.objects.select_for_update(skip_locked=True)
-                .filter(pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=silent)
+                .filter(pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=stale)
                 .first()
             )
             if run is None:
                 continue
             alive = trainer_alive(run)
-            if alive or (alive is None and run.heartbeat_at >= limit):
+            if alive:
+                continue
+            # the row is locked and still running, so a supervisor whose lock is free died before it said how it ended
+            lost = supervisor_alive(run) is False
+            if not lost and (run.heartbeat_at >= silent or (alive is None and run.heartbeat_at >= limit)):
                 continue
 
             _, events = ingest_log(run, event_log_path(run))

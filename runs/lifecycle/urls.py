@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
     path("runs/<int:pk>/status.json", views.run_status_json, name="run_status_json"),
     path("runs/<int:pk>/metrics.json", views.run_metrics_json, name="run_metrics_json"),
+    path("runs/<int:pk>/series.json", views.run_series_json, name="run_series_json"),
     path("runs/<int:pk>/steps/<int:step>.json", views.run_step_json, name="run_step_json"),
     path("runs/<int:pk>/events", views.run_events, name="run_events"),
     path("runs/<int:pk>/progress.json", views.run_progress_json, name="run_progress_json"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -21,7 +22,16 @@ from runs.evaluations.services import EvaluationRefused, evaluation_create
 from runs.lifecycle.config_diff import config_diff
 from runs.lifecycle.demos import DEMO_GRPO, DEMO_RUNS, DEMO_SFT
 from runs.lifecycle.forms import RunForm
-from runs.lifecycle.selectors import SORTS, config_rows, dashboard_runs, log_view, run_pace, run_silence
+from runs.lifecycle.provenance import provenance_fields, script_source
+from runs.lifecycle.selectors import (
+    SORTS,
+    config_rows,
+    dashboard_runs,
+    log_view,
+    run_liveness,
+    run_pace,
+    run_silence,
+)
 from runs.lifecycle.services import (
     RunRefused,
     run_annotate,
@@ -32,12 +42,14 @@ from runs.lifecycle.services import (
     split_tags,
 )
 from runs.lifecycle.spec import RunSpec
-from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
+from runs.lifecycle.trl_yaml import ImportedRun, parse_run_yaml, run_yaml
 from runs.live import sse_response
 from runs.models import Dataset, Run
 from runs.paths import log_tail
 from runs.rollouts import selectors
-from runs.rollouts.groups import formula
+from runs.rollouts.groups import eps_text
+from runs.safe_yaml import MAX_BYTES, too_large
+from runs.series import DEFAULT_BUCKETS, MAX_BUCKETS
 
 
 def dashboard(request):
@@ -139,10 +151,12 @@ def run_detail(request, pk, eval_form=None, notes_form=None):
             "run": run,
             "can_write": Run.objects.visible_to(request.user, write=True).filter(pk=run.pk).exists(),
             "notes_form": notes_form or {"tags": run.tags, "notes": run.notes, "errors": []},
-            "formula": formula(run.config.get("scale_rewards"), run.config.get("multi_objective_aggregation")),
+            "formula": selectors.run_formula(run),
             "eval_form": eval_form or EvaluationForm(run=run),
             "config_rows": config_rows(run),
             "set_by_grpo_web": SET_FOR_EVERY_RUN,
+            "provenance": provenance_fields(run.provenance),
+            "script_source": script_source(run.provenance),
             # an SFT run has no rollouts: no Rollouts tab
             "tabs": [t for t in RUN_TABS if not (run.is_sft and t[0] == "rollouts")],
             "share_url": reverse("run_share", args=[run.pk]),
@@ -195,17 +209,56 @@ def run_status_json(request, pk):
     )
 
 
-@require_GET
-def run_metrics_json(request, pk):
-    """The run's curves; ``?smooth=0.6``: TensorBoard's smoothing too (a weight from 0 up to, not including, 1)."""
-    run = visible_run(request, pk)
+def _smooth(request) -> float | None:
+    """``?smooth=``: TensorBoard's smoothing weight, from 0 up to, not including, 1; None when it is not one."""
     try:
         smooth = float(request.GET.get("smooth") or 0)
     except ValueError:
-        smooth = -1.0
-    if not 0 <= smooth < 1:  # NaN fails this too
-        return JsonResponse({"errors": {"smooth": ["give a weight from 0 up to, not including, 1"]}}, status=400)
-    return JsonResponse(selectors.metric_series(run, smooth=smooth))
+        return None
+    return smooth if 0 <= smooth < 1 else None  # NaN fails this too
+
+
+SMOOTH_ERROR = {"smooth": ["give a weight from 0 up to, not including, 1"]}
+
+
+@require_GET
+def run_metrics_json(request, pk):
+    """What the run page's charts are (selectors.metric_catalog): no series, each chart fetches its own
+    (run_series_json)."""
+    run = visible_run(request, pk)
+    if _smooth(request) is None:
+        return JsonResponse({"errors": SMOOTH_ERROR}, status=400)
+    return JsonResponse(selectors.metric_catalog(run))
+
+
+@require_GET
+def run_series_json(request, pk):
+    """One metric bucketed on the server: ``?metric=reward&from=1&to=100000&buckets=1000&smooth=0.6``; from and to
+    default to the run's first and last step, buckets to 1,000 (2,000 at most). Min, max and last value per bucket;
+    a range no wider than the bucket count comes back a point a step ("exact")."""
+    run = visible_run(request, pk)
+    metric = request.GET.get("metric", "")
+    if not metric or len(metric) > 200:
+        return JsonResponse({"errors": {"metric": ["name one logged metric (at most 200 characters)"]}}, status=400)
+    bounds = {}
+    for name in ("from", "to", "buckets"):
+        raw = request.GET.get(name, "")
+        try:
+            bounds[name] = int(raw) if raw else None
+        except ValueError:
+            return JsonResponse({"errors": {name: [f"give a whole number, not {raw[:40]!r}"]}}, status=400)
+        if bounds[name] is not None and not 0 <= bounds[name] < 2**31:
+            return JsonResponse({"errors": {name: ["give a whole number from 0 to 2147483647"]}}, status=400)
+    buckets = DEFAULT_BUCKETS if bounds["buckets"] is None else bounds["buckets"]
+    if not 1 <= buckets <= MAX_BUCKETS:
+        return JsonResponse({"errors": {"buckets": [f"give 1 to {MAX_BUCKETS} buckets"]}}, status=400)
+    smooth = _smooth(request)
+    if smooth is None:
+        return JsonResponse({"errors": SMOOTH_ERROR}, status=400)
+    series = selectors.metric_buckets(
+        run, metric, first=bounds["from"], last=bounds["to"], buckets=buckets, smooth=smooth
+    )
+    return JsonResponse(series)
 
 
 @require_GET
@@ -231,6 +284,9 @@ def run_step_json(request, pk, step):
             "reward_names": run.reward_names,
             "scale_rewards": run.config.get("scale_rewards"),
             "aggregation": run.config.get("multi_objective_aggregation", "sum_then_normalize"),
+            "advantages_by": run.advantages_by,
+            "epsilon": eps_text(run.advantage_epsilon),
+            "lengths_known": run.lengths_known,
             "replay": replayed is not None,
             **view,
         }
@@ -251,6 +307,7 @@ LOG_STEP_ROWS = 50  # the latest logged steps searched for the steps of the log 
 @require_GET
 def run_progress_json(request, pk):
     run = visible_run(request, pk)  # a read: a run whose worker died is settled by a live worker's beat (its reaper)
+    liveness = run_liveness(run)  # first: it reads the run again when its supervisor has just let go
     pace, silence = run_pace(run), run_silence(run)
     tail = log_tail(run.run_dir / "train.log", 30)
     return JsonResponse(
@@ -265,6 +322,8 @@ def run_progress_json(request, pk):
             "stall_limit_seconds": pace.stall_limit_seconds,
             "silent_seconds": silence.seconds if silence else None,
             "trainer_alive": silence.trainer_alive if silence else None,
+            "step_age_seconds": liveness.step_age_seconds,
+            "worker_lost": liveness.worker_lost,
             "attempt": run.attempt,
             "checkpoint_step": run.checkpoint_step,
             "resumable": run.resumable,
@@ -318,7 +377,8 @@ def create_from_form(request, form, parent=None):
     try:
         return run_create(
             owner=request.user,
-            spec=RunSpec.from_form(data, parent=parent),
+            # the notes of a config imported into the form go with the run, onto its page
+            spec=RunSpec.from_form({**data, "import_notes": carried_notes(request)}, parent=parent),
             queue_anyway=data.get("queue_anyway", False),
         )
     except RunRefused as exc:
@@ -342,11 +402,27 @@ def run_clone(request, pk):
 
 
 def run_import(request):
-    """A TRL config YAML fills the run form; nothing runs until the form is submitted."""
-    text = request.POST.get("yaml", "")
-    if request.FILES.get("file"):
-        text = request.FILES["file"].read(1024 * 1024).decode("utf-8", errors="replace")
-    imported = parse_run_yaml(text, owner=request.user)
+    """A TRL config YAML fills the run form; nothing runs until the form is submitted. A config over MAX_BYTES is
+    refused whole, naming its size and the limit, pasted or uploaded."""
+    try:
+        upload = request.FILES.get("file")
+        text = request.POST.get("yaml", "")
+    except RequestDataTooBig:
+        return import_too_large(request)
+    if upload is not None and upload.size > MAX_BYTES:  # refused before a byte of it is read
+        return _import_page(request, ImportedRun(errors=[too_large(upload.size)]))
+    if upload is not None:
+        text = upload.read().decode("utf-8", errors="replace")
+    return _import_page(request, parse_run_yaml(text, owner=request.user))
+
+
+def import_too_large(request):
+    """The import page's answer to a config pasted past the form's own limit (Django's DATA_UPLOAD_MAX_MEMORY_SIZE,
+    before the view or its CSRF check can read it): the size is the request's."""
+    return _import_page(request, ImportedRun(errors=[too_large(int(request.META.get("CONTENT_LENGTH") or 0))]))
+
+
+def _import_page(request, imported: ImportedRun):
     form = RunForm(owner=request.user, imported=imported, kind=imported.kind)
     return render(
         request,

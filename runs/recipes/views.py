@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.access import visible_versions
-from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET, newest_named
+from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET, form_default, newest_named
 from runs.models import Recipe
 from runs.recipes.selectors import pipeline, pipeline_json
 from runs.recipes.services import (
@@ -71,7 +71,7 @@ def recipe_list(request):
             "templates": TEMPLATES,
             "versions": versions,
             # the demo's arithmetic prompts and its worked answers, so that the R1 template works as it comes
-            "default_prompts": newest_named(versions, QUICK_START_DATASET),
+            "default_prompts": form_default(versions, request.user, QUICK_START_DATASET),
             "default_sft": newest_named(versions, WORKED_ANSWERS_DATASET),
             "errors": errors,
         },

@@ -192,18 +192,18 @@ def test_a_logged_in_form_is_held_to_the_form_limit_too(web_server, owner):
 
 
 @pytest.mark.parametrize(
-    "path, credentials, message",
+    "path, credentials, expected, message",
     [
-        ("/datasets/upload/", "", "Log in (or send an API token) before uploading. Nothing was read."),
-        ("/datasets/1/upload/", "Cookie: sessionid=forged\r\n", "Log in (or send an API token) before uploading."),
-        ("/api/datasets", "Authorization: Bearer gwp_not-a-token\r\n", "Uploads need a live write token"),
-        ("/api/datasets/1/versions", "", "Log in (or send an API token) before uploading."),
+        ("/datasets/upload/", "", 403, "Log in (or send an API token) before uploading. Nothing was read."),
+        ("/datasets/1/upload/", "Cookie: sessionid=forged\r\n", 403, "Log in (or send an API token) before uploading."),
+        ("/api/datasets", "Authorization: Bearer gwp_not-a-token\r\n", 401, "Authorization: not a live token"),
+        ("/api/datasets/1/versions", "", 401, "Log in (or send an API token) before uploading."),
     ],
 )
-def test_an_upload_from_someone_who_may_not_upload_is_refused_unread(web_server, path, credentials, message):
+def test_an_upload_from_someone_who_may_not_upload_is_refused_unread(web_server, path, credentials, expected, message):
     before = stored_files()
     status, body, sent = post(web_server, path, headers=credentials, content_type="multipart/form-data; boundary=b")
-    assert status == 403
+    assert status == expected
     assert message in (json.loads(body)["detail"] if path.startswith("/api/") else body.decode())
     assert sent < 16 * 1024**2
     assert stored_files() == before and not Dataset.objects.exists()

@@ -42,4 +42,6 @@ def test_an_sft_run_from_the_form_draws_its_curves(web_server, celery_worker, ow
     assert not page.is_visible("#rollouts")
     metrics = page.evaluate("fetch(location.pathname + 'metrics.json').then(r => r.json())")
     assert {"loss", "mean_token_accuracy", "learning_rate"} <= set(metrics["charts"])
-    assert len(metrics["series"]["loss"]) >= 6 and metrics["steps"][-1] == 6
+    assert metrics["steps"]["last"] == 6
+    loss = page.evaluate("fetch(location.pathname + 'series.json?metric=loss').then(r => r.json())")
+    assert len(loss["step"]) >= 6 and loss["step"][-1] == 6 and loss["exact"]

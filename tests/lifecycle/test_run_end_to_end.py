@@ -1,10 +1,13 @@
 """A run submitted through the service, trained by a real Celery worker on real Redis, stored in the database."""
 
 import shutil
+import socket
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from django.conf import settings
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import RunRefused, run_create
@@ -93,16 +96,37 @@ def test_stored_rewards_and_advantages_are_trls_own(celery_worker, owner, datase
         )
         assert "entropy" in metrics[step] and "completions/mean_length" in metrics[step]
 
+    # the reproducibility record the training process reported: the libraries it trained with (as they name their own
+    # versions), this checkout's commit, the host, the command and the form's seed
+    import torch
+    import transformers
+    import trl
+
+    record = run.provenance
+    assert {k: record["libraries"][k] for k in ("trl", "transformers", "torch")} == {
+        "trl": trl.__version__,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True)
+    assert record["app"]["commit"] == head.stdout.strip() and len(record["app"]["commit"]) == 40
+    assert (record["seed"], record["attempt"], record["host"]) == (7, 1, socket.gethostname())
+    assert "workers/training/train.py" in record["command"] and record["accelerator"] == {}
+
 
 def test_a_training_process_that_fails_marks_the_run_failed_with_its_log(
     celery_worker, owner, dataset_version, tiny_model, tmp_path, settings
 ):
-    settings.GRPO_MODEL_ROOTS = [tmp_path]  # a server folder of models every user may train from
-    broken = tmp_path / "broken-model"
+    # a model folder under the demo models' folder, which every user may train from, in the test's process and in
+    # the worker's alike (the worker checks the model's access again when the run starts)
+    broken = Path(settings.DATA_DIR) / "models" / f"broken-model-{tmp_path.name}"
     shutil.copytree(tiny_model, broken)
     (broken / "model.safetensors").write_bytes(b"not weights")
-    run = _submit(owner, dataset_version, model=str(broken))
-    wait_for(lambda: _finished(run), timeout=120, what="the run to fail")
+    try:
+        run = _submit(owner, dataset_version, model=str(broken))
+        wait_for(lambda: _finished(run), timeout=120, what="the run to fail")
+    finally:
+        shutil.rmtree(broken, ignore_errors=True)
     assert run.status == Run.Status.FAILED
     assert "Error" in run.error.split(":")[0]  # the exception's type, then its message
     assert "Traceback" in run.log_tail

@@ -38,14 +38,14 @@ def test_logged_metric_dicts_become_a_table_and_the_rest_stays_text():
 
 
 @pytest.mark.django_db
-def test_the_metrics_json_smooths_as_tensorboard_does(owner_client, owner, dataset_version):
+def test_the_series_json_smooths_as_tensorboard_does(owner_client, owner, dataset_version):
     run = make_run(owner, dataset_version)
     for step, reward in enumerate([1.0, 0.0, 1.0], start=1):
         StepMetric.objects.create(run=run, step=step, metrics={"reward": reward})
-    url = reverse("run_metrics_json", args=[run.pk])
-    assert "smoothed" not in owner_client.get(url).json()
-    smoothed = owner_client.get(url, {"smooth": "0.5"}).json()["smoothed"]["reward"]
+    url = reverse("run_series_json", args=[run.pk])
+    assert "smoothed" not in owner_client.get(url, {"metric": "reward"}).json()
+    smoothed = owner_client.get(url, {"metric": "reward", "smooth": "0.5"}).json()["smoothed"]
     assert smoothed == pytest.approx([0.5 / 0.5, 0.25 / 0.75, 0.625 / 0.875])  # debiased: no pull toward 0
     for bad in ("1", "-0.1", "nan", "x"):
-        response = owner_client.get(url, {"smooth": bad})
+        response = owner_client.get(url, {"metric": "reward", "smooth": bad})
         assert response.status_code == 400 and "smooth" in response.json()["errors"]

@@ -113,12 +113,13 @@ HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_
 
 @pytest.fixture
 def holder():
-    """``holder(run)``: a real process holding the run folder's lock, as a trainer does; killed at the end."""
+    """``holder(run)``: a real process holding the run folder's lock, as a trainer does (``holder(run, name)``: another
+    lock, such as a supervisor's); killed at the end."""
     procs = []
 
-    def hold(run):
+    def hold(run, lock="trainer.lock"):
         run.run_dir.mkdir(parents=True, exist_ok=True)
-        lock = run.run_dir / "trainer.lock"
+        lock = run.run_dir / lock
         proc = subprocess.Popen(
             [sys.executable, "-c", HOLD + "; print('held', flush=True); time.sleep(600)", lock], stdout=subprocess.PIPE
         )
@@ -130,6 +131,12 @@ def holder():
     for proc in procs:
         proc.kill()
         proc.wait()
+
+
+def gone(proc):
+    """Kill a lock holder and wait until it has let go."""
+    proc.kill()
+    proc.wait()
 
 
 def progress(client, run) -> dict:
@@ -165,3 +172,43 @@ def test_a_beating_run_is_not_shown_silent_and_a_briefly_quiet_one_is_left_alone
     assert run_reap_stale(timeout=60) == []
     assert progress(owner_client, beating)["silent_seconds"] is None
     assert progress(owner_client, quiet)["silent_seconds"] is None
+
+
+# A supervisor holds a lock of its own (supervisor-<attempt>.lock) from its claim until it has recorded the outcome, and
+# no child inherits it: free while the run is still running, the supervisor died without saying how the run ended.
+
+
+def test_a_run_whose_supervisor_died_is_shown_lost_and_failed_after_three_missed_beats(running, holder, owner_client):
+    run = running(Run.STALE_SECONDS + 1)
+    supervisor = holder(run, "supervisor-1.lock")
+    shown = progress(owner_client, run)
+    assert shown["worker_lost"] is False and shown["step_age_seconds"] > Run.STALE_SECONDS  # paused or busy
+    assert run_reap_stale(timeout=60) == []
+
+    supervisor.kill()  # the worker is killed: its trainer dies with it, and nothing holds either lock
+    supervisor.wait()
+    shown = progress(owner_client, run)
+    assert shown["status"] == "running" and shown["worker_lost"] is True and shown["silent_seconds"] is None
+    assert [r.pk for r in run_reap_stale(timeout=60)] == [run.pk]  # long before Run.SILENT_SECONDS
+    assert refreshed(run).status == Run.Status.FAILED
+    assert progress(owner_client, run)["worker_lost"] is False
+
+
+def test_a_dead_supervisors_run_is_left_alone_while_its_heartbeat_is_fresh_or_its_trainer_trains(
+    running, holder, owner_client
+):
+    fresh, training = running(Run.STALE_SECONDS - 2), running(Run.SILENT_SECONDS + 2)
+    for run in (fresh, training):
+        gone(holder(run, "supervisor-1.lock"))
+    holder(training)  # its trainer still holds the folder: it trains, so it is never failed
+    assert run_reap_stale(timeout=60) == []
+    assert progress(owner_client, fresh)["worker_lost"] is True  # shown at once; failed after three missed beats
+
+
+def test_a_paused_supervisor_whose_trainer_stopped_is_failed_once_silent(running, holder):
+    run = running(Run.SILENT_SECONDS - 2)
+    holder(run, "supervisor-1.lock")  # alive, not beating: a paused one may wake and record the outcome itself
+    gone(holder(run))  # its trainer has stopped
+    assert run_reap_stale(timeout=60) == []
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=Run.SILENT_SECONDS + 2))
+    assert [r.pk for r in run_reap_stale(timeout=60)] == [run.pk]

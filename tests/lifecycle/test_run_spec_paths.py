@@ -81,7 +81,9 @@ def posted(form) -> dict:
 def by_form(client, text: str) -> Run:
     page = client.post(reverse("run_import"), {"yaml": text})
     assert page.status_code == 200, page.context["import_errors"]
-    response = client.post(reverse("run_new"), {**posted(page.context["form"]), "queue_anyway": "on"})
+    # what a browser posts: the form's fields and the import's notes, which the page carries in hidden inputs
+    form = {**posted(page.context["form"]), "import_note": list(page.context["import_notes"]), "queue_anyway": "on"}
+    response = client.post(reverse("run_new"), form)
     assert response.status_code == 302, response.context["form"].errors
     return Run.objects.latest("pk")
 

@@ -55,7 +55,8 @@ def test_the_editor_makes_a_blank_tool_or_a_copy_of_the_calculator(owner_client,
         RewardFunction.objects.get(owner=owner, name="calc"),
     )
     assert mine.kind == calc.kind == RewardFunction.Kind.TOOL
-    assert calc.latest_version.entrypoint == "calculator" and "def my_tool" in mine.latest_version.source
+    assert calc.latest_version.entrypoint == "calculator" and "def mine(" in mine.latest_version.source
+    assert mine.latest_version.entrypoint == "mine"
     page = owner_client.get(reverse("reward_detail", args=[calc.pk])).content.decode()
     assert "Called by the model while it generates" in page
 

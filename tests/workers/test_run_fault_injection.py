@@ -122,7 +122,9 @@ def test_a_paused_supervisor_is_shown_paused_never_failed_while_its_trainer_trai
         wait_for(lambda: refreshed(run).is_finished, timeout=60, what="the run to stop")
         assert run.status == Run.Status.CANCELLED and run.attempt == 1, run.error
         steps = list(StepMetric.objects.filter(run=run).values_list("step", flat=True))
-        assert steps == sorted(set(steps)) and len(steps) == run.step  # every step stored once
+        assert steps == list(range(1, len(steps) + 1))  # every step stored once, none skipped
+        # the step counter may be one ahead: the step in progress when cancelled had its rollout batch, not its metrics
+        assert run.step - len(steps) in (0, 1), (run.step, len(steps))
     finally:
         os.killpg(paused.pid, signal.SIGCONT)
         stop_process(paused)
