@@ -11,11 +11,12 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Min, Q
 
-from runs.models import Rollout, Run
+from runs.models import Rollout, Run, StepMetric
 from runs.rollouts.criteria import TOTAL, Criterion
 from runs.rollouts.selectors import smooth_ema, step_groups
+from runs.series import DEFAULT_BUCKETS, MAX_BUCKETS, numeric_keys, step_buckets
 
 MIN_RUNS, MAX_RUNS = 2, 6
 REFLECTION_RATE = "reflection_rate"  # not logged by TRL: the share of a step's completions with a reflection phrase
@@ -39,6 +40,9 @@ class CompareParams:
     step: int | None = None  # None: the latest step
     solved_by: str = ""  # "" picks the default for the runs (see criterion_for)
     threshold: float = 1.0
+    first: int | None = None  # the curves' step range (x=step): None is the runs' first and last step
+    last: int | None = None
+    buckets: int = DEFAULT_BUCKETS
 
     @classmethod
     def parse(cls, query) -> "CompareParams":
@@ -52,7 +56,19 @@ class CompareParams:
         step = query.get("step") or None
         if step is not None and not step.isdigit():
             raise CompareError("step: give a step number")
+        bounds = {}
+        for name in ("from", "to", "buckets"):
+            raw = query.get(name) or ""
+            if raw and not (raw.isdigit() and len(raw) <= 10 and int(raw) < 2**31):
+                raise CompareError(f"{name}: give a whole number from 0 to 2147483647")
+            bounds[name] = int(raw) if raw else None
+        buckets = d.buckets if bounds["buckets"] is None else bounds["buckets"]
+        if not 1 <= buckets <= MAX_BUCKETS:
+            raise CompareError(f"buckets: give 1 to {MAX_BUCKETS}")
         return cls(
+            first=bounds["from"],
+            last=bounds["to"],
+            buckets=buckets,
             metric=query.get("metric") or d.metric,
             smooth=smooth,
             x=x,
@@ -104,29 +120,32 @@ def metric_names(runs: list[Run], logged: set[str] = frozenset()) -> list[str]:
     return names + sorted(logged - set(names))
 
 
-def metric_curves(runs: list[Run], metric: str, *, smooth: float, x: str) -> dict:
-    """One curve per run: x (step, or seconds since the run started), the logged values and the smoothed ones."""
-    curves, logged = [], set()
+def metric_curves(
+    runs: list[Run], metric: str, *, smooth: float, x: str, first=None, last=None, buckets: int = DEFAULT_BUCKETS
+) -> dict:
+    """One curve per run: x (step, or seconds since the run started), the logged values and the smoothed ones. By
+    step, each curve is bucketed in the database (runs.series.step_buckets) over ``first``..``last`` (all the runs'
+    steps where not given): "y" the buckets' last values, "min" and "max" their band."""
+    logged = set()
     for run in runs:
-        rows = list(run.step_metrics.order_by("step").values_list("step", "logged_at", "metrics"))
-        for _, _, metrics in rows:
-            logged.update(k for k, v in metrics.items() if _finite(v) is not None)
-        if metric == REFLECTION_RATE:
-            logged_at = {step: at for step, at, _ in rows}
-            points = [(step, logged_at.get(step), rate) for step, rate in _reflection_rates(run)]
+        logged.update(numeric_keys(run.step_metrics.all(), nulls=False))
+    if x == "step" and metric != REFLECTION_RATE:
+        span = StepMetric.objects.filter(run__in=runs).aggregate(first=Min("step"), last=Max("step"))
+        first = span["first"] if first is None else first
+        last = span["last"] if last is None else last
+    curves = []
+    for run in runs:
+        if x == "step" and metric != REFLECTION_RATE:
+            if first is None or last is None or last < first:
+                b = {"step": [], "last": [], "min": [], "max": [], "exact": True}
+            else:
+                b = step_buckets(run.step_metrics.all(), metric, first=first, last=last, buckets=buckets)
+            xs, ys = b["step"], b["last"]
+            extra = {"min": b["min"], "max": b["max"], "exact": b["exact"]}
         else:
-            points = [(step, at, _finite(metrics.get(metric))) for step, at, metrics in rows]
-            points = [p for p in points if p[2] is not None]
-        if x == "time":
-            # from the run's start (model loading included); a resumed run keeps its first start
-            starts = [t for t in [run.started_at, *(at for _, at, _ in rows)] if t is not None]
-            t0 = min(starts) if starts else None
-            points = [p for p in points if p[1] is not None]
-            xs = [round((at - t0).total_seconds(), 3) for _, at, _ in points]
-        else:
-            xs = [step for step, _, _ in points]
-        ys = [value for _, _, value in points]
-        curves.append({**_run_head(run), "x": xs, "y": ys, "smoothed": smooth_ema(ys, smooth)})
+            xs, ys = _curve_points(run, metric, x)
+            extra = {"min": ys, "max": ys, "exact": True}
+        curves.append({**_run_head(run), "x": xs, "y": ys, "smoothed": smooth_ema(ys, smooth), **extra})
     return {
         "metric": metric,
         "x": x,
@@ -134,7 +153,29 @@ def metric_curves(runs: list[Run], metric: str, *, smooth: float, x: str) -> dic
         "smooth": smooth,
         "available": metric_names(runs, logged),
         "runs": curves,
+        "from": first,
+        "to": last,
     }
+
+
+def _curve_points(run: Run, metric: str, x: str) -> tuple[list, list]:
+    """Every point of one run's curve (the reflection rate, or by time): (xs, ys)."""
+    rows = list(run.step_metrics.order_by("step").values_list("step", "logged_at", "metrics"))
+    if metric == REFLECTION_RATE:
+        logged_at = {step: at for step, at, _ in rows}
+        points = [(step, logged_at.get(step), rate) for step, rate in _reflection_rates(run)]
+    else:
+        points = [(step, at, _finite(metrics.get(metric))) for step, at, metrics in rows]
+        points = [p for p in points if p[2] is not None]
+    if x == "time":
+        # from the run's start (model loading included); a resumed run keeps its first start
+        starts = [t for t in [run.started_at, *(at for _, at, _ in rows)] if t is not None]
+        t0 = min(starts) if starts else None
+        points = [p for p in points if p[1] is not None]
+        xs = [round((at - t0).total_seconds(), 3) for _, at, _ in points]
+    else:
+        xs = [step for step, _, _ in points]
+    return xs, [value for _, _, value in points]
 
 
 def _finite(value) -> float | None:

@@ -45,7 +45,7 @@ def run_compare(request):
         {
             "runs": runs,
             "ids": ",".join(str(run.pk) for run in runs),
-            "config_rows": config_table(runs),
+            "config_rows": config_table(runs, provenance=True),
             "metrics": compare.metric_names(runs),
             "params": params,
             "criterion": criterion,
@@ -67,7 +67,12 @@ def _json(request, build):
 
 @require_GET
 def run_compare_metrics(request):
-    return _json(request, lambda runs, p: compare.metric_curves(runs, p.metric, smooth=p.smooth, x=p.x))
+    return _json(
+        request,
+        lambda runs, p: compare.metric_curves(
+            runs, p.metric, smooth=p.smooth, x=p.x, first=p.first, last=p.last, buckets=p.buckets
+        ),
+    )
 
 
 @require_GET
