@@ -40,6 +40,7 @@ import time
 import numpy as np
 
 from bench import pgdb
+from bench.registry import parse_args
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/grpo_bench_browse"
 BATCH, G, PROMPTS = 1024, 8, 7473
@@ -54,6 +55,13 @@ def _copy_escape(text: str) -> str:
 
 class Rows:
     """COPY text lines of the synthetic run, one step at a time (numpy for the numbers, a pool for the texts)."""
+
+    # the columns each line holds, in order; the rest (messages, step scores) are left NULL, as plain text rows
+    # without per-step scores store them
+    COLUMNS = (
+        "run_id", "step", "index", "group", "prompt", "prompt_key", "completion", "rewards", "reward", "reward_bucket",
+        "advantage", "length", "truncated", "zero_std", "reflections", "reflective", "reflection_mask", "columns",
+    )  # fmt: skip
 
     def __init__(self, run_id: int, rows: int, seed: int = 0):
         from bench.synthetic import Generator
@@ -138,7 +146,6 @@ def load(args) -> None:
     from django.db import connection
 
     from runs.models import Dataset, DatasetVersion, Rollout, Run
-    from runs.rollouts.ingest import ROLLOUT_COLUMNS
 
     if Run.objects.filter(name="browse bench").exists():
         run = Run.objects.get(name="browse bench")
@@ -160,7 +167,7 @@ def load(args) -> None:
         status=Run.Status.COMPLETED,
     )
     table = Rollout._meta.db_table
-    columns = ", ".join(connection.ops.quote_name(c) for c in ROLLOUT_COLUMNS)
+    columns = ", ".join(connection.ops.quote_name(c) for c in Rows.COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname NOT LIKE %s",
@@ -269,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=60)
     parser.add_argument("--database-url", default=os.environ.get("BENCH_BROWSE_DATABASE_URL", DEFAULT_URL))
     parser.add_argument("--keep", action="store_true", help="keep the database (a later run reuses it)")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, rows=20 * BATCH, samples=5)
 
     pgdb.create(args.database_url, fresh=False)
     data_dir = tempfile.mkdtemp(prefix="bench-browse-")

@@ -33,6 +33,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file (python bench/capture_overhead.py): make `workers` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.registry import parse_args  # noqa: E402 (after the path is set)
+
 VARIANTS = ("plain", "instrumented", "all_tokens")
 
 
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         help="torch intra-op threads (default 1: fewest scheduling effects, least noise)",
     )
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, rounds=1, steps=3, warmup=1)
     if args.steps < args.warmup + 2:
         parser.error("--steps must exceed --warmup by at least 2 (the last step of a run is not timed)")
 

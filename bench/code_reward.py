@@ -23,6 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.registry import parse_args  # noqa: E402 (after the path is set)
 
 WRONG = "def wrong():\n    pass\n"
 
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=6, help="timed batches (default 6)")
     parser.add_argument("--batch", type=int, default=64, help="completions per batch (default 64)")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, batches=1, batch=16)
 
     from rewards import code_tests as reward
     from rewards.builtins import BUILTINS

@@ -27,6 +27,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a file (python bench/dataset_import.py): make `bench` importable
+    sys.path.insert(0, str(ROOT))
+
+from bench.registry import parse_args  # noqa: E402 (after the path is set)
+
 VARIANTS = ("project", "datasets")
 
 
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure", choices=VARIANTS, help=argparse.SUPPRESS)  # a child process: one measurement
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, rows=20_000, rounds=1)
     if args.measure:
         print(json.dumps(measure(args.measure, args.data, args.work)))
         return 0

@@ -30,6 +30,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file (python bench/eval_overhead.py): make `workers` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.registry import parse_args  # noqa: E402 (after the path is set)
+
 
 def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
     from workers.training.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=16, help="eval prompts")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, rounds=1, steps=4, eval_steps=2, k=2, prompts=4)
 
     import torch
     from transformers.utils import logging as hf_logging

@@ -2,7 +2,8 @@
 # GPU smoke on a machine with an NVIDIA GPU (one is enough): TRL with HF generate vs vLLM colocate on the same
 # locally built model (step time ratio), vLLM server mode, a 5-step verl GRPO run, and GPU telemetry; nothing is
 # downloaded at run time (the model is random-initialised and saved locally). bench/gpu_smoke.py has the parts.
-# Usage: bash bench/gpu_smoke.sh   (under 8 minutes once the venv is installed; VENV= reuses one; SMOKE_DIR= work dir)
+# Usage: bash bench/gpu_smoke.sh [--quick]   (under 8 minutes once the venv is installed; VENV= reuses one;
+# SMOKE_DIR= work dir; --quick: the same parts on 3 steps a run)
 # Last line: vllm_step_speedup=<x>, or hf_generate_step_s=<x> offline.
 #
 # Two modes. Full (a machine that reaches a package index): scripts/dev.sh installs the project with its gpu and
@@ -47,7 +48,7 @@ if not torch.cuda.is_available():
 sys.exit("gpu_smoke: " + "; ".join(problems) if problems else 0)
 PY
   echo "gpu_smoke: the vLLM sampling test (tests/sampling, needs vLLM and Django) is not run offline" >&2
-  exec timeout "${SMOKE_TIMEOUT:-480}" "$PY" -m bench.gpu_smoke
+  exec timeout "${SMOKE_TIMEOUT:-480}" "$PY" -m bench.gpu_smoke "$@"
 fi
 
 export VENV=${VENV:-.venv-gpu}
@@ -62,4 +63,4 @@ PY
 # the smoke's own output goes to stderr and its log files; stdout carries the name=value lines, the last one last
 # rejection sampling with vLLM (issue 17), before the smoke; its report goes to stderr
 "$VENV/bin/python" -m pytest -q -m requires_gpu -ra tests/sampling/test_vllm_sampling.py >&2 || echo "gpu_smoke: the vLLM sampling test failed (above)" >&2
-timeout "${SMOKE_TIMEOUT:-480}" "$VENV/bin/python" -m bench.gpu_smoke
+timeout "${SMOKE_TIMEOUT:-480}" "$VENV/bin/python" -m bench.gpu_smoke "$@"

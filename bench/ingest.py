@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench import pgdb
+from bench.registry import parse_args
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/grpo_bench_ingest"
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--database-url", default=os.environ.get("BENCH_INGEST_DATABASE_URL", DEFAULT_URL))
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, rows=5000, rounds=1)
 
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     os.environ.update(

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.registry import parse_args
 from bench.webapp import ROOT, django_on_a_data_folder, p95, signed_in, stop, web_server
 
 
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between two steps written")
     parser.add_argument("--supervise", type=int, help=argparse.SUPPRESS)  # a child process: the supervisor loop
     parser.add_argument("--until", type=float, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, clients=5, steps=5, interval=0.2)
     if args.supervise:
         supervise_loop(args.supervise, args.until)
         return 0

@@ -23,6 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.registry import parse_args  # noqa: E402 (after the path is set)
 from bench.webapp import django_on_a_data_folder, signed_in, web_server  # noqa: E402
 
 VERBOSE = False
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--verbose", action="store_true", help="the largest responses of each load")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, steps=50, repeats=1)
     global VERBOSE
     VERBOSE = args.verbose
 

@@ -64,6 +64,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench.registry import parse_args
+
 ROOT = Path(__file__).resolve().parent.parent
 # the job's environment (workers.rayjobs.JOB_ENV's, and 1 OpenMP thread as for the local processes)
 JOB_ENV = {"PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'attach'}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -388,7 +390,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64, help="the random-initialised model's hidden size")
     parser.add_argument("--layers", type=int, default=2, help="its layers")
     parser.add_argument("--address", help="a running cluster's dashboard (else a lean local head is started)")
-    args = parser.parse_args()
+    args = parse_args(parser, None, rounds=1, steps=3, batch=16, completion_length=8)
     # a `timeout` or Ctrl-C still stops the Ray head this script started (the finally below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.path.insert(0, str(ROOT))

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+from bench.registry import parse_args
 from bench.webapp import ROOT, django_on_a_data_folder, stop
 from workers.processes import celery_worker_command
 
@@ -49,11 +50,14 @@ def stages(prompts, worked, sft_steps):
             "name": "sample",
             "model": "stage:1",
             "dataset": prompts.pk,
-            "rewards": ["accuracy"],
+            # accuracy is scored as before, but the tiny model after a short SFT solves nothing, and a stage that
+            # keeps nothing stops the recipe: samples are kept by digit_ratio >= 0, which each one reaches
+            "rewards": ["accuracy", "digit_ratio"],
             "mix": worked.pk,
             "settings": {
                 "k": 4,
-                "threshold": 1.0,
+                "solved_by": "digit_ratio",
+                "threshold": 0.0,
                 "max_per_prompt": 1,
                 "max_prompts": 16,
                 "max_new_tokens": 24,
@@ -157,7 +161,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--sft-steps", type=int, default=20)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, sft_steps=2)
     with django_on_a_data_folder("grpo-bench-recipe-") as env:
         from django.conf import settings
         from django.contrib.auth import get_user_model

@@ -32,6 +32,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file (python bench/sandbox_overhead.py): make `rewards` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.registry import parse_args  # noqa: E402 (after the path is set)
+
 REWARD_SOURCE = r'''
 import re
 
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls of each variant first (default 3)")
     parser.add_argument("--starts", type=int, default=5, help="fresh worker starts to time (default 5)")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, rounds=3, batch=16, warmup=1, starts=1)
 
     from rewards.sandbox import Sandbox
 

@@ -67,6 +67,10 @@ class Generator:
             self.cum.append(total)
         self.problems = [(self.rng.randint(10, 999), self.rng.randint(10, 999)) for _ in range(prompts)]
 
+    def words(self, k: int) -> str:
+        """``k`` words: filler, and the Zipf vocabulary's."""
+        return self._words(k)
+
     def _words(self, k: int) -> str:
         rng = self.rng
         out = []

@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.registry import parse_args
 from bench.webapp import django_on_a_data_folder, p95, signed_in, web_server
 
 CSRF = "b" * 32
@@ -41,7 +42,7 @@ def hostile_files(folder: Path, mb: int) -> list[tuple[str, Path, str]]:
     huge.write_text(line * (rows // 2) + json.dumps({"prompt": "y" * (64 * 1024**2)}) + "\n")
     return [
         ("deep.jsonl", deep, f"line {rows + 1}: values are nested more than 32 levels deep, the limit"),
-        ("latin.jsonl", latin, f"line {rows + 1}: not UTF-8 text (byte 15)"),
+        ("latin.jsonl", latin, f"line {rows + 1}, column 16: not UTF-8 text"),  # é: the 16th character
         ("huge.jsonl", huge, "holds a text of 67108864 bytes; the limit is 4194304"),
     ]
 
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=int, default=100, help="size of each hostile upload")
     parser.add_argument("--uploads", type=int, default=3, choices=(1, 2, 3))
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the idle phase")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, mb=2, seconds=1.0)
 
     with django_on_a_data_folder("bench-upload-") as env:
         import psutil

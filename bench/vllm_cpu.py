@@ -29,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.registry import parse_args
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # run inside vLLM's CPU environment: tokens per second of each generator on the same prompts
@@ -138,7 +140,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--steps", type=int, default=4)
-    args = parser.parse_args()
+    args = parse_args(parser, None, prompts=8, max_tokens=16, steps=3)
     sys.path.insert(0, str(ROOT))
     from workers.training.demo_data import arithmetic_rows
     from workers.training.tinymodel import build_tiny_model
