@@ -50,6 +50,15 @@ install() {
       "py-cpuinfo==9.0.0" "einops==0.8.2"
     touch "$deepspeed/.installed-0.19.8"
   fi
+  # Oumi, for the tests that check the Oumi import against Oumi's own TrainingConfig and to_hf: oumi 0.9 pins
+  # torch<2.13 and brings skypilot, mlflow and lm_eval, none of which reading a config needs, so it lives beside the
+  # environment without them (tests append it to sys.path)
+  local oumi="$VENV/oumi-lib"
+  if [ ! -f "$oumi/.installed-0.9" ]; then
+    rm -rf "$oumi"
+    "$VENV/bin/pip" install -q --no-deps --target "$oumi" "oumi==0.9"
+    touch "$oumi/.installed-0.9"
+  fi
 }
 
 browser() {
