@@ -48,35 +48,6 @@ PROMPT_PHRASE = "step by step inside"
 RUN_NAME = "search bench"
 
 
-def realistic_length(rng: random.Random, *, median_tokens: int = 3000, cap_tokens: int = 16000) -> int:
-    """Tokens of one R1-style completion: lognormal around ``median_tokens`` (sigma 0.7: about 10% past 2.5x the
-    median), cut at ``cap_tokens`` (max_completion_length)."""
-    return max(16, min(cap_tokens, int(rng.lognormvariate(math.log(median_tokens), 0.7))))
-
-
-class Texts:
-    """Completions of realistic length, made from a pool of word runs (building 12 KB a row word by word would take
-    the bench longer than the database does)."""
-
-    def __init__(self, seed: int = 0, cap_tokens: int = 16000):
-        from bench.synthetic import Generator
-
-        self.rng = random.Random(seed)
-        self.gen = Generator(seed=seed, prompts=PROMPTS)
-        self.cap = cap_tokens
-        self.chunks = [self.gen.words(64) for _ in range(4096)]  # ~64 words, ~300 bytes each
-
-    def completion(self, p: int, step: int, steps: int) -> str:
-        head, _, _ = self.gen.completion(p, step, steps)
-        target = realistic_length(self.rng, cap_tokens=self.cap) * 4  # ~4 bytes a token
-        parts, size = [head], len(head)
-        while size < target:
-            chunk = self.chunks[self.rng.randrange(len(self.chunks))]
-            parts.append(chunk)
-            size += len(chunk) + 1
-        return " ".join(parts)[:target]
-
-
 def _copy_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
@@ -85,7 +56,9 @@ def rows(run_id: int, n: int, seed: int = 0):
     """(step, index, group, prompt, prompt_key, completion, advantage) of the run, the planted texts included."""
     import hashlib
 
-    texts = Texts(seed)
+    from bench.synthetic import Generator
+
+    texts = Generator(seed=seed, prompts=PROMPTS, lengths="realistic")
     rng = random.Random(seed + 1)
     steps = -(-n // BATCH)
     rare_every = max(1, n // 40)
@@ -93,8 +66,8 @@ def rows(run_id: int, n: int, seed: int = 0):
     for i in range(n):
         step, index = 1 + i // BATCH, i % BATCH
         p = (i // G * 7919) % PROMPTS
-        prompt = texts.gen.prompt(p)
-        text = texts.completion(p, step, steps)
+        prompt = texts.prompt(p)
+        text, _, _ = texts.completion(p, step, steps)
         if i == once:
             text = f"{text[: len(text) // 2]} {RARE_PHRASE} {text[len(text) // 2 :]}"
         elif i % rare_every == 7:

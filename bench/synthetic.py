@@ -1,6 +1,13 @@
 """Synthetic GRPO rollouts for the benchmarks: R1-style transcripts (a <think> section, arithmetic, a boxed answer),
 per-function rewards, TRL's group advantages, and self-reflection phrases that grow more common as steps pass.
 
+Two lengths, side by side in the benches that store, search or show completions:
+
+- ``short``: a few hundred bytes a completion, the benches' first rows (fast to make, the per-row costs);
+- ``realistic``: R1-like lengths (``realistic_length``: a lognormal around 3,000 tokens, about 12 KB, a tail to the
+  ``cap_tokens`` cut, 16,000 by default: open-r1's recipes set ``max_completion_length`` from 4,096 to 32,768), the
+  think block padded with word runs of the same Zipf vocabulary, the boxed answer still at the end.
+
 Deterministic for a seed. ``rollout_events`` yields event-log events exactly as workers.training.capture writes them.
 """
 
@@ -47,6 +54,16 @@ FILLER = [
 ]
 
 
+LENGTHS = ("short", "realistic")
+BYTES_PER_TOKEN = 4  # English text through a BPE tokenizer: about four bytes a token
+
+
+def realistic_length(rng: random.Random, *, median_tokens: int = 3000, cap_tokens: int = 16000) -> int:
+    """Tokens of one R1-style completion: lognormal around ``median_tokens`` (sigma 0.7: about 10% past 2.5x the
+    median), cut at ``cap_tokens`` (max_completion_length)."""
+    return max(16, min(cap_tokens, int(rng.lognormvariate(math.log(median_tokens), 0.7))))
+
+
 def vocabulary(rng: random.Random, n: int = 3000) -> list[str]:
     words = set()
     while len(words) < n:
@@ -55,7 +72,18 @@ def vocabulary(rng: random.Random, n: int = 3000) -> list[str]:
 
 
 class Generator:
-    def __init__(self, seed: int = 0, num_generations: int = 8, prompts: int = 4096):
+    def __init__(
+        self,
+        seed: int = 0,
+        num_generations: int = 8,
+        prompts: int = 4096,
+        lengths: str = "short",
+        median_tokens: int = 3000,
+        cap_tokens: int = 16000,
+    ):
+        if lengths not in LENGTHS:
+            raise ValueError(f"lengths must be one of {', '.join(LENGTHS)}, not {lengths!r}")
+        self.lengths, self.median_tokens, self.cap_tokens = lengths, median_tokens, cap_tokens
         self.rng = random.Random(seed)
         self.G = num_generations
         self.vocab = vocabulary(self.rng)
@@ -66,6 +94,7 @@ class Generator:
             total += w
             self.cum.append(total)
         self.problems = [(self.rng.randint(10, 999), self.rng.randint(10, 999)) for _ in range(prompts)]
+        self._chunks: list[str] = []  # word runs for the realistic padding, made on first use
 
     def words(self, k: int) -> str:
         """``k`` words: filler, and the Zipf vocabulary's."""
@@ -97,8 +126,24 @@ class Generator:
         parts.append(f"{a} + {b} = {answer}.")
         if reflective:
             parts.append(f"{rng.choice(REFLECTIONS)} {self._words(rng.randint(4, 20))}. {a} + {b} = {answer}.")
+        if self.lengths == "realistic":
+            parts.append(
+                self._padding(realistic_length(rng, median_tokens=self.median_tokens, cap_tokens=self.cap_tokens))
+            )
         parts.append(f"{self._words(rng.randint(0, 20))}\n</think>\nThe answer is $\\boxed{{{answer}}}$.")
         return " ".join(parts), correct, reflective
+
+    def _padding(self, tokens: int) -> str:
+        """About ``tokens`` tokens of reasoning-like words: runs from a pool (making 12 KB word by word would take a
+        bench longer than its database does)."""
+        if not self._chunks:
+            self._chunks = [self._words(64) for _ in range(4096)]  # ~64 words, ~300 bytes each
+        target, parts, size, rng = tokens * BYTES_PER_TOKEN, [], 0, self.rng
+        while size < target:
+            chunk = self._chunks[rng.randrange(len(self._chunks))]
+            parts.append(chunk)
+            size += len(chunk) + 1
+        return " ".join(parts)[:target]
 
     def step_rows(self, step: int, total_steps: int, batch: int) -> list[dict]:
         """One generation batch: ``batch // G`` prompts, G completions each, rewards and TRL's advantages."""
@@ -136,9 +181,11 @@ class Generator:
         return rows
 
 
-def rollout_events(total_rows: int, *, batch: int = 1024, num_generations: int = 8, seed: int = 0):
-    """Event-log events ("rollouts" and "metrics") holding ``total_rows`` completions."""
-    gen = Generator(seed=seed, num_generations=num_generations)
+def rollout_events(
+    total_rows: int, *, batch: int = 1024, num_generations: int = 8, seed: int = 0, lengths: str = "short"
+):
+    """Event-log events ("rollouts" and "metrics") holding ``total_rows`` completions of ``lengths``."""
+    gen = Generator(seed=seed, num_generations=num_generations, lengths=lengths)
     steps = -(-total_rows // batch)
     done = 0
     for step in range(1, steps + 1):
