@@ -29,6 +29,7 @@ from runs.lifecycle.foreign_yaml import from_verl_yaml, kind_of
 from runs.lifecycle.oumi_yaml import from_oumi_yaml
 from runs.lifecycle.provenance import yaml_comment
 from runs.lifecycle.trl_types import WrongType, field_types, shown, trl_value
+from runs.lifecycle.verl_launch import is_launch_script, launch_script_mapping
 from runs.models import DatasetVersion, Run
 from runs.safe_yaml import MAX_BYTES, load_yaml, text_size, too_large
 from workers.training.protocol import trl_fields
@@ -263,16 +264,23 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
     if size > MAX_BYTES:
         out.errors.append(too_large(size))
         return out
-    try:
-        data = load_yaml(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        out.errors.append(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})")
-        return out
-    except RecursionError:
-        out.errors.append("the YAML is nested too deeply to read")
-        return out
+    if is_launch_script(text):  # verl's run_*.sh, pasted whole: its overrides are the config
+        data, notes, errors = launch_script_mapping(text)
+        out.notes += notes
+        if errors:
+            out.errors += errors
+            return out
+    else:
+        try:
+            data = load_yaml(text) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark else ""
+            out.errors.append(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})")
+            return out
+        except RecursionError:
+            out.errors.append("the YAML is nested too deeply to read")
+            return out
     if not isinstance(data, dict):
         out.errors.append("the YAML must be a mapping of TRL field names to values")
         return out
