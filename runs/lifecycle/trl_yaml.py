@@ -5,19 +5,20 @@ only score its evaluations).
 A TRL user's config comes in unchanged: GRPOConfig fields the run form knows fill the form; other GRPOConfig fields
 are passed through to GRPOConfig; fields grpo-web sets itself (output_dir, logging, reporting) are ignored with a note;
 anything else is an error naming the key.
+
+The keys it knows are in ``import_keys``; a run written back as this YAML is ``run_as_yaml.run_yaml`` (both
+importable from here, as before).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import yaml
 from django.db.models import Case, When
 
 from rewards.builtins import TRUSTED
 from rewards.library import ENVIRONMENTS, OPEN_R1, OUMI, TOOLS
-from rewards.library import NAMES as LIBRARY_NAMES
 from rewards.models import RewardFunction
 from rewards.services import reward_builtins_install
 from runs.access import visible_versions
@@ -26,11 +27,22 @@ from runs.datasets.importing import DatasetError
 from runs.datasets.mapping import RESERVED, Mapping
 from runs.datasets.services import dataset_version_map
 from runs.lifecycle.foreign_yaml import from_verl_yaml, kind_of
+from runs.lifecycle.import_keys import (
+    FRACTIONAL,
+    LIBRARY,
+    MANAGED,
+    NOT_APPLIED,
+    RENAMED,
+    REWARD_ALIASES,
+    REWARD_PARAMETERS,
+    SCRIPT_KEYS,
+    SFT_RENAMED,
+    ImportedRun,
+)
 from runs.lifecycle.oumi_yaml import from_oumi_yaml
-from runs.lifecycle.provenance import yaml_comment
+from runs.lifecycle.run_as_yaml import run_yaml  # noqa: F401 - importable from here, as before
 from runs.lifecycle.trl_types import WrongType, field_types, shown, trl_value
 from runs.lifecycle.verl_launch import is_launch_script, launch_script_mapping
-from runs.models import DatasetVersion, Run
 from runs.safe_yaml import MAX_BYTES, load_yaml, text_size, too_large
 from workers.training.protocol import trl_fields
 from workers.training.protocol.config import (
@@ -39,162 +51,10 @@ from workers.training.protocol.config import (
     GRPO_FIELDS,
     KINDS,
     TOKEN_FIELDS,
-    GRPOFields,
     config_sources,
     kind_fields,
 )
 from workers.training.protocol.verl_carry import is_verl_key, run_yaml_key_problem
-
-# Set by grpo-web for every run (workers/training/train.py), so an imported value would be overridden anyway.
-MANAGED = {
-    "output_dir",
-    "logging_steps",
-    "logging_strategy",
-    "report_to",
-    "save_strategy",
-    "disable_tqdm",
-    "use_cpu",
-    "dataloader_num_workers",
-    "run_name",
-    "logging_dir",
-    "overwrite_output_dir",
-}
-# TRL script arguments (ScriptArguments / ModelConfig) and open-r1's recipe keys that grpo-web reads.
-SCRIPT_KEYS = {
-    "model_name_or_path",
-    "model",
-    "dataset_name",
-    "dataset_version",
-    "reward_funcs",
-    "reward_versions",
-    "requested_gpus",
-    "name",
-    "reward_weights",
-    "system_prompt",
-    "dataset_prompt_column",
-    "dataset_train_split",
-    "dataset_test_split",
-    "trainer",
-    "engine",
-    "num_workers",
-    "tools",
-    "environment",
-    "token_sample_groups",
-}
-# Keys grpo-web does not apply, each with what happens instead (a note never claims grpo-web sets what it does not).
-NOT_APPLIED = {
-    **dict.fromkeys(
-        (
-            "push_to_hub",
-            "hub_model_id",
-            "hub_strategy",
-            "hub_private_repo",
-            "hub_token",
-            "hub_revision",
-            "hub_always_push",
-            "hub_model_revision",
-        ),
-        "grpo-web keeps the model on its worker and pushes nothing to the Hub; the run page downloads it",
-    ),
-    **dict.fromkeys(
-        ("torch_dtype", "dtype", "attn_implementation", "model_revision", "trust_remote_code"),
-        "not applied: the worker loads the model folder with transformers' defaults",
-    ),
-    **dict.fromkeys(
-        ("dataset_config", "dataset_configs", "dataset_mixture"),
-        "not applied: grpo-web trains on the dataset version named by dataset_name (pick the Hub config "
-        "when importing the dataset)",
-    ),
-    "chat_template": "not applied: the model's own chat template formats conversational prompts",
-    "empty_device_cache_steps": "transformers 5 removed it; not applied",
-    **dict.fromkeys(
-        ("wandb_entity", "wandb_project", "wandb_run_group", "wandb_run_id", "wandb_log_unique_prompts"),
-        "Weights & Biases settings; not applied: grpo-web reports to no tracker, the run page draws the metrics",
-    ),
-    **dict.fromkeys(
-        ("remote_gen_model_url", "remote_gen_model_n_gpus", "remote_gen_model_provider"),
-        "open-r1's remote generation server; not applied: the run generates in its own process (or with "
-        "use_vllm on its worker's GPUs)",
-    ),
-    **dict.fromkeys(
-        ("eval_strategy", "do_eval", "per_device_eval_batch_size", "eval_on_start", "eval_accumulation_steps"),
-        "not applied: TRL's evaluation needs a separate eval dataset and knows no pass@k; grpo-web "
-        "evaluates on the dataset version's eval split every eval_steps steps itself",
-    ),
-    **dict.fromkeys(
-        ("callbacks", "benchmarks"),
-        "open-r1's own hooks; not applied (the run's evaluations measure mean@k, pass@k and maj@k on the eval split)",
-    ),
-    **dict.fromkeys(
-        (
-            "code_language",
-            "code_provider",
-            "parallel_code_exec_per_proc",
-            "e2b_router_url",
-            "morph_router_url",
-            "code_eval_test_batch_size",
-            "code_eval_scoring_mode",
-            "ioi_provider",
-            "enforce_same_language",
-        ),
-        "open-r1's code-execution provider; not applied: code_tests runs each test in grpo-web's sandbox",
-    ),
-    **dict.fromkeys(
-        (
-            "lora_modules_to_save",
-            "lora_task_type",
-            "use_rslora",
-            "use_dora",
-            "load_in_4bit",
-            "load_in_8bit",
-            "use_bnb_nested_quant",
-            "bnb_4bit_quant_type",
-        ),
-        "not applied: grpo-web's LoRA takes use_peft, lora_r, lora_alpha, lora_dropout and "
-        "lora_target_modules (full precision, no quantisation)",
-    ),
-}
-# open-r1's reward parameters: grpo-web's copy of that reward keeps each as a constant in its code.
-REWARD_PARAMETERS = {
-    "cosine_min_value_wrong": ("cosine", "MIN_VALUE_WRONG"),
-    "cosine_max_value_wrong": ("cosine", "MAX_VALUE_WRONG"),
-    "cosine_min_value_correct": ("cosine", "MIN_VALUE_CORRECT"),
-    "cosine_max_value_correct": ("cosine", "MAX_VALUE_CORRECT"),
-    "cosine_max_len": ("cosine", "MAX_LEN"),
-    "repetition_n_grams": ("repetition_penalty", "NGRAM_SIZE"),
-    "repetition_max_penalty": ("repetition_penalty", "MAX_PENALTY"),
-}
-# Fields newer TRL or transformers removed or renamed: each translated, with a note that says what changed.
-RENAMED = {"warmup_ratio", "max_prompt_length", "vllm_device", "num_train_epochs", "num_processes"}
-# Older TRL names of SFTConfig fields (an SFT run takes them under the new name, with a note)
-SFT_RENAMED = {"max_seq_length": "max_length", "use_liger": "use_liger_kernel"}
-# Fields transformers reads as a fraction of the run's steps when below 1 (TrainerState.compute_steps)
-FRACTIONAL = {"save_steps", "eval_steps"}
-# open-r1 reward names whose grpo-web built-in goes by another name.
-REWARD_ALIASES = {"code": "code_tests"}
-LIBRARY = set(LIBRARY_NAMES) | set(OPEN_R1) | set(OUMI)
-
-
-@dataclass
-class ImportedRun:
-    name: str = ""
-    model: str = "tiny"
-    dataset_version: DatasetVersion | None = None
-    rewards: list[dict] = field(default_factory=list)
-    tools: list[dict] = field(default_factory=list)  # TRL's tools: {name, builtin} or {name, version_id, version}
-    environment: dict = field(default_factory=dict)  # TRL's environment_factory: as a tool, or {} for none
-    config: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
-    evaluation: dict = field(default_factory=dict)  # workers.training.protocol.config.EvalFields
-    requested_gpus: int = 0
-    engine: str = "local"  # local, or ray: trained on a worker's Ray cluster (README "Scale out")
-    num_workers: int = 1  # Ray Train workers of a Ray run
-    kind: str = "grpo"  # the ``trainer`` key: grpo or sft
-    trainer: str = "trl"  # ``trainer: verl``: a GRPO run that trains with verl
-    token_sample_groups: int = TOKEN_FIELDS["token_sample_groups"].default  # grpo-web's own, for the token view
-    sources: dict = field(default_factory=dict)  # each config field: where its value came from (config.SOURCES)
-    notes: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
 
 def _coerce(name: str, value, errors: list[str], fields: dict = GRPO_FIELDS):
@@ -763,62 +623,3 @@ def _environment(data: dict, owner, out: ImportedRun) -> None:
         out.errors.append(f"environment: {name!r} is not an environment (a reward function or a tool)")
     else:
         out.errors.append(f"environment: you have no environment {name!r} (the library's: {', '.join(ENVIRONMENTS)})")
-
-
-def run_yaml(run: Run) -> str:
-    """The run as a TRL GRPOConfig (an SFT run: SFTConfig) YAML plus model, dataset and pinned rewards;
-    parse_run_yaml reads it back."""
-    data = {"trainer": run.kind} if run.is_sft else {"trainer": "verl"} if run.trainer == Run.Trainer.VERL else {}
-    data |= {
-        "name": run.name,
-        "model_name_or_path": run.model,
-        # a run trained elsewhere: the dataset name its source reported (no version: the data is not here)
-        "dataset_name": run.dataset_version.dataset.name if run.dataset_version_id else run.dataset_label,
-        "dataset_version": run.dataset_version.number if run.dataset_version_id else None,
-        "reward_funcs": [r["name"] for r in run.rewards],
-        "reward_weights": [r["weight"] for r in run.rewards],
-        "reward_versions": [r.get("version") for r in run.rewards],
-        "requested_gpus": run.requested_gpus,
-        "engine": run.engine,
-        "num_workers": run.num_workers,
-    }
-    if run.token_sample_groups != TOKEN_FIELDS["token_sample_groups"].default:
-        data["token_sample_groups"] = run.token_sample_groups
-    if run.tools:
-        data["tools"] = [t["name"] for t in run.tools]
-    if run.environment:
-        data["environment"] = run.environment["name"]
-    fields = kind_fields(run.kind)
-    config = {k: v for k, v in run.config.items() if k in fields and v is not None}
-    trl_config = "SFTConfig" if run.is_sft else "GRPOConfig"
-    header = f"# grpo-web run {run.pk}: model, dataset and rewards, then TRL {trl_config} fields\n"
-    sources = run.config_sources or {}
-    if sources:
-        header += (
-            "# each field's comment says where its value came from: file (the imported config), form (the run "
-            "form),\n# trainer default (left out: TRL's default) or grpo-web (left out: grpo-web's own default)\n"
-        )
-    evaluation = {k: v for k, v in (run.evaluation or {}).items() if k in EVAL_FIELDS}
-    lines = [_commented(k, v, sources.get(k, "")) for k, v in config.items()]
-    lines += [_commented(k, v, FROM_FILE if sources else "") for k, v in run.config_extra.items()]
-    body = header + yaml.safe_dump(data, sort_keys=False) + "".join(lines) + _dump(evaluation)
-    return body + yaml_comment(run.provenance)
-
-
-def _dump(data: dict) -> str:
-    return yaml.safe_dump(data, sort_keys=False) if data else ""
-
-
-def _commented(key: str, value, source: str) -> str:
-    """``key: value`` as YAML, with where it came from as a comment (on its own line above a value that takes
-    several)."""
-    text = yaml.safe_dump({key: value}, sort_keys=False)
-    if not source:
-        return text
-    if text.count("\n") == 1:
-        return f"{text.rstrip()}  # {source}\n"
-    return f"# {key}: {source}\n{text}"
-
-
-def grpo_defaults() -> dict:
-    return {name: getattr(GRPOFields(), name) for name in GRPO_FIELDS}
