@@ -3,214 +3,37 @@ TRL's logged metrics or the stored rollouts, compares them with a threshold the 
 (``Run.detector_thresholds`` over ``DEFAULTS``), and, when it fires, links to example rollouts in the rollout browser
 through the browser's own URL filters, so the evidence is one click away.
 
-They join the run's health signals (``runs.rollouts.inspection.run_health``): same shape, key ``detector/<name>``.
+The detectors of text are in ``detectors_text``, what they all share in ``detector_kit`` (ThresholdsForm and
+answer_key importable from here, as before). They join the run's health signals
+(``runs.rollouts.inspection.run_health``): same shape, key ``detector/<name>``.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
-import zlib
-from collections import Counter, defaultdict
-from dataclasses import dataclass
-from urllib.parse import urlencode
 
-from django import forms
 from django.db.models import Avg, Count, Max, Q
-from django.db.models.functions import Left, Right
-from django.urls import reverse
 
 from runs.models import Rollout, Run
+from runs.rollouts.detector_kit import (
+    EXAMPLES,
+    FLAT_GAIN,
+    ThresholdsForm,  # noqa: F401 - importable from here, as before
+    browse_url,
+    first_steps,
+    make_signal,
+    series_points,
+    thresholds,
+)
+from runs.rollouts.detectors_text import (
+    answer_key,  # noqa: F401 - importable from here, as before
+    group_diversity,
+    prompt_blind_answers,
+    recent_texts,
+    repetition,
+)
 from runs.rollouts.selectors import rollout_steps
-
-EXAMPLES = 20  # rollouts an alert links to when no filter describes them
-REPETITION_MIN_CHARS = 64  # below this zlib's own header dominates the ratio
-TEXT_ROWS = 2000  # recent rollouts the text detectors (diversity, answers) read at most, newest first
-COMPARED_CHARS = 200  # a completion's opening the diversity detector compares, and its end the answer is read from
-GROUPS_COMPARED = 64  # newest groups the diversity detector compares (each against the next, 8 members at most)
-MIN_PROMPTS = 4  # distinct recent prompts the answer detector needs before it judges
-FLAT_GAIN = 0.05  # a function "stays flat" while its gain is under this share of the carrier's contribution
-
-
-@dataclass(frozen=True)
-class Threshold:
-    default: float
-    label: str
-    help: str
-    min_value: float = 0.0
-    max_value: float | None = None
-
-
-THRESHOLDS = {
-    "dominance_share": Threshold(
-        0.9,
-        "one function's share of the reward",
-        "Fires when one reward function gives "
-        "more than this share of the total reward in recent steps, having given less early "
-        "on.",
-        0.5,
-        1.0,
-    ),
-    "ceiling_share": Threshold(
-        0.8,
-        "share of completions at the ceiling",
-        "Fires when more than this share of recent completions score the run's highest reward.",
-        0.0,
-        1.0,
-    ),
-    "variance_drop": Threshold(
-        0.2,
-        "reward std, as a share of its start",
-        "Fires when TRL's within-group reward std falls below this share of its early level.",
-        0.0,
-        1.0,
-    ),
-    "length_z": Threshold(
-        3.0,
-        "completion length |z|",
-        "Fires when the recent mean completion length is this many standard deviations from the first steps' lengths.",
-        0.5,
-    ),
-    "cusum_h": Threshold(
-        5.0,
-        "reward CUSUM alarm level",
-        "CUSUM of the step-to-step reward change against the "
-        "recent slope, in robust standard deviations (slack 1): fires when it passes this level (a "
-        "sudden slope change).",
-        1.0,
-    ),
-    "repetition_ratio": Threshold(
-        3.0,
-        "compression ratio of a degenerate completion",
-        "A completion of 64 characters or more that zlib shrinks by this factor or more repeats itself.",
-        1.0,
-    ),
-    "repetition_share": Threshold(
-        0.2,
-        "share of degenerate completions",
-        "Fires when more than this share of recent completions are degenerate by the compression ratio.",
-        0.0,
-        1.0,
-    ),
-    "gold_unparsed_share": Threshold(
-        0.0,
-        "share of gold answers the accuracy reward cannot parse",
-        "Fires when more than this share of the gold answers seen fail math-verify's parse.",
-        0.0,
-        1.0,
-    ),
-    "carry_share": Threshold(
-        0.9,
-        "one function's share while the others stay flat",
-        "Fires when one reward function gives more than this share of the total reward over the last "
-        "'steps a function must carry the reward' steps while no other function improves, whether or not it "
-        "gave as much from the start.",
-        0.5,
-        1.0,
-    ),
-    "carry_steps": Threshold(
-        10,
-        "steps a function must carry the reward",
-        "How many of the last logged steps one function must carry the reward with the others flat: a format "
-        "reward learned first carries it alone for a few steps before the accuracy reward starts to rise.",
-        2,
-        1000,
-    ),
-    "group_similarity": Threshold(
-        0.4,
-        "similarity of a group's completions",
-        "A group whose completions are, on average, this similar to the next one in the group (the weighted "
-        "Jaccard of their first 200 characters' trigrams: 1 the same text, about 0.2 to 0.35 two answers in "
-        "different words) has no diversity left.",
-        0.0,
-        1.0,
-    ),
-    "similar_groups_share": Threshold(
-        0.5,
-        "share of groups of near-identical completions",
-        "Fires when more than this share of recent groups are near-identical by the similarity above.",
-        0.0,
-        1.0,
-    ),
-    "length_collapse_share": Threshold(
-        0.8,
-        "share of completions of one length",
-        "Fires when more than this share of recent completions have one and the same length, and that length is "
-        "max_completion_length (cut off, never finishing) or under a quarter of the first steps' mean (a stub).",
-        0.0,
-        1.0,
-    ),
-    "same_answer_share": Threshold(
-        0.5,
-        "share of prompts given the same wrong answer",
-        "Fires when, over the recent steps' prompts (4 or more), one answer (the last \\boxed{}, else the last "
-        "number, else the text) is the most common answer to more than this share of them, where it is not "
-        "their gold answer.",
-        0.0,
-        1.0,
-    ),
-    "window": Threshold(3, "recent steps", "How many of the last steps count as recent.", 1, 1000),
-}
-DEFAULTS = {name: t.default for name, t in THRESHOLDS.items()}
-
-
-def thresholds(run: Run) -> dict:
-    return {**DEFAULTS, **{k: v for k, v in (run.detector_thresholds or {}).items() if k in DEFAULTS}}
-
-
-class ThresholdsForm(forms.Form):
-    """The run's detector thresholds; a field left at its default is not stored."""
-
-    def __init__(self, *args, run: Run, **kwargs):
-        super().__init__(*args, **kwargs)
-        current = thresholds(run)
-        for name, t in THRESHOLDS.items():
-            field = forms.IntegerField if name in ("window", "carry_steps") else forms.FloatField
-            self.fields[name] = field(
-                label=t.label,
-                help_text=t.help,
-                min_value=t.min_value,
-                max_value=t.max_value,
-                initial=current[name],
-                required=False,
-            )
-
-    def changed_thresholds(self) -> dict:
-        return {k: v for k, v in self.cleaned_data.items() if v is not None and v != DEFAULTS[k]}
-
-
-# --- helpers -----------------------------------------------------------------------------------------------------
-
-
-def _browse(run: Run, **params) -> str:
-    params = {k: v for k, v in params.items() if v is not None}
-    return reverse("run_rollouts", args=[run.pk]) + ("?" + urlencode(params) if params else "")
-
-
-def _signal(name: str, fired: bool, title: str, detail: str, step, url: str | None = None) -> dict:
-    return {
-        "key": f"detector/{name}",
-        "level": "warn" if fired else "ok",
-        "title": title,
-        "detail": detail,
-        "step": step,
-        "url": url if fired else None,
-    }
-
-
-def _points(series: dict, key: str, steps: list[int]) -> list[tuple[int, float]]:
-    return [(s, v) for s, v in zip(steps, series.get(key, [])) if isinstance(v, (int, float)) and math.isfinite(v)]
-
-
-def _early(points: list, window: int) -> list:
-    return points[: max(1, min(window, len(points) // 3))]
-
-
-def compression_ratio(text: str) -> float:
-    raw = text.encode()
-    return len(raw) / len(zlib.compress(raw, 6)) if raw else 1.0
-
 
 # --- the detectors -----------------------------------------------------------------------------------------------
 
@@ -221,7 +44,7 @@ def _contributions(run: Run, series: dict, steps: list[int]) -> tuple[dict, list
     weights = {r["name"]: float(r.get("weight", 1.0)) for r in run.rewards}
     per_step: dict[int, dict[str, float]] = {}
     for name, w in weights.items():
-        for s, v in _points(series, f"rewards/{name}/mean", steps):
+        for s, v in series_points(series, f"rewards/{name}/mean", steps):
             per_step.setdefault(s, {})[name] = abs(w * v)
     return weights, [(s, parts) for s, parts in sorted(per_step.items()) if sum(parts.values()) > 0]
 
@@ -241,7 +64,7 @@ def dominance(run: Run, series: dict, steps: list[int], t: dict) -> list[dict]:
         total = sum(sum(p.values()) for _, p in part)
         return {n: sum(p.get(n, 0.0) for _, p in part) / total for n in weights}
 
-    early, recent = shares(_early(rows, window)), shares(rows[-window:])
+    early, recent = shares(first_steps(rows, window)), shares(rows[-window:])
     top = max(recent, key=recent.get)
     fired = recent[top] > t["dominance_share"] and early[top] <= t["dominance_share"]
     first = rows[-window][0]
@@ -252,13 +75,13 @@ def dominance(run: Run, series: dict, steps: list[int], t: dict) -> list[dict]:
             "recent completions do"
         )
     return [
-        _signal(
+        make_signal(
             "dominance",
             fired,
             f"{top} dominates the reward" if fired else "Reward balance",
             detail,
             rows[-1][0],
-            _browse(run, step_min=first, sort="reward_desc"),
+            browse_url(run, step_min=first, sort="reward_desc"),
         )
     ]
 
@@ -283,13 +106,13 @@ def ceiling(run: Run, t: dict, recent_steps: list[int]) -> list[dict]:
     if fired:
         detail += ": the reward has saturated; check that they earn it (a loophole scores as well as a solution)"
     return [
-        _signal(
+        make_signal(
             "ceiling",
             fired,
             "Reward at its ceiling" if fired else "Reward ceiling",
             detail,
             recent_steps[-1],
-            _browse(run, step_min=recent_steps[0], reward_min=f"{floor:.9g}"),
+            browse_url(run, step_min=recent_steps[0], reward_min=f"{floor:.9g}"),
         )
     ]
 
@@ -298,10 +121,10 @@ def variance_collapse(run: Run, series: dict, steps: list[int], t: dict) -> list
     """TRL's within-group reward std (``reward_std``) falling below ``variance_drop`` of its early level: groups stop
     differing, so advantages vanish."""
     window = int(t["window"])
-    std = _points(series, "reward_std", steps)
+    std = series_points(series, "reward_std", steps)
     if len(std) < 2 * window:
         return []
-    start, now = statistics.fmean(v for _, v in _early(std, window)), statistics.fmean(v for _, v in std[-window:])
+    start, now = statistics.fmean(v for _, v in first_steps(std, window)), statistics.fmean(v for _, v in std[-window:])
     if start <= 0:
         return []
     fired = now < t["variance_drop"] * start
@@ -309,13 +132,13 @@ def variance_collapse(run: Run, series: dict, steps: list[int], t: dict) -> list
     if fired:
         detail += ": the completions of a group now score alike, so there is little left to learn from"
     return [
-        _signal(
+        make_signal(
             "variance_collapse",
             fired,
             "Reward variance collapsed" if fired else "Reward variance",
             detail,
             std[-1][0],
-            _browse(run, step_min=std[-window][0], zero_std="yes"),
+            browse_url(run, step_min=std[-window][0], zero_std="yes"),
         )
     ]
 
@@ -349,13 +172,13 @@ def length_drift(run: Run, t: dict, early_steps: list[int], recent_steps: list[i
         else {"len_max": max(0, math.floor(base_mean - t["length_z"] * base_std))}
     )
     return [
-        _signal(
+        make_signal(
             "length_drift",
             fired,
             "Completion length drifting" if fired else "Completion length",
             detail,
             recent_steps[-1],
-            _browse(run, step_min=recent_steps[0], **bound),
+            browse_url(run, step_min=recent_steps[0], **bound),
         )
     ]
 
@@ -393,13 +216,13 @@ def cusum_change(points: list[tuple[int, float]], h: float, k: float = 1.0, span
 def reward_slope(run: Run, series: dict, steps: list[int], t: dict) -> list[dict]:
     """A sudden change in how fast the mean reward moves (CUSUM over TRL's logged ``reward``): the policy found
     something in one step, a solution or a loophole."""
-    reward = _points(series, "reward", steps)
+    reward = series_points(series, "reward", steps)
     if len(reward) < 8:
         return []
     change = cusum_change(reward, t["cusum_h"])
     if change is None:
         return [
-            _signal(
+            make_signal(
                 "reward_slope",
                 False,
                 "Reward slope",
@@ -415,50 +238,13 @@ def reward_slope(run: Run, series: dict, steps: list[int], t: dict) -> list[dict
         f"policy started doing there"
     )
     return [
-        _signal(
+        make_signal(
             "reward_slope",
             True,
             "Sudden reward change",
             detail,
             fired_at,
-            _browse(run, step_min=began, step_max=fired_at, sort="reward_desc"),
-        )
-    ]
-
-
-def repetition(run: Run, t: dict, recent_steps: list[int]) -> list[dict]:
-    """Degenerate text: completions zlib shrinks by ``repetition_ratio`` or more (a phrase or character repeated,
-    loops), more than ``repetition_share`` of the recent ones."""
-    if not recent_steps:
-        return []
-    rows = Rollout.objects.filter(run=run, step__in=recent_steps).values_list("id", "completion")
-    long, flagged = 0, []
-    for rid, text in rows.iterator(chunk_size=2000):
-        if len(text) < REPETITION_MIN_CHARS:
-            continue
-        long += 1
-        ratio = compression_ratio(text)
-        if ratio >= t["repetition_ratio"]:
-            flagged.append((ratio, rid))
-    if not long:
-        return []
-    share = len(flagged) / long
-    fired = share > t["repetition_share"]
-    detail = (
-        f"{share:.0%} of the last {len(recent_steps)} steps' completions of {REPETITION_MIN_CHARS}+ "
-        f"characters compress {t['repetition_ratio']:g}× or more"
-    )
-    if fired:
-        detail += ": they repeat themselves (loops, padding, gibberish); a reward that counts something may be paying"
-    examples = ",".join(str(rid) for _, rid in sorted(flagged, reverse=True)[:EXAMPLES])
-    return [
-        _signal(
-            "repetition",
-            fired,
-            "Repetitive completions" if fired else "Repetition",
-            detail,
-            recent_steps[-1],
-            _browse(run, ids=examples, sort="step_asc"),
+            browse_url(run, step_min=began, step_max=fired_at, sort="reward_desc"),
         )
     ]
 
@@ -522,13 +308,13 @@ def unparsed_gold(run: Run, t: dict, steps: list[int]) -> list[dict]:
             .values_list("id", flat=True)[:EXAMPLES]
         )
     return [
-        _signal(
+        make_signal(
             "gold_unparsed",
             fired,
             "Gold answers the accuracy reward cannot parse" if fired else "Gold answers",
             detail,
             None,
-            _browse(run, ids=",".join(map(str, ids)), sort="step_asc"),
+            browse_url(run, ids=",".join(map(str, ids)), sort="step_asc"),
         )
     ]
 
@@ -567,13 +353,13 @@ def reward_carried(run: Run, series: dict, steps: list[int], t: dict) -> list[di
             f"top-scoring completions do to earn it"
         )
     return [
-        _signal(
+        make_signal(
             "reward_carried",
             fired,
             f"{top} carries the reward alone" if fired else "Reward across functions",
             detail,
             rows[-1][0],
-            _browse(run, step_min=rows[0][0], sort="reward_desc"),
+            browse_url(run, step_min=rows[0][0], sort="reward_desc"),
         )
     ]
 
@@ -581,7 +367,7 @@ def reward_carried(run: Run, series: dict, steps: list[int], t: dict) -> list[di
 def lengths_unknown(run: Run, name: str, title: str, recent_steps: list[int]) -> dict:
     """A length detector's signal where the lengths are not known (stored as 0): it says so, and measures nothing."""
     detail = f"not measured: completion lengths are unknown ({run.unknown_reason})"
-    return {**_signal(name, False, title, detail, recent_steps[-1]), "level": "info"}
+    return {**make_signal(name, False, title, detail, recent_steps[-1]), "level": "info"}
 
 
 def length_collapse(run: Run, t: dict, early_steps: list[int], recent_steps: list[int]) -> list[dict]:
@@ -621,163 +407,13 @@ def length_collapse(run: Run, t: dict, early_steps: list[int], recent_steps: lis
             else ": completions collapsed to a stub; the policy may be skipping the reasoning"
         )
     return [
-        _signal(
+        make_signal(
             "length_collapse",
             fired,
             "Completion length collapsed" if fired else "Completion length spread",
             detail,
             recent_steps[-1],
-            _browse(run, step_min=recent_steps[0], len_min=length, len_max=length),
-        )
-    ]
-
-
-def recent_texts(run: Run, recent_steps: list[int]) -> list[tuple]:
-    """(id, step, group, prompt_key, the completion's opening, its end, the gold answer) of the recent steps'
-    rollouts, newest first, at most ``TEXT_ROWS``: what the text detectors read. The database cuts the completions
-    (``COMPARED_CHARS`` each end), so a long one costs no more than a short one."""
-    if not recent_steps:
-        return []
-    return list(
-        Rollout.objects.filter(run=run, step__in=recent_steps)
-        .order_by("-step", "index")
-        .values_list(
-            "id",
-            "step",
-            "group",
-            "prompt_key",
-            Left("completion", COMPARED_CHARS),
-            Right("completion", COMPARED_CHARS),
-            "columns__answer",
-        )[:TEXT_ROWS]
-    )
-
-
-def normalized(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def shingles(text: str) -> Counter:
-    """The character trigrams of a normalized text, counted (a text under three characters is its own)."""
-    text = normalized(text)
-    return Counter(text[i : i + 3] for i in range(max(1, len(text) - 2)))
-
-
-def similarity(a: Counter, b: Counter) -> float:
-    """Weighted Jaccard of two completions' trigrams: 1 for the same text, about 0.2 to 0.35 for two answers to one
-    question in different words, 0.5 and more for one string with a few characters changed (``4444474444`` and
-    ``4444444444``)."""
-    shared = sum(min(n, b[gram]) for gram, n in a.items() if gram in b)
-    union = a.total() + b.total() - shared
-    return shared / union if union else 1.0
-
-
-def group_diversity(run: Run, t: dict, rows: list[tuple]) -> list[dict]:
-    """More than ``similar_groups_share`` of recent groups whose completions are near-identical: on average
-    ``group_similarity`` or more alike to the next completion of their group (G comparisons a group, not G²). Such a
-    group scores alike, so it teaches nothing, and the policy has stopped exploring (the demo's ``4444…`` group
-    after group)."""
-    groups: dict[tuple, list] = defaultdict(list)
-    for rid, step, group, _key, opening, _end, _gold in rows:
-        if (step, group) in groups or len(groups) < GROUPS_COMPARED:
-            groups[(step, group)].append((rid, opening))
-    groups = {k: g for k, g in groups.items() if len(g) > 1}
-    if not groups:
-        return []
-    similar = []
-    for key, members in sorted(groups.items()):
-        grams = [shingles(text) for _, text in members[:8]]
-        ring = statistics.fmean(similarity(grams[i - 1], grams[i]) for i in range(len(grams)))
-        if ring >= t["group_similarity"]:
-            similar.append(key)
-    share = len(similar) / len(groups)
-    fired = share > t["similar_groups_share"]
-    steps = sorted({s for s, _ in groups})
-    detail = (
-        f"{len(similar)} of the {len(groups)} groups of the last {len(steps)} steps hold near-identical "
-        f"completions (similarity {t['group_similarity']:g} or more)"
-    )
-    if fired:
-        detail += (
-            ": the policy writes the same thing for every sample, so groups score alike and exploration has "
-            "stopped; read what it repeats"
-        )
-    ids: list[int] = []
-    for key in similar:
-        if len(ids) + len(groups[key]) > 2 * EXAMPLES:
-            break
-        ids += [rid for rid, _ in groups[key]]
-    return [
-        _signal(
-            "group_diversity",
-            fired,
-            "Groups of near-identical completions" if fired else "Diversity within groups",
-            detail,
-            steps[-1],
-            _browse(run, ids=",".join(map(str, ids)), sort="step_asc"),
-        )
-    ]
-
-
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_RUN = re.compile(r"(.)\1{2,}")
-
-
-def answer_key(text) -> str:
-    """What a completion answers, for comparing across prompts, read from its last ``COMPARED_CHARS`` characters:
-    the last \\boxed{} content, else the last number, else the normalized text (100 characters); lower case, runs of
-    one character shortened to one (4444 is 4), so near-identical digit strings count as one answer."""
-    text = str(text)[-COMPARED_CHARS:]
-    at = text.rfind("\\boxed{")
-    boxed = _BOXED.match(text, at) if at >= 0 else None
-    numbers = _NUMBER.findall(text) if boxed is None else []
-    answer = boxed.group(1) if boxed else numbers[-1] if numbers else normalized(text)[:100]
-    return _RUN.sub(r"\1", answer.strip().lower())
-
-
-def prompt_blind_answers(run: Run, t: dict, rows: list[tuple]) -> list[dict]:
-    """One answer that is the most common answer of more than ``same_answer_share`` of the recent prompts (at least
-    ``MIN_PROMPTS``) while it is not their gold answer: the answer does not depend on the question (the demo's
-    ``4444…`` for every sum). Prompts whose gold answer it is do not count, so a dataset where many answers are
-    alike (counts, yes/no) stays quiet while the policy answers them right."""
-    answers: dict[str, Counter] = defaultdict(Counter)
-    gold: dict[str, str] = {}
-    for _rid, _step, _group, key, _opening, end, expected in rows:
-        answers[key][answer_key(end)] += 1
-        if expected is not None and str(expected).strip():
-            gold[key] = answer_key(expected)
-    if len(answers) < MIN_PROMPTS:
-        return []
-    common = {key: c.most_common(1)[0][0] for key, c in answers.items()}
-    top, _ = Counter(common.values()).most_common(1)[0]
-    blind = [key for key, a in common.items() if a == top and gold.get(key) != top]
-    share = len(blind) / len(answers)
-    fired = share > t["same_answer_share"]
-    shown = top if len(top) <= 40 else top[:40] + "…"
-    detail = (
-        f"{share:.0%} of the {len(answers)} prompts of the recent steps get the same most common answer "
-        f"{shown!r}, which is not their gold answer"
-    )
-    if fired:
-        detail += (
-            ": the answer does not depend on the question; the policy found one output the reward pays for "
-            "whatever it is asked"
-        )
-    per_prompt: dict[str, list[int]] = defaultdict(list)
-    wanted = set(blind)
-    for rid, _step, _group, key, _opening, end, _expected in reversed(rows):
-        if key in wanted and len(per_prompt[key]) < 2 and answer_key(end) == top:
-            per_prompt[key].append(rid)
-    ids = [rid for key in blind for rid in per_prompt[key]][:EXAMPLES]
-    return [
-        _signal(
-            "prompt_blind_answers",
-            fired,
-            "The same answer for every prompt" if fired else "Answers vary with the prompt",
-            detail,
-            max(step for _, step, *_ in rows),
-            _browse(run, ids=",".join(map(str, sorted(ids))), sort="step_asc"),
+            browse_url(run, step_min=recent_steps[0], len_min=length, len_max=length),
         )
     ]
 
@@ -787,7 +423,7 @@ def run_detectors(run: Run, series: dict, steps: list[int]) -> list[dict]:
     t = thresholds(run)
     window = int(t["window"])
     stored = rollout_steps(run)
-    early, recent = _early(stored, window), stored[-window:]
+    early, recent = first_steps(stored, window), stored[-window:]
     texts = recent_texts(run, recent)
     return (
         dominance(run, series, steps, t)
