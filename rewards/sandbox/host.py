@@ -7,8 +7,9 @@ cap, a bound on how many objects a reply may decode into, the caps on printed te
 check of the shape of every reply. Whatever bytes arrive, ``start()`` and ``call()`` raise only SandboxError kinds,
 and every reply that an honest worker could not have sent costs the worker and counts as a fault.
 
-The Sandbox class is here; the checks of what a worker sends are in ``replies.py``, its scratch directory's cleanup
-in ``scratch.py``, the errors in ``errors.py`` (all importable from here, as before).
+The Sandbox class is here; the checks of what a worker sends are in ``replies.py``, the worker process as held here
+and ``sandbox_support`` in ``process.py``, its scratch directory's cleanup in ``scratch.py``, the errors in
+``errors.py`` (all importable from here, as before).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from __future__ import annotations
 import fcntl
 import math
 import os
-import select
-import signal
 import stat
 import struct
 import subprocess
@@ -40,6 +39,7 @@ from rewards.sandbox.errors import (
     WorkerLost,
     malformed,
 )
+from rewards.sandbox.process import Worker, env_bool, exit_text, sandbox_support
 from rewards.sandbox.replies import (
     CALL_REPLY_ITEMS,
     HOST_KINDS,
@@ -65,166 +65,12 @@ HEADER = struct.Struct(">I")
 UID_BASE = int(os.environ.get("GRPO_SANDBOX_UID_BASE", "61000"))
 MAX_SLOT = 3999
 MAX_SOURCE_BYTES = 1 << 20
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STATE_FIELDS = ("global_step", "max_steps", "epoch", "num_train_epochs")
 F_SETPIPE_SZ = 1031
 # Pipe buffers are kernel memory, outside the worker's RLIMIT_AS: each pipe only as large as its traffic needs.
 REQUEST_PIPE_SIZE = 256 << 10  # a 64 x 2 KB batch in one write
 REPLY_PIPE_SIZE = 64 << 10  # a reply is mostly rewards; a larger one takes a few reads
 NOFILE = 64
-FROZEN_CPU_S = 0.05  # CPU a frozen worker may show between calls: what ran after the snapshot, before SIGSTOP landed
-SIGSTOP_BIT = 1 << (signal.SIGSTOP - 1)  # in /proc/<pid>/status ShdPnd / SigPnd
-
-
-def _env_bool(name: str) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    raise ValueError(f"{name}={os.environ[name]!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
-
-
-def _effective_caps() -> int:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except OSError:
-        pass
-    return ~0 if os.geteuid() == 0 else 0
-
-
-def sandbox_support() -> dict:
-    """What this kernel and process offer: ``landlock_abi``, ``seccomp``, ``can_setuid`` (root with CAP_SETUID and
-    CAP_SETGID), ``arch``; ``missing`` lists why user code would be refused (empty when ``ok``)."""
-    abi, seccomp, arch = _child.landlock_abi(), _child.seccomp_available(), os.uname().machine
-    caps = _effective_caps()
-    can_setuid = bool(caps & (1 << 7)) and bool(caps & (1 << 6))
-    missing = []
-    if arch != "x86_64":
-        missing.append(f"the seccomp filter is written for x86_64, this machine is {arch}")
-    if abi == 0:
-        missing.append("Landlock is not available (Linux >= 5.13 with landlock in the lsm= list)")
-    if not seccomp:
-        missing.append("seccomp is not available")
-    if not can_setuid and abi < 6:
-        missing.append(
-            f"this process cannot give the worker a uid of its own (not root) and Landlock ABI {abi} < 6 "
-            "cannot keep it from signalling this process (Linux >= 6.12 needed)"
-        )
-    return {
-        "arch": arch,
-        "landlock_abi": abi,
-        "seccomp": seccomp,
-        "can_setuid": can_setuid,
-        "missing": missing,
-        "ok": not missing,
-    }
-
-
-class _Worker:
-    """One worker process, our ends of its two pipes, and its /proc stat file (its CPU time, as the kernel counts
-    it). The worker has a session and process group of its own (``start_new_session``), with one process in it."""
-
-    def __init__(self, proc: subprocess.Popen, wfd: int, rfd: int):
-        self.proc, self.wfd, self.rfd = proc, wfd, rfd
-        self.buf = bytearray()
-        self.readable, self.writable = select.poll(), select.poll()
-        self.readable.register(rfd, select.POLLIN)
-        self.writable.register(wfd, select.POLLOUT)
-        self.awake_s = 0.0  # wall time spent thawed, and CPU time seen between calls: an upper bound of its CPU time
-        self.frozen_cpu_s: float | None = None  # its CPU time as it was frozen
-        try:  # held open: a pid reused after the worker died reads as an error here, never as another process
-            self.stat_fd = os.open(f"/proc/{proc.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.stat_fd = -1
-
-    def freeze(self) -> None:
-        """SIGSTOP its process group: no user code (timers, signal handlers, SIGIO) runs until ``thaw``. User code
-        could undo it (a POSIX timer whose signal is SIGCONT; seccomp denies the direct ways), so ``frozen_since``
-        checks before the next request that it stayed stopped and used no CPU meanwhile."""
-        self._signal(signal.SIGSTOP)
-        self.frozen_cpu_s = self._stat()[1]
-
-    def frozen_since(self) -> str | None:
-        """None if the worker stayed frozen since ``freeze``, else what it did: not stopped (and no SIGSTOP still on
-        its way), or CPU time used between calls (a worker that continued itself and stopped again). Whatever CPU
-        it used meanwhile is charged to ``awake_s``. Nothing is checked where /proc cannot be read."""
-        state, cpu = self._stat()
-        if state is None or cpu is None or self.frozen_cpu_s is None:
-            return None
-        used, self.frozen_cpu_s = max(0.0, cpu - self.frozen_cpu_s), cpu
-        self.awake_s += used
-        if used > FROZEN_CPU_S:
-            return f"it used {used:.2f} s of CPU time while frozen"
-        deadline = time.perf_counter() + 0.05  # a SIGSTOP just taken but not yet acted on reads as running
-        while state != "T" and not self._stop_pending():
-            if time.perf_counter() > deadline:
-                return f"it was not stopped (state {state}): something sent it SIGCONT"
-            time.sleep(0.001)
-            state = self._stat()[0]
-        return None
-
-    def _stat(self) -> tuple[str | None, float | None]:
-        """Its state letter and user + system CPU seconds, from /proc/<pid>/stat; None, None where it is closed."""
-        if self.stat_fd >= 0:
-            try:
-                data = os.pread(self.stat_fd, 1024, 0)
-                fields = data[data.rindex(b")") + 2 :].split()
-                # state, utime, stime: proc(5) fields 3, 14, 15
-                return fields[0].decode("ascii"), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-            except (OSError, ValueError, IndexError, UnicodeDecodeError):
-                pass
-        return None, None
-
-    def _stop_pending(self) -> bool:
-        try:
-            with open(f"/proc/{self.proc.pid}/status", "rb") as fh:  # not yet reaped: the pid is still its own
-                pending = dict(line.split(b":", 1) for line in fh if line.startswith((b"ShdPnd", b"SigPnd")))
-            return any(int(value, 16) & SIGSTOP_BIT for value in pending.values())
-        except (OSError, ValueError):
-            return False
-
-    def thaw(self) -> None:
-        self._signal(signal.SIGCONT)
-
-    def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
-        except OSError:  # already gone: the next read reports how it died
-            pass
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds of the worker, from the kernel; the thawed wall time where /proc is closed."""
-        cpu = self._stat()[1]
-        return self.awake_s if cpu is None else cpu
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        for fd in (self.wfd, self.rfd, self.stat_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.wfd = self.rfd = self.stat_fd = -1
-
-
-def _exit_text(rc: int) -> str:
-    if rc < 0:
-        if -rc == signal.SIGKILL:
-            return "was killed by SIGKILL (its CPU-time limit, or it killed itself)"
-        try:
-            return f"was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"was killed by signal {-rc}"
-    return f"exited with status {rc}"
 
 
 def _plain(obj):
@@ -285,7 +131,7 @@ class Sandbox:
         self.logged_metrics: set[str] = set()
         self._reply_items = MAX_REPLY_ITEMS  # what the next reply may decode into (a call's: its rewards and logs)
         self._reply_bytes: int | None = None  # what the next reply may announce, when less than max_message
-        self.allow_weak = bool(allow_weak) or _env_bool("GRPO_SANDBOX_ALLOW_WEAK")
+        self.allow_weak = bool(allow_weak) or env_bool("GRPO_SANDBOX_ALLOW_WEAK")
         self.scratch_root = Path(scratch_root or Path(tempfile.gettempdir()) / f"grpo-sandbox-{os.geteuid()}")
         self.calls = 0  # calls made, whatever their outcome
         self.failures = 0  # calls that raised: user exceptions, invalid results, timeouts, crashes
@@ -293,7 +139,7 @@ class Sandbox:
         self.start_time_s: float | None = None  # how long the last (re)start took
         self.isolation: dict = {}  # what the worker applied: uid, landlock, seccomp, private_mounts, weak
         self.scratch: str | None = None
-        self._workers: list[_Worker] = []  # zero or one; a list so the finalizer sees respawns
+        self._workers: list[Worker] = []  # zero or one; a list so the finalizer sees respawns
         self._seq = 0
         self._lock = threading.RLock()
         self._finalizer = None
@@ -454,7 +300,7 @@ class Sandbox:
         self._fault()
         return lost.cls(prefix + lost.message, kind=lost.kind)
 
-    def _spawn(self) -> _Worker:
+    def _spawn(self) -> Worker:
         req_r, req_w = os.pipe2(os.O_CLOEXEC)
         rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
         for fd, size in ((req_w, REQUEST_PIPE_SIZE), (rep_r, REPLY_PIPE_SIZE)):
@@ -491,7 +337,7 @@ class Sandbox:
             os.close(req_r)
             os.close(rep_w)
         os.set_blocking(req_w, False)
-        return _Worker(proc, req_w, rep_r)
+        return Worker(proc, req_w, rep_r)
 
     # --- calls ------------------------------------------------------------------------------------------------
 
@@ -552,7 +398,7 @@ class Sandbox:
             return WorkerLost(
                 SandboxCrash,
                 "Crash",
-                f"between calls, the worker running {self.func_name} {_exit_text(rc)}; a fresh one starts on the "
+                f"between calls, the worker running {self.func_name} {exit_text(rc)}; a fresh one starts on the "
                 "next call",
             )
         if worker.buf or worker.readable.poll(0):
@@ -577,7 +423,7 @@ class Sandbox:
             result, self.logged_columns, self.logged_metrics, limit=self.run_log_names, func_name=self.func_name
         )
 
-    def _ready(self) -> _Worker:
+    def _ready(self) -> Worker:
         """The worker for the next request: a fresh one where the last died or sent bytes nobody asked for (a
         fault), or none was running."""
         if self._workers and not self._idle(self._workers[0]):
@@ -586,7 +432,7 @@ class Sandbox:
         return self._workers[0]
 
     @staticmethod
-    def _idle(worker: _Worker) -> bool:
+    def _idle(worker: Worker) -> bool:
         """Alive, and nothing arrived since its last reply (no EOF either)."""
         return worker.proc.poll() is None and not worker.buf and not worker.readable.poll(0)
 
@@ -639,7 +485,7 @@ class Sandbox:
                 raise result
             return result, duration
 
-    def _round_trip(self, worker: _Worker, body: bytes, began: float, deadline: float):
+    def _round_trip(self, worker: Worker, body: bytes, began: float, deadline: float):
         """Thaw the worker, send ``body``, decode its reply, freeze it again."""
         worker.thaw()
         try:
@@ -649,7 +495,7 @@ class Sandbox:
             worker.freeze()
             worker.awake_s += time.perf_counter() - began
 
-    def _recycle(self, worker: _Worker) -> bool:
+    def _recycle(self, worker: Worker) -> bool:
         """Replace a worker past half its CPU budget (as the kernel counts it), between calls. One thread (seccomp
         denies clone), frozen between calls: its CPU time is at most the time it was thawed plus what ``frozen_since``
         saw and charged, so /proc is read only once that could pass half the budget; without seccomp, after every
@@ -661,7 +507,7 @@ class Sandbox:
             return True
         return False
 
-    def _after_call(self, worker: _Worker) -> None:
+    def _after_call(self, worker: Worker) -> None:
         """Recycle a worker past half its CPU budget; enforce the scratch quota where the kernel could not."""
         if self._recycle(worker):
             return
@@ -711,7 +557,7 @@ class Sandbox:
 
     # --- the pipe protocol ------------------------------------------------------------------------------------
 
-    def _send(self, worker: _Worker, body: bytes, deadline: float) -> None:
+    def _send(self, worker: Worker, body: bytes, deadline: float) -> None:
         head, data = HEADER.pack(len(body)), memoryview(body)
         while head or data:
             try:
@@ -727,7 +573,7 @@ class Sandbox:
             except (BrokenPipeError, OSError):
                 raise self._died(worker) from None
 
-    def _receive(self, worker: _Worker, deadline: float):
+    def _receive(self, worker: Worker, deadline: float):
         self._fill(worker, HEADER.size, deadline)
         (n,) = HEADER.unpack_from(worker.buf)
         most = self.max_message if self._reply_bytes is None else min(self._reply_bytes, self.max_message)
@@ -738,7 +584,7 @@ class Sandbox:
         del worker.buf[: HEADER.size + n]
         return decode(body, self._reply_items)
 
-    def _fill(self, worker: _Worker, need: int, deadline: float) -> None:
+    def _fill(self, worker: Worker, need: int, deadline: float) -> None:
         while len(worker.buf) < need:
             if not worker.readable.poll(self._wait_ms(deadline)):
                 raise self._timeout()
@@ -759,7 +605,7 @@ class Sandbox:
             "starts on the next call",
         )
 
-    def _died(self, worker: _Worker) -> WorkerLost:
+    def _died(self, worker: Worker) -> WorkerLost:
         try:
             rc = worker.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -768,7 +614,7 @@ class Sandbox:
         return WorkerLost(
             SandboxCrash,
             "Crash",
-            f"the worker running {self.func_name} {_exit_text(rc)}; a fresh one starts on the next call",
+            f"the worker running {self.func_name} {exit_text(rc)}; a fresh one starts on the next call",
         )
 
 

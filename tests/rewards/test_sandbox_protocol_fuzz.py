@@ -331,7 +331,7 @@ def test_10_000_adversarial_replies_raise_only_sandbox_errors_and_the_host_stays
         thread = threading.Thread(target=fake_worker, args=(script, req_r, rep_w), daemon=True)
         thread.start()
         threads.append(thread)
-        return sandbox_host._Worker(FakeProc(holder.pid), req_w, rep_r)
+        return sandbox_host.Worker(FakeProc(holder.pid), req_w, rep_r)
 
     monkeypatch.setattr(sandbox_host.Sandbox, "_spawn", spawn)
     monkeypatch.setattr(sandbox_host.Sandbox, "_observe", staticmethod(lambda pid: {}))
