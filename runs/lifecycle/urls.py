@@ -10,6 +10,11 @@ urlpatterns = [
     path("runs/<int:pk>/metrics.json", views.run_metrics_json, name="run_metrics_json"),
     path("runs/<int:pk>/series.json", views.run_series_json, name="run_series_json"),
     path("runs/<int:pk>/steps/<int:step>.json", views.run_step_json, name="run_step_json"),
+    path(
+        "runs/<int:pk>/steps/<int:step>/completions/<int:index>.json",
+        views.run_step_completion_json,
+        name="run_step_completion_json",
+    ),
     path("runs/<int:pk>/events", views.run_events, name="run_events"),
     path("runs/<int:pk>/progress.json", views.run_progress_json, name="run_progress_json"),
     path("runs/<int:pk>/cancel/", views.run_cancel_view, name="run_cancel"),

@@ -44,10 +44,11 @@ from runs.lifecycle.services import (
 from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import ImportedRun, parse_run_yaml, run_yaml
 from runs.live import sse_response
-from runs.models import Dataset, Run
+from runs.models import Dataset, Rollout, Run
 from runs.paths import log_tail
 from runs.rollouts import selectors
 from runs.rollouts.groups import eps_text
+from runs.rollouts.reflection import matcher
 from runs.safe_yaml import MAX_BYTES, too_large
 from runs.series import DEFAULT_BUCKETS, MAX_BUCKETS
 
@@ -262,6 +263,19 @@ def run_series_json(request, pk):
 
 
 @require_GET
+def run_step_completion_json(request, pk, step, index):
+    """One completion of the step in full (a page shows a long one as its preview): its text, reflection spans and
+    tool turns."""
+    run = visible_run(request, pk)
+    stored = selectors.batch_step(run, step)
+    row = Rollout.objects.filter(run=run, step=stored, index=index).values("index", "completion", "messages").first()
+    if row is None:
+        raise Http404("no such completion at this step")
+    spans = matcher(tuple(run.reflection_phrases)).spans(row["completion"])
+    return JsonResponse({**row, "step": stored, "spans": spans})
+
+
+@require_GET
 def run_step_json(request, pk, step):
     """A page of the step's groups: ``?from=<first group>&groups=<how many>`` (32 by default, 256 at most)."""
     run = visible_run(request, pk)
@@ -270,7 +284,7 @@ def run_step_json(request, pk, step):
         count = min(256, max(1, int(request.GET.get("groups", selectors.STEP_GROUPS_PAGE))))
     except ValueError:
         return JsonResponse({"errors": {"from": ["give whole numbers for from and groups"]}}, status=400)
-    view = selectors.step_view(run, step, first_group=first, groups=count)
+    view = selectors.step_view(run, step, first_group=first, groups=count, previews=True)
     # a batch trained on again at this step is stored at the step it was generated for (view["batch_step"])
     replayed = selectors.replay_values(run, request.GET.get("replay", ""), step=view["batch_step"] or step)
     if replayed is not None:  # a reward replay beside what TRL stored

@@ -205,10 +205,37 @@ def batch_step(run: Run, step: int) -> int:
     return step if earlier is None else earlier
 
 
-def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_GROUPS_PAGE) -> dict:
+# A completion longer than this reaches a page as a preview (``completion_preview``): its opening and its end. A
+# group of 16 reasoning traces of 30 KB each is half a megabyte of text, a page of 32 groups fifteen; the page opens
+# one in full when asked (run_step_completion_json), without loading the others.
+LONG_COMPLETION_CHARS = 4000
+PREVIEW_HEAD_CHARS = 600
+PREVIEW_TAIL_CHARS = 1500
+
+
+def utf16_length(text: str) -> int:
+    """``len`` as JavaScript counts: UTF-16 code units (a character past U+FFFF is two)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+
+
+def completion_preview(text: str) -> dict | None:
+    """None for a completion a page shows whole; else its opening (``head``), its end (``tail``: the answer and the
+    last of the reasoning), where the tail starts in UTF-16 units (``tail_at``: reflection spans are in those), and
+    its length (``chars``, UTF-16 units too)."""
+    if len(text) <= LONG_COMPLETION_CHARS:
+        return None
+    head, tail = text[:PREVIEW_HEAD_CHARS], text[-PREVIEW_TAIL_CHARS:]
+    total = utf16_length(text)
+    return {"chars": total, "head": head, "tail": tail, "tail_at": total - utf16_length(tail)}
+
+
+def step_view(
+    run: Run, step: int, *, first_group: int = 0, groups: int = STEP_GROUPS_PAGE, previews: bool = False
+) -> dict:
     """A page of the groups optimizer step ``step`` trained on (``step_groups``), with how many groups there are and
     how many of them had zero variance; ``batch_step``: the step they were stored at (``batch_step()``);
-    ``token_groups``: those whose per-token values this step's update kept (runs.rollouts.tokens)."""
+    ``token_groups``: those whose per-token values this step's update kept (runs.rollouts.tokens). ``previews``: a
+    long completion comes as its ``preview`` (``completion_preview``), its ``completion`` None."""
     requested, step = step, batch_step(run, step)
     totals = Rollout.objects.filter(run=run, step=step).aggregate(
         last=Max("group"), zero=Count("group", distinct=True, filter=Q(zero_std=True))
@@ -219,7 +246,7 @@ def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_G
             list(Rollout.objects.filter(run=run, step=step, reward__isnull=False).values_list("reward", flat=True))
         ).std
     return {
-        "groups": step_groups(run, step, first_group=first_group, groups=groups, batch_std=batch),
+        "groups": step_groups(run, step, first_group=first_group, groups=groups, batch_std=batch, previews=previews),
         "groups_total": 0 if totals["last"] is None else totals["last"] + 1,
         "zero_std_groups": totals["zero"],
         "first_group": first_group,
@@ -230,7 +257,13 @@ def step_view(run: Run, step: int, *, first_group: int = 0, groups: int = STEP_G
 
 
 def step_groups(
-    run: Run, step: int, *, first_group: int = 0, groups: int | None = None, batch_std: float | None = None
+    run: Run,
+    step: int,
+    *,
+    first_group: int = 0,
+    groups: int | None = None,
+    batch_std: float | None = None,
+    previews: bool = False,
 ) -> list[dict]:
     """The step's groups (all, or ``groups`` from ``first_group`` on): prompt, then its G completions ranked by
     advantage, with group mean and std (TRL's), the scale their advantages were divided by (group std, the batch's
@@ -278,10 +311,12 @@ def step_groups(
                 "prompt_key": r["prompt_key"],
                 "completions": [],
             }
+        preview = completion_preview(r["completion"]) if previews else None
         g["completions"].append(
             {
                 "index": r["index"],
-                "completion": r["completion"],
+                "completion": None if preview else r["completion"],
+                "preview": preview,
                 "rewards": dict(zip(names, r["rewards"])),
                 "reward": r["reward"],
                 "advantage": r["advantage"],

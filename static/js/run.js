@@ -6,7 +6,7 @@ import { drawShown, drawWhenShown, el, fmt, getJSON, isShown, plotlyText, stepAx
 import { onRunEvents } from "./live.js";
 import { showRunStatus } from "./run_status.js";
 import { tokenPanel } from "./tokens.js";
-import { hasTools, transcript, turns } from "./transcript.js";
+import { hasTools, longCompletion, transcript, turns } from "./transcript.js";
 
 const root = document.getElementById("run");
 const runId = root.dataset.run;
@@ -317,6 +317,17 @@ function formulaText(group, data) {
   return `advantage = (reward − ${mean}) / (${scale} ${what} + ${eps}) · by ${data.advantages_by}`;
 }
 
+// A completion in a group: its turns (tools), the whole transcript, or a long one's preview that loads in full
+// when asked (runs.lifecycle.views.run_step_completion_json)
+function completionView(c, data) {
+  if (hasTools(c.messages)) return turns(c.messages);
+  if (!c.preview) return transcript(c.completion, c.spans);
+  return longCompletion(c.preview, c.spans, async () => {
+    const full = await getJSON(`${base}/steps/${data.batch_step || data.step}/completions/${c.index}.json`);
+    return transcript(full.completion, full.spans);
+  });
+}
+
 function groupCard(group, data) {
   const rewardNames = data.reward_names;
   const maxAbs = Math.max(1e-9, ...group.completions.map((c) => Math.abs(c.advantage)));
@@ -349,7 +360,7 @@ function groupCard(group, data) {
       ...(replayId ? [el("td", { class: "num replay", text: c.replay
         ? `${fmt(c.replay.new_advantage)} · ${fmt(c.replay.new_reward)} · rank ${c.replay.old_rank} → ${c.replay.new_rank}`
         : "–" })] : []),
-      el("td", { class: "completion-cell" }, hasTools(c.messages) ? turns(c.messages) : transcript(c.completion, c.spans)));
+      el("td", { class: "completion-cell" }, completionView(c, data)));
   });
   const heads = ["advantage", "", "reward", ...rewardNames, "tokens",
                  ...(replayId ? [`replay #${replayId}: advantage · reward · rank`] : []), "completion"];

@@ -54,25 +54,28 @@ function codeBlock(code, language) {
   return el("pre", { class: "code-block" }, inner);
 }
 
-function thinkSection(open) {
+function thinkSection(open, label = "thinking") {
   const body = el("div", { class: "think-body" });
-  const summary = el("summary", { text: "thinking" });
+  const summary = el("summary", { text: label });
   const details = el("details", { class: "think" }, summary, body);
   details.open = open;
   return { details, body, summary };
 }
 
-// Render `text` into a new element. `spans`: reflection phrase spans from the server.
-export function transcript(text, spans = [], { thinkOpen = true } = {}) {
+// Render `text` into a new element. `spans`: reflection phrase spans from the server. `partial`: the text is the
+// end of a longer completion, so a thinking section it starts inside is its end, not all of it.
+export function transcript(text, spans = [], { thinkOpen = true, partial = false } = {}) {
   const root = el("div", { class: "transcript" });
   let parent = root;
   let think = null;
   let last = 0;
+  let label = "thinking";
   // A completion that closes a <think> it never opened (the chat template opened it) starts inside one.
   const opens = text.indexOf("<think>");
   const closes = text.indexOf("</think>");
   if (closes >= 0 && (opens < 0 || closes < opens)) {
-    think = thinkSection(thinkOpen);
+    label = partial ? "the end of the thinking" : "thinking";
+    think = thinkSection(thinkOpen, label);
     root.append(think.details);
     parent = think.body;
   }
@@ -94,8 +97,9 @@ export function transcript(text, spans = [], { thinkOpen = true } = {}) {
       if (think && parent === think.body) {
         const words = think.body.textContent.trim().split(/\s+/).filter(Boolean).length;
         const marks = think.body.querySelectorAll("mark.reflection").length;
-        think.summary.textContent = `thinking · ${words} words` + (marks ? ` · ${marks} reflection phrase${marks === 1 ? "" : "s"}` : "");
+        think.summary.textContent = `${label} · ${words} words` + (marks ? ` · ${marks} reflection phrase${marks === 1 ? "" : "s"}` : "");
         parent = root;
+        label = "thinking";
       } else {
         appendMarked(parent, token, m.index, spans);
       }
@@ -116,6 +120,41 @@ export function transcript(text, spans = [], { thinkOpen = true } = {}) {
   if (think && parent === think.body) {
     think.summary.textContent = "thinking · unfinished (no </think>)";
   }
+  return root;
+}
+
+// A long completion as a page first shows it: the server sends its opening and its end
+// (runs.rollouts.selectors.completion_preview), shown with the middle counted, the end's thinking folded, and a
+// button that loads the whole completion (`load`: a promise of its element) and puts it in place. Nothing else loads.
+export function longCompletion(preview, spans, load) {
+  const root = el("div", { class: "long-completion" });
+  const size = preview.chars >= 10000 ? `${(preview.chars / 1000).toFixed(1)}k` : String(preview.chars);
+  const marks = (spans || []).length;
+  const head = el("div", { class: "transcript preview-head" });
+  appendMarked(head, preview.head, 0, spans);
+  const middle = Math.max(0, preview.tail_at - preview.head.length);
+  const tailSpans = (spans || [])
+    .map(([a, b]) => [a - preview.tail_at, b - preview.tail_at])
+    .filter(([, b]) => b > 0);
+  const open = el("button", { type: "button", class: "secondary small open-full",
+    text: `open in full (${size} characters` + (marks ? ` · ${marks} reflection phrase${marks === 1 ? "" : "s"})` : ")") });
+  open.addEventListener("click", async () => {
+    open.disabled = true;
+    open.textContent = "loading…";
+    try {
+      root.replaceWith(await load());
+    } catch (e) {
+      open.disabled = false;
+      open.textContent = "it could not be loaded: try again";
+    }
+  });
+  root.append(
+    el("p", { class: "muted small long-note", text: `${size} characters: its opening and its end` }),
+    head,
+    el("p", { class: "elided muted small", text: `… ${middle.toLocaleString("en")} characters not shown …` }),
+    transcript(preview.tail, tailSpans, { thinkOpen: false, partial: true }),
+    open,
+  );
   return root;
 }
 

@@ -125,6 +125,7 @@ NOT_PAGES = {
             "run_metrics_json",
             "run_series_json",
             "run_step_json",
+            "run_step_completion_json",
             "run_progress_json",
             "run_health_json",
             "run_evaluations_json",
