@@ -231,6 +231,37 @@ def text_search(q: str, fields: tuple[str, ...] = ("completion", "prompt")):
     return result
 
 
+MAX_HITS = 200  # marked occurrences of the searched text a completion shows at most
+
+
+def searched_texts(data: dict) -> list[str]:
+    """The texts a filtered page was searched for (``phrase``, and the words and phrases of ``q`` it must hold)."""
+    texts = [data["phrase"]] if data.get("phrase") else []
+    texts += [term.text for term in search_terms(data.get("q") or "") if not term.negate]
+    return list(dict.fromkeys(texts))
+
+
+def hit_spans(text: str, searched: list[str]) -> list[list[int]]:
+    """[[start, end], ...] of each occurrence of a searched text in ``text``, any case, as the filter matched it, in
+    UTF-16 code units (JavaScript string offsets), merged and in order; at most ``MAX_HITS``."""
+    found: list[tuple[int, int]] = []
+    for needle in searched:
+        for m in re.finditer(re.escape(needle), text, re.IGNORECASE):
+            found.append((m.start(), m.end()))
+            if len(found) >= MAX_HITS * 2:
+                break
+    merged: list[list[int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    merged = merged[:MAX_HITS]
+    if text.isascii():
+        return merged
+    return [[len(text[:s].encode("utf-16-le")) // 2, len(text[:e].encode("utf-16-le")) // 2] for s, e in merged]
+
+
 # --- sorted keyset pages -----------------------------------------------------------------------------------------
 
 

@@ -22,7 +22,14 @@ from runs.models import Replay
 from runs.rollouts import inspection
 from runs.rollouts.detectors import ThresholdsForm
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
-from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page, unknown_filters
+from runs.rollouts.filters import (
+    RolloutFilterForm,
+    SearchTooSlow,
+    hit_spans,
+    rollout_page,
+    searched_texts,
+    unknown_filters,
+)
 from runs.rollouts.groups import formula
 from runs.rollouts.reflection import clean_phrases, matcher
 from runs.rollouts.search import SearchForm, search_runs
@@ -119,6 +126,7 @@ def run_rollouts_json(request, pk):
     except SearchTooSlow as exc:
         return JsonResponse({"errors": {"page": [str(exc)]}}, status=422)
     names, spans = run.reward_names, matcher(tuple(run.reflection_phrases)).spans
+    searched = searched_texts(data)  # marked in each completion, the first scrolled to
     # ?replay=N: a reward replay's values beside the stored ones
     replayed = replay_values(run, request.GET.get("replay", ""), rollout_id__in=[r["id"] for r in page.rows])
     by_id = {r["rollout_id"]: r for r in replayed or []}
@@ -131,6 +139,7 @@ def run_rollouts_json(request, pk):
             r["replay"] = by_id.get(r["id"])
         r["rewards"] = dict(zip(names, r["rewards"]))
         r["spans"] = spans(r["completion"])
+        r["hits"] = hit_spans(r["completion"], searched) if searched else []
         r["group_url"] = f"{reverse('run_detail', args=[run.pk])}?step={r['step']}#group-{r['group']}"
         r["prompt_url"] = reverse("run_prompt", args=[run.pk, r["prompt_key"]])
         rows.append(r)

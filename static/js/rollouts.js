@@ -12,6 +12,7 @@ const query = new URLSearchParams(location.search);
 const firstPage = !query.has("after");
 const lengthsKnown = root.dataset.lengthsKnown === "1"; // an import's files may hold no token counts (stored as 0)
 let shown = 0;
+const LONG = 4000; // characters past which a searched completion gets a scrolled box of its own
 
 function rewardsText(rewards) {
   return Object.entries(rewards).map(([name, v]) => `${name} ${fmt(v)}`).join(" · ");
@@ -38,7 +39,14 @@ function rowCard(r) {
     article.append(el("details", { class: "process-details", open: "" },
       el("summary", { text: "steps, shaded by their process score" }), processSteps(r.completion, r.step_scores)));
   }
-  article.append(hasTools(r.messages) ? turns(r.messages) : transcript(r.completion, r.spans));
+  if (hasTools(r.messages)) {
+    article.append(turns(r.messages));
+  } else if (r.hits && r.hits.length && r.completion.length > LONG) {
+    // a long completion the page was searched in: a box of its own, scrolled to the first hit once shown (load)
+    article.append(el("div", { class: "hit-box" }, transcript(r.completion, r.spans, { hits: r.hits })));
+  } else {
+    article.append(transcript(r.completion, r.spans, { hits: r.hits }));
+  }
   if (r.code_tests && r.code_tests.length) article.append(codeTests(r.code_tests));
   return article;
 }
@@ -73,6 +81,10 @@ async function load() {
     el("p", { class: "muted", id: "rows-count",
               text: data.rows.length ? `${data.rows.length} rollouts on this page${data.next ? ", more after" : ""}` : "No rollouts match." }),
     ...data.rows.map(rowCard));
+  for (const box of rowsDiv.querySelectorAll(".hit-box")) {
+    const hit = box.querySelector("mark.hit");
+    if (hit) box.scrollTop = Math.max(0, hit.offsetTop - box.clientHeight / 3);
+  }
   const next = document.getElementById("next-page");
   next.hidden = !data.next;
   if (data.next) next.href = data.next;

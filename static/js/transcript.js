@@ -20,16 +20,16 @@ const TOKEN = new RegExp(
   "g",
 );
 
-// Text with the reflection spans ([start, end] in UTF-16 units of the whole completion) inside [offset, offset+len)
-// wrapped in <mark>.
+// Text with the marked spans ([start, end, kind?] in UTF-16 units of the whole completion, in order; kind
+// "reflection" unless given) inside [offset, offset+len) wrapped in <mark class=kind>.
 function appendMarked(parent, text, offset, spans) {
   let pos = 0;
-  for (const [start, end] of spans || []) {
+  for (const [start, end, kind = "reflection"] of spans || []) {
     const a = Math.max(start - offset, pos);
     const b = Math.min(end - offset, text.length);
     if (b <= a) continue;
     if (a > pos) parent.append(document.createTextNode(text.slice(pos, a)));
-    parent.append(el("mark", { class: "reflection", text: text.slice(a, b) }));
+    parent.append(el("mark", { class: kind, text: text.slice(a, b) }));
     pos = b;
   }
   if (pos < text.length) parent.append(document.createTextNode(text.slice(pos)));
@@ -62,9 +62,13 @@ function thinkSection(open, label = "thinking") {
   return { details, body, summary };
 }
 
-// Render `text` into a new element. `spans`: reflection phrase spans from the server. `partial`: the text is the
-// end of a longer completion, so a thinking section it starts inside is its end, not all of it.
-export function transcript(text, spans = [], { thinkOpen = true, partial = false } = {}) {
+// Render `text` into a new element. `spans`: reflection phrase spans from the server; `hits`: where the text the page
+// was searched for is (marked as hits: where a hit and a reflection phrase overlap, the hit shows). `partial`: the
+// text is the end of a longer completion, so a thinking section it starts inside is its end, not all of it.
+export function transcript(text, spans = [], { thinkOpen = true, partial = false, hits = [] } = {}) {
+  if (hits && hits.length) {
+    spans = [...hits.map(([a, b]) => [a, b, "hit"]), ...(spans || [])].sort((x, y) => x[0] - y[0]);
+  }
   const root = el("div", { class: "transcript" });
   let parent = root;
   let think = null;

@@ -104,3 +104,35 @@ def test_in_chromium_the_group_of_long_traces_is_light_and_one_opens_in_full(web
     assert len(loads) == 1 and loads[0].endswith(f"/steps/1/completions/{index}.json")
     assert group.locator(".long-completion").count() == G - 1  # the others stay previews
     assert json.loads(page.evaluate("JSON.stringify(window.pwned || null)")) is None
+
+
+@pytest.mark.django_db
+def test_the_rollout_browser_marks_where_the_searched_text_is(owner_client, long_run):
+    run, texts = long_run
+    url = reverse("run_rollouts_json", args=[run.pk])
+    rows = owner_client.get(url, {"phrase": "LET ME VERIFY", "q": '"17 + 25 carries" -nothing'}).json()["rows"]
+    assert len(rows) == G
+    for r in rows:
+        js = r["completion"].encode("utf-16-le")
+        marked = [js[2 * a : 2 * b].decode("utf-16-le") for a, b in r["hits"]]
+        assert marked == ["17 + 25 carries", "Let me verify"]  # in order, each where it is (past the emoji too)
+    plain = owner_client.get(url, {"reward_min": 0}).json()["rows"]
+    assert plain and all(r["hits"] == [] for r in plain)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_chromium_a_search_hit_deep_in_a_long_completion_is_marked_and_scrolled_to(web_server, long_run, page):
+    run, _ = long_run
+    login(page, web_server)
+    page.goto(f"{web_server}/runs/{run.pk}/rollouts/?phrase=let+me+verify&sort=step_asc")
+    page.wait_for_selector("article.rollout .hit-box mark.hit")
+    box = page.locator("article.rollout .hit-box").first
+    hit = box.locator("mark.hit").first
+    assert hit.inner_text() == "Let me verify"
+    # the hit is near the end of 30 KB: the box scrolled most of the way there
+    assert box.evaluate("b => b.scrollTop / (b.scrollHeight - b.clientHeight)") > 0.7
+    inside = box.evaluate(
+        """b => { const m = b.querySelector('mark.hit').getBoundingClientRect(), r = b.getBoundingClientRect();
+                  return m.top >= r.top && m.bottom <= r.bottom; }"""
+    )
+    assert inside
