@@ -2,7 +2,7 @@
 # The wheels the Django-free training program (workers.training.train, GRPO with HF generate) needs on a lent GPU
 # machine that its image lacks, downloaded here for that image's python (CPython 3.12, manylinux x86_64) into
 # var/gpu-wheels (git-ignored, about 3 MB), to be carried there: the machine reaches no package index, and
-# bench/gpu_smoke.sh installs them with --no-index (README "GPU smoke on a lent machine").
+# bench/gpu_smoke.sh installs them with --no-index (docs/bench.md).
 #   bash bench/gpu_wheels.sh    (again after a version below changes; the folder is made afresh)
 # The image already holds torch (CUDA), transformers, accelerate, peft, huggingface-hub, tokenizers, safetensors,
 # numpy, pandas, pyarrow, pyyaml, jinja2, psutil, msgpack, xxhash, sympy, fsspec and the rest of what these need

@@ -1,4 +1,4 @@
-"""Every benchmark in one place: its command, the figures it prints and their goals (README's "Benchmarks"), what
+"""Every benchmark in one place: its command, the figures it prints and their goals (docs/bench.md), what
 it needs, and how its output is checked. ``python -m bench`` runs them (bench/__main__.py) and
 tests/bench/test_benches_run_quick.py runs each one's ``--quick`` mode in CI.
 
@@ -170,7 +170,7 @@ BENCHES: tuple[Bench, ...] = (
         needs=("ray",),
         note=(
             "ray_weak_scaling 1.8 is out of reach of any 2 ranks in lockstep on 2 cores (a DDP pair without Ray "
-            "reaches 1.68; README, bench.ray_scale). Its quick mode cannot be seconds: it still starts a Ray head and "
+            "reaches 1.68; docs/bench.md, bench.ray_scale). Its quick mode cannot be seconds: it still starts a Ray head and "
             "five training runs, on the smallest batch"
         ),
         quick_ci=(

@@ -1,4 +1,4 @@
-"""grpo-web settings. Everything a deployment changes comes from the environment (see README, "Configuration")."""
+"""grpo-web settings. Everything a deployment changes comes from the environment (docs/configuration.md)."""
 
 from pathlib import Path
 
@@ -148,7 +148,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 GRPO_MAX_UPLOAD_BYTES = envint("GRPO_MAX_UPLOAD_BYTES", str(2 * 1024**3))
 # A request body must arrive within GRPO_BODY_TIMEOUT seconds plus one second per GRPO_BODY_MIN_RATE bytes received
 # (Apache mod_reqtimeout's body=...,MinRate=...), else 408; at most GRPO_MAX_BODIES_IN_FLIGHT bodies are read at once,
-# the next one is answered 503 at once (grpo_web.bodylimit). The front proxy bounds them first (README "Deploy").
+# the next one is answered 503 at once (grpo_web.bodylimit). The front proxy bounds them first (docs/deploy.md).
 GRPO_BODY_TIMEOUT = envfloat("GRPO_BODY_TIMEOUT", "30")
 GRPO_BODY_MIN_RATE = envint("GRPO_BODY_MIN_RATE", "1024")
 GRPO_MAX_BODIES_IN_FLIGHT = envint("GRPO_MAX_BODIES_IN_FLIGHT", "64")
@@ -208,7 +208,7 @@ GRPO_VLLM_START_TIMEOUT = envint("GRPO_VLLM_START_TIMEOUT", "600")
 # rejection sampling generate with it there. "" for none.
 GRPO_VLLM_CPU_PYTHON = envstr("GRPO_VLLM_CPU_PYTHON", "") or ""
 # A worker's Ray cluster, by its dashboard's address (the Jobs API: http://head:8265); "" for none. Ray runs
-# (engine "ray") go to the workers that have one (README "Scale out").
+# (engine "ray") go to the workers that have one (docs/ray.md).
 GRPO_RAY_ADDRESS = envhttp("RAY_ADDRESS")
 # How often the worker samples a training process's CPU, memory and GPUs (runs.telemetry).
 GRPO_TELEMETRY_SECONDS = envfloat("GRPO_TELEMETRY_SECONDS", "2.0")

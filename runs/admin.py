@@ -1,4 +1,4 @@
-"""Django's admin (/admin/), where staff manage accounts (README "Accounts"): add a user with a first password, and
+"""Django's admin (/admin/), where staff manage accounts (docs/api.md, "Accounts"): add a user with a first password, and
 from the user list deactivate or reactivate several at once. A deactivated user can no longer log in or use a token;
 what they own stays, and reactivating them gives it back."""
 

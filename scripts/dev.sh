@@ -3,7 +3,7 @@
 #   bash scripts/dev.sh demo    install, then run the demo (SQLite, embedded Redis, tiny local model)
 #   bash scripts/dev.sh test    install, then run the test suite (pytest args may follow)
 #   bash scripts/dev.sh install only install
-# Honours DATABASE_URL and REDIS_URL when set (PostgreSQL and an external Redis); see README "Configuration".
+# Honours DATABASE_URL and REDIS_URL when set (PostgreSQL and an external Redis); see docs/configuration.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

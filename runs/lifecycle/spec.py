@@ -43,7 +43,7 @@ class RunSpec:
     tools: list[dict] = field(default_factory=list)  # {name, builtin} or {name, version_id, version}
     environment: dict = field(default_factory=dict)  # one tool-like {name, ...}, or {} for none
     requested_gpus: int = 0
-    engine: str = "local"  # local, or ray: a worker serving its Ray cluster submits a Ray job (README "Scale out")
+    engine: str = "local"  # local, or ray: a worker serving its Ray cluster submits a Ray job (docs/ray.md)
     num_workers: int = 1  # Ray Train workers of a Ray run
     # groups per generation batch whose per-token values are kept (grpo_web_attach.tokens; -1 all, 0 none)
     token_sample_groups: int = TOKEN_FIELDS["token_sample_groups"].default

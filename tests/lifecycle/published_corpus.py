@@ -6,7 +6,7 @@ listed here and nowhere else:
   ``actor_rollout_ref.model.path``;
 - dataset hub ids become ``corpus`` (the owner's one local dataset, whose rows have every column the recipes read):
   ``dataset_name``, Oumi's ``data.train.datasets[].dataset_name``, the folder of verl's ``data.train_files``;
-- verl's launch scripts are their ``key=value`` overrides turned into YAML, nested at the dots (as the README says),
+- verl's launch scripts are their ``key=value`` overrides turned into YAML, nested at the dots (as docs/runs.md says),
   and the composed one is verl's generated ppo_trainer.yaml with run_qwen2-7b.sh's overrides merged in (what
   ``print_cfg.py`` prints for that script);
 - open-r1's SFT recipes and TRL's CLI example are launched by ``trl sft --config``: the command says SFT, so the import

@@ -59,7 +59,7 @@ def check_shared(marker: str, token: str) -> None:
         raise NotShared(
             f"the data directory is not shared with Ray node(s) {', '.join(blind)}: {marker}, written by "
             f"grpo-web, is not visible there. Mount the same storage (NFS, a shared volume) at the same "
-            f'path (GRPO_DATA_DIR) on every node of the cluster (README "Scale out").'
+            f'path (GRPO_DATA_DIR) on every node of the cluster (the manual: "Scale out on Ray", docs/ray.md).'
         )
 
 
