@@ -7,6 +7,7 @@ from django.urls import include, path, reverse
 from django.views import defaults
 from django.views.generic import RedirectView
 
+from grpo_web import manual
 from grpo_web.api import urls as api_urls
 from runs.lifecycle.views import import_too_large
 
@@ -18,6 +19,9 @@ urlpatterns = [
     path("", include("workers.urls")),
     path("api/", api_urls),
     path("admin/", admin.site.urls),
+    path("docs/", manual.manual_page, name="manual"),
+    path("docs/<slug:page>/", manual.manual_page, name="manual_page"),
+    path("docs/<str:name>", manual.manual_file, name="manual_file"),
     # what a browser asks for before it has read a page's <link rel="icon">
     path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True))),
 ]

@@ -115,6 +115,8 @@ PAGES = {
     "run_delete": ("/runs/{run}/delete/", "#delete-form"),
     "dataset_delete": ("/datasets/{dataset}/delete/", "#delete-refusals"),
     "reward_delete": ("/rewards/{reward}/delete/", "#delete-refusals"),
+    "manual": ("/docs/", "#manual-page"),
+    "manual_page": ("/docs/runs/", "#manual-page"),
     "code_tests_bench": ("/datasets/code-tests/?version={code_version}&row=1", "[data-testid=code-editor] .cm-content"),
 }
 NOT_PAGES = {
@@ -163,6 +165,7 @@ NOT_PAGES = {
         ],
         "a download",
     ),
+    "manual_file": "a picture the manual's pages show (docs/*.png)",
     **dict.fromkeys(
         [
             "token_revoke",
