@@ -274,6 +274,7 @@ def step_groups(
         qs = qs.filter(group__gte=first_group, **({"group__lt": first_group + groups} if groups is not None else {}))
     rollouts = list(
         qs.order_by("group", "-advantage", "index").values(
+            "id",
             "group",
             "prompt",
             "prompt_key",
@@ -314,6 +315,7 @@ def step_groups(
         preview = completion_preview(r["completion"]) if previews else None
         g["completions"].append(
             {
+                "id": r["id"],
                 "index": r["index"],
                 "completion": None if preview else r["completion"],
                 "preview": preview,

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from rewards.models import RewardFunctionVersion
 from runs.access import async_chunks, visible_run, writable_run
 from runs.datasets.importing import DatasetError
-from runs.models import Replay
+from runs.models import Replay, Rollout
 from runs.rollouts import inspection
 from runs.rollouts.detectors import ThresholdsForm
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
@@ -490,3 +490,24 @@ def search(request):
         {"form": form, "page": page, "problem": problem, "next_query": next_query},
         status=status,
     )
+
+
+@require_GET
+def rollout_link(request, pk, rollout_id):
+    """A rollout's stable address: the run page at its step, its group in view and the completion marked. 404 to
+    whoever may not read the run."""
+    run = visible_run(request, pk)
+    row = Rollout.objects.filter(run=run, id=rollout_id).values("step", "group", "index").first()
+    if row is None:
+        raise Http404("no such rollout in this run")
+    query = urlencode({"step": row["step"], "completion": row["index"]})
+    return redirect(f"{reverse('run_detail', args=[run.pk])}?{query}#group-{row['group']}")
+
+
+@require_GET
+def group_link(request, pk, step, group):
+    """A group's stable address: the run page at its step, the group in view. 404 to whoever may not read the run."""
+    run = visible_run(request, pk)
+    if not Rollout.objects.filter(run=run, step=step, group=group).exists():
+        raise Http404("no such group at this step")
+    return redirect(f"{reverse('run_detail', args=[run.pk])}?{urlencode({'step': step})}#group-{group}")

@@ -17,6 +17,24 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// A stable address of a rollout or a group (runs.rollouts.views.rollout_link, group_link): a plain link (open it,
+// or copy it from the browser's menu), which one click copies where the page may write the clipboard.
+export function permalink(href, label, title = "copy this link") {
+  const link = el("a", { href, class: "permalink small", text: label, title });
+  link.addEventListener("click", async (event) => {
+    if (!navigator.clipboard) return; // an insecure origin: the link opens instead
+    event.preventDefault();
+    try {
+      await navigator.clipboard.writeText(new URL(href, location.href).href);
+      link.textContent = "link copied";
+    } catch (e) {
+      location.href = href;
+    }
+    setTimeout(() => { link.textContent = label; }, 2000);
+  });
+  return link;
+}
+
 // An x axis of optimizer steps: whole numbers only (Plotly would put ticks at 1.5 on a short run).
 export function stepAxis(steps, title = "step") {
   const span = steps && steps.length ? Math.max(...steps) - Math.min(...steps) : 0;

@@ -2,7 +2,7 @@
 // keyset page at a time, each a transcript. New steps pushed by the server refresh the first page in place; deeper
 // pages say they have arrived. Model text goes in as text only (transcript.js).
 
-import { el, fmt, getJSON } from "./dom.js";
+import { el, fmt, getJSON, permalink } from "./dom.js";
 import { onRunEvents } from "./live.js";
 import { hasTools, processSteps, transcript, turns } from "./transcript.js";
 
@@ -31,7 +31,8 @@ function rowCard(r) {
   }
   if (r.zero_std) head.append(el("span", { class: "badge warn", text: "zero-variance group" }));
   for (const phrase of r.reflections) head.append(el("span", { class: "badge reflection-tag", text: phrase }));
-  head.append(el("a", { href: r.prompt_url, class: "small", text: "prompt over time" }));
+  head.append(el("a", { href: r.prompt_url, class: "small", text: "prompt over time" }), " ",
+    permalink(`/runs/${runId}/rollouts/${r.id}/`, "link"));
   const prompt = el("details", { class: "prompt-details" }, el("summary", { text: "prompt" }),
     el("pre", { class: "prompt", text: r.prompt }));
   const article = el("article", { class: "rollout", "data-id": r.id }, head, prompt);

@@ -2,7 +2,7 @@
 // pushes new steps. The step in view is in the URL (?step=N, #group-G), so a view can be shared.
 // Everything from the model goes in as text (dom.js, transcript.js): it is never parsed as HTML.
 
-import { drawShown, drawWhenShown, el, fmt, getJSON, isShown, plotlyText, stepAxis } from "./dom.js";
+import { drawShown, drawWhenShown, el, fmt, getJSON, isShown, permalink, plotlyText, stepAxis } from "./dom.js";
 import { onRunEvents } from "./live.js";
 import { showRunStatus } from "./run_status.js";
 import { tokenPanel } from "./tokens.js";
@@ -339,7 +339,9 @@ function groupCard(group, data) {
                   text: "zero variance: no learning signal" })
       : "",
     " ",
-    el("a", { class: "small", href: `${base}/prompts/${group.prompt_key}/`, text: "this prompt over time" }));
+    el("a", { class: "small", href: `${base}/prompts/${group.prompt_key}/`, text: "this prompt over time" }),
+    " ",
+    permalink(`${base}/steps/${data.batch_step || data.step}/groups/${group.group}/`, "link to this group"));
   const prompt = el("pre", { class: "prompt" });
   prompt.textContent = group.prompt;
   const formula = el("p", { class: "formula muted", text: formulaText(group, data) });
@@ -360,7 +362,7 @@ function groupCard(group, data) {
       ...(replayId ? [el("td", { class: "num replay", text: c.replay
         ? `${fmt(c.replay.new_advantage)} · ${fmt(c.replay.new_reward)} · rank ${c.replay.old_rank} → ${c.replay.new_rank}`
         : "–" })] : []),
-      el("td", { class: "completion-cell" }, completionView(c, data)));
+      el("td", { class: "completion-cell" }, permalink(`${base}/rollouts/${c.id}/`, "link"), completionView(c, data)));
   });
   const heads = ["advantage", "", "reward", ...rewardNames, "tokens",
                  ...(replayId ? [`replay #${replayId}: advantage · reward · rank`] : []), "completion"];
@@ -405,6 +407,15 @@ async function showStep(step, { scroll = false, from = null } = {}) {
               text: shown < data.groups_total ? `groups ${first}–${first + shown - 1} shown` : "" }),
     ...data.groups.map((g) => groupCard(g, data)), nav);
   if (scroll && location.hash) document.getElementById(location.hash.slice(1))?.scrollIntoView();
+  // a rollout's link (?completion=<index>#group-G): its row marked and brought to the middle of the view
+  const linked = new URLSearchParams(location.search).get("completion");
+  if (scroll && linked !== null && location.hash.startsWith("#group-")) {
+    const row = document.querySelector(`${location.hash} tr[data-index="${CSS.escape(linked)}"]`);
+    if (row) {
+      row.classList.add("linked");
+      row.scrollIntoView({ block: "center" });
+    }
+  }
 }
 
 function pick(step) {

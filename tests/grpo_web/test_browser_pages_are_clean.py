@@ -166,6 +166,7 @@ NOT_PAGES = {
         "a download",
     ),
     "manual_file": "a picture the manual's pages show (docs/*.png)",
+    **dict.fromkeys(["rollout_link", "group_link"], "a stable address: a redirect to the run page (checked there)"),
     **dict.fromkeys(
         [
             "token_revoke",
