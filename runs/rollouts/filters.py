@@ -29,7 +29,7 @@ from django.db.utils import OperationalError
 
 from runs.forms import YES_NO
 from runs.models import Rollout, Run, reward_bucket
-from runs.rollouts.reflection import matcher
+from runs.rollouts.reflection import js_spans, matcher
 from runs.textindex import SCAN_ONLY
 
 PAGE_SIZE = 50
@@ -250,16 +250,7 @@ def hit_spans(text: str, searched: list[str]) -> list[list[int]]:
             found.append((m.start(), m.end()))
             if len(found) >= MAX_HITS * 2:
                 break
-    merged: list[list[int]] = []
-    for start, end in sorted(found):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    merged = merged[:MAX_HITS]
-    if text.isascii():
-        return merged
-    return [[len(text[:s].encode("utf-16-le")) // 2, len(text[:e].encode("utf-16-le")) // 2] for s, e in merged]
+    return js_spans(text, found, MAX_HITS)
 
 
 # --- sorted keyset pages -----------------------------------------------------------------------------------------

@@ -96,15 +96,22 @@ class PhraseMatcher:
                 found += [(m.start(), m.end()) for m in pattern.finditer(text) if m.end() > m.start()]
             elif needle in lowered:
                 found += _whole_words(lowered, needle)
-        merged: list[list[int]] = []
-        for start, end in sorted(found):
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
-        if text.isascii():
-            return merged
-        return [[_utf16(text, s), _utf16(text, e)] for s, e in merged]
+        return js_spans(text, found)
+
+
+def js_spans(text: str, found, limit: int | None = None) -> list[list[int]]:
+    """``found`` ((start, end) in characters of ``text``) sorted, merged where they touch, the first ``limit`` kept,
+    as [[start, end], ...] in UTF-16 code units (JavaScript string offsets)."""
+    merged: list[list[int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    merged = merged[:limit]
+    if text.isascii():
+        return merged
+    return [[_utf16(text, s), _utf16(text, e)] for s, e in merged]
 
 
 def _whole_words(text: str, needle: str):
