@@ -27,10 +27,12 @@ def as_completion(solution: str) -> str:
 
 
 def verdict(passed: bool, error: str) -> str:
-    """passed, failed (the test's check did not hold), timed out, or error (the code raised, or was stopped)."""
+    """passed, failed (the test's check did not hold), timed out, or error (the code raised, or was stopped). A test
+    stopped by its wall-clock limit or by its CPU limit timed out: a busy loop meets both at about the same moment
+    (the CPU limit is the time limit, rounded up), and which one the kernel acts on first is a race."""
     if passed:
         return "passed"
-    if error.startswith("timed out"):
+    if error.startswith(("timed out", "killed by its CPU limit")):
         return "timed out"
     if error.startswith(("AssertionError", "wrong output")):
         return "failed"

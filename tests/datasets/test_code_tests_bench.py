@@ -87,3 +87,20 @@ def test_the_sandbox_adds_details_only_when_asked():
     assert [(r.passed, r.stdout, r.time_s) for r in plain[0]] == [(True, "", None), (True, "", None)]
     assert [r.passed for r in detailed[0]] == [True, False]
     assert detailed[0][1].stdout == "" and all(r.time_s > 0 for r in detailed[0])
+
+
+@pytest.mark.parametrize(
+    "error, shown",
+    [
+        ("timed out after 2 s", "timed out"),
+        ("killed by its CPU limit", "timed out"),  # a busy loop on an idle machine: the CPU limit can act first
+        ("killed by SIGSEGV", "error"),
+        ("AssertionError", "failed"),
+        ("wrong output: '4'", "failed"),
+        ("ZeroDivisionError: division by zero", "error"),
+    ],
+)
+def test_a_test_stopped_by_either_time_limit_timed_out(error, shown):
+    from workers.code_bench import verdict
+
+    assert verdict(False, error) == shown and verdict(True, "") == "passed"
