@@ -81,7 +81,14 @@ ASGI_APPLICATION = "grpo_web.asgi.application"
 # Database: SQLite in the data folder unless DATABASE_URL names another (PostgreSQL in production and CI).
 DATABASE_URL = envstr("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    # Connections kept for reuse (60 s) in the workers and commands; none in the web process (grpo_web.asgi sets
+    # GRPO_DB_CONN_MAX_AGE=0): Django's ASGI handler runs each request's sync code in a thread of its own, and a
+    # connection kept there stays open with the thread, one per concurrent request, until PostgreSQL runs out.
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=envint("GRPO_DB_CONN_MAX_AGE", "60"), conn_health_checks=True
+        )
+    }
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "grpo.sqlite3"}}
