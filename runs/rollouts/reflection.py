@@ -111,7 +111,7 @@ def js_spans(text: str, found, limit: int | None = None) -> list[list[int]]:
     merged = merged[:limit]
     if text.isascii():
         return merged
-    return [[_utf16(text, s), _utf16(text, e)] for s, e in merged]
+    return [[utf16_length(text[:s]), utf16_length(text[:e])] for s, e in merged]
 
 
 def _whole_words(text: str, needle: str):
@@ -127,8 +127,9 @@ def _whole_words(text: str, needle: str):
         start = text.find(needle, start + 1)
 
 
-def _utf16(text: str, index: int) -> int:
-    return len(text[:index].encode("utf-16-le")) // 2
+def utf16_length(text: str) -> int:
+    """``len`` as JavaScript counts: UTF-16 code units (a character past U+FFFF is two)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
 
 def reflection_mask(tags: list[str], phrases) -> int:

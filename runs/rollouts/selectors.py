@@ -11,7 +11,7 @@ from runs.datasets.mapping import Mapping, prompts_by_text
 from runs.models import Replay, Rollout, Run
 from runs.paths import event_log_path
 from runs.rollouts.groups import advantage, formula, group_stats, normalize_then_sum
-from runs.rollouts.reflection import matcher
+from runs.rollouts.reflection import matcher, utf16_length
 from runs.rollouts.tokens import token_groups
 from runs.series import JsonNumber, numeric_keys, step_buckets
 from runs.text import as_text
@@ -211,11 +211,6 @@ def batch_step(run: Run, step: int) -> int:
 LONG_COMPLETION_CHARS = 4000
 PREVIEW_HEAD_CHARS = 600
 PREVIEW_TAIL_CHARS = 1500
-
-
-def utf16_length(text: str) -> int:
-    """``len`` as JavaScript counts: UTF-16 code units (a character past U+FFFF is two)."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
 
 def completion_preview(text: str) -> dict | None:
