@@ -27,6 +27,7 @@ from runs.evaluations import api as evaluations_api
 from runs.lifecycle import api as lifecycle_api
 from runs.recipes import api as recipes_api
 from runs.registry import api as registry_api
+from runs.review import api as review_api
 from runs.rollouts import api as rollouts_api
 from runs.safe_yaml import MAX_BYTES
 from runs.sampling import api as sampling_api
@@ -97,6 +98,7 @@ for runs_api in (
     registry_api,
     recipes_api,
     deletion_api,
+    review_api,
     attach_api,
     import_api,
 ):

@@ -6,6 +6,7 @@ urlpatterns = [
     path("", include("runs.lifecycle.urls")),
     path("", include("runs.datasets.urls")),
     path("", include("runs.rollouts.urls")),
+    path("", include("runs.review.urls")),
     path("", include("runs.evaluations.urls")),
     path("", include("runs.telemetry.urls")),
     path("", include("runs.compare.urls")),

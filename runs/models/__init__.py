@@ -8,6 +8,7 @@ from runs.models.imports import RunImport
 from runs.models.jobs import Job, JobStatus
 from runs.models.lifecycle import Run
 from runs.models.recipes import Recipe
+from runs.models.review import BUILT_IN_LABELS, Label, Review, ReviewItem
 from runs.models.rollouts import Replay, ReplayRow, Rollout, StepMetric, reward_bucket
 from runs.models.sampling import RejectionJob, RejectionSample
 from runs.models.telemetry import ResourceSample
@@ -36,4 +37,8 @@ __all__ = [
     "RejectionSample",
     "Recipe",
     "RunImport",
+    "Label",
+    "BUILT_IN_LABELS",
+    "Review",
+    "ReviewItem",
 ]

@@ -3,13 +3,16 @@ export (grpo_web/api.py mounts this router at /api/)."""
 
 from __future__ import annotations
 
+import json
+
 from django.http import StreamingHttpResponse
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
 from runs.access import async_chunks, visible_run
 from runs.models import Run
+from runs.rollouts import labels
 from runs.rollouts import selectors as rollout_selectors
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
 from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page, unknown_filters
@@ -69,6 +72,8 @@ class RolloutFilters(Schema):
     reflection: str | None = Field(None, description="one of the run's reflection phrases")
     phrase: str | None = Field(None, description="completion contains (exact text)")
     q: str | None = Field(None, description="full-text search of the prompt and the completion")
+    label: str | None = Field(None, description="a reviewer's label, on the rollout or on its group")
+    review: int | None = Field(None, ge=1, description="the rollouts of one review queue")
     prompt: str | None = Field(None, description="a prompt key")
     ids: str | None = Field(None, description="rollout ids, comma-separated (a detector's examples)")
     sort: str | None = Field(None, description="the browser's sort keys")
@@ -106,7 +111,8 @@ def run_rollouts(request, run_id: int, filters: Query[RolloutFilters]):
     except SearchTooSlow as exc:
         raise HttpError(422, str(exc)) from None
     names = run.reward_names
-    rows = [{**r, "rewards": dict(zip(names, r["rewards"]))} for r in page.rows]
+    on = labels.labels_of_rows(run, page.rows, request.user)
+    rows = [{**r, "rewards": dict(zip(names, r["rewards"])), "labels": on[r["id"]]} for r in page.rows]
     return {"reward_names": names, "rows": rows, "next_cursor": page.next_cursor or None}
 
 
@@ -175,3 +181,92 @@ def search_rollouts(request, q: str, where: str = "both", after: int | None = No
     except SearchTooSlow as exc:
         raise HttpError(422, str(exc)) from None
     return {"hits": [vars(h) for h in page.hits], "next_cursor": page.next_cursor}
+
+
+# --- labels (runs.rollouts.labels) -------------------------------------------------------------------------------
+
+
+class LabelsOut(Schema):
+    labels: list[dict]
+    next_cursor: int | None = Field(description="Pass as after= for the next page; null on the last page.")
+
+
+class LabelsStored(Schema):
+    created: int = Field(description="Labels stored by this request.")
+    existing: int = Field(description="Labels you had already put there (same target, name and span): kept once.")
+    labels: list[dict]
+
+
+def _body_json(request):
+    """The request's JSON body; 400 naming why it is not JSON (never a 500, whatever was sent)."""
+    try:
+        return json.loads(request.body)
+    except RecursionError:
+        raise HttpError(400, "the body is nested too deeply to be labels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HttpError(400, f"the body is not JSON: {exc}") from None
+
+
+@router.get(
+    "/runs/{int:run_id}/labels",
+    response=LabelsOut,
+    tags=["labels"],
+    summary="The run's labels, oldest first, 500 a page; name: one label's only",
+)
+def run_labels(request, run_id: int, after: int = Query(0, ge=0), name: str = Query("", max_length=200)):
+    run = visible_run(request, run_id)
+    rows, cursor = labels.labels_page(run, request.user, after=after, name=name.strip())
+    return {"labels": rows, "next_cursor": cursor}
+
+
+@router.post(
+    "/runs/{int:run_id}/labels",
+    response={201: LabelsStored},
+    tags=["labels"],
+    summary="Label rollouts, groups or steps: all the labels sent are stored, or none",
+    description='Body: {"labels": [{"name": "reward hack", "rollout": 123, "note": "...", "span": [10, 42]}, '
+    '{"name": "garbled", "step": 7, "group": 3}, {"name": "format only", "step": 9}]}; at most 1,000 a '
+    "request. span: [start, end) of the completion in UTF-16 units (JavaScript string offsets). Anyone who may "
+    "see the run may label it; a label you already put there is not stored twice.",
+)
+def run_labels_create(request, run_id: int):
+    run = visible_run(request, run_id)
+    body = _body_json(request)
+    items = body.get("labels") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or set(body) != {"labels"}:
+        raise HttpError(400, 'send {"labels": [...]}: a list of labels, each with name and a target')
+    try:
+        stored = labels.labels_create(run=run, user=request.user, items=items)
+    except labels.LabelError as exc:
+        raise HttpError(400, str(exc)) from None
+    names = {request.user.pk: request.user.get_username()}
+    out = [labels.label_json(lab, names, request.user) for lab in stored.created + stored.existing]
+    return Status(201, {"created": len(stored.created), "existing": len(stored.existing), "labels": out})
+
+
+@router.delete(
+    "/runs/{int:run_id}/labels/{int:label_id}",
+    response={204: None},
+    tags=["labels"],
+    summary="Remove one of your labels",
+)
+def run_label_delete(request, run_id: int, label_id: int):
+    run = visible_run(request, run_id)
+    try:
+        labels.label_delete(run=run, user=request.user, label_id=label_id)
+    except LookupError as exc:
+        raise HttpError(404, str(exc)) from None
+    except PermissionError as exc:
+        raise HttpError(403, str(exc)) from None
+    return Status(204, None)
+
+
+@router.get(
+    "/runs/{int:run_id}/labels/counts",
+    response=dict,
+    tags=["labels"],
+    summary="Each label's count per step, the most used first; names: what a reviewer is offered",
+)
+def run_label_counts(request, run_id: int):
+    run = visible_run(request, run_id)
+    return {**labels.label_counts(run), "names": labels.label_names(run)}

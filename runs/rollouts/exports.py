@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from runs.models import Run
 from runs.rollouts.filters import filtered, sorted_rows
+from runs.rollouts.labels import labels_of_rows
 
 EXPORT_FIELDS = (
     "step",
@@ -34,13 +35,29 @@ CHUNK_ROWS = 2000
 PARQUET_BATCH_ROWS = 10_000
 
 
+LABEL_FIELDS = ("name", "on", "author", "note", "span", "created_at")
+
+
 def export_rows(run: Run, data: dict) -> Iterator[dict]:
-    """The filtered rows in the browser's order, per-function rewards by name."""
+    """The filtered rows in the browser's order, per-function rewards by name, each with its labels (its own and its
+    group's)."""
     names = run.reward_names
     qs = sorted_rows(filtered(run, data), data.get("sort") or "adv_desc")
-    for row in qs.values(*EXPORT_FIELDS).iterator(chunk_size=CHUNK_ROWS):
-        row["rewards"] = dict(zip(names, row["rewards"]))
-        yield {"run": run.pk, **row}
+    chunk: list[dict] = []
+
+    def flush():
+        on = labels_of_rows(run, chunk)
+        for row in chunk:
+            row["rewards"] = dict(zip(names, row["rewards"]))
+            row["labels"] = [{k: label[k] for k in LABEL_FIELDS} for label in on[row.pop("id")]]
+            yield {"run": run.pk, **row}
+
+    for row in qs.values("id", *EXPORT_FIELDS).iterator(chunk_size=CHUNK_ROWS):
+        chunk.append(row)
+        if len(chunk) >= CHUNK_ROWS:
+            yield from flush()
+            chunk = []
+    yield from flush()
 
 
 def jsonl_chunks(run: Run, data: dict) -> Iterator[bytes]:
@@ -71,6 +88,21 @@ def _schema(run: Run) -> pa.Schema:
             ("zero_std", pa.bool_()),
             ("reflections", pa.list_(pa.string())),
             ("columns", pa.string()),  # the dataset row's columns vary in type between datasets: kept as JSON text
+            (
+                "labels",
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("name", pa.string()),
+                            ("on", pa.string()),
+                            ("author", pa.string()),
+                            ("note", pa.string()),
+                            ("span", pa.list_(pa.int64())),
+                            ("created_at", pa.string()),
+                        ]
+                    )
+                ),
+            ),
         ]
     )
 

@@ -28,7 +28,8 @@ from django.db.models.lookups import GreaterThan
 from django.db.utils import OperationalError
 
 from runs.forms import YES_NO
-from runs.models import Rollout, Run, reward_bucket
+from runs.models import Review, ReviewItem, Rollout, Run, reward_bucket
+from runs.rollouts.labels import clean_name, labeled
 from runs.rollouts.reflection import js_spans, matcher
 from runs.textindex import SCAN_ONLY
 
@@ -99,6 +100,14 @@ class RolloutFilterForm(forms.Form):
         label="search",
         help_text='Words of the prompt or completion, in any order; "a phrase", -excluded, or.',
     )
+    label = forms.CharField(
+        max_length=200,
+        required=False,
+        label="label",
+        help_text="A reviewer's label, on the rollout or its group.",
+        widget=forms.TextInput(attrs={"list": "label-names"}),
+    )
+    review = forms.IntegerField(min_value=1, required=False, widget=forms.HiddenInput)
     prompt = forms.CharField(max_length=16, required=False, widget=forms.HiddenInput)
     ids = forms.CharField(
         max_length=MAX_IDS * 12,
@@ -120,6 +129,21 @@ class RolloutFilterForm(forms.Form):
         value = self.cleaned_data["reflection"]
         if value and value not in self.run.reflection_phrases:
             raise forms.ValidationError("not one of this run's reflection phrases")
+        return value
+
+    def clean_label(self):
+        value = self.cleaned_data["label"]
+        if not value:
+            return ""
+        try:
+            return clean_name(value)
+        except ValueError as exc:
+            raise forms.ValidationError(f"a label name {exc}") from None
+
+    def clean_review(self):
+        value = self.cleaned_data["review"]
+        if value and not Review.objects.filter(pk=value, run=self.run).exists():
+            raise forms.ValidationError("not a review of this run")
         return value
 
     def clean_ids(self):
@@ -171,6 +195,10 @@ def filtered(run: Run, data: dict) -> QuerySet:
         qs = qs.filter(
             GreaterThan(F("reflection_mask").bitand(matcher(tuple(run.reflection_phrases)).bit(data["reflection"])), 0)
         )
+    if data.get("label"):
+        qs = qs.filter(labeled(run, data["label"]))
+    if data.get("review"):
+        qs = qs.filter(id__in=ReviewItem.objects.filter(review_id=data["review"]).values("rollout_id"))
     if data.get("prompt"):
         qs = qs.filter(prompt_key=data["prompt"])
     if data.get("ids"):

@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<int:pk>/rollouts.jsonl", views.run_rollouts_jsonl, name="run_rollouts_jsonl"),
     path("runs/<int:pk>/rollouts.parquet", views.run_rollouts_parquet, name="run_rollouts_parquet"),
     path("runs/<int:pk>/rollouts/sft/", views.run_rollouts_sft, name="run_rollouts_sft"),
+    path("runs/<int:pk>/labels/", views.run_labels, name="run_labels"),
     path("runs/<int:pk>/reflection/", views.run_reflection, name="run_reflection"),
     path("runs/<int:pk>/reflection.json", views.run_reflection_json, name="run_reflection_json"),
     path("runs/<int:pk>/prompts/", views.run_prompts, name="run_prompts"),

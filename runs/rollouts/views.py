@@ -8,7 +8,7 @@ import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.db.models import F
+from django.db.models import Count, F, Q
 from django.db.models.functions import Abs
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -31,6 +31,8 @@ from runs.rollouts.filters import (
     unknown_filters,
 )
 from runs.rollouts.groups import formula
+from runs.rollouts.label_suites import replay_agreement
+from runs.rollouts.labels import label_names, labels_of_rows, labels_page_latest
 from runs.rollouts.reflection import clean_phrases, matcher
 from runs.rollouts.search import SearchForm, search_runs
 from runs.rollouts.selectors import replay_rewards_shown, replay_values, run_formula, whole_number
@@ -73,6 +75,7 @@ def run_rollouts(request, pk):
             "formula": run_formula(run),
             "filter_query": params.urlencode(),
             "replay_rewards": _replay_choices(run),
+            "label_names": label_names(run),
         },
         status=400 if problem else 200,
     )
@@ -130,8 +133,10 @@ def run_rollouts_json(request, pk):
     # ?replay=N: a reward replay's values beside the stored ones
     replayed = replay_values(run, request.GET.get("replay", ""), rollout_id__in=[r["id"] for r in page.rows])
     by_id = {r["rollout_id"]: r for r in replayed or []}
+    on = labels_of_rows(run, page.rows, request.user)
     rows = []
     for r in page.rows:
+        r["labels"] = on[r["id"]]
         columns = r.pop("columns", None) or {}
         if isinstance(columns.get("code_tests"), list):  # the code_tests reward's outcome per test
             r["code_tests"] = columns["code_tests"]
@@ -201,6 +206,21 @@ def run_rollouts_sft(request, pk):
         return redirect(back)
     messages.success(request, f"Saved {version.row_count} completions with reward ≥ {threshold:g} as a new dataset.")
     return redirect(version)
+
+
+# --- labels ------------------------------------------------------------------------------------------------------
+
+
+@require_GET
+def run_labels(request, pk):
+    """The run's labels: each one's count per step (drawn from /api/runs/<id>/labels/counts) and the latest made."""
+    run = visible_run(request, pk)
+    latest = labels_page_latest(run, request.user)
+    reviews = [
+        {"review": r, "done": r.done}
+        for r in run.reviews.annotate(done=Count("items", filter=Q(items__done_at__isnull=False)))[:50]
+    ]
+    return render(request, "rollouts/run_labels.html", {"run": run, "latest": latest, "reviews": reviews})
 
 
 # --- self-reflection ---------------------------------------------------------------------------------------------
@@ -440,6 +460,8 @@ def run_replay_json(request, pk, replay_id):
             "rewards": replay_rewards_shown(replay),
             "summary": replay.summary,
             "rows": rows,
+            # each replayed reward's agreement with its function's label suite, stored values beside replayed ones
+            "labels": replay_agreement(replay) if replay.status == Replay.Status.COMPLETED else [],
         }
     )
 

@@ -18,6 +18,97 @@ function rewardsText(rewards) {
   return Object.entries(rewards).map(([name, v]) => `${name} ${fmt(v)}`).join(" · ");
 }
 
+const csrf = document.querySelector("#sft-form [name=csrfmiddlewaretoken]")?.value ?? "";
+
+// A label's badge: its name (and "group" when it is on the row's group), its author and note on hover, the note
+// shown under it; one of your own has a button that removes it.
+function labelBadge(r, label) {
+  const badge = el("span", { class: `badge label-tag${label.on === "group" ? " on-group" : ""}`, "data-label": label.id,
+    title: `${label.name} · by ${label.author}${label.on === "group" ? " · on the whole group" : ""}${label.note ? `\n${label.note}` : ""}`,
+    text: `${label.name}${label.on === "group" ? " (group)" : ""} · ${label.author}` });
+  if (label.mine) {
+    const remove = el("button", { type: "button", class: "link-button label-remove", "aria-label": `remove the label ${label.name}`, text: "×" });
+    remove.addEventListener("click", async () => {
+      const response = await fetch(`/api/runs/${runId}/labels/${label.id}`, { method: "DELETE", headers: { "X-CSRFToken": csrf } });
+      if (response.ok) redraw(r, r.labels.filter((l) => l.id !== label.id));
+    });
+    badge.append(" ", remove);
+  }
+  const item = el("li", {}, badge);
+  if (label.note) item.append(el("span", { class: "small muted label-note", text: ` ${label.note}` }));
+  return item;
+}
+
+// The text selected inside this row's completion, as [start, end) of the completion (UTF-16 units, as the server
+// keeps spans), or null; the selection is found as written (a rendered formula's text is not the completion's).
+function selectedSpan(article, completion) {
+  const selection = window.getSelection();
+  if (!selection || selection.isCollapsed || !article.contains(selection.anchorNode)) return null;
+  const text = selection.toString();
+  if (!text.trim()) return null;
+  const start = completion.indexOf(text);
+  return start < 0 ? { missing: text } : [start, start + text.length];
+}
+
+function labelForm(r, article) {
+  const span = selectedSpan(article, r.completion);
+  const name = el("input", { type: "text", name: "label", list: "label-names", required: "", maxlength: "64",
+    placeholder: "reward hack", "aria-label": "label", class: "label-name" });
+  const note = el("textarea", { name: "note", rows: "2", maxlength: "4000", placeholder: "note (optional)", "aria-label": "note", class: "label-note-input" });
+  const error = el("span", { class: "error small label-error", role: "alert" });
+  const form = el("form", { class: "label-form inline-form" }, name, note);
+  if (Array.isArray(span)) {
+    form.append(el("span", { class: "small muted label-span-note", text: `points at the selected text (${span[1] - span[0]} characters)` }));
+  } else if (span && span.missing) {
+    form.append(el("span", { class: "small muted label-span-note", text: "the selected text is not in the completion as written: no span" }));
+  }
+  form.append(el("button", { type: "submit", text: "Save label" }), error);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const label = { name: name.value, rollout: r.id, note: note.value };
+    if (Array.isArray(span)) label.span = span;
+    const response = await fetch(`/api/runs/${runId}/labels`, { method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify({ labels: [label] }) });
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      error.textContent = data.detail || `error ${response.status}`;
+      return;
+    }
+    const known = new Set(r.labels.map((l) => l.id));
+    redraw(r, [...r.labels, ...data.labels.filter((l) => !known.has(l.id))]);
+  });
+  setTimeout(() => name.focus(), 0);
+  return form;
+}
+
+function labelsBlock(r, article) {
+  const list = el("ul", { class: "labels" }, ...r.labels.map((label) => labelBadge(r, label)));
+  const open = el("button", { type: "button", class: "link-button label-open", text: "label…",
+    title: "label this completion (select some of its text first to point at it)" });
+  // the selection is read before the click takes it away
+  let form = null;
+  open.addEventListener("mousedown", () => { form = labelForm(r, article); });
+  open.addEventListener("click", () => {
+    const old = article.querySelector(".label-form");
+    if (old) old.remove();
+    article.querySelector(".labels-block").append(form || labelForm(r, article));
+    form = null;
+  });
+  return el("div", { class: "labels-block" }, list, open);
+}
+
+function redraw(r, labels) {
+  r.labels = labels;
+  const old = document.querySelector(`article.rollout[data-id="${r.id}"]`);
+  if (old) old.replaceWith(rowCard(r));
+}
+
+// The transcript's marks: reflection phrases, and the spans labels point at.
+function marks(r) {
+  const labeled = (r.labels || []).filter((l) => l.span).map((l) => [l.span[0], l.span[1], "label-span"]);
+  return labeled.length ? [...r.spans, ...labeled].sort((a, b) => a[0] - b[0]) : r.spans;
+}
+
 function rowCard(r) {
   const head = el("div", { class: "rollout-head" },
     el("a", { href: r.group_url, class: "where", text: `step ${r.step} · group ${r.group} · #${r.index}` }),
@@ -35,7 +126,8 @@ function rowCard(r) {
     permalink(`/runs/${runId}/rollouts/${r.id}/`, "link"));
   const prompt = el("details", { class: "prompt-details" }, el("summary", { text: "prompt" }),
     el("pre", { class: "prompt", text: r.prompt }));
-  const article = el("article", { class: "rollout", "data-id": r.id }, head, prompt);
+  const article = el("article", { class: "rollout", "data-id": r.id }, head);
+  article.append(labelsBlock(r, article), prompt);
   if (r.step_scores) {
     article.append(el("details", { class: "process-details", open: "" },
       el("summary", { text: "steps, shaded by their process score" }), processSteps(r.completion, r.step_scores)));
@@ -44,9 +136,9 @@ function rowCard(r) {
     article.append(turns(r.messages));
   } else if (r.hits && r.hits.length && r.completion.length > LONG) {
     // a long completion the page was searched in: a box of its own, scrolled to the first hit once shown (load)
-    article.append(el("div", { class: "hit-box" }, transcript(r.completion, r.spans, { hits: r.hits })));
+    article.append(el("div", { class: "hit-box" }, transcript(r.completion, marks(r), { hits: r.hits })));
   } else {
-    article.append(transcript(r.completion, r.spans, { hits: r.hits }));
+    article.append(transcript(r.completion, marks(r), { hits: r.hits }));
   }
   if (r.code_tests && r.code_tests.length) article.append(codeTests(r.code_tests));
   return article;

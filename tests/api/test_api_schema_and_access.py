@@ -9,6 +9,8 @@ from openapi_spec_validator import validate
 
 from grpo_web.api import api
 from rewards.models import RewardFunction
+from runs.models import Review
+from runs.review.services import review_create
 
 pytestmark = pytest.mark.django_db
 
@@ -57,6 +59,9 @@ def _object_calls(run, dataset, reward, job, recipe):
         "recipe_id": recipe.pk,
         "action": "cancel",
         "key": "final",
+        "label_id": 1,
+        "review_id": Review.objects.filter(run=run).first().pk,
+        "position": 0,
     }
     calls = []
     for path, operations in _schema()["paths"].items():
@@ -85,6 +90,9 @@ def _send(client, method, path, template, dataset_version):
         "/api/runs/{run_id}/import/stop": {},
         "/api/recipes/{recipe_id}/{action}": {},
         "/api/runs/{run_id}": {"notes": "changed"},  # PATCH
+        "/api/runs/{run_id}/labels": {"labels": [{"name": "reward hack", "step": 1}]},
+        "/api/runs/{run_id}/reviews": {"filters": {"step_max": 1}, "size": 2},
+        "/api/runs/{run_id}/reviews/{review_id}/next": {},
         "/api/attach/runs/{run_id}/events": {},  # an attached run's batch: its own tests send real ones
         "/api/attach/runs/{run_id}/tokens/{step}": {},  # a token shard: its own tests send real ones
         "/api/attach/runs/{run_id}/heartbeat": {"resume_key": "k"},
@@ -117,6 +125,7 @@ def objects(inspected_run, dataset_version, owner):
         stages=[{"kind": "grpo", "model": "tiny", "dataset": dataset_version.pk}],
         outputs=[{}],
     )
+    review_create(run=inspected_run, user=owner, data={}, mode="all")
     return inspected_run, dataset_version.dataset, RewardFunction.objects.filter(owner=owner).first(), job, recipe
 
 
