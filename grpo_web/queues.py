@@ -25,6 +25,7 @@ REWARD_REPLAY = "workers.tasks.reward_replay"  # the sandbox queue
 REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it loads a model
 IMPORT_POLL = "workers.tasks.import_poll"  # the default queue: one read of a watched import folder
 CODE_TESTS_BENCH = "workers.tasks.code_tests_bench"  # the sandbox queue
+REWARD_LABEL_SUITE = "workers.tasks.reward_label_suite"  # the sandbox queue
 TASKS = (
     TRAIN_RUN,
     EVALUATE,
@@ -36,6 +37,7 @@ TASKS = (
     REJECTION_SAMPLE,
     IMPORT_POLL,
     CODE_TESTS_BENCH,
+    REWARD_LABEL_SUITE,
 )
 
 # The queues, named once: settings route by them, `manage.py run_worker` and docker-compose's workers serve them.
@@ -50,6 +52,7 @@ ROUTES = {
     REWARD_CONTRACT_CHECK: {"queue": SANDBOX_QUEUE},
     REWARD_REPLAY: {"queue": SANDBOX_QUEUE},
     CODE_TESTS_BENCH: {"queue": SANDBOX_QUEUE},
+    REWARD_LABEL_SUITE: {"queue": SANDBOX_QUEUE},
 }
 
 

@@ -26,6 +26,12 @@ class RewardFunction(models.Model):
     description = models.TextField(blank=True)
     template = models.CharField(max_length=64, blank=True, help_text="The library template it started from.")
     created_at = models.DateTimeField(auto_now_add=True)
+    label_suite = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Labeled rollouts as its tests (rewards.label_suite): {runs: [ids], expectations: [{label, expect, "
+        "value}]}.",
+    )
 
     objects = SharedQuerySet.as_manager()
 
@@ -52,6 +58,11 @@ class RewardFunctionVersion(models.Model):
     source = models.TextField()
     entrypoint = models.CharField(max_length=100, help_text="The function in the source that TRL calls.")
     created_at = models.DateTimeField(auto_now_add=True)
+    label_agreement = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Its last check against the function's label suite: {agrees, total, suite, checked_at}.",
+    )
 
     class Meta:
         ordering = ["-number"]

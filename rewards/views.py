@@ -1,4 +1,5 @@
 import difflib
+import json
 import keyword
 
 from django.conf import settings
@@ -12,6 +13,7 @@ from redis.exceptions import RedisError
 from grpo_web import queues
 from grpo_web.sharing import share_context, share_post
 from rewards.forms import BLANK, BLANK_ENVIRONMENT, BLANK_TOOL, RewardEditForm, RewardNewForm, RewardTestForm
+from rewards.label_suite import EXPECTATIONS, clean_suite, describe
 from rewards.library import ENVIRONMENTS
 from rewards.library import source as library_source
 from rewards.lint import lint
@@ -77,6 +79,16 @@ def reward_detail(request, pk):
             form.add_error("source", str(exc))
         else:
             messages.success(request, f"Saved version {version.number}." if created else "No changes to save.")
+            if created and rf.label_suite:  # the new version's agreement with the labels, shown in the list
+                queues.enqueue(
+                    queues.REWARD_LABEL_SUITE,
+                    kwargs={
+                        "owner_id": request.user.pk,
+                        "function_id": rf.pk,
+                        "source": version.source,
+                        "entrypoint": version.entrypoint,
+                    },
+                )
             return redirect(rf)
     versions = list(rf.versions.all())
     return render(
@@ -91,6 +103,9 @@ def reward_detail(request, pk):
             "share_url": reverse("reward_share", args=[rf.pk]),
             **share_context(rf, request.user),
             "sandbox_weak_allowed": settings.GRPO_SANDBOX_ALLOW_WEAK,
+            "suite": rf.label_suite,
+            "suite_described": [describe(e) for e in (rf.label_suite or {}).get("expectations", [])],
+            "expectation_kinds": EXPECTATIONS,
         },
         status=400 if form.errors else 200,
     )
@@ -148,6 +163,39 @@ def reward_test_start(request, pk):
             "completions": form.completion_list(),
             "run_id": data.get("run") or None,
         },
+    )
+    return JsonResponse({"task": result.id, "poll": f"/rewards/{rf.pk}/test/{result.id}/"}, status=202)
+
+
+@require_POST
+def reward_label_suite_save(request, pk):
+    """The function's label suite (rewards.label_suite), as a JSON body; whoever may change the function may set it."""
+    rf = _visible(request, pk, write=True)
+    try:
+        suite = clean_suite(json.loads(request.body or b"{}"))
+    except RecursionError:
+        return JsonResponse({"error": "the suite is nested too deeply"}, status=400)
+    except (ValueError, UnicodeDecodeError) as exc:  # SuiteError is a ValueError, as json's own errors are
+        return JsonResponse({"error": str(exc)}, status=400)
+    rf.label_suite = suite
+    rf.save(update_fields=["label_suite"])
+    return JsonResponse({"suite": suite, "described": [describe(e) for e in suite.get("expectations", [])]})
+
+
+@require_POST
+def reward_label_suite_test(request, pk):
+    """Queue the editor's current code against the label suite on the sandbox queue; polled as the Test is."""
+    rf = _visible(request, pk)
+    source, entrypoint = normalize(request.POST.get("source", "")), request.POST.get("entrypoint", "").strip()
+    if not source.strip() or not entrypoint:
+        return JsonResponse({"errors": {"source": [{"message": "give the code and its entrypoint"}]}}, status=400)
+    if not rf.label_suite:
+        return JsonResponse(
+            {"errors": {"suite": [{"message": "choose the suite's runs and labels first"}]}}, status=400
+        )
+    result = queues.enqueue(
+        queues.REWARD_LABEL_SUITE,
+        kwargs={"owner_id": request.user.pk, "function_id": rf.pk, "source": source, "entrypoint": entrypoint},
     )
     return JsonResponse({"task": result.id, "poll": f"/rewards/{rf.pk}/test/{result.id}/"}, status=202)
 

@@ -9,11 +9,16 @@ from __future__ import annotations
 from billiard.process import current_process
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from rewards.label_suite import describe
+from rewards.models import RewardFunction
 from rewards.sandbox import Sandbox, SandboxError
+from rewards.services import normalize
 from rewards.trl_inputs import trl_completions
 from runs.datasets.mapping import Mapping, preview_rows
 from runs.models import Dataset, DatasetVersion, Rollout, Run
+from runs.rollouts.label_suites import case_groups, outcome, suite_cases
 from runs.rollouts.selectors import reward_inputs
 from runs.text import as_text
 from workers.training.protocol.config import TrainConfig
@@ -147,3 +152,53 @@ def reward_contract_problems(
         except SandboxError as exc:
             problems.append(f"reward '{spec['name']}': {exc}")
     return problems
+
+
+def reward_label_suite(*, owner_id: int, function_id: int, source: str, entrypoint: str) -> dict:
+    """The reward editor's "Test against labels": score the editor's code on every group a labeled rollout of the
+    function's suite is in, in the sandbox, and say which labels it agrees with (runs.rollouts.label_suites). When
+    the code is a saved version's, that version keeps the agreement."""
+    result = {"owner_id": owner_id, "function_id": function_id, "error": None, "cases": [], "notes": [], "weak": []}
+    owner = get_user_model().objects.filter(pk=owner_id).first()
+    function = RewardFunction.objects.visible_to(owner).filter(pk=function_id).first() if owner else None
+    if function is None:
+        result["error"] = "no such reward function"
+        return result
+    suite = function.label_suite or {}
+    if not suite:
+        result["error"] = "this function has no label suite: choose runs and map their labels to expectations first"
+        return result
+    cases, result["notes"] = suite_cases(suite, owner)
+    if not cases:
+        result["error"] = "no rollout of the suite's runs carries one of its labels yet"
+        return result
+    scores: dict[int, float | None] = {}
+    group_of: dict[int, tuple] = {}
+    try:
+        with Sandbox(source, entrypoint, slot=_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
+            result["weak"] = list(sb.isolation.get("weak", []))
+            for run_id, rows in case_groups(cases).items():
+                run = Run.objects.get(pk=run_id)
+                prompts, completions = reward_inputs(run, rows)
+                names = sorted({k for r in rows for k in (r["columns"] or {})} - {"prompts", "completions"})
+                columns = {k: [(r["columns"] or {}).get(k) for r in rows] for k in names}
+                call = sb.call(completions, prompts=prompts, **columns)
+                for r, score in zip(rows, call.rewards):
+                    scores[r["id"]] = score
+                    group_of[r["id"]] = (run_id, r["step"], r["group"])
+    except SandboxError as exc:
+        result.update(error=str(exc), stdout=exc.stdout, line=exc.line, kind=exc.kind)
+        return result
+    result.update(outcome(cases, scores, group_of))
+    result["suite"] = [describe(e) for e in suite["expectations"]]
+    saved = function.versions.filter(source=normalize(source), entrypoint=entrypoint).order_by("-number").first()
+    if saved is not None:
+        saved.label_agreement = {
+            "agrees": result["agrees"],
+            "total": result["total"],
+            "suite": suite,
+            "checked_at": timezone.now().isoformat(),
+        }
+        saved.save(update_fields=["label_agreement"])
+        result["version"] = saved.number
+    return result

@@ -48,6 +48,14 @@ def reward_test(**kwargs) -> dict:
     return reward_test_rows(**kwargs)
 
 
+@shared_task(name=queues.REWARD_LABEL_SUITE, time_limit=300, soft_time_limit=290)
+def reward_label_suite(**kwargs) -> dict:
+    """The reward editor's "Test against labels" (rewards.views): the editor's code on the label suite's rollouts."""
+    from workers.reward_checks import reward_label_suite as check
+
+    return check(**kwargs)
+
+
 @shared_task(name=queues.CODE_TESTS_BENCH, time_limit=180, soft_time_limit=170)
 def code_tests_bench(**kwargs) -> dict:
     """The code_tests bench's Run button (rewards.views): a solution against a row's tests, in the sandbox."""

@@ -27,6 +27,14 @@ async function refresh() {
     ...cells([row.step, el("a", { href: row.group_url, text: String(row.group) }), row.index, fmt(row.old_reward),
               fmt(row.new_reward), fmt(row.old_advantage), fmt(row.new_advantage),
               `${row.old_rank} → ${row.new_rank}`]))));
+  document.getElementById("replay-labels-card").hidden = !(r.labels && r.labels.length);
+  document.getElementById("replay-labels").replaceChildren(...(r.labels || []).map((a) => el("div", { class: "replay-label-suite" },
+    el("p", { class: "replay-agreement", text: `${a.reward} v${a.version}: stored values agree with ${a.stored.agrees} of ${a.stored.total} labels; the replay agrees with ${a.replay.agrees} of ${a.replay.total}` }),
+    el("table", { class: "table" }, el("thead", {}, el("tr", {}, ...["rollout", "label", "expects that it", "stored", "replayed", ""].map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...a.cases.map((c) => el("tr", { class: c.passed ? "suite-pass" : "suite-fail" },
+        ...cells([el("a", { href: c.link, text: `step ${c.step} · group ${c.group}` }), c.label, c.expect,
+                  `${fmt(c.stored_score)}${c.stored_passed ? "" : " ✗"}`, `${fmt(c.score)}${c.passed ? "" : " ✗"}`,
+                  c.passed ? "agrees" : "fails"]))))))));
   if (r.status === "queued" || r.status === "running") setTimeout(refresh, 1000);
 }
 

@@ -15,6 +15,7 @@ async function lintCode(text) {
 }
 
 const editor = GrpoEditor.mountEditor(document.getElementById("id_source"), { lint: lintCode });
+window.grpoRewardEditor = editor; // the label suite's Test reads the same code (label_suite.js)
 const status = document.getElementById("test-status");
 const results = document.getElementById("test-results");
 
