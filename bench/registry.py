@@ -132,6 +132,14 @@ BENCHES: tuple[Bench, ...] = (
         note="SQLite's FTS5 trigram index costs about three times the text it indexes",
     ),
     Bench(
+        "review",
+        figures("review_next_p95_ms <= 100"),
+        ("review_next_p95_ms",),
+        "p95 of a review queue handing over its next rollout (taken, then read with its group) on 1M realistic "
+        "completions, beside the rollout browser's first page",
+        needs=("postgres",),
+    ),
+    Bench(
         "live_latency",
         figures("live_p95_ms <= 1000"),
         ("live_p95_ms",),

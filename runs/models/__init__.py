@@ -8,7 +8,7 @@ from runs.models.imports import RunImport
 from runs.models.jobs import Job, JobStatus
 from runs.models.lifecycle import Run
 from runs.models.recipes import Recipe
-from runs.models.review import BUILT_IN_LABELS, Label, Review, ReviewItem
+from runs.models.review import BUILT_IN_LABELS, AlertVerdict, Label, Review, ReviewItem
 from runs.models.rollouts import Replay, ReplayRow, Rollout, StepMetric, reward_bucket
 from runs.models.sampling import RejectionJob, RejectionSample
 from runs.models.telemetry import ResourceSample
@@ -41,4 +41,5 @@ __all__ = [
     "BUILT_IN_LABELS",
     "Review",
     "ReviewItem",
+    "AlertVerdict",
 ]

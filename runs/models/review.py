@@ -91,3 +91,27 @@ class ReviewItem(models.Model):
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["review", "position"], name="review_item_position")]
         indexes = [models.Index(fields=["review", "done_at", "position"], name="review_item_open")]
+
+
+class AlertVerdict(models.Model):
+    """A reviewer's verdict on a health or detector alert, for the evidence it showed (``evidence``: a digest of the
+    alert's link to its rollouts): confirmed, or dismissed as a false alarm. A dismissed alert stops being raised for
+    that evidence; new evidence raises it again. The latest verdict on an alert's evidence stands."""
+
+    class Verdict(models.TextChoices):
+        CONFIRMED = "confirmed", "confirmed"
+        DISMISSED = "dismissed", "dismissed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alert_verdicts")
+    key = models.CharField(max_length=64, help_text="The alert's key: detector/repetition, entropy_collapse, ...")
+    evidence = models.CharField(max_length=16)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    note = models.TextField(blank=True)
+    labeled = models.PositiveIntegerField(default=0, help_text="Rollouts labeled with it.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key", "evidence"], name="alert_verdict_per_evidence"),
+        ]

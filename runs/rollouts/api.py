@@ -12,7 +12,7 @@ from pydantic import Field
 
 from runs.access import async_chunks, visible_run
 from runs.models import Run
-from runs.rollouts import labels
+from runs.rollouts import inspection, labels, verdicts
 from runs.rollouts import selectors as rollout_selectors
 from runs.rollouts.exports import jsonl_chunks, parquet_chunks
 from runs.rollouts.filters import RolloutFilterForm, SearchTooSlow, rollout_page, unknown_filters
@@ -73,6 +73,7 @@ class RolloutFilters(Schema):
     phrase: str | None = Field(None, description="completion contains (exact text)")
     q: str | None = Field(None, description="full-text search of the prompt and the completion")
     label: str | None = Field(None, description="a reviewer's label, on the rollout or on its group")
+    no_label: str | None = Field(None, description="leave out the rollouts with this label (on them or their group)")
     review: int | None = Field(None, ge=1, description="the rollouts of one review queue")
     prompt: str | None = Field(None, description="a prompt key")
     ids: str | None = Field(None, description="rollout ids, comma-separated (a detector's examples)")
@@ -270,3 +271,36 @@ def run_label_delete(request, run_id: int, label_id: int):
 def run_label_counts(request, run_id: int):
     run = visible_run(request, run_id)
     return {**labels.label_counts(run), "names": labels.label_names(run)}
+
+
+@router.post(
+    "/runs/{int:run_id}/alerts/verdicts",
+    response={201: dict},
+    tags=["labels"],
+    summary="Confirm or dismiss a health or detector alert: its rollouts are labeled, a dismissal holds for its evidence",
+    description='Body: {"key": "detector/repetition", "evidence": "<the alert\'s evidence from health.json>", '
+    '"verdict": "confirm" or "dismiss", "note": ""}.',
+)
+def run_alert_verdict(request, run_id: int):
+    run = visible_run(request, run_id)
+    body = _body_json(request)
+    if not isinstance(body, dict) or set(body) - {"key", "evidence", "verdict", "note"}:
+        raise HttpError(400, 'send {"key", "evidence", "verdict": "confirm" or "dismiss", "note"}')
+    key, evidence, verdict, note = (body.get(k) for k in ("key", "evidence", "verdict", "note"))
+    if not all(isinstance(v, str) for v in (key, evidence, verdict)) or not isinstance(note or "", str):
+        raise HttpError(400, "key, evidence, verdict and note are text")
+    try:
+        labeled = verdicts.alert_verdict(
+            run=run,
+            user=request.user,
+            signals=inspection.run_health(run),
+            key=key,
+            evidence=evidence,
+            verdict=verdict,
+            note=(note or "")[:4000],
+        )
+    except LookupError as exc:
+        raise HttpError(404, str(exc)) from None
+    except (ValueError, labels.LabelError) as exc:
+        raise HttpError(400, str(exc)) from None
+    return Status(201, {"verdict": verdict, "labeled": labeled})

@@ -107,6 +107,13 @@ class RolloutFilterForm(forms.Form):
         help_text="A reviewer's label, on the rollout or its group.",
         widget=forms.TextInput(attrs={"list": "label-names"}),
     )
+    no_label = forms.CharField(
+        max_length=200,
+        required=False,
+        label="without label",
+        help_text="Leave out the rollouts with this label (on them or their group).",
+        widget=forms.TextInput(attrs={"list": "label-names"}),
+    )
     review = forms.IntegerField(min_value=1, required=False, widget=forms.HiddenInput)
     prompt = forms.CharField(max_length=16, required=False, widget=forms.HiddenInput)
     ids = forms.CharField(
@@ -133,6 +140,15 @@ class RolloutFilterForm(forms.Form):
 
     def clean_label(self):
         value = self.cleaned_data["label"]
+        if not value:
+            return ""
+        try:
+            return clean_name(value)
+        except ValueError as exc:
+            raise forms.ValidationError(f"a label name {exc}") from None
+
+    def clean_no_label(self):
+        value = self.cleaned_data["no_label"]
         if not value:
             return ""
         try:
@@ -197,6 +213,8 @@ def filtered(run: Run, data: dict) -> QuerySet:
         )
     if data.get("label"):
         qs = qs.filter(labeled(run, data["label"]))
+    if data.get("no_label"):
+        qs = qs.exclude(labeled(run, data["no_label"]))
     if data.get("review"):
         qs = qs.filter(id__in=ReviewItem.objects.filter(review_id=data["review"]).values("rollout_id"))
     if data.get("prompt"):

@@ -295,7 +295,7 @@ def _zero_variance_shares(run: Run, series: dict, steps: list[int], recent: int 
     return [(r["step"], r["zero"] / r["n"]) for r in rows if r["n"]]
 
 
-SEVERITY = {"warn": 0, "info": 1, "ok": 2}  # the Health list's order: what needs a look first
+SEVERITY = {"warn": 0, "info": 1, "ok": 2, "dismissed": 3}  # the Health list's order: what needs a look first
 
 
 def run_health(run: Run) -> list[dict]:

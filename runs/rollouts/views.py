@@ -44,6 +44,7 @@ from runs.rollouts.services import (
     run_reflection_phrases_update,
 )
 from runs.rollouts.tokens import step_tokens
+from runs.rollouts.verdicts import with_verdicts
 
 
 def _number(value, default: float) -> float:
@@ -333,7 +334,9 @@ def run_detectors(request, pk):
 
 @require_GET
 def run_health_json(request, pk):
-    return JsonResponse({"signals": inspection.run_health(visible_run(request, pk))})
+    run = visible_run(request, pk)
+    signals = with_verdicts(run, inspection.run_health(run))  # a dismissed alert goes to the end
+    return JsonResponse({"signals": sorted(signals, key=lambda s: inspection.SEVERITY.get(s["level"], 1))})
 
 
 @require_GET

@@ -57,8 +57,29 @@ async function refreshHealth() {
       el("strong", { text: s.title }), document.createTextNode(` · ${s.detail}`));
     if (s.step !== null && s.step !== undefined) item.append(el("span", { class: "muted", text: ` (step ${s.step})` }));
     if (s.url) item.append(" ", el("a", { href: s.url, text: "show them" }));
+    if (s.verdict) {
+      item.append(el("span", { class: "badge verdict", text: `${s.verdict.verdict} by ${s.verdict.by}` }));
+    } else if (s.evidence) {
+      // a verdict labels the rollouts behind the alert; a dismissal holds until the evidence changes
+      for (const [verdict, label] of [["confirm", "confirm"], ["dismiss", "false alarm"]]) {
+        const button = el("button", { type: "button", class: "link-button verdict-button", "data-verdict": verdict, text: label });
+        button.addEventListener("click", () => giveVerdict(s, verdict));
+        item.append(" ", button);
+      }
+    }
     return item;
   }));
+}
+
+async function giveVerdict(signal, verdict) {
+  const response = await fetch(`/api/runs/${runId}/alerts/verdicts`, { method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+    body: JSON.stringify({ key: signal.key, evidence: signal.evidence, verdict }) });
+  if (!response.ok) {
+    const data = await response.json().catch(() => ({}));
+    alert(data.detail || `error ${response.status}`);
+  }
+  await refreshHealth();
 }
 
 const smoothing = document.getElementById("smoothing");

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from django.contrib.auth.models import Group
 
-from runs.models import Label, Rollout, RunShare
+from runs.models import DatasetVersion, Label, Rollout, RunShare
 from runs.rollouts.ingest import ingest_events
 from runs.rollouts.labels import MAX_BATCH
 from tests.api.conftest import api_client
@@ -259,3 +259,21 @@ def test_labels_go_with_their_run(run, owner):
 def test_the_label_filter_refuses_a_name_no_label_could_have(run, owner_client):
     response = owner_client.get(f"/runs/{run.pk}/rollouts.json", {"label": "a\x07b"})
     assert response.status_code == 400 and "label" in response.json()["errors"]
+
+
+def test_rejection_sampling_keeps_or_drops_rows_by_label(run, owner, owner_client):
+    hacked = rollout(run, step=2, group=3, k=1)
+    post(api_client(owner), run, {"name": "reward hack", "rollout": hacked.pk})
+    winners = Rollout.objects.filter(run=run, step=2, reward__gte=1).count()  # step 1 repeats step 2's texts
+    kept = owner_client.post(
+        f"/runs/{run.pk}/rollouts/sft/?step_min=2&no_label=reward+hack",
+        {"threshold": "1", "name": "clean"},
+        follow=True,
+    )
+    assert kept.status_code == 200
+    clean = DatasetVersion.objects.get(dataset__name="clean")
+    assert clean.row_count == winners - 1
+    assert hacked.completion not in [r["completion"] for r in pq.read_table(clean.path).to_pylist()]
+    owner_client.post(f"/runs/{run.pk}/rollouts/sft/?label=reward+hack", {"threshold": "1", "name": "hacks"})
+    hacks = DatasetVersion.objects.get(dataset__name="hacks")
+    assert hacks.row_count == 1 and pq.read_table(hacks.path).to_pylist()[0]["completion"] == hacked.completion
