@@ -56,7 +56,7 @@ def run_review(request, pk, review_id):
         {
             "run": run,
             "review": review,
-            "label_names": label_names(run)[:9],
+            "label_names": label_names(run, request.user)[:9],
             "progress": review_progress(review),
             "tallies": review_tallies(review),
         },

@@ -270,7 +270,7 @@ def run_label_delete(request, run_id: int, label_id: int):
 )
 def run_label_counts(request, run_id: int):
     run = visible_run(request, run_id)
-    return {**labels.label_counts(run), "names": labels.label_names(run)}
+    return {**labels.label_counts(run), "names": labels.label_names(run, request.user)}
 
 
 @router.post(

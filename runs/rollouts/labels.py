@@ -324,16 +324,19 @@ def labels_page_latest(run: Run, user, limit: int = 200) -> list[dict]:
     return out
 
 
-def label_names(run: Run) -> list[str]:
-    """The names a reviewer of ``run`` is offered: the built-ins, then those its reviewers made, most used first."""
-    used = (
-        Label.objects.filter(run=run)
-        .exclude(name__in=BUILT_IN_LABELS)
-        .values("name")
-        .annotate(n=Count("id"))
-        .order_by("-n", "name")[:100]
-    )
-    return list(BUILT_IN_LABELS) + [u["name"] for u in used]
+def label_names(run: Run, user=None) -> list[str]:
+    """The names a reviewer of ``run`` is offered: the built-ins, then this run's own (most used first), then those
+    used on the other runs ``user`` may see (their own and their teams' runs)."""
+
+    def used(qs) -> list[str]:
+        rows = qs.exclude(name__in=BUILT_IN_LABELS).values("name").annotate(n=Count("id")).order_by("-n", "name")
+        return [r["name"] for r in rows[:100]]
+
+    names = list(BUILT_IN_LABELS) + used(Label.objects.filter(run=run))
+    if user is not None and user.is_authenticated:
+        others = Label.objects.filter(run__in=Run.objects.visible_to(user).exclude(pk=run.pk))
+        names += [n for n in used(others) if n not in names]
+    return names[:200]
 
 
 def label_counts(run: Run) -> dict:

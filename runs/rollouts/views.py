@@ -76,7 +76,7 @@ def run_rollouts(request, pk):
             "formula": run_formula(run),
             "filter_query": params.urlencode(),
             "replay_rewards": _replay_choices(run),
-            "label_names": label_names(run),
+            "label_names": label_names(run, request.user),
         },
         status=400 if problem else 200,
     )

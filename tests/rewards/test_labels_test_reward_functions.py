@@ -18,6 +18,7 @@ from runs.rollouts.labels import labels_create
 from runs.rollouts.services import replay_create
 from tests.conftest import logged_in, wait_for
 from tests.rollouts.inspect_data import make_run
+from tests.rollouts.test_browser_inspection import login
 from workers.training.demo_data import arithmetic_rows
 from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 from workers.training.protocol.events import read_events
@@ -166,3 +167,30 @@ def test_a_hostile_suite_is_refused_naming_its_key(suite, says):
     with pytest.raises(SuiteError, match=None) as caught:
         clean_suite(suite)
     assert says in str(caught.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_chromium_the_editor_saves_a_suite_and_tests_its_code_against_the_labels(
+    web_server, celery_worker, reviewed, page
+):
+    run, function, spam = reviewed
+    RewardFunction.objects.filter(pk=function.pk).update(label_suite={})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    login(page, web_server)
+    page.goto(f"{web_server}/rewards/{function.pk}/")
+    page.locator(f"#suite-runs option[value='{run.pk}']").wait_for(state="attached")
+    page.select_option("#suite-runs", [str(run.pk)])
+    row = page.locator("#suite-expectations tbody tr").first
+    row.locator(".suite-label").fill("reward hack")
+    row.locator(".suite-expect").select_option("at_most")
+    row.locator(".suite-value").fill("0.05")
+    page.click("#suite-save")
+    page.locator("#suite-status:text('Saved.')").wait_for()
+    assert RewardFunction.objects.get(pk=function.pk).label_suite == clean_suite({"runs": [run.pk], **SUITE})
+    assert page.locator("#suite-described li").inner_text() == '"reward hack": scores at most 0.05'
+    page.click("#suite-test")
+    page.locator("#suite-agreement").wait_for(timeout=120_000)
+    assert page.locator("#suite-agreement").inner_text() == f"agrees with 0 of {len(spam)} labels (version 1)"
+    assert page.locator("#suite-cases tr.suite-fail").count() == len(spam)
+    assert errors == []

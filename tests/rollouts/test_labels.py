@@ -277,3 +277,27 @@ def test_rejection_sampling_keeps_or_drops_rows_by_label(run, owner, owner_clien
     owner_client.post(f"/runs/{run.pk}/rollouts/sft/?label=reward+hack", {"threshold": "1", "name": "hacks"})
     hacks = DatasetVersion.objects.get(dataset__name="hacks")
     assert hacks.row_count == 1 and pq.read_table(hacks.path).to_pylist()[0]["completion"] == hacked.completion
+
+
+def test_a_reviewer_is_offered_the_built_ins_the_run_s_own_names_and_their_teams(run, owner, member, dataset_version):
+    team = Group.objects.create(name="lab")
+    team.user_set.add(owner, member)
+    theirs = make_run(member, dataset_version, name="a teammate's")
+    ingest_events(theirs, [rollouts_event(1, GROUPS)])
+    RunShare.objects.create(run=theirs, team=team)
+    post(api_client(member), theirs, {"name": "answer in the think block", "step": 1})
+    post(api_client(owner), run, {"name": "loops forever", "step": 1}, {"name": "loops forever", "step": 2})
+    names = api_client(owner).get(f"/api/runs/{run.pk}/labels/counts").json()["names"]
+    assert names[:7] == [
+        "reward hack",
+        "correct but scored wrong",
+        "format only",
+        "good reasoning",
+        "garbled",
+        "loops forever",
+        "answer in the think block",
+    ]
+    outsider_run = make_run(member, dataset_version, name="not shared")
+    ingest_events(outsider_run, [rollouts_event(1, GROUPS)])
+    post(api_client(member), outsider_run, {"name": "private name", "step": 1})
+    assert "private name" not in api_client(owner).get(f"/api/runs/{run.pk}/labels/counts").json()["names"]
