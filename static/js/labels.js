@@ -14,10 +14,12 @@ async function draw() {
               class: "label-total", text: `${s.name}: ${s.total}` }))));
   if (!d.labels.length) return;
   const steps = d.labels.flatMap((s) => s.steps);
+  const [lo, hi] = [Math.min(...steps), Math.max(...steps)];
+  const pad = Math.max(3, (hi - lo) * 0.02); // a few steps' width either side: one labeled step is not a wall
   const traces = d.labels.map((s) => ({ x: s.steps, y: s.counts, name: plotlyText(s.name), type: "bar" }));
   Plotly.react("chart-labels", traces, {
     title: { text: "labels per step", font: { size: 13 } }, height: 280, barmode: "stack",
-    margin: { l: 48, r: 10, t: 30, b: 36 }, xaxis: stepAxis(steps), yaxis: { title: { text: "labels" }, rangemode: "tozero" },
+    margin: { l: 48, r: 10, t: 30, b: 36 }, xaxis: { ...stepAxis(steps), range: [lo - pad, hi + pad] }, yaxis: { title: { text: "labels" }, rangemode: "tozero" },
     legend: { font: { size: 10 } },
   }, { displayModeBar: false, responsive: true });
 }
