@@ -25,6 +25,8 @@ from runs.models import (
     Worker,
 )
 from runs.recipes.services import recipe_from_template
+from runs.review.services import review_create
+from runs.rollouts.labels import labels_create
 from tests.browser_checks import check, watch
 from tests.conftest import log_in
 from tests.grpo_web.test_fuzz_every_endpoint import url_patterns
@@ -82,6 +84,8 @@ PAGES = {
     "run_diff": ("/runs/{run}/diff/{other}/", "#config-diff"),
     "run_rollouts": ("/runs/{run}/rollouts/", "article.rollout"),
     "run_reflection": ("/runs/{run}/reflection/", "#chart-share .main-svg"),
+    "run_labels": ("/runs/{run}/labels/", "#chart-labels .main-svg"),
+    "run_review": ("/runs/{run}/reviews/{review}/", "#item article.rollout"),
     "run_prompts": ("/runs/{run}/prompts/", "#prompts"),
     "search": ("/search/?q=the", "#search-count"),
     "run_prompt": ("/runs/{run}/prompts/{key}/", "#chart-prompt .main-svg"),
@@ -188,6 +192,9 @@ NOT_PAGES = {
             "run_pin",
             "run_import_stop",
             "code_tests_bench_run",
+            "run_review_new",
+            "reward_label_suite_save",
+            "reward_label_suite_test",
         ],
         "POST only: answers with a redirect or JSON",
     ),
@@ -241,6 +248,14 @@ NOT_PAGES = {
             "run_import_upload",
             "run_import_detail",
             "run_import_stop_api",
+            "run_labels",
+            "run_labels_create",
+            "run_label_delete",
+            "run_label_counts",
+            "run_alert_verdict",
+            "run_review_create",
+            "run_review_item",
+            "run_review_next",
         ],
         "the JSON API, for scripts",
     ),
@@ -391,6 +406,16 @@ def world(owner, eval_version, tmp_path):
         stats={"prompts": 1, "samples": 2, "kept": 1, "kept_share": 0.5},
     )
     recipe = recipe_from_template(owner=owner, name="r1-zero", template="R1-Zero", prompts=eval_version)
+    review = review_create(run=run, user=owner, data={}, mode="all")
+    first = run.rollouts.order_by("step", "index").first()
+    labels_create(
+        run=run,
+        user=owner,
+        items=[
+            {"name": "reward hack", "rollout": first.pk, "note": "<b>boxed</b> only", "span": [0, 5]},
+            {"name": "garbled", "step": 2, "group": 1},
+        ],
+    )
     return {
         "run": run.pk,
         "other": other.pk,
@@ -406,6 +431,7 @@ def world(owner, eval_version, tmp_path):
         "replay": replay.pk,
         "rejection_job": rejection_job.pk,
         "recipe": recipe.pk,
+        "review": review.pk,
         "code_version": code_version(owner, tmp_path).pk,
     }
 

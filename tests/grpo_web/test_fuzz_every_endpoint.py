@@ -16,6 +16,8 @@ from runs.datasets.forms import DatasetHubForm, DatasetMappingForm, DatasetUploa
 from runs.evaluations.forms import EvaluationForm
 from runs.lifecycle.forms import RunForm
 from runs.models import DatasetImport, EvalSample, Evaluation, Recipe, RejectionJob, RejectionSample
+from runs.review.services import review_create
+from runs.rollouts.labels import labels_create
 from runs.sampling.forms import RejectionJobForm
 from tests.rollouts.inspect_data import ingest, make_run, metrics_event, rollouts_event
 
@@ -162,8 +164,12 @@ def world(owner, dataset_version, eval_version):
     recipe = Recipe.objects.create(
         owner=owner, name="recipe", stages=[{"kind": "grpo", "model": "tiny", "dataset": eval_version.pk}], outputs=[{}]
     )
+    review = review_create(run=run, user=owner, data={}, mode="all")
+    label = labels_create(run=run, user=owner, items=[{"name": "reward hack", "step": 1, "group": 0}]).created[0]
     return {
         "run": run,
+        "review": review,
+        "label": label,
         "version": eval_version,
         "reward": reward,
         "evaluation": evaluation,
@@ -197,6 +203,9 @@ def fill(route: str, world) -> str:
         .replace("<int:run_id>", str(run.pk))
         .replace("<str:key>", "final")
         .replace("<slug:action>", "cancel")
+        .replace("<int:review_id>", str(world["review"].pk))
+        .replace("<int:label_id>", str(world["label"].pk))
+        .replace("<int:position>", "0")
     )
 
 
