@@ -3,8 +3,6 @@ take its next rollout, look at one again, read its progress and tallies. The rev
 
 from __future__ import annotations
 
-import json
-
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
@@ -15,19 +13,14 @@ from runs.models import Review, ReviewItem
 from runs.review.forms import query_of, review_filters
 from runs.review.selectors import item_json, previous_item, review_progress, review_tallies
 from runs.review.services import ReviewError, review_create, review_done, review_next
+from runs.rollouts.api import json_body
 
 router = Router()
 
 
 def _body(request) -> dict:
-    if not request.body:
-        return {}
-    try:
-        body = json.loads(request.body)
-    except RecursionError:
-        raise HttpError(400, "the body is nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HttpError(400, f"the body is not JSON: {exc}") from None
+    """The JSON object the request sent ({} for none); 400 naming why otherwise."""
+    body = json_body(request) if request.body else {}
     if not isinstance(body, dict):
         raise HttpError(400, "the body must be a JSON object")
     return body

@@ -198,12 +198,13 @@ class LabelsStored(Schema):
     labels: list[dict]
 
 
-def _body_json(request):
-    """The request's JSON body; 400 naming why it is not JSON (never a 500, whatever was sent)."""
+def json_body(request):
+    """The request's JSON body; 400 naming why it is not JSON (never a 500, whatever was sent). The review API's
+    bodies are read with it too."""
     try:
         return json.loads(request.body)
     except RecursionError:
-        raise HttpError(400, "the body is nested too deeply to be labels") from None
+        raise HttpError(400, "the body is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise HttpError(400, f"the body is not JSON: {exc}") from None
 
@@ -237,7 +238,7 @@ def run_labels(request, run_id: int, after: int = Query(0, ge=0), name: str = Qu
 )
 def run_labels_create(request, run_id: int):
     run = visible_run(request, run_id)
-    body = _body_json(request)
+    body = json_body(request)
     items = body.get("labels") if isinstance(body, dict) else None
     if not isinstance(body, dict) or set(body) != {"labels"}:
         raise HttpError(400, 'send {"labels": [...]}: a list of labels, each with name and a target')
@@ -288,7 +289,7 @@ def run_label_counts(request, run_id: int):
 )
 def run_alert_verdict(request, run_id: int):
     run = visible_run(request, run_id)
-    body = _body_json(request)
+    body = json_body(request)
     if not isinstance(body, dict) or set(body) - {"key", "evidence", "verdict", "note"}:
         raise HttpError(400, 'send {"key", "evidence", "verdict": "confirm" or "dismiss", "note"}')
     key, evidence, verdict, note = (body.get(k) for k in ("key", "evidence", "verdict", "note"))

@@ -138,23 +138,18 @@ class RolloutFilterForm(forms.Form):
             raise forms.ValidationError("not one of this run's reflection phrases")
         return value
 
-    def clean_label(self):
-        value = self.cleaned_data["label"]
-        if not value:
-            return ""
+    def _label_name(self, key: str) -> str:
+        value = self.cleaned_data[key]
         try:
-            return clean_name(value)
+            return clean_name(value) if value else ""
         except ValueError as exc:
             raise forms.ValidationError(f"a label name {exc}") from None
 
+    def clean_label(self):
+        return self._label_name("label")
+
     def clean_no_label(self):
-        value = self.cleaned_data["no_label"]
-        if not value:
-            return ""
-        try:
-            return clean_name(value)
-        except ValueError as exc:
-            raise forms.ValidationError(f"a label name {exc}") from None
+        return self._label_name("no_label")
 
     def clean_review(self):
         value = self.cleaned_data["review"]
