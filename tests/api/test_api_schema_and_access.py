@@ -93,6 +93,11 @@ def _send(client, method, path, template, dataset_version):
         "/api/runs/{run_id}/labels": {"labels": [{"name": "reward hack", "step": 1}]},
         "/api/runs/{run_id}/reviews": {"filters": {"step_max": 1}, "size": 2},
         "/api/runs/{run_id}/reviews/{review_id}/next": {},
+        "/api/runs/{run_id}/alerts/verdicts": {
+            "key": "detector/repetition",
+            "evidence": "0" * 16,
+            "verdict": "dismiss",
+        },
         "/api/attach/runs/{run_id}/events": {},  # an attached run's batch: its own tests send real ones
         "/api/attach/runs/{run_id}/tokens/{step}": {},  # a token shard: its own tests send real ones
         "/api/attach/runs/{run_id}/heartbeat": {"resume_key": "k"},
