@@ -9,6 +9,7 @@ import sys
 import urllib.error
 import urllib.request
 
+import psutil
 import pytest
 from django.db import connection
 
@@ -32,14 +33,19 @@ def test_forty_concurrent_requests_leave_no_connection_open(service_env, tmp_pat
     if connection.vendor != "postgresql":
         pytest.skip("counts PostgreSQL's connections (SQLite keeps none)")
 
-    def held() -> int:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            return cursor.fetchone()[0]
+    def held(port: int) -> int:
+        """The web server's own connections to PostgreSQL: its process found by the port it listens on (the
+        database's other clients, the session's worker and supervisors among them, come and go)."""
+        server = next(
+            c.pid for c in psutil.net_connections(kind="tcp") if c.laddr.port == port and c.status == psutil.CONN_LISTEN
+        )
+        database = int(connection.settings_dict.get("PORT") or 5432)
+        return sum(
+            1
+            for c in psutil.Process(server).net_connections(kind="tcp")
+            if c.raddr and c.raddr.port == database and c.status == psutil.CONN_ESTABLISHED
+        )
 
-    before = held()
     with running_web_server(service_env, tmp_path / "web.log") as url:
 
         def ask(_):
@@ -52,4 +58,5 @@ def test_forty_concurrent_requests_leave_no_connection_open(service_env, tmp_pat
 
         with concurrent.futures.ThreadPoolExecutor(40) as pool:
             assert set(pool.map(ask, range(40))) == {401}
-        assert held() - before <= 2  # none per request (the server's own, at most)
+        # none per request (the server's own, at most); with the workers' 60 s it held 39
+        assert held(int(url.rsplit(":", 1)[1])) <= 1
