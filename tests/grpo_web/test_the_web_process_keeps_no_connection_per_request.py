@@ -21,7 +21,12 @@ SETTING = "from django.conf import settings; print(settings.DATABASES['default']
 @pytest.mark.parametrize("module, kept", [("grpo_web.asgi", "0"), ("grpo_web.celery", "60")])
 def test_the_web_process_keeps_none_and_the_workers_keep_theirs(module, kept, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("GRPO_DB_CONN_MAX_AGE", "DJANGO_SETTINGS_MODULE")}
-    env.update(DATABASE_URL="postgres://nobody@127.0.0.1:1/none", GRPO_DATA_DIR=str(tmp_path))
+    # a Redis named (never reached): without one, importing the app would start an embedded Redis that outlives it
+    env.update(
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/none",
+        REDIS_URL="redis://127.0.0.1:1/0",
+        GRPO_DATA_DIR=str(tmp_path),
+    )
     code = f"import django, {module}; django.setup(); {SETTING}"
     done = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
