@@ -217,12 +217,11 @@ def json_body(request):
 )
 def run_labels(request, run_id: int, after: int = Query(0, ge=0), name: str = Query("", max_length=200)):
     run = visible_run(request, run_id)
-    if name.strip():
-        try:
-            name = labels.clean_name(name)
-        except ValueError as exc:
-            raise HttpError(400, f"name: a label name {exc}") from None
-    rows, cursor = labels.labels_page(run, request.user, after=after, name=name.strip())
+    try:
+        name = labels.clean_name(name) if name.strip() else ""
+    except ValueError as exc:
+        raise HttpError(400, f"name: a label name {exc}") from None
+    rows, cursor = labels.labels_page(run, request.user, after=after, name=name)
     return {"labels": rows, "next_cursor": cursor}
 
 
