@@ -21,7 +21,7 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 RUN pip install --index-url ${TORCH_INDEX_URL} torch==2.13.0
 
 COPY . .
-RUN pip install . ./attach
+RUN pip install . ./attach ./protocol
 
 # Static files are baked into the image and served by whitenoise.
 # The key below only lets settings import at build time; it is never used at run time.

@@ -57,7 +57,7 @@ def step_timer():
 
 
 def make_config(model_dir: Path, data_path: Path, work: Path, steps: int, seed: int, variant: str = "instrumented"):
-    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     sample = {"token_sample_groups": -1} if variant == "all_tokens" else {}  # else the default sample
     return TrainConfig(
@@ -88,10 +88,10 @@ class RunResult:
 
 
 def run_once(variant: str, config) -> RunResult:
+    from grpo_web_protocol.events import EventWriter, read_events
     from transformers import PrinterCallback
 
     from workers.training.capture import MetricsCallback
-    from workers.training.protocol.events import EventWriter, read_events
     from workers.training.train import make_trainer
 
     events = EventWriter(config.event_log) if variant != "plain" else None
@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore")
 
-    from workers.training.demo_data import arithmetic_rows
+    from grpo_web_protocol.demo_data import arithmetic_rows
+
     from workers.training.tinymodel import build_tiny_model
 
     durations = {v: [] for v in VARIANTS}

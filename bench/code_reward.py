@@ -2,7 +2,7 @@
 
     python -m bench.code_reward [--batches 6] [--batch 64]   (from the repo root)
 
-Each batch is ``--batch`` completions of the demo's Python tasks (``workers.training.demo_data.python_task_rows``, four
+Each batch is ``--batch`` completions of the demo's Python tasks (``grpo_web_protocol.demo_data.python_task_rows``, four
 tests per row), half of them the reference solution in a fenced block and half a wrong one, scored by
 ``BUILTINS["code_tests"]`` exactly as the training process calls it: every test in its own confined process, forked
 from the warm template. The template starts once (its start is printed apart) and a warm-up batch runs first.
@@ -34,9 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64, help="completions per batch (default 64)")
     args = parse_args(parser, argv, batches=1, batch=16)
 
+    from grpo_web_protocol.demo_data import python_task_rows
+
     from rewards import code_tests as reward
     from rewards.builtins import BUILTINS
-    from workers.training.demo_data import python_task_rows
 
     rows = python_task_rows(args.batch * (args.batches + 1), seed=0)
     batches = []

@@ -34,7 +34,7 @@ from bench.registry import parse_args  # noqa: E402 (after the path is set)
 
 
 def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
-    from workers.training.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+    from grpo_web_protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
 
     return TrainConfig(
         model=str(model_dir),
@@ -51,9 +51,9 @@ def make_config(model_dir: Path, tmp: Path, work: Path, args, with_eval: bool):
 
 
 def run_once(config) -> dict:
+    from grpo_web_protocol.events import EventWriter, read_events
     from transformers import PrinterCallback
 
-    from workers.training.protocol.events import EventWriter, read_events
     from workers.training.train import make_trainer
 
     events = EventWriter(config.event_log)
@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     warnings.filterwarnings("ignore")
 
-    from workers.training.demo_data import arithmetic_rows
+    from grpo_web_protocol.demo_data import arithmetic_rows
+
     from workers.training.tinymodel import build_tiny_model
 
     results: dict[str, list[dict]] = {"without eval": [], "with eval": []}

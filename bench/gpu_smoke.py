@@ -98,13 +98,13 @@ def unmet_requirements(wheel_dir: Path) -> list[str]:
 
 
 def rows(n: int = 256) -> list[dict]:
-    from workers.training.demo_data import arithmetic_rows
+    from grpo_web_protocol.demo_data import arithmetic_rows
 
     return [{"prompt": r["prompt"], "answer": str(r["answer"])} for r in arithmetic_rows(n, seed=3)]
 
 
 def train_config(out: Path, model: Path, data: Path, **grpo):
-    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     fields = dict(
         num_generations=8,
@@ -141,7 +141,7 @@ def env(gpus: str) -> dict:
 
 def program(module: str, config, work: Path, gpus: str = "0", timeout: float = 240) -> list[dict]:
     """Run a training program on a config, as the worker does; its events."""
-    from workers.training.protocol.events import read_events
+    from grpo_web_protocol.events import read_events
 
     work.mkdir(parents=True, exist_ok=True)
     path = work / "config.json"
@@ -212,7 +212,7 @@ def vllm_server(model: Path, gpu: str, log: Path, memory: float) -> tuple[subpro
 
 def detect_gpus() -> list[dict]:
     """The GPUs nvidia-smi lists, read by the training program's parser (Django-free, unlike the worker's registry)."""
-    from workers.training.protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
+    from grpo_web_protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
 
     if not shutil.which("nvidia-smi"):
         return []
@@ -221,7 +221,7 @@ def detect_gpus() -> list[dict]:
 
 
 class GpuSampler:
-    """nvidia-smi every second, read by the worker's parser (workers.training.protocol.resources.parse_nvidia_smi)."""
+    """nvidia-smi every second, read by the worker's parser (grpo_web_protocol.resources.parse_nvidia_smi)."""
 
     def __init__(self):
         self.samples: list[list[dict]] = []
@@ -229,7 +229,7 @@ class GpuSampler:
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self):
-        from workers.training.protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
+        from grpo_web_protocol.resources import NVIDIA_SMI_QUERY, parse_nvidia_smi
 
         while not self.stop.wait(1.0):
             out = subprocess.run(["nvidia-smi", *NVIDIA_SMI_QUERY], capture_output=True, text=True).stdout

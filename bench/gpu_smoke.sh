@@ -33,7 +33,7 @@ if [ "$GPU_SMOKE_OFFLINE" = 1 ]; then
   rm -rf "$SITE"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$WHEELS"/*.whl
   # the checkout and the attach client (grpo_web_attach, which the training program captures with) from source
-  export PYTHONPATH="$PWD:$PWD/attach:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="$PWD:$PWD/attach:$PWD/protocol:$SITE${PYTHONPATH:+:$PYTHONPATH}"
   "$PY" - "$WHEELS" <<'PY'
 import sys
 from pathlib import Path

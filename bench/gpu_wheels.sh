@@ -20,7 +20,7 @@ WHEELS=(
   "dill==0.4.1"                     # datasets: <0.4.2
   "multiprocess==0.70.19"           # datasets: <0.70.20
   "fsspec==2026.9.0"                # datasets caps it (<=2026.9.0); the image's own version is not known here
-  "orjson==3.13.0"                  # the event log (workers.training.protocol.events)
+  "orjson==3.13.0"                  # the event log (grpo_web_protocol.events)
   "math-verify==0.9.0"              # rewards.library's accuracy, length and cosine rewards
   "latex2sympy2_extended==1.11.0"   # math-verify pins it
   "antlr4-python3-runtime==4.13.2"  # latex2sympy2_extended takes 4.9.3 to 4.13.2; 4.9.3 has no wheel

@@ -3,7 +3,7 @@
     python -m bench.live_latency [--clients 50] [--steps 40] [--interval 0.5]
 
 The real path, each part in its own process as in production: a writer appends "rollouts" and "metrics" events to
-the run's event log (workers.training.protocol.events.EventWriter, as the training program does); a supervisor loop
+the run's event log (grpo_web_protocol.events.EventWriter, as the training program does); a supervisor loop
 (``workers.supervisor.ingest_and_push`` every ``POLL_SECONDS``) ingests them and publishes to the run's Redis
 channel; the ASGI web server (uvicorn, one process) relays each push as a server-sent event (``/runs/<id>/events``)
 to ``--clients`` logged-in connections, read here with asyncio. A step's latency, per client, is the time from the
@@ -91,7 +91,7 @@ def rows(step: int, n: int = 64) -> list[dict]:
 
 
 async def run_bench(args, port: int, run_id: int, cookie: str, log_path: Path) -> list[float]:
-    from workers.training.protocol.events import EventWriter
+    from grpo_web_protocol.events import EventWriter
 
     arrivals: dict[int, list[float]] = {}
     ready = asyncio.Event()

@@ -68,7 +68,11 @@ from bench.registry import parse_args
 
 ROOT = Path(__file__).resolve().parent.parent
 # the job's environment (workers.rayjobs.JOB_ENV's, and 1 OpenMP thread as for the local processes)
-JOB_ENV = {"PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'attach'}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+JOB_ENV = {
+    "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "attach"), str(ROOT / "protocol"))),
+    "HF_HUB_OFFLINE": "1",
+    "OMP_NUM_THREADS": "1",
+}
 # a Ray head that spends as little of 2 cores as it can on itself: no dashboard (below), no metrics, no task events
 LEAN_RAY = {
     "RAY_enable_metrics_collection": "0",
@@ -79,7 +83,7 @@ RAY_WORKER = "ray::RayTrainWorker"
 
 
 def config(folder: Path, model: Path, data: Path, steps: int, batch: int, length: int) -> Path:
-    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     cfg = TrainConfig(
         model=str(model),
@@ -104,7 +108,7 @@ def config(folder: Path, model: Path, data: Path, steps: int, batch: int, length
 
 
 def step_times(event_log: Path) -> list[float]:
-    from workers.training.protocol.events import read_events
+    from grpo_web_protocol.events import read_events
 
     events, _ = read_events(event_log)
     first_seen: dict[int, float] = {}
@@ -116,7 +120,7 @@ def step_times(event_log: Path) -> list[float]:
 
 def throughput(event_log: Path) -> tuple[float, float, float]:
     """(completions per second between the first and the last step, time of the first step's event, of the last)."""
-    from workers.training.protocol.events import read_events
+    from grpo_web_protocol.events import read_events
 
     events, _ = read_events(event_log)
     batches = [e for e in events if e["type"] == "rollouts"]
@@ -129,7 +133,7 @@ def throughput(event_log: Path) -> tuple[float, float, float]:
 
 def phases(event_log: Path) -> dict[str, float]:
     """Median seconds of TRL's generation and of the update, per step after the first (rank 0's on Ray)."""
-    from workers.training.protocol.events import read_events
+    from grpo_web_protocol.events import read_events
 
     events, _ = read_events(event_log)
     timed = [e["metrics"] for e in events if e["type"] == "metrics" and "timing/step_s" in e.get("metrics", {})][1:]
@@ -394,7 +398,8 @@ def main() -> None:
     # a `timeout` or Ctrl-C still stops the Ray head this script started (the finally below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.path.insert(0, str(ROOT))
-    from workers.training.demo_data import arithmetic_rows
+    from grpo_web_protocol.demo_data import arithmetic_rows
+
     from workers.training.tinymodel import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="ray-scale-"))

@@ -36,7 +36,7 @@ def wait(predicate, timeout=1800):
 
 
 def stages(prompts, worked, sft_steps):
-    from workers.training.protocol.config import SFT_FIELDS
+    from grpo_web_protocol.config import SFT_FIELDS
 
     sft = {k: f.default for k, f in SFT_FIELDS.items()} | {
         "max_steps": sft_steps,
@@ -165,10 +165,10 @@ def main(argv=None) -> int:
     with django_on_a_data_folder("grpo-bench-recipe-") as env:
         from django.conf import settings
         from django.contrib.auth import get_user_model
+        from grpo_web_protocol.demo_data import arithmetic_rows
 
         from runs.datasets.services import dataset_import
         from workers.training.coldstart import cold_start_rows
-        from workers.training.demo_data import arithmetic_rows
         from workers.training.tinymodel import build_tiny_model
 
         build_tiny_model(settings.GRPO_TINY_MODEL_DIR)

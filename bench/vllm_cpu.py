@@ -82,13 +82,13 @@ def vllm_python(given: str | None) -> str:
 
 
 def env() -> dict:
-    # the checkout and the attach client (grpo_web_attach), which vLLM's CPU environment does not install
-    pythonpath = os.pathsep.join((str(ROOT), str(ROOT / "attach")))
+    # the checkout, the attach client and the protocol, which vLLM's CPU environment does not install
+    pythonpath = os.pathsep.join((str(ROOT), str(ROOT / "attach"), str(ROOT / "protocol")))
     return {**os.environ, "PYTHONPATH": pythonpath, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def median_step_seconds(event_log: Path) -> float:
-    from workers.training.protocol.events import read_events
+    from grpo_web_protocol.events import read_events
 
     events, _ = read_events(event_log)
     seen: dict[int, float] = {}
@@ -100,7 +100,7 @@ def median_step_seconds(event_log: Path) -> float:
 
 
 def train(python: str, folder: Path, model: Path, data: Path, steps: int, use_vllm: bool) -> float:
-    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
 
     cfg = TrainConfig(
         model=str(model),
@@ -142,7 +142,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     args = parse_args(parser, None, prompts=8, max_tokens=16, steps=3)
     sys.path.insert(0, str(ROOT))
-    from workers.training.demo_data import arithmetic_rows
+    from grpo_web_protocol.demo_data import arithmetic_rows
+
     from workers.training.tinymodel import build_tiny_model
 
     python = vllm_python(args.python)

@@ -43,7 +43,7 @@ class PkMultipleChoiceField(forms.ModelMultipleChoiceField):
 
 
 def config_field(name, f):
-    """A form field for one field of workers.training.protocol.config (GRPOFields, EvalFields): its TRL default and help."""
+    """A form field for one field of grpo_web_protocol.config (GRPOFields, EvalFields): its TRL default and help."""
     default, help_text = f.default, f.metadata["help"]
     optional = default is None
     common = {"initial": default, "help_text": help_text, "required": not optional}

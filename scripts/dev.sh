@@ -13,7 +13,7 @@ VENV=${VENV:-.venv}
 
 install() {
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  local stamp="$VENV/.grpo-web-installed-$(cat pyproject.toml attach/pyproject.toml | sha1sum | cut -c1-12)"
+  local stamp="$VENV/.grpo-web-installed-$(cat pyproject.toml attach/pyproject.toml protocol/pyproject.toml | sha1sum | cut -c1-12)"
   if [ ! -f "$stamp" ]; then
     "$VENV/bin/pip" install -q --upgrade pip
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
@@ -27,6 +27,8 @@ install() {
     # verl (trainer: verl) without its pins (transformers<5.11): its light dependencies come with the verl extra
     "$VENV/bin/pip" install -q --no-deps "verl==0.9.1" "tensordict==0.10.0" "pyvers>=0.1,<0.2" "torchdata==0.11.0"
     "$VENV/bin/pip" install -q -e ./attach   # the attach client (grpo_web_attach): the training program captures with it
+    # what the app and the training programs share (grpo_web_protocol): the run config, the event log, field lists
+    "$VENV/bin/pip" install -q -e ./protocol
     touch "$stamp"
   fi
   # Trackio, for the test where TRL itself logs a run to it (report_to="trackio") for the Trackio importer, which

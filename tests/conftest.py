@@ -78,7 +78,7 @@ def dataclass_defaults(cls, values: dict):
 
 @pytest.fixture(autouse=True, scope="session")
 def small_training_values():
-    from workers.training.protocol.config import GRPOFields, SFTFields
+    from grpo_web_protocol.config import GRPOFields, SFTFields
 
     with dataclass_defaults(GRPOFields, SMALL_GRPO), dataclass_defaults(SFTFields, SMALL_SFT):
         yield
@@ -87,7 +87,7 @@ def small_training_values():
 @pytest.fixture
 def trl_defaults():
     """TRL's defaults back in the config dataclasses for one test."""
-    from workers.training.protocol.config import GRPOFields, SFTFields
+    from grpo_web_protocol.config import GRPOFields, SFTFields
 
     with dataclass_defaults(GRPOFields, TRL_GRPO), dataclass_defaults(SFTFields, TRL_SFT):
         yield
@@ -98,7 +98,7 @@ def _defaults(cls, names) -> dict:
 
 
 def _trl_values():
-    from workers.training.protocol.config import GRPOFields, SFTFields
+    from grpo_web_protocol.config import GRPOFields, SFTFields
 
     return _defaults(GRPOFields, SMALL_GRPO), _defaults(SFTFields, SMALL_SFT)
 
@@ -156,8 +156,9 @@ def outsider_client(client, outsider):
 
 @pytest.fixture
 def dataset_version(owner):
+    from grpo_web_protocol.demo_data import arithmetic_rows
+
     from runs.datasets.services import dataset_import
-    from workers.training.demo_data import arithmetic_rows
 
     data = "".join(json.dumps(r) + "\n" for r in arithmetic_rows(64)).encode()
     return dataset_import(owner=owner, name="arithmetic", stream=io.BytesIO(data), source_name="arith.jsonl")

@@ -10,6 +10,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
+from grpo_web_protocol.config import EvalFields, RewardSpec
+from grpo_web_protocol.events import read_events
 
 from rewards.selectors import reward_specs
 from runs.datasets.services import version_training_file
@@ -27,8 +29,6 @@ from workers.processes import die_with_parent, program_python, stop, training_en
 from workers.registry import detect_gpus
 from workers.supervisor import CONTROL_SECONDS, DB_ERRORS, advance_recipes, push
 from workers.training.evaluate import EvalJob  # the evaluation program's job file; no torch at import
-from workers.training.protocol.config import EvalFields, RewardSpec
-from workers.training.protocol.events import read_events
 
 log = logging.getLogger(__name__)
 

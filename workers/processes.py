@@ -42,9 +42,11 @@ VLLM_CPU_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 def training_env(*, vllm_cpu: bool = False) -> dict[str, str]:
     """The environment of a training or evaluation program; ``vllm_cpu``: it runs in vLLM's CPU environment."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIXES)}
-    # the checkout, and the attach client's package (grpo_web_attach: the training program captures with it), so a
-    # program finds both in an environment that did not install them (vLLM's CPU build, a Ray node's python)
-    env["PYTHONPATH"] = os.pathsep.join((str(settings.BASE_DIR), str(Path(settings.BASE_DIR) / "attach")))
+    # the checkout, the attach client's package (grpo_web_attach: the training program captures with it) and the
+    # protocol (grpo_web_protocol), so a program finds them in an environment that did not install them (vLLM's CPU
+    # build, a Ray node's python)
+    base = Path(settings.BASE_DIR)
+    env["PYTHONPATH"] = os.pathsep.join((str(base), str(base / "attach"), str(base / "protocol")))
     env["PYTHONUNBUFFERED"] = "1"
     if vllm_cpu:
         env = {**VLLM_CPU_DEFAULTS, **env}

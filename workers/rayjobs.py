@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from grpo_web_protocol.resources import rank_folder
+
 from runs.models import Run
-from workers.training.protocol.resources import rank_folder
 from workers.training.ray_train import ERROR_PREFIX
 
 log = logging.getLogger(__name__)

@@ -10,12 +10,12 @@ import dataclasses
 
 from billiard.process import current_process
 from django.conf import settings
+from grpo_web_protocol.config import RewardSpec
 
 from rewards.builtins import BUILTINS
 from rewards.selectors import reward_specs
 from runs.models import Replay
 from runs.rollouts.services import replay_execute
-from workers.training.protocol.config import RewardSpec
 from workers.training.rewarding import SandboxedReward
 
 

@@ -10,6 +10,7 @@ from billiard.process import current_process
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from grpo_web_protocol.config import TrainConfig
 
 from rewards.label_suite import describe
 from rewards.models import RewardFunction
@@ -21,7 +22,6 @@ from runs.models import Dataset, DatasetVersion, Rollout, Run
 from runs.rollouts.label_suites import case_groups, outcome, suite_cases
 from runs.rollouts.selectors import reward_inputs
 from runs.text import as_text
-from workers.training.protocol.config import TrainConfig
 from workers.training.train import grpo_config
 
 

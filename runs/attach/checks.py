@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 
 from django.conf import settings
-
-from workers.training.protocol.events import parse_event
+from grpo_web_protocol.events import parse_event
 
 EVENT_TYPES = ("rollouts", "metrics", "checkpoint")
 MAX_INT = 2**31 - 1  # the database's positive integer columns

@@ -18,6 +18,7 @@ from datetime import UTC, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from grpo_web_protocol.events import clean
 
 from runs.attach.checks import EventRefused, deeper_than, event_problem, parse_line, shape_problem
 from runs.attach.shards import drop_shards_after, read_shard, store_shard
@@ -26,7 +27,6 @@ from runs.models import JobStatus, Rollout, Run, StepMetric
 from runs.paths import event_log_path
 from runs.rollouts.ingest import ingest_appended, ingest_log
 from runs.text import json_safe
-from workers.training.protocol.events import clean
 
 log = logging.getLogger(__name__)
 

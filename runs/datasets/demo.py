@@ -8,11 +8,7 @@ import json
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q
-
-from runs.datasets.mapping import Mapping
-from runs.datasets.services import dataset_import, dataset_version_map, import_folders
-from runs.models import Dataset, DatasetVersion
-from workers.training.demo_data import (
+from grpo_web_protocol.demo_data import (
     arithmetic_rows,
     arithmetic_tool_rows,
     letter_count_rows,
@@ -20,6 +16,10 @@ from workers.training.demo_data import (
     word_problem_rows,
     worked_answer_rows,
 )
+
+from runs.datasets.mapping import Mapping
+from runs.datasets.services import dataset_import, dataset_version_map, import_folders
+from runs.models import Dataset, DatasetVersion
 
 # The run form's default dataset (the README's quick start), and the R1 recipe template's worked answers: found by
 # these names, whichever was loaded last.

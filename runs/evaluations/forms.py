@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from django import forms
+from grpo_web_protocol.config import EVAL_FIELDS
 
 from runs.evaluations.services import EVAL_SPLITS, eval_max_new_tokens, eval_settings, model_choices
 from runs.forms import config_field
 from runs.models import DatasetVersion, Evaluation
-from workers.training.protocol.config import EVAL_FIELDS
 
 
 class EvaluationForm(forms.Form):

@@ -11,11 +11,11 @@ from itertools import islice
 from django import forms
 from django.db.models import Q
 from django.urls import reverse
+from grpo_web_protocol.scoring import majority
 
 from runs.evaluations.services import eval_max_new_tokens
 from runs.forms import YES_NO
 from runs.models import Evaluation, Run
-from workers.training.protocol.scoring import majority
 
 DELTA_METRICS = ("mean@k", "pass@k", "maj@k", "greedy", "reward_mean@k")
 COMPARED_METRICS = ("mean@k", "pass@k", "maj@k", "greedy")

@@ -8,14 +8,14 @@ from dataclasses import asdict
 
 from django.db import transaction
 from django.utils import timezone
+from grpo_web_protocol.config import EvalFields
+from grpo_web_protocol.scoring import criterion
 
 from grpo_web import queues
 from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, EvalSample, Evaluation, Run
 from runs.paths import model_access_at_start, model_problems, resolve_model
 from runs.text import as_text, json_safe, prompt_key
-from workers.training.protocol.config import EvalFields
-from workers.training.protocol.scoring import criterion
 
 EVAL_SPLITS = {"eval": "the eval split", "all": "every row"}
 BASE_LABEL = "base model"  # the label of a standalone evaluation of its run's base model

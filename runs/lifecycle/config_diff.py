@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from grpo_web_protocol.config import EVAL_FIELDS, GRPO_FIELDS
+
 from rewards.models import RewardFunctionVersion
 from runs.lifecycle.provenance import compared_fields
 from runs.models import Run
-from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS
 
 MISSING = None  # the value of a reward a run does not use, or of an extra config field it does not set
 

@@ -3,7 +3,7 @@ plus model, dataset and rewards. Each key that does not carry over gets a note; 
 import as a TRL config (dataset by name, rewards by name, the run form pre-filled). No database here.
 
 - verl: a ppo_trainer-style config (``algorithm.adv_estimator: grpo``, ``actor_rollout_ref``, ``data``, ``trainer``),
-  translated by workers.training.protocol.verl_keys; the run trains with verl. grpo-web's own keys (dataset_name, reward_funcs,
+  translated by grpo_web_protocol.verl_keys; the run trains with verl. grpo-web's own keys (dataset_name, reward_funcs,
   reward_weights) may sit at the top level; otherwise the dataset is named by the folder of ``data.train_files`` and
   the reward by ``custom_reward_function.name``.
 - Oumi: a TrainingConfig with ``training.trainer_type`` (TRL_GRPO, VERL_GRPO or TRL_SFT), read by
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from workers.training.protocol.verl_keys import flatten, from_verl, verl_gpus
+from grpo_web_protocol.verl_keys import flatten, from_verl, verl_gpus
 
 OWN_KEYS = (
     "name",

@@ -4,6 +4,17 @@ evaluation settings."""
 import json
 
 from django import forms
+from grpo_web_protocol import trl_fields
+from grpo_web_protocol.config import (
+    EVAL_FIELDS,
+    FROM_FILE,
+    FROM_FORM,
+    GRPO_FIELDS,
+    TOKEN_FIELDS,
+    default_source,
+    kind_fields,
+    kind_groups,
+)
 
 from rewards.builtins import TRUSTED
 from rewards.library import ENVIRONMENTS as LIBRARY_ENVIRONMENTS
@@ -16,17 +27,6 @@ from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET, form
 from runs.forms import JSONObjectField, config_field
 from runs.lifecycle.trl_yaml import MANAGED
 from runs.models import DatasetVersion
-from workers.training.protocol import trl_fields
-from workers.training.protocol.config import (
-    EVAL_FIELDS,
-    FROM_FILE,
-    FROM_FORM,
-    GRPO_FIELDS,
-    TOKEN_FIELDS,
-    default_source,
-    kind_fields,
-    kind_groups,
-)
 
 # GRPOConfig fields not offered as they are: grpo-web sets them for every run (workers/training/train.py), takes them from
 # another part of the form (the rewards table's weights), or does not apply them (runs.lifecycle.trl_yaml notes why)

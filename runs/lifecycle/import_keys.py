@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grpo_web_protocol.config import TOKEN_FIELDS
+
 from rewards.library import NAMES as LIBRARY_NAMES
 from rewards.library import OPEN_R1, OUMI
 from runs.models import DatasetVersion
-from workers.training.protocol.config import TOKEN_FIELDS
 
 # Set by grpo-web for every run (workers/training/train.py), so an imported value would be overridden anyway.
 MANAGED = {
@@ -151,7 +152,7 @@ class ImportedRun:
     environment: dict = field(default_factory=dict)  # TRL's environment_factory: as a tool, or {} for none
     config: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
-    evaluation: dict = field(default_factory=dict)  # workers.training.protocol.config.EvalFields
+    evaluation: dict = field(default_factory=dict)  # grpo_web_protocol.config.EvalFields
     requested_gpus: int = 0
     engine: str = "local"  # local, or ray: trained on a worker's Ray cluster (docs/ray.md)
     num_workers: int = 1  # Ray Train workers of a Ray run

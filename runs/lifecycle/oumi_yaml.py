@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from grpo_web_protocol.verl_keys import flatten, from_verl, verl_gpus
+
 from runs.lifecycle.foreign_yaml import OWN_KEYS  # grpo-web's own keys, as a verl file's
 from runs.lifecycle.oumi_keys import (
     DATASET_KEYS,
@@ -37,7 +39,6 @@ from runs.lifecycle.oumi_keys import (
     VERL_READS,
 )
 from runs.lifecycle.trl_types import shown
-from workers.training.protocol.verl_keys import flatten, from_verl, verl_gpus
 
 
 class Reader:

@@ -5,10 +5,10 @@ reproducibility record as a closing comment."""
 from __future__ import annotations
 
 import yaml
+from grpo_web_protocol.config import EVAL_FIELDS, FROM_FILE, TOKEN_FIELDS, kind_fields
 
 from runs.lifecycle.provenance import yaml_comment
 from runs.models import Run
-from workers.training.protocol.config import EVAL_FIELDS, FROM_FILE, TOKEN_FIELDS, kind_fields
 
 
 def run_yaml(run: Run) -> str:

@@ -14,11 +14,11 @@ from django.db.models import Avg, Case, F, FloatField, IntegerField, OuterRef, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
+from grpo_web_protocol.config import FROM_FILE, GRPO_WEB_DEFAULTS, kind_fields
 
 from grpo_web.sharing import teams_of
 from runs.models import Evaluation, Rollout, Run, StepMetric
 from runs.paths import supervisor_alive, trainer_alive
-from workers.training.protocol.config import FROM_FILE, GRPO_WEB_DEFAULTS, kind_fields
 
 RECENT_STEPS = 20  # the pace is measured over the last steps logged
 

@@ -12,6 +12,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from grpo_web_protocol.config import (
+    FROM_FILE,
+    FROM_TRAINER,
+    SFT_COLUMNS,
+    EvalFields,
+    config_sources,
+    kind_fields,
+)
 
 from grpo_web import queues
 from rewards.library import source as library_source
@@ -24,14 +32,6 @@ from runs.lifecycle.trl_yaml import EPOCHS, epoch_steps
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import event_log_path, model_problems, supervisor_alive, trainer_alive
 from runs.rollouts.ingest import ingest_log
-from workers.training.protocol.config import (
-    FROM_FILE,
-    FROM_TRAINER,
-    SFT_COLUMNS,
-    EvalFields,
-    config_sources,
-    kind_fields,
-)
 
 
 def _env_signature(spec: dict):

@@ -10,11 +10,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import yaml
+from grpo_web_protocol.config import TOKEN_FIELDS
 
 from runs.lifecycle.trl_yaml import ImportedRun, parse_run_yaml
 from runs.models import DatasetVersion, Run
 from runs.safe_yaml import MAX_DEPTH, nesting_depth
-from workers.training.protocol.config import TOKEN_FIELDS
 
 
 class RunRefused(Exception):

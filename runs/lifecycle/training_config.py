@@ -1,17 +1,17 @@
-"""A run as the training program's config (workers.training.protocol TrainConfig): one builder for the check made
+"""A run as the training program's config (grpo_web_protocol TrainConfig): one builder for the check made
 before the run is queued (runs.lifecycle.services.run_create, on an unsaved run) and for the worker that starts it
 (workers.supervisor), so what TRL's own checks see before a GPU is spent is what the trainer gets."""
 
 from __future__ import annotations
 
 from django.conf import settings
+from grpo_web_protocol.config import SFT_COLUMNS, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 from rewards.selectors import environment_spec, reward_specs, tool_specs
 from runs.datasets.services import version_training_file
 from runs.evaluations.services import eval_settings, eval_source
 from runs.models import Run
 from runs.paths import checkpoint_path, event_log_path, resolve_model
-from workers.training.protocol.config import SFT_COLUMNS, GRPOFields, RewardSpec, SFTFields, ToolSpec, TrainConfig
 
 
 def run_train_config(

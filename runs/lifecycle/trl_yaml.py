@@ -16,6 +16,17 @@ import math
 
 import yaml
 from django.db.models import Case, When
+from grpo_web_protocol import trl_fields
+from grpo_web_protocol.config import (
+    EVAL_FIELDS,
+    FROM_FILE,
+    GRPO_FIELDS,
+    KINDS,
+    TOKEN_FIELDS,
+    config_sources,
+    kind_fields,
+)
+from grpo_web_protocol.verl_carry import is_verl_key, run_yaml_key_problem
 
 from rewards.builtins import TRUSTED
 from rewards.library import ENVIRONMENTS, OPEN_R1, OUMI, TOOLS
@@ -44,17 +55,6 @@ from runs.lifecycle.run_as_yaml import run_yaml  # noqa: F401 - importable from 
 from runs.lifecycle.trl_types import WrongType, field_types, shown, trl_value
 from runs.lifecycle.verl_launch import is_launch_script, launch_script_mapping
 from runs.safe_yaml import MAX_BYTES, load_yaml, text_size, too_large
-from workers.training.protocol import trl_fields
-from workers.training.protocol.config import (
-    EVAL_FIELDS,
-    FROM_FILE,
-    GRPO_FIELDS,
-    KINDS,
-    TOKEN_FIELDS,
-    config_sources,
-    kind_fields,
-)
-from workers.training.protocol.verl_carry import is_verl_key, run_yaml_key_problem
 
 
 def _coerce(name: str, value, errors: list[str], fields: dict = GRPO_FIELDS):
@@ -223,7 +223,7 @@ def parse_run_yaml(text: str, *, owner) -> ImportedRun:
         elif key in config_names:
             out.extra[key] = value
             out.notes.append(f"{key}: passed to {trl_config} as it is")
-        elif is_verl_key(key):  # a verl file's key carried to verl as written (workers.training.protocol.verl_carry)
+        elif is_verl_key(key):  # a verl file's key carried to verl as written (grpo_web_protocol.verl_carry)
             problem = run_yaml_key_problem(key, out.trainer)
             out.errors += [problem] if problem else []
             out.extra.update({} if problem else {key: value})

@@ -48,7 +48,7 @@ class Evaluation(Job):
         help_text="The prompts evaluated; none for an imported evaluation (imported_from names its file).",
     )
     split = models.CharField(max_length=8, default="eval", help_text="'eval': the eval split; 'all': every row.")
-    settings = models.JSONField(default=dict, help_text="workers.training.protocol.config.EvalFields as used.")
+    settings = models.JSONField(default=dict, help_text="grpo_web_protocol.config.EvalFields as used.")
     generator = models.CharField(
         max_length=16,
         choices=Generator.choices,

@@ -185,7 +185,7 @@ class Run(Job):
     evaluation = models.JSONField(
         default=dict,
         blank=True,
-        help_text="Periodic evaluation settings (workers.training.protocol.config.EvalFields); {}: none.",
+        help_text="Periodic evaluation settings (grpo_web_protocol.config.EvalFields); {}: none.",
     )
     reflection_phrases = models.JSONField(
         default=default_reflection_phrases,

@@ -11,6 +11,7 @@ import copy
 
 from django.db import transaction
 from django.utils import timezone
+from grpo_web_protocol.config import EVAL_FIELDS, EvalFields
 
 from rewards.models import RewardFunction
 from runs.access import visible_versions
@@ -22,7 +23,6 @@ from runs.lifecycle.training_config import run_train_config
 from runs.models import DatasetVersion, Evaluation, Recipe, RejectionJob, Run
 from runs.paths import model_access_problems
 from runs.sampling.services import RejectionSettings, rejection_job_cancel, rejection_job_create
-from workers.training.protocol.config import EVAL_FIELDS, EvalFields
 
 KINDS = ("sft", "grpo", "rejection_sample", "eval")
 MAKES_MODEL = ("sft", "grpo")

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 import orjson
 from django.db import connection, transaction
+from grpo_web_protocol.events import parse_event, read_lines
 
 from rewards.step_scores import MAX_SPLIT_CHARS, MAX_STEP_SCORES
 from runs.evaluations.services import store_periodic
@@ -24,7 +25,6 @@ from runs.models import Rollout, Run, StepMetric, reward_bucket
 from runs.rollouts.groups import group_stats
 from runs.rollouts.reflection import matcher, reflection_mask
 from runs.text import as_text, json_safe, prompt_key, stored_text
-from workers.training.protocol.events import parse_event, read_lines
 
 ROLLOUT_COLUMNS = (
     "run_id",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import connection
 from django.db.models import Avg, Count, Max, Min, Q
+from grpo_web_protocol.events import parse_event, read_lines
 
 from rewards.models import RewardFunctionVersion
 from rewards.trl_inputs import is_conversational
@@ -15,7 +16,6 @@ from runs.rollouts.reflection import matcher, utf16_length
 from runs.rollouts.tokens import token_groups
 from runs.series import JsonNumber, numeric_keys, step_buckets
 from runs.text import as_text
-from workers.training.protocol.events import parse_event, read_lines
 
 # TRL's metric names, in the order the run page draws them (each present key gets a chart).
 # what TRL logs under these prefixes gets a chart of its own, under TRL's name: the policy clip ratios, and the

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
+from grpo_web_protocol.scoring import criterion
 
 from grpo_web import queues
 from runs.datasets.importing import DatasetError
@@ -19,7 +20,6 @@ from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, RejectionJob, RejectionSample
 from runs.paths import model_problems
 from runs.text import as_text
-from workers.training.protocol.scoring import criterion
 
 SPLITS = ("train", "eval", "all")
 

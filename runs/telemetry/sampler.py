@@ -1,7 +1,7 @@
 """Resource telemetry per run: the worker samples the training process tree (CPU, RSS) and the visible GPUs into
 ResourceSample rows while it supervises; the run page reads them, with the step time split the training program
 logs (``timing/...`` in StepMetric), as charts. A Ray run's ranks measure themselves on their nodes and write rank
-files in the shared run folder (``workers.training.protocol.resources``); RaySampler turns those into the same rows.
+files in the shared run folder (``grpo_web_protocol.resources``); RaySampler turns those into the same rows.
 
 Measuring never raises: a process that exits mid-sample is not counted, a failing nvidia-smi turns GPU sampling off,
 a rank file's garbled line is skipped. Only the database write may fail, and the supervisor handles that as it
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
+from grpo_web_protocol.resources import RANK_FILE, ResourceMeter, parse_rank_sample
 
 from runs.models import ResourceSample, Run
-from workers.training.protocol.resources import RANK_FILE, ResourceMeter, parse_rank_sample
 
 MB = 1e6
 READ_LIMIT = 2**20  # bytes of one rank file read a tick; a "line" longer than that is skipped

@@ -6,7 +6,7 @@ and msgpack only, never the project (its docstring says why)."""
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("grpo_web", "runs", "rewards", "workers", "attach", "bench")
+PACKAGES = ("grpo_web", "runs", "rewards", "workers", "attach", "protocol", "bench")
 LIMIT = 700
 EXCEPTIONS = {"rewards/sandbox/child.py"}
 

@@ -21,9 +21,9 @@ import json
 import numpy as np
 import pytest
 from django.test import Client
+from grpo_web_protocol.demo_data import arithmetic_rows
 
 from runs.accounts.services import token_create
-from workers.training.demo_data import arithmetic_rows
 
 TRL_G = 4
 VERL_G = 3
@@ -70,7 +70,8 @@ def root(settings, tmp_path):
 
 @pytest.fixture(scope="session")
 def trl_output(tiny_model, tmp_path_factory):
-    from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
+    from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+
     from workers.training.train import make_trainer
 
     tmp = tmp_path_factory.mktemp("trl-run")

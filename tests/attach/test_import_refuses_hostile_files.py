@@ -8,10 +8,10 @@ import shutil
 
 import pandas as pd
 import pytest
+from grpo_web_protocol import verl_dump
 
 from runs.models import Run, RunImport
 from tests.api.conftest import api_client
-from workers.training.protocol import verl_dump
 
 pytestmark = pytest.mark.django_db
 

@@ -7,12 +7,12 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from grpo_web_protocol.verl_dump import grpo_advantages
 from verl.trainer.ppo import core_algos
 
 from runs.attach.importers import ImportFault
 from runs.attach.importers.verl import convert
 from tests.attach.conftest import VERL_COMPLETIONS, VERL_G, VERL_SCORES
-from workers.training.protocol.verl_dump import grpo_advantages
 
 
 @pytest.fixture(scope="module")

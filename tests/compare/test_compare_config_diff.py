@@ -4,11 +4,11 @@ import io
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.config import GRPO_FIELDS
 
 from rewards.models import RewardFunction, RewardFunctionVersion
 from runs.lifecycle.config_diff import config_diff, config_table
 from runs.models import DatasetVersion, Run
-from workers.training.protocol.config import GRPO_FIELDS
 
 pytestmark = pytest.mark.django_db
 

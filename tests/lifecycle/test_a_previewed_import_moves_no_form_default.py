@@ -8,13 +8,13 @@ import json
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
+from grpo_web_protocol.demo_data import arithmetic_rows, worked_answer_rows
 
 from grpo_web.sharing import share_update
 from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET
 from runs.datasets.services import dataset_import
 from runs.models import DatasetVersion, Run
 from tests.lifecycle.test_open_r1_import import QWEN_DEMO
-from workers.training.demo_data import arithmetic_rows, worked_answer_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.demo_data import python_task_rows
 
 from runs.datasets.services import dataset_import
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
 from tests.conftest import run_form_data
-from workers.training.demo_data import python_task_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol import trl_fields
 from trl import GRPOConfig
 
 from rewards.models import RewardFunction
@@ -13,7 +14,6 @@ from runs.lifecycle.forms import NOT_ON_FORM, RunForm
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
 from tests.conftest import run_form_data
-from workers.training.protocol import trl_fields
 from workers.training.trl_schema import grpo_schema
 
 pytestmark = pytest.mark.django_db

@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 import yaml
+from grpo_web_protocol.config import GRPO_FIELDS, GRPO_WEB_DEFAULTS, PEFT_FIELDS, SFT_FIELDS
 
 from runs.lifecycle.training_config import run_train_config
 from runs.models import Run
 from tests.api.conftest import api_client
 from tests.lifecycle.published_corpus import corpus_mapping, corpus_owner_setup
-from workers.training.protocol.config import GRPO_FIELDS, GRPO_WEB_DEFAULTS, PEFT_FIELDS, SFT_FIELDS
 
 pytestmark = pytest.mark.django_db
 SET_PER_RUN = {"max_steps", "save_steps"}  # max_steps: resolved from the epochs; save_steps: trainer_args' own switch

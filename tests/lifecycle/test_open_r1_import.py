@@ -7,6 +7,7 @@ import io
 import json
 
 import pytest
+from grpo_web_protocol.demo_data import arithmetic_rows
 
 from runs.datasets.services import dataset_import
 from runs.lifecycle.services import run_create
@@ -14,7 +15,6 @@ from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml
 from runs.models import Run
 from tests.conftest import wait_for
-from workers.training.demo_data import arithmetic_rows
 
 SYSTEM = (
     "You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first think about "

@@ -10,13 +10,13 @@ import dataclasses
 
 import pytest
 import yaml
+from grpo_web_protocol.verl_keys import flatten, overrides
 
 from runs.lifecycle.services import spec_problems
 from runs.lifecycle.spec import RunSpec, api_import
 from runs.lifecycle.training_config import run_train_config
 from tests.api.conftest import api_client
 from tests.lifecycle.published_corpus import CORPUS, corpus_files, corpus_mapping, corpus_owner_setup, corpus_yaml
-from workers.training.protocol.verl_keys import flatten, overrides
 
 pytestmark = pytest.mark.django_db
 

@@ -6,13 +6,13 @@ from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
+from grpo_web_protocol.config import RewardSpec
+from grpo_web_protocol.events import EventWriter
 
 from rewards.sandbox import sandbox_support
 from rewards.sandbox.replies import MAX_RUN_LOG_NAMES
 from runs.models import Run
 from runs.rollouts.ingest import ingest_log
-from workers.training.protocol.config import RewardSpec
-from workers.training.protocol.events import EventWriter
 from workers.training.rewarding import SandboxedReward
 
 SUPPORT = sandbox_support()

@@ -6,6 +6,8 @@ import json
 import pytest
 from django.test import override_settings
 from django.urls import reverse
+from grpo_web_protocol.config import RewardSpec
+from grpo_web_protocol.events import EventWriter
 
 from rewards import sandbox
 from rewards.models import RewardFunction
@@ -13,8 +15,6 @@ from rewards.sandbox import host as sandbox_host
 from runs.models import Run
 from runs.rollouts.ingest import ingest_log
 from workers.training import rewarding
-from workers.training.protocol.config import RewardSpec
-from workers.training.protocol.events import EventWriter
 from workers.training.rewarding import SandboxedReward
 
 pytestmark = pytest.mark.django_db

@@ -10,6 +10,7 @@ import json
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
+from grpo_web_protocol.demo_data import arithmetic_tool_rows
 
 from runs.accounts.services import token_create
 from runs.datasets.services import dataset_import
@@ -17,7 +18,6 @@ from runs.lifecycle.spec import RunSpec
 from runs.models import Run
 from tests.api.conftest import api_client
 from tests.api.test_cli_client import cli
-from workers.training.demo_data import arithmetic_tool_rows
 
 # the rewards' contract is checked on a real sandbox worker, by the live server's run_create as by this process's
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("celery_worker")]

@@ -5,10 +5,10 @@ import dataclasses
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
+from grpo_web_protocol.trl_fields import GRPO_CONFIG_FIELDS, GRPO_SCHEMA
 
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
-from workers.training.protocol.trl_fields import GRPO_CONFIG_FIELDS, GRPO_SCHEMA
 
 pytestmark = pytest.mark.django_db
 
@@ -38,9 +38,8 @@ def test_the_field_list_matches_the_installed_trl():
 
     # the stored schema is the installed TRL's: after a TRL upgrade, `python -m workers.training.trl_schema --write`
     assert GRPO_SCHEMA == grpo_schema()
+    from grpo_web_protocol.config import LR_SCHEDULERS
     from transformers.trainer_utils import SchedulerType
-
-    from workers.training.protocol.config import LR_SCHEDULERS
 
     assert set(LR_SCHEDULERS) == {s.value for s in SchedulerType}  # the schedules the GRPO and SFT forms offer
 
@@ -124,7 +123,7 @@ def test_the_run_form_names_the_field_of_a_bad_batch(owner_client, dataset_versi
         f"weight_{rf.pk}": 1.0,
         f"version_{rf.pk}": 1,
     }
-    from workers.training.protocol.config import GRPO_FIELDS
+    from grpo_web_protocol.config import GRPO_FIELDS
 
     for name, f in GRPO_FIELDS.items():
         if f.default is not None and not isinstance(f.default, bool):

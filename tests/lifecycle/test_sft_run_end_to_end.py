@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from grpo_web_protocol.config import SFT_FIELDS
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_cancel, run_create, run_resume
 from runs.lifecycle.spec import RunSpec
 from runs.models import Evaluation, Rollout, Run, StepMetric
 from tests.conftest import wait_for
-from workers.training.protocol.config import SFT_FIELDS
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -6,14 +6,14 @@ import re
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.config import SFT_FIELDS, SFTFields
+from grpo_web_protocol.trl_fields import SFT_CONFIG_FIELDS
 
 from runs.lifecycle.services import RunRefused, run_create
 from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Run
 from tests.conftest import run_form_data
-from workers.training.protocol.config import SFT_FIELDS, SFTFields
-from workers.training.protocol.trl_fields import SFT_CONFIG_FIELDS
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.demo_data import arithmetic_rows, arithmetic_tool_rows
 
 from runs.datasets.services import dataset_import
-from workers.training.demo_data import arithmetic_rows, arithmetic_tool_rows
 
 pytestmark = pytest.mark.django_db
 

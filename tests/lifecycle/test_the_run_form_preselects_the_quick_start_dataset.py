@@ -6,10 +6,10 @@ import json
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.demo_data import arithmetic_rows, worked_answer_rows
 
 from runs.datasets.demo import QUICK_START_DATASET, WORKED_ANSWERS_DATASET
 from runs.datasets.services import dataset_import
-from workers.training.demo_data import arithmetic_rows, worked_answer_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -12,6 +12,9 @@ import pytest
 import yaml
 from django.urls import reverse
 from django.utils.html import escape
+from grpo_web_protocol import trl_fields
+from grpo_web_protocol.config import EVAL_FIELDS, GRPO_FIELDS, SFT_FIELDS, TOKEN_FIELDS
+from grpo_web_protocol.verl_keys import FROM_VERL
 
 from runs.accounts.services import token_create
 from runs.lifecycle.trl_types import field_types
@@ -19,9 +22,6 @@ from runs.lifecycle.trl_yaml import MANAGED, SCRIPT_TYPES, parse_run_yaml
 from runs.models import DatasetVersion, Run
 from tests.api.conftest import api_client
 from tests.lifecycle.test_a_config_over_the_size_limit_is_refused_whole import cli_submit
-from workers.training.protocol import trl_fields
-from workers.training.protocol.config import EVAL_FIELDS, GRPO_FIELDS, SFT_FIELDS, TOKEN_FIELDS
-from workers.training.protocol.verl_keys import FROM_VERL
 
 pytestmark = pytest.mark.django_db
 

@@ -7,12 +7,12 @@ import os
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.config import SFT_FIELDS
 
 from runs.models import Evaluation, RejectionJob, RejectionSample, Run
 from runs.recipes.selectors import pipeline
 from runs.recipes.services import recipe_cancel, recipe_create, recipe_start
 from tests.conftest import wait_for
-from workers.training.protocol.config import SFT_FIELDS
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -4,11 +4,11 @@ browser saves, holding the weights, config and tokenizer."""
 import zipfile
 
 import pytest
+from grpo_web_protocol.config import SFT_FIELDS
 
 from runs.lifecycle.services import run_create
 from runs.lifecycle.spec import RunSpec
 from tests.conftest import log_in, wait_for
-from workers.training.protocol.config import SFT_FIELDS
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
+from grpo_web_protocol.demo_data import python_task_rows
 
 from rewards.models import RewardFunction
 from runs.datasets.mapping import Mapping
@@ -25,7 +26,6 @@ from runs.sampling.services import JobRefused, RejectionSettings, rejection_job_
 from tests.api.conftest import api_client
 from tests.conftest import logged_in, run_form_data
 from workers.training.coldstart import cold_start_rows
-from workers.training.demo_data import python_task_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from grpo_web_protocol.demo_data import PYTHON_TASKS, python_task_rows
 
 from rewards.builtins import BUILTINS
 from rewards.code_tests import extract_code, parse_tests
 from rewards.sandbox import sandbox_support
 from rewards.sandbox.code import CodeRunner
-from workers.training.demo_data import PYTHON_TASKS, python_task_rows
 
 SUPPORT = sandbox_support()
 needs_sandbox = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")

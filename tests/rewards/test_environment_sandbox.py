@@ -8,12 +8,12 @@ import re
 import time
 
 import pytest
+from grpo_web_protocol.config import RewardSpec, ToolSpec, TrainConfig
 
 from rewards.library import ENVIRONMENTS, source
 from rewards.sandbox import sandbox_support
 from rewards.sandbox.environment import EnvironmentSandbox
 from rewards.toolspec import ToolError, environment_signature
-from workers.training.protocol.config import RewardSpec, ToolSpec, TrainConfig
 
 SUPPORT = sandbox_support()
 needs_sandbox = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")

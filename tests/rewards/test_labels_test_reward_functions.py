@@ -7,6 +7,9 @@ the fixed version reports the same before anyone trains with it."""
 import json
 
 import pytest
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.demo_data import arithmetic_rows
+from grpo_web_protocol.events import read_events
 
 from rewards.label_suite import SuiteError, clean_suite
 from rewards.library import source as library_source
@@ -19,9 +22,6 @@ from runs.rollouts.services import replay_create
 from tests.conftest import logged_in, wait_for
 from tests.rollouts.inspect_data import make_run
 from tests.rollouts.test_browser_inspection import login
-from workers.training.demo_data import arithmetic_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
 from workers.training.train import run as train
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore::FutureWarning")]

@@ -1397,7 +1397,8 @@ def test_columns_named_self_and__base_reach_the_function(isolated):
 
 
 def test_a_runs_reward_functions_pass_columns_named_self_and__base_through(isolated):
-    from workers.training.protocol.config import RewardSpec, TrainConfig
+    from grpo_web_protocol.config import RewardSpec, TrainConfig
+
     from workers.training.rewarding import reward_functions
 
     config = TrainConfig(

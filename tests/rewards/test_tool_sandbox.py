@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from grpo_web_protocol.config import RewardSpec, ToolSpec, TrainConfig
 
 from rewards.sandbox import sandbox_support
 from rewards.sandbox.tool import ToolSandbox
 from rewards.toolspec import MAX_TOOL_RESULT_CHARS
-from workers.training.protocol.config import RewardSpec, ToolSpec, TrainConfig
 
 SUPPORT = sandbox_support()
 pytestmark = pytest.mark.skipif(not SUPPORT["ok"], reason=f"this kernel cannot sandbox: {SUPPORT['missing']}")

@@ -6,13 +6,13 @@ import json
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.demo_data import arithmetic_rows
+from grpo_web_protocol.events import read_events
 
 from rewards.library import function
 from runs.rollouts.ingest import ingest_events
 from tests.rollouts.inspect_data import make_run, rollouts_event
-from workers.training.demo_data import arithmetic_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
 
 equation_steps = function("equation_steps")
 

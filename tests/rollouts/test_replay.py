@@ -7,15 +7,15 @@ import json
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.demo_data import arithmetic_rows
+from grpo_web_protocol.events import read_events
 
 from runs.models import Replay, ReplayRow, Rollout
 from runs.rollouts.ingest import ingest_events
 from runs.rollouts.services import replay_create, replay_execute
 from tests.rollouts.inspect_data import make_run
 from workers.replay import ReplayScorer
-from workers.training.demo_data import arithmetic_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
 from workers.training.train import run as train
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore::FutureWarning")]

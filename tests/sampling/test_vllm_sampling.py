@@ -3,9 +3,9 @@ seeded samples and one greedy completion per prompt, at most max_tokens each, as
 Skipped elsewhere (bench/gpu_smoke.sh runs the GPU tests on a GPU machine)."""
 
 import pytest
+from grpo_web_protocol.config import EvalFields
 
 from tests.workers.test_gpu_paths import needs
-from workers.training.protocol.config import EvalFields
 
 pytestmark = [pytest.mark.requires_gpu, needs(1, vllm=True)]
 

@@ -7,11 +7,11 @@ import os
 
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.resources import RankTelemetry, parse_rank_sample
 
 from runs.models import ResourceSample, Run
 from runs.telemetry.sampler import READ_LIMIT, RaySampler
 from tests.conftest import wait_for
-from workers.training.protocol.resources import RankTelemetry, parse_rank_sample
 
 pytestmark = [pytest.mark.django_db]
 
@@ -144,7 +144,7 @@ def test_a_ranks_telemetry_thread_appends_samples_of_its_own_process_that_read_b
 def test_a_rank_that_cannot_write_says_so_once_and_trains_on(tmp_path, caplog):
     (tmp_path / "job").write_text("a file where the folder should be")
     telemetry = RankTelemetry(tmp_path / "job", 0, 1.0, node="n", gpus="")
-    with caplog.at_level(logging.WARNING, logger="workers.training.protocol.resources"):
+    with caplog.at_level(logging.WARNING, logger="grpo_web_protocol.resources"):
         for _ in range(3):
             telemetry.write(telemetry.sample())
     assert len(caplog.records) == 1

@@ -12,13 +12,13 @@ import psutil
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from grpo_web_protocol.resources import parse_nvidia_smi
 
 from rewards.models import RewardFunction
 from runs.models import ResourceSample, Run, StepMetric
 from runs.telemetry.sampler import ResourceSampler
 from runs.telemetry.selectors import MAX_POINTS
 from tests.conftest import log_in, start_worker, stop_process, wait_for
-from workers.training.protocol.resources import parse_nvidia_smi
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

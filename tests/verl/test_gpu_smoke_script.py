@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from grpo_web_protocol.resources import parse_nvidia_smi
 
 from bench.gpu_smoke import GpuSampler, last_line, skipped_parts, step_time, train_config, unmet_requirements
-from workers.training.protocol.resources import parse_nvidia_smi
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,5 +122,5 @@ def test_offline_the_carried_wheels_are_installed_with_no_index_and_only_the_smo
             f"{wheels}/trl-1.16.0-py3-none-any.whl"
         )
         assert check[0] == f"- {wheels}"
-        assert smoke == ["-m bench.gpu_smoke", f"{ROOT}:{ROOT}/attach:{site}:/x"]
+        assert smoke == ["-m bench.gpu_smoke", f"{ROOT}:{ROOT}/attach:{ROOT}/protocol:{site}:/x"]
         assert "offline" in out.stderr and "no vLLM, verl or Ray" in out.stderr

@@ -5,13 +5,12 @@ from pathlib import Path
 
 import pytest
 import verl
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.verl_keys import from_verl, node_layout, overrides
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import omega_conf_to_dataclass, validate_config
-
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.verl_keys import from_verl, node_layout, overrides
 
 CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
 

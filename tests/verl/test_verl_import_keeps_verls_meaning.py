@@ -5,10 +5,10 @@ over, the GPUs are n_gpus_per_node x nnodes, and Oumi's ``algorithm:`` overrides
 them."""
 
 import pytest
+from grpo_web_protocol.config import GRPOFields, TrainConfig
+from grpo_web_protocol.verl_keys import overrides
 
 from runs.lifecycle.trl_yaml import parse_run_yaml
-from workers.training.protocol.config import GRPOFields, TrainConfig
-from workers.training.protocol.verl_keys import overrides
 
 pytestmark = pytest.mark.django_db
 
@@ -87,10 +87,10 @@ def test_a_full_verl_config_notes_only_what_differs_from_verls_own_defaults(owne
 
     import verl
     import yaml
+    from grpo_web_protocol.verl_keys import flatten
     from omegaconf import OmegaConf
 
     from tests.lifecycle.published_corpus import corpus_owner_setup, corpus_yaml
-    from workers.training.protocol.verl_keys import flatten
 
     shipped = Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml"
     defaults = flatten(OmegaConf.to_container(OmegaConf.create(yaml.safe_load(shipped.read_text())), resolve=True))

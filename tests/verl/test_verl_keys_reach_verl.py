@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import verl
 import yaml
+from grpo_web_protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.verl_keys import flatten, overrides
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from runs.lifecycle.services import spec_problems
 from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml
-from workers.training.protocol.config import EvalFields, GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.verl_keys import flatten, overrides
 
 pytestmark = pytest.mark.django_db
 

@@ -6,16 +6,16 @@ import json
 
 import numpy as np
 import pytest
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.demo_data import arithmetic_rows
+from grpo_web_protocol.events import EventWriter, read_events
+from grpo_web_protocol.verl_dump import ADVANTAGE_KEY, GROUP_KEY, LENGTH_KEY, TRUNCATED_KEY
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tracking import FileLogger
 
-from workers.training.demo_data import arithmetic_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import EventWriter, read_events
-from workers.training.protocol.verl_dump import ADVANTAGE_KEY, GROUP_KEY, LENGTH_KEY, TRUNCATED_KEY
 from workers.training.verl_run import Follower, verl_config
 
 

@@ -10,6 +10,10 @@ import numpy as np
 import pytest
 import torch
 import verl
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.events import read_events
+from grpo_web_protocol.verl_dump import metrics_event, reward_means
+from grpo_web_protocol.verl_keys import overrides
 from hydra import compose, initialize_config_dir
 from transformers import AutoTokenizer
 from verl import DataProto
@@ -22,11 +26,7 @@ from runs.models import Rollout, Run, StepMetric
 from runs.rollouts.ingest import ingest_events
 from runs.rollouts.selectors import step_groups
 from workers.training import verl_reward
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
-from workers.training.protocol.verl_dump import reward_means
-from workers.training.protocol.verl_keys import overrides
-from workers.training.verl_data import metrics_event, rollouts_event, verl_rows
+from workers.training.verl_data import rollouts_event, verl_rows
 from workers.training.verl_run import install_capture
 
 pytestmark = pytest.mark.django_db

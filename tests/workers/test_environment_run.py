@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from grpo_web_protocol.demo_data import arithmetic_tool_rows
 
 from rewards.library.calculator_session import CalculatorSession
 from rewards.models import RewardFunction
@@ -21,7 +22,6 @@ from runs.lifecycle.trl_yaml import parse_run_yaml, run_yaml
 from runs.models import Rollout, Run, StepMetric
 from tests.conftest import wait_for
 from tests.workers.test_tool_run import CONFIG, _plain
-from workers.training.demo_data import arithmetic_tool_rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

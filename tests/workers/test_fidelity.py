@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.demo_data import arithmetic_rows
+from grpo_web_protocol.events import read_events
 
 from runs.models import Rollout, Run, StepMetric
 from runs.rollouts.ingest import ingest_events
 from runs.rollouts.selectors import batch_step, step_view
-from workers.training.demo_data import arithmetic_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
 from workers.training.train import run as train
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore::FutureWarning")]

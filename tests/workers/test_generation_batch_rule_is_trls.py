@@ -4,9 +4,8 @@ first is TRL's "LoRA Without Regret" GRPO command (docs/source/lora_without_regr
 builds: 16 generations of one prompt, one completion per device step, 8 accumulation steps, generation_batch_size 16."""
 
 import pytest
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
 from trl import GRPOConfig
-
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
 CASES = [
     # per_device_train_batch_size, gradient_accumulation_steps, num_generations, steps_per_generation, extra

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 from django.utils import timezone
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
 
 from rewards.models import RewardFunction
 from runs.lifecycle.services import run_create
@@ -18,7 +19,6 @@ from runs.models import Run
 from tests.conftest import start_worker, wait_for
 from workers.registry import detect_gpus, vllm_installed
 from workers.supervisor import training_command
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
 
 
 def _gpus() -> int:
@@ -209,8 +209,9 @@ def test_each_rank_starts_its_sandboxes_in_slots_of_its_own(monkeypatch):
 
 
 def test_rewards_tools_and_the_environment_of_every_rank_get_slots_of_their_own(monkeypatch):
+    from grpo_web_protocol.config import ToolSpec
+
     from workers.training import rewarding, tooling
-    from workers.training.protocol.config import ToolSpec
 
     seen = []  # (rank, slot) of every sandbox each rank starts
     monkeypatch.setattr(rewarding, "SandboxedReward", lambda spec, *, slot, **kw: seen.append(slot))
@@ -240,7 +241,8 @@ def test_rewards_tools_and_the_environment_of_every_rank_get_slots_of_their_own(
 
 
 def test_only_rank_0_writes_the_event_log(monkeypatch, tmp_path):
-    from workers.training.protocol.events import EventWriter, NullEventWriter
+    from grpo_web_protocol.events import EventWriter, NullEventWriter
+
     from workers.training.train import event_writer
 
     config = TrainConfig(

@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+from grpo_web_protocol.events import read_events
+from grpo_web_protocol.resources import parse_rank_sample, rank_folder
 
 from rewards.models import RewardFunction
 from rewards.services import reward_create
@@ -23,8 +25,6 @@ from runs.paths import event_log_path
 from tests.conftest import wait_for
 from tests.lifecycle.test_run_lifecycle import assert_complete_and_unique, refreshed
 from workers.rayjobs import submission_id
-from workers.training.protocol.events import read_events
-from workers.training.protocol.resources import parse_rank_sample, rank_folder
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -8,6 +8,8 @@ import dataclasses
 import json
 
 import pytest
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.events import read_events
 
 from rewards.services import reward_create
 from runs.datasets.mapping import Mapping, write_training_jsonl
@@ -20,8 +22,6 @@ from runs.text import as_text
 from tests.rollouts.inspect_data import make_run
 from workers.replay import ReplayScorer
 from workers.reward_checks import reward_contract_problems, reward_test_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
 from workers.training.train import run as train
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore::FutureWarning")]

@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from grpo_web_protocol.config import SFTFields, TrainConfig
+from grpo_web_protocol.events import read_events
 
 from workers.training.coldstart import cold_start_rows
-from workers.training.protocol.config import SFTFields, TrainConfig
-from workers.training.protocol.events import read_events
 from workers.training.sft import sft_rows
 from workers.training.train import run
 

@@ -13,11 +13,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 from grpo_web_attach.tokens import ROW_KEY, shard_name
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.demo_data import arithmetic_rows
+from grpo_web_protocol.events import EventWriter, read_events
 
 from tests.trl_oracle import Watching
-from workers.training.demo_data import arithmetic_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import EventWriter, read_events
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 

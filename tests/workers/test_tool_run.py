@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from django.urls import reverse
+from grpo_web_protocol.demo_data import arithmetic_tool_rows
 
 from rewards.library import function
 from rewards.models import RewardFunction
@@ -19,7 +20,6 @@ from runs.lifecycle.services import RunRefused, run_create
 from runs.lifecycle.spec import RunSpec
 from runs.models import Rollout, Run, StepMetric
 from tests.conftest import log_in, wait_for
-from workers.training.demo_data import arithmetic_tool_rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from grpo_web_protocol.config import GRPOFields, RewardSpec, TrainConfig
+from grpo_web_protocol.demo_data import arithmetic_rows
+from grpo_web_protocol.events import read_events
 
-from workers.training.demo_data import arithmetic_rows
-from workers.training.protocol.config import GRPOFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import read_events
 from workers.training.train import run
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -82,7 +82,7 @@ def test_a_missing_model_ends_with_a_failed_event(tmp_path):
 
 
 def test_code_tests_scores_in_training_and_each_rollout_keeps_its_test_outcomes(tmp_path, tiny_model):
-    from workers.training.demo_data import python_task_rows
+    from grpo_web_protocol.demo_data import python_task_rows
 
     config = _config(tmp_path, tiny_model, max_steps=1, num_generations=4, per_device_train_batch_size=8)
     Path(config.dataset_path).write_text("".join(json.dumps(r) + "\n" for r in python_task_rows(16)))

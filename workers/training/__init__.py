@@ -1,5 +1,5 @@
 """The training program: everything that runs in the training process (``python -m workers.training.train``, ``sft``,
-``evaluate``, ``verl_run``, ``ray_train``), and the protocol it speaks with the app (``workers.training.protocol``:
+``evaluate``, ``verl_run``, ``ray_train``), and the protocol it speaks with the app (``grpo_web_protocol``:
 the run config, the event log, TRL's field lists). It imports no Django, Celery, database or Redis (an import-linter
 contract), so it runs, and is tested, without them; torch, transformers, trl, accelerate and peft are imported only
 here, lazily where the web side reads the protocol."""

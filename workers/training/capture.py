@@ -6,10 +6,9 @@ import time
 
 from grpo_web_attach.capture import capture_batch
 from grpo_web_attach.tokens import TokenCapture
+from grpo_web_protocol.events import EventWriter
 from transformers import TrainerCallback
 from trl import GRPOTrainer
-
-from workers.training.protocol.events import EventWriter
 
 
 class CapturingGRPOTrainer(GRPOTrainer):

@@ -11,9 +11,10 @@ import json
 import tempfile
 from pathlib import Path
 
+from grpo_web_protocol.demo_data import arithmetic_tool_rows, worked_answer_rows
+
 from rewards.library import source
 from rewards.toolspec import stand_in, tool_signature
-from workers.training.demo_data import arithmetic_tool_rows, worked_answer_rows
 from workers.training.tinymodel import build_tiny_model
 
 

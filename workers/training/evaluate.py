@@ -24,9 +24,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.training.protocol.config import EvalFields, RewardSpec, TrainConfig
-from workers.training.protocol.events import EventWriter
-from workers.training.protocol.scoring import TOTAL, criterion, metrics
+from grpo_web_protocol.config import EvalFields, RewardSpec, TrainConfig
+from grpo_web_protocol.events import EventWriter
+from grpo_web_protocol.scoring import TOTAL, criterion, metrics
+
 from workers.training.rewarding import reward_functions
 
 

@@ -7,7 +7,7 @@ N Ray Train workers. Ray Train's TorchTrainer forms the process group (gloo on C
 WORLD_SIZE, LOCAL_RANK and MASTER_ADDR, which accelerate (under TRL) picks up as DDP; rank 0 alone writes the event
 log, and each rank's sandboxes take slots of their own (``workers.training.rewarding.rank_slot``). Each rank also measures its
 own process tree and GPU every ``--telemetry-seconds`` into a rank file in the run folder
-(``workers.training.protocol.resources.RankTelemetry``), which the worker reads into the run's resource samples.
+(``grpo_web_protocol.resources.RankTelemetry``), which the worker reads into the run's resource samples.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from workers.training.protocol.config import TrainConfig
-from workers.training.protocol.resources import RankTelemetry, rank_folder
-from workers.training.protocol.verl_keys import node_layout
+from grpo_web_protocol.config import TrainConfig
+from grpo_web_protocol.resources import RankTelemetry, rank_folder
+from grpo_web_protocol.verl_keys import node_layout
 
 SHARED_STORAGE_EXIT = 3  # the exit code of a job whose nodes do not share the data directory
 ERROR_PREFIX = "grpo-web error: "  # the line the supervisor takes the job's error from
@@ -139,7 +139,7 @@ def train(
 
 
 def verl_layout(gpus: int) -> tuple[int, int]:
-    """(GPUs per node, nodes) for a verl run on ``gpus`` GPUs of the connected cluster (workers.training.protocol.verl_keys)."""
+    """(GPUs per node, nodes) for a verl run on ``gpus`` GPUs of the connected cluster (grpo_web_protocol.verl_keys)."""
     import ray
 
     return node_layout(gpus, [int(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n.get("Alive")])

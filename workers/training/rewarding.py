@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import time
 
+from grpo_web_protocol.config import TrainConfig
+from grpo_web_protocol.events import EventWriter
+
 from rewards.builtins import BUILTINS
 from rewards.sandbox import Sandbox, SandboxError
 from rewards.sandbox.faults import FaultBudget
-from workers.training.protocol.config import TrainConfig
-from workers.training.protocol.events import EventWriter
 
 
 def reward_functions(config: TrainConfig, events: EventWriter | None = None) -> tuple[list, list[float], list]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workers.training.protocol.config import TrainConfig
-from workers.training.protocol.events import EventWriter
+from grpo_web_protocol.config import TrainConfig
+from grpo_web_protocol.events import EventWriter
 
 
 def sft_rows(rows: list[dict]) -> list[dict]:

@@ -11,11 +11,11 @@ import json
 import sys
 from pathlib import Path
 
+from grpo_web_protocol.demo_data import arithmetic_rows, arithmetic_tool_rows, word_problem_rows
 from jinja2 import Template
 
 from rewards.library import source
 from rewards.toolspec import stand_in, tool_signature
-from workers.training.demo_data import arithmetic_rows, arithmetic_tool_rows, word_problem_rows
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"

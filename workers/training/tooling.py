@@ -10,14 +10,15 @@ is lost ``max_tool_faults`` times (timeouts, crashes) is disabled: every later c
 
 from __future__ import annotations
 
+from grpo_web_protocol.config import TrainConfig
+from grpo_web_protocol.events import EventWriter
+
 from rewards.library import source as library_source
 from rewards.sandbox import SandboxCrash, SandboxError, SandboxTimeout
 from rewards.sandbox.environment import EnvironmentSandbox
 from rewards.sandbox.faults import FaultBudget
 from rewards.sandbox.tool import ToolSandbox
 from rewards.toolspec import environment_signature, stand_in, stand_in_class, tool_signature
-from workers.training.protocol.config import TrainConfig
-from workers.training.protocol.events import EventWriter
 from workers.training.rewarding import rank_slot, sandboxes_per_rank
 
 

@@ -16,10 +16,10 @@ import traceback
 from pathlib import Path
 
 from grpo_web_attach import provenance
+from grpo_web_protocol.config import PEFT_FIELDS, TrainConfig
+from grpo_web_protocol.events import EventWriter, NullEventWriter
 
 from workers.training import APP_FOLDER
-from workers.training.protocol.config import PEFT_FIELDS, TrainConfig
-from workers.training.protocol.events import EventWriter, NullEventWriter
 from workers.training.rewarding import reward_functions
 from workers.training.tooling import environment_factory, tool_functions
 

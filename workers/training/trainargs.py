@@ -9,7 +9,7 @@ import dataclasses
 def trainer_args(config_cls, fields, *, output_dir: str, extra: dict, exclude=(), **overrides):
     """``config_cls`` built from the dataclass ``fields`` (TRL's names; those in ``exclude`` are not the config's,
     such as the LoRA fields that build TRL's peft_config), ``extra`` (further fields of an imported TRL config) and
-    ``overrides``. verl's settings a verl file carried (dotted names, workers.training.protocol.verl_carry) are not
+    ``overrides``. verl's settings a verl file carried (dotted names, grpo_web_protocol.verl_carry) are not
     TRL's: the check before the run is queued refuses those TRL would lose; the rest restate verl's defaults."""
     import torch
 

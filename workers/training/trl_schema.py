@@ -2,7 +2,7 @@
 YAML types it takes.
 
 The web process never imports TRL (or torch), so the run form and the YAML import read this from
-``workers/training/protocol/grpo_config.json``, which this program writes from the installed TRL:
+``protocol/grpo_web_protocol/grpo_config.json``, which this program writes from the installed TRL:
 
     python -m workers.training.trl_schema --write
 
@@ -21,7 +21,7 @@ import types
 import typing
 from pathlib import Path
 
-from workers.training.protocol.trl_fields import INHERITED  # the group of the fields inherited from TrainingArguments
+from grpo_web_protocol.trl_fields import INHERITED  # the group of the fields inherited from TrainingArguments
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "protocol" / "grpo_config.json"
 

@@ -12,26 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workers.training.protocol.verl_dump import dump_event, number, read_dump
+from grpo_web_protocol.verl_dump import dump_event, read_dump
 
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth")  # the column verl shows as ground_truth, when the row has one
-# verl's metric names -> the TRL names the run pages chart; verl's own names are kept as well
-METRIC_ALIASES = {
-    "critic/score/mean": "reward",
-    "critic/rewards/mean": "reward",
-    "response_length/mean": "completions/mean_length",
-    "response_length/max": "completions/max_length",
-    "response_length/min": "completions/min_length",
-    "response_length/clip_ratio": "completions/clipped_ratio",
-    "actor/pg_loss": "loss",
-    "actor/kl_loss": "kl",
-    "actor/entropy": "entropy",
-    "actor/grad_norm": "grad_norm",
-    "actor/lr": "learning_rate",
-    "timing_s/step": "timing/step_s",
-    "timing_s/gen": "timing/generation_s",
-    "timing_s/reward": "timing/reward_s",
-}
 
 
 def messages(prompt) -> list[dict]:
@@ -84,12 +67,3 @@ def rollouts_event(dump: str | Path, reward_names: list[str], num_generations: i
         dump, lines, reward_keys_=[f"rewards/{name}" for name in reward_names], reward_names=reward_names
     )
     return {**event, "num_generations": num_generations}
-
-
-def metrics_event(line: dict, max_steps: int) -> dict:
-    """A line of verl's file logger ({"step", "data"}) as a "metrics" event, TRL's names beside verl's."""
-    data = {
-        k: number(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in line["data"].items()
-    }
-    data |= {alias: data[name] for name, alias in METRIC_ALIASES.items() if name in data and alias not in data}
-    return {"type": "metrics", "step": int(line["step"]), "max_steps": max_steps, "metrics": data}

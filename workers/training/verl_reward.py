@@ -15,8 +15,9 @@ import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from workers.training.protocol.config import TrainConfig
-from workers.training.protocol.events import EventWriter
+from grpo_web_protocol.config import TrainConfig
+from grpo_web_protocol.events import EventWriter
+
 from workers.training.rewarding import reward_functions
 
 _lock = threading.Lock()

@@ -2,7 +2,7 @@
 
 The same contract as ``workers.training.train`` (a config file in, the event log out; no Django, no broker, no database), so
 the supervisor starts it, or submits it as a Ray job, the same way. It writes the dataset version in verl's parquet
-layout, translates the config to verl's Hydra keys (workers.training.protocol.verl_keys), runs verl's GRPO (its RayPPOTrainer,
+layout, translates the config to verl's Hydra keys (grpo_web_protocol.verl_keys), runs verl's GRPO (its RayPPOTrainer,
 vLLM rollout) with the run's reward functions bridged through the sandbox (workers.training.verl_reward), and turns what verl
 writes (its rollout dumps, its file logger's metrics, its checkpoints) into the events TRL runs write.
 """
@@ -20,20 +20,21 @@ import traceback
 from pathlib import Path
 
 from grpo_web_attach import provenance
-
-from workers.training import APP_FOLDER
-from workers.training.protocol.config import TrainConfig
-from workers.training.protocol.events import EventWriter
-from workers.training.protocol.verl_dump import (
+from grpo_web_protocol.config import TrainConfig
+from grpo_web_protocol.events import EventWriter
+from grpo_web_protocol.verl_dump import (
     ADVANTAGE_KEY,
     COLUMNS_KEY,
     GROUP_KEY,
     LENGTH_KEY,
     TRUNCATED_KEY,
+    metrics_event,
     reward_means,
 )
-from workers.training.protocol.verl_keys import VERL_ROLLOUT_DIR, overrides
-from workers.training.verl_data import metrics_event, rollouts_event, write_parquet
+from grpo_web_protocol.verl_keys import VERL_ROLLOUT_DIR, overrides
+
+from workers.training import APP_FOLDER
+from workers.training.verl_data import rollouts_event, write_parquet
 
 METRICS_FILE = "verl_metrics.jsonl"
 

@@ -1,4 +1,4 @@
-"""Converters from the files other trainers write to grpo-web's event-log events (workers.training.protocol.events):
+"""Converters from the files other trainers write to grpo-web's event-log events (grpo_web_protocol.events):
 TRL's completions tables (``trl``), verl's rollout dumps and its validation dumps (``verl``: rollouts, and periodic
 evaluations), a Trackio project TRL logged to (``trackio``).
 

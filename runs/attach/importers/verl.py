@@ -1,7 +1,7 @@
 """verl's dumps as events: the ``{step}.jsonl`` files verl writes into ``trainer.rollout_data_dir`` (a "rollouts"
 event a trained step) and ``trainer.validation_data_dir`` (a validation every ``test_freq`` steps, before training
 and at the last step: a periodic "eval" event each, the run's evaluations), read by
-workers.training.protocol.verl_dump, the reader grpo-web's own verl runs use. verl writes no advantage: unless
+grpo_web_protocol.verl_dump, the reader grpo-web's own verl runs use. verl writes no advantage: unless
 grpo-web's capture wrote it, the advantages are recomputed from the scores with verl's GRPO estimator
 (``norm_adv_by_std_in_grpo`` as verl's default, true, unless told otherwise) and the run page says so.
 
@@ -16,12 +16,8 @@ import time
 from pathlib import Path
 
 import orjson
-
-from runs.attach.checks import MAX_ROWS, MAX_SMALL
-from runs.attach.importers import MAX_FILE_BYTES, MAX_FILES, VALIDATION, Converted, ImportFault
-from runs.attach.importers.rootfs import open_file
-from workers.training.protocol.scoring import TOTAL, metrics
-from workers.training.protocol.verl_dump import (
+from grpo_web_protocol.scoring import TOTAL, metrics
+from grpo_web_protocol.verl_dump import (
     LENGTH_KEY,
     MAX_LINE_BYTES,
     NOT_REWARDS,
@@ -29,12 +25,16 @@ from workers.training.protocol.verl_dump import (
     DumpError,
     dump_event,
     dump_step,
+    metrics_event,
     number,
     read_dump,
     reward_keys,
     reward_means,
 )
-from workers.training.verl_data import metrics_event
+
+from runs.attach.checks import MAX_ROWS, MAX_SMALL
+from runs.attach.importers import MAX_FILE_BYTES, MAX_FILES, VALIDATION, Converted, ImportFault
+from runs.attach.importers.rootfs import open_file
 
 MAX_LOG_BYTES = 512 * 1024 * 1024
 THRESHOLD = 1.0  # a validation completion is correct when verl's acc (else its score) is at least this
@@ -282,7 +282,7 @@ def validation_event(file: Path, lines: list[dict], reward_names: list[str]) -> 
     completions of each prompt text are its samples (verl repeats each validation prompt val_kwargs.n times); a
     completion is correct when verl's ``acc`` is at least THRESHOLD, else its ``score`` (verl's core validation
     metric is acc where the reward function returns one, else the reward); its answer is verl's ``pred``. Its
-    figures come from workers.training.protocol.scoring.metrics, as the app's own evaluations'; greedy is null (no
+    figures come from grpo_web_protocol.scoring.metrics, as the app's own evaluations'; greedy is null (no
     greedy completion), and so are maj@k and the answer rate without ``pred``."""
     where = f"{file.parent.name}/{file.name}"
     try:
@@ -385,7 +385,7 @@ def find_metrics_file(path: str | Path) -> Path | None:
 
 
 def read_metrics(path: Path, offset: int = 0, line: int = 0) -> tuple[list[dict], tuple[int, int]]:
-    """verl's file logger as "metrics" events (TRL's names beside verl's: workers.training.verl_data.metrics_event),
+    """verl's file logger as "metrics" events (TRL's names beside verl's: grpo_web_protocol.verl_dump.metrics_event),
     from byte ``offset`` (line ``line``) on, and how far it was read (bytes, lines): a last line without its newline
     is left for the next read. A log shorter than ``offset`` was written anew: read from its start."""
     events = []

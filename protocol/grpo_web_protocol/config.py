@@ -444,7 +444,7 @@ class TrainConfig:
             # -1 (TRL's default) is worked out as the steps num_train_epochs takes before a run is made
             errors.append("max_steps: -1 trains num_train_epochs; give num_train_epochs as a number above 0.")
         errors += extra_problems(SFT_FIELDS if self.kind == "sft" else GRPO_FIELDS, self.extra)
-        from workers.training.protocol.verl_carry import carried_problems
+        from grpo_web_protocol.verl_carry import carried_problems
 
         errors += carried_problems(self.trainer, self.extra)
         errors += field_problems(EVAL_FIELDS, self.evaluation)

@@ -20,6 +20,24 @@ from typing import BinaryIO
 
 import orjson
 
+# verl's metric names -> the TRL names the run pages chart; verl's own names are kept as well
+METRIC_ALIASES = {
+    "critic/score/mean": "reward",
+    "critic/rewards/mean": "reward",
+    "response_length/mean": "completions/mean_length",
+    "response_length/max": "completions/max_length",
+    "response_length/min": "completions/min_length",
+    "response_length/clip_ratio": "completions/clipped_ratio",
+    "actor/pg_loss": "loss",
+    "actor/kl_loss": "kl",
+    "actor/entropy": "entropy",
+    "actor/grad_norm": "grad_norm",
+    "actor/lr": "learning_rate",
+    "timing_s/step": "timing/step_s",
+    "timing_s/gen": "timing/generation_s",
+    "timing_s/reward": "timing/reward_s",
+}
+
 # what verl writes on every line
 BASE_KEYS = ("input", "output", "gts", "score", "step")
 # keys grpo-web's capture adds to verl's dump (workers.training.verl_run.capture_extras)
@@ -240,3 +258,12 @@ def reward_means(event: dict) -> dict:
         if values:
             out[f"rewards/{name}/mean"] = sum(values) / len(values)
     return out
+
+
+def metrics_event(line: dict, max_steps: int) -> dict:
+    """A line of verl's file logger ({"step", "data"}) as a "metrics" event, TRL's names beside verl's."""
+    data = {
+        k: number(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in line["data"].items()
+    }
+    data |= {alias: data[name] for name, alias in METRIC_ALIASES.items() if name in data and alias not in data}
+    return {"type": "metrics", "step": int(line["step"]), "max_steps": max_steps, "metrics": data}

@@ -7,9 +7,9 @@ run's GRPOConfig-named fields, with a note for each key it cannot carry over. No
 
 from __future__ import annotations
 
-from workers.training.protocol.config import GRPOFields, TrainConfig
-from workers.training.protocol.verl_carry import OWNED, carried, hydra_value, is_verl_key, shown
-from workers.training.protocol.verl_defaults import flatten, verl_defaults, verl_derived, verl_version  # noqa: F401
+from grpo_web_protocol.config import GRPOFields, TrainConfig
+from grpo_web_protocol.verl_carry import OWNED, carried, hydra_value, is_verl_key, shown
+from grpo_web_protocol.verl_defaults import flatten, verl_defaults, verl_derived, verl_version  # noqa: F401
 
 TRAINERS = ("trl", "verl")
 

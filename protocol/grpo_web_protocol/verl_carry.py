@@ -199,7 +199,7 @@ def trl_problems(extra: dict, defaults: dict) -> list[str]:
 def carried_problems(trainer: str, extra: dict) -> list[str]:
     """Carried verl keys a run cannot train with, each naming the key: under TRL, those that are not verl's own
     default (TRL has no equivalent); under verl, those grpo-web sets for every verl run."""
-    from workers.training.protocol.verl_defaults import verl_defaults
+    from grpo_web_protocol.verl_defaults import verl_defaults
 
     if trainer == "verl":
         return [
@@ -212,7 +212,7 @@ def carried_problems(trainer: str, extra: dict) -> list[str]:
 
 def run_yaml_key_problem(key: str, trainer: str) -> str | None:
     """Why a dotted (verl) key in a run YAML cannot be carried to verl, or None where it can."""
-    from workers.training.protocol.verl_defaults import verl_defaults, verl_version
+    from grpo_web_protocol.verl_defaults import verl_defaults, verl_version
 
     if trainer != "verl":
         return f"{key}: a verl key; a TRL run has no such setting (add `trainer: verl` to train with verl, where it applies)"
