@@ -11,6 +11,8 @@ import pytest
 import yaml
 from django.urls import reverse
 
+from tests.manual_pictures import PICTURES
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
@@ -60,8 +62,50 @@ def test_the_app_serves_every_page_with_no_login(client):
         assert response.status_code == 200, page
         for href in re.findall(r'href="(/docs/[^"#]*)', response.content.decode()):
             assert client.get(href).status_code == 200, (page, href)  # every link between pages lands
-    picture = client.get("/docs/screenshot.png")
+    picture = client.get("/docs/run-overview.png")
     assert picture.status_code == 200 and picture["Content-Type"] == "image/png"
+
+
+def shown_pictures() -> dict[str, set[str]]:
+    """picture file name -> the pages (README.md, docs/*.md) that show it."""
+    shown: dict[str, set[str]] = {}
+    for page in [ROOT / "README.md", *DOCS.glob("*.md")]:
+        base = "docs/" if page.name == "README.md" else ""
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)", page.read_text()):
+            assert target.startswith(base) and "/" not in target.removeprefix(base), (page.name, target)
+            shown.setdefault(target.removeprefix(base), set()).add(page.name)
+    return shown
+
+
+def test_every_picture_of_the_manual_is_written_by_the_browser_test_that_visits_its_page():
+    """No picture is made by hand: each one the manual or the README shows is saved by a browser test
+    (tests/manual_pictures.py), every picture a test saves is shown, and docs/ holds no other picture."""
+    shown = shown_pictures()
+    assert set(shown) == {f"{name}.png" for name in PICTURES}
+    assert {p.name for p in DOCS.glob("*.png")} == set(shown)  # nothing left over from an earlier picture
+    assert "run-overview.png" in {name for name, pages in shown.items() if "README.md" in pages}
+    for name, test_file in PICTURES.items():
+        source = (ROOT / test_file).read_text()
+        assert re.search(rf"save_picture\(page, \"{re.escape(name)}\"\)", source), (name, test_file)
+        assert (DOCS / f"{name}.png").read_bytes().startswith(b"\x89PNG"), name
+
+
+def test_a_picture_is_saved_from_the_page_as_the_browser_shows_it(browser, tmp_path, monkeypatch):
+    """``save`` writes what chromium shows: a page that changes, changes its picture."""
+    from tests import manual_pictures
+
+    monkeypatch.setattr(manual_pictures, "DOCS", tmp_path)
+    page = browser.new_page(viewport={"width": 320, "height": 200})
+    try:
+        page.set_content("<body style='margin:0;background:#fff'><h1>one</h1></body>")
+        first = manual_pictures.save(page, "review").read_bytes()
+        page.set_content("<body style='margin:0;background:#fff'><h1>two</h1></body>")
+        second = manual_pictures.save(page, "review").read_bytes()
+    finally:
+        page.close()
+    assert first.startswith(b"\x89PNG") and second.startswith(b"\x89PNG") and first != second
+    with pytest.raises(KeyError, match="not a picture of the manual"):
+        manual_pictures.save(page, "made-up")
 
 
 @pytest.mark.django_db

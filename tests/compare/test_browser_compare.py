@@ -13,6 +13,7 @@ from runs.live import publish
 from runs.models import Run, StepMetric
 from tests.compare.compare_data import T0, add_group, log_metrics, make_run
 from tests.conftest import log_in
+from tests.manual_pictures import save as save_picture
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -88,6 +89,7 @@ def test_pick_two_runs_and_see_curves_the_diff_and_transcripts_side_by_side(web_
     assert columns.count() == 2
     assert columns.nth(0).locator(".completion-row").count() == 4
     assert columns.nth(1).locator(".completion-row").count() == 4
+    save_picture(page, "compare")
     assert "step 3" in columns.nth(0).locator("[data-field=shown]").inner_text()
     assert columns.nth(1).locator(".completion-row").first.locator(".nums").inner_text().startswith("adv +")
     assert page.locator(".compare-column mark.reflection").first.inner_text() == "wait"

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from tests.conftest import log_in
+from tests.manual_pictures import save as save_picture
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -51,8 +52,11 @@ def test_upload_create_a_run_and_see_rollouts_arrive_live(web_server, celery_wor
     assert cards.count() == 2
     assert cards.first.locator("tbody tr").count() == 4
     assert page.evaluate("window.pwned") is None
+    page.click("#tab-overview")
+    save_picture(page, "run-overview")
 
     page.click("#tab-rollouts")
     page.select_option("#step-select", "3")
     page.wait_for_selector("#shown-step:text('Step 3')")
     assert not page.is_checked("#follow")
+    save_picture(page, "run-rollouts")

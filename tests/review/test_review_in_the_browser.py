@@ -6,6 +6,7 @@ import pytest
 from runs.models import Label, ReviewItem
 from runs.review.services import review_create
 from runs.rollouts.ingest import ingest_events
+from tests.manual_pictures import save as save_picture
 from tests.rollouts.inspect_data import make_run, rollouts_event
 from tests.rollouts.test_browser_inspection import login
 
@@ -43,6 +44,8 @@ def test_in_chromium_a_review_of_20_rollouts_is_done_by_keyboard_alone(web_serve
             page.keyboard.press("1")  # reward hack
             page.locator("#item .badge.label-tag").wait_for()
             hacked.append(int(article.get_attribute("data-id")))
+            if position == 0:
+                save_picture(page, "review")
         if position == 6:  # put on by mistake, taken off again
             page.keyboard.press("2")
             page.locator("#item .badge.label-tag").wait_for()

@@ -4,6 +4,7 @@ import pytest
 
 from rewards.models import RewardFunction
 from tests.conftest import log_in
+from tests.manual_pictures import save as save_picture
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -48,6 +49,7 @@ def test_write_save_and_test_a_reward_in_the_browser(web_server, celery_worker, 
     scores = page.locator(".test-table .score").all_inner_texts()
     assert scores == ["1.000", "0.000", "0.000", "0.000"]
     assert "scoring 4" in page.inner_text(".test-stdout")
+    save_picture(page, "reward-editor")
 
     # unsaved: the Test button runs what the editor holds. The as-you-type lint answers first, as on a loaded machine
     # where the Test's result comes seconds later: the Test's error must still be marked
