@@ -4,7 +4,7 @@ for each to finish (an attentive person at best).
 
     python -m bench.recipe_overhead [--rounds 1] [--sft-steps 20]   (repo root)
 
-One real Celery worker (training, default and sandbox queues, one process, as in the demo) runs everything, on a
+One real Celery worker (training, default, sandbox and checks queues, one process) runs everything, on a
 data folder of its own (SQLite and the embedded Redis unless DATABASE_URL / REDIS_URL say otherwise). Rounds
 alternate the two so drift hits both alike. The last line is ``recipe_overhead_ratio=<median recipe wall time /
 median by-hand wall time>`` (goal <= 1.05).
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
         )
         plan = stages(prompts, worked, args.sft_steps)
         worker = subprocess.Popen(
-            celery_worker_command("training,default,sandbox", "bench@%h", loglevel="WARNING"),
+            celery_worker_command("training,default,sandbox,checks", "bench@%h", loglevel="WARNING"),
             cwd=ROOT,
             env=env,
             start_new_session=True,

@@ -19,7 +19,7 @@ TRAIN_RUN = "workers.tasks.train_run"  # a training queue (training_queue)
 EVALUATE = "workers.tasks.evaluate"  # a training queue: it loads a model
 RETAG_REFLECTIONS = "workers.tasks.retag_reflections"  # the default queue
 REWARD_TEST = "workers.tasks.reward_test"  # the sandbox queue
-REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the sandbox queue
+REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the checks queue
 DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
 REWARD_REPLAY = "workers.tasks.reward_replay"  # the sandbox queue
 REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it loads a model
@@ -42,14 +42,16 @@ TASKS = (
 
 # The queues, named once: settings route by them, `manage.py run_worker` and docker-compose's workers serve them.
 DEFAULT_QUEUE = "default"  # short jobs of the web side: imports, re-tagging
-SANDBOX_QUEUE = "sandbox"  # users' code on demand: the editor's Test, contract checks, replays
+SANDBOX_QUEUE = "sandbox"  # users' code on demand: the editor's Test, the label suites, the code bench, replays
+# the contract check a Start waits for, on a worker of its own: never behind an editor's Test, an import or a replay
+CHECKS_QUEUE = "checks"
 TRAINING_QUEUE = "training"  # CPU runs; "training-gpuN" for runs of N GPUs (training_queue)
 RAY_QUEUE = "training-ray"  # runs for a Ray cluster, served by the workers that have one
 VLLM_CPU_QUEUE = "training-vllm-cpu"  # CPU runs that generate with vLLM: workers with its CPU build (--vllm-cpu)
 ROUTES = {
     TRAIN_RUN: {"queue": TRAINING_QUEUE},
     REWARD_TEST: {"queue": SANDBOX_QUEUE},
-    REWARD_CONTRACT_CHECK: {"queue": SANDBOX_QUEUE},
+    REWARD_CONTRACT_CHECK: {"queue": CHECKS_QUEUE},
     REWARD_REPLAY: {"queue": SANDBOX_QUEUE},
     CODE_TESTS_BENCH: {"queue": SANDBOX_QUEUE},
     REWARD_LABEL_SUITE: {"queue": SANDBOX_QUEUE},

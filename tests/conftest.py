@@ -348,7 +348,9 @@ def start_worker(env: dict, name: str, queues: str, log: Path) -> subprocess.Pop
 def celery_worker(service_env, tiny_model, tmp_path_factory):
     """A real Celery worker process serving training and sandbox work, against the test database and real Redis."""
     name = f"test-{os.getpid()}@{socket.gethostname()}"
-    proc = start_worker(service_env, name, "training,default,sandbox", tmp_path_factory.mktemp("worker") / "w.log")
+    proc = start_worker(
+        service_env, name, "training,default,sandbox,checks", tmp_path_factory.mktemp("worker") / "w.log"
+    )
     try:
         yield proc
     finally:
@@ -537,7 +539,7 @@ def ray_worker(service_env, ray_cluster, tiny_model, tmp_path_factory):
     queue (the runs' reward contract checks)."""
     name = f"ray-{os.getpid()}@{socket.gethostname()}"
     env = {**service_env, "RAY_ADDRESS": ray_cluster, "GRPO_TELEMETRY_SECONDS": "0.5"}  # samples within a short run
-    proc = start_worker(env, name, "training-ray,sandbox", tmp_path_factory.mktemp("ray-worker") / "w.log")
+    proc = start_worker(env, name, "training-ray,sandbox,checks", tmp_path_factory.mktemp("ray-worker") / "w.log")
     try:
         yield proc
     finally:

@@ -28,7 +28,7 @@ def slot_base() -> int:
     return 100 + SLOTS_PER_PROCESS * (getattr(current_process(), "index", 0) or 0)
 
 
-# Ray runs' sandbox slots: from 2200 (clear of the reward tests' 1.., the Celery pool processes' runs at 100 + 128 x
+# Ray runs' sandbox slots: from 2200 (clear of the reward tests' 1.., the contract checks' 50.., the Celery pool processes' runs at 100 + 128 x
 # index and the replays' at 2000 + 16 x index) to the sandbox's last slot, in ranges of 128: 14 live Ray runs at once
 RAY_SLOT_FIRST = 2200
 RAY_SLOT_RANGES = range(RAY_SLOT_FIRST, MAX_SLOT + 2 - SLOTS_PER_PROCESS, SLOTS_PER_PROCESS)

@@ -1,5 +1,5 @@
-"""What the sandbox-queue tasks do: test a reward function on dataset rows, and check a run's rewards before it
-starts.
+"""What the sandbox-queue tasks do (test a reward function on dataset rows, or on its label suite), and the checks
+queue's (check a run's rewards before it starts).
 
 Both start the user's code in the sandbox (rewards.sandbox), never in the web process or this worker's interpreter.
 """
@@ -25,9 +25,19 @@ from runs.text import as_text
 from workers.training.train import grpo_config
 
 
-def _slot() -> int:
-    """This pool process's sandbox slot (its own uid and scratch): 1 + the Celery pool index."""
+def sandbox_slot() -> int:
+    """This pool process's sandbox slot (its own uid and scratch) for the sandbox queue's work: 1 + the Celery pool
+    index."""
     return 1 + (getattr(current_process(), "index", 0) or 0)
+
+
+CHECK_SLOT_FIRST = 50  # the checks queue's worker: a process of its own beside the sandbox queue's, on other slots
+
+
+def check_slot() -> int:
+    """The contract check's sandbox slot: 50 + the Celery pool index, so the checks worker and the sandbox worker of
+    one machine (both pool index 0) never share a uid or a scratch folder."""
+    return CHECK_SLOT_FIRST + (getattr(current_process(), "index", 0) or 0)
 
 
 def _rows(dataset_version_id: int, n: int, owner=None) -> list[dict] | None:
@@ -92,7 +102,7 @@ def reward_test_rows(
         columns = _columns(data)
         shown = [row["row"] for row in data]
     try:
-        with Sandbox(source, entrypoint, slot=_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
+        with Sandbox(source, entrypoint, slot=sandbox_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
             result["weak"] = list(sb.isolation.get("weak", []))  # shown above the result: what isolation lacked
             call = sb.call(completions, prompts=prompts, **columns)
     except SandboxError as exc:
@@ -146,7 +156,7 @@ def reward_contract_problems(
     for spec in rewards:
         try:
             with Sandbox(
-                spec["source"], spec["entrypoint"], slot=_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK
+                spec["source"], spec["entrypoint"], slot=check_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK
             ) as sb:
                 sb.call(completions, prompts=prompts, completion_ids=[[0]] * len(completions), **columns)
         except SandboxError as exc:
@@ -175,7 +185,7 @@ def reward_label_suite(*, owner_id: int, function_id: int, source: str, entrypoi
     scores: dict[int, float | None] = {}
     group_of: dict[int, tuple] = {}
     try:
-        with Sandbox(source, entrypoint, slot=_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
+        with Sandbox(source, entrypoint, slot=sandbox_slot(), allow_weak=settings.GRPO_SANDBOX_ALLOW_WEAK) as sb:
             result["weak"] = list(sb.isolation.get("weak", []))
             for run_id, rows in case_groups(cases).items():
                 run = Run.objects.get(pk=run_id)

@@ -302,8 +302,8 @@ def reward_contract_problems(
         return pending.get(timeout=settings.GRPO_CONTRACT_CHECK_TIMEOUT)
     except CeleryTimeout:
         return [
-            f"rewards: no sandbox worker checked the reward functions within "
-            f"{settings.GRPO_CONTRACT_CHECK_TIMEOUT} s; is a worker serving the 'sandbox' queue running?"
+            f"rewards: no worker checked the reward functions within "
+            f"{settings.GRPO_CONTRACT_CHECK_TIMEOUT} s; is a worker serving the 'checks' queue running?"
         ]
     finally:
         pending.forget()

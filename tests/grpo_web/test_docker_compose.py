@@ -32,3 +32,18 @@ def test_the_ray_services_fit_together():
         assert ray["worker-ray"]["environment"][key] == services["web"]["environment"][key]
     # the node that trains starts the runs' reward sandboxes: lifted as for the other sandbox hosts
     assert ray["ray-worker-gpu"]["security_opt"] == services["worker-gpu"]["security_opt"]
+
+
+def test_every_queue_the_app_sends_to_is_served_and_the_checks_have_a_worker_of_their_own():
+    from grpo_web import queues
+
+    served = {
+        name: flag(service["command"], "-Q").split(",")
+        for name, service in COMPOSE["services"].items()
+        if "celery" in str(service.get("command", "")) and "-Q" in str(service.get("command", "")).split()
+    }
+    routed = {route["queue"] for route in queues.ROUTES.values() if not route["queue"].startswith("training")}
+    assert routed | {queues.DEFAULT_QUEUE} <= {q for qs in served.values() for q in qs}
+    # the contract check a Start waits for never waits behind a reward test, a replay or an import
+    assert [name for name, qs in served.items() if queues.CHECKS_QUEUE in qs] == ["worker-checks"]
+    assert served["worker-checks"] == [queues.CHECKS_QUEUE]

