@@ -146,6 +146,13 @@ BENCHES: tuple[Bench, ...] = (
         "an event from the run's log to 50 server-sent event clients, through the supervisor and Redis",
     ),
     Bench(
+        "start_latency",
+        figures("start_answer_p95_ms <= 300", "check_p50_s"),
+        ("start_answer_p95_ms", "check_p50_s"),
+        "POST /api/runs of a run whose reward is the user's code, answered as checking, against the check a worker of "
+        "the checks queue then makes (what a Start used to wait for)",
+    ),
+    Bench(
         "upload_stress",
         figures("upload_stress_p95_ms <= 300", "web_peak_mb <= 300"),
         ("upload_stress_p95_ms", "web_peak_mb"),
