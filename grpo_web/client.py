@@ -142,6 +142,15 @@ def submit(client: Client, path: str, *, queue_anyway: bool = False) -> dict:
     return client.json("POST", "/runs", body={"yaml": text, "queue_anyway": queue_anyway})
 
 
+def checked(client: Client, run: dict, *, interval: float = 0.5) -> dict:
+    """The run once the server has checked its rewards (status no longer "checking"): queued, or failed with its
+    refusal."""
+    while run["status"] == "checking":
+        time.sleep(interval)
+        run = client.json("GET", f"/runs/{run['id']}")
+    return run
+
+
 def watch(client: Client, run_id: int, *, interval: float = 2.0, out=sys.stdout) -> dict:
     """Print a line per new step (and status change) until the run ends; the run as it ended."""
     seen = None
@@ -317,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
             run = submit(client, args.config, queue_anyway=args.queue_anyway)
             for note in run.get("import_notes") or []:
                 print(f"note: {safe(note, lines=True)}")
+            run = checked(client, run)
+            if run.get("refusal"):
+                print(f"refused run {run['id']}: {client.url}{run['url']}", file=sys.stderr)
+                raise ApiError(400, run["refusal"])
             print(f"queued run {run['id']}: {client.url}{run['url']}", flush=True)
             if args.watch:
                 return 0 if watch(client, run["id"]).get("status") == "completed" else 1

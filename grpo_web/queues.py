@@ -14,12 +14,13 @@ from celery import current_app
 from celery.result import AsyncResult
 
 from grpo_web.embedded import ensure_configured_redis
+from grpo_web.env import envstr
 
 TRAIN_RUN = "workers.tasks.train_run"  # a training queue (training_queue)
 EVALUATE = "workers.tasks.evaluate"  # a training queue: it loads a model
 RETAG_REFLECTIONS = "workers.tasks.retag_reflections"  # the default queue
 REWARD_TEST = "workers.tasks.reward_test"  # the sandbox queue
-REWARD_CONTRACT_CHECK = "workers.tasks.reward_contract_check"  # the checks queue
+RUN_CHECK = "workers.tasks.run_check"  # the checks queue: a "checking" run's rewards, then queued or refused
 DATASET_IMPORT = "workers.tasks.dataset_import"  # the default queue
 REWARD_REPLAY = "workers.tasks.reward_replay"  # the sandbox queue
 REJECTION_SAMPLE = "workers.tasks.rejection_sample"  # a training queue: it loads a model
@@ -31,7 +32,7 @@ TASKS = (
     EVALUATE,
     RETAG_REFLECTIONS,
     REWARD_TEST,
-    REWARD_CONTRACT_CHECK,
+    RUN_CHECK,
     DATASET_IMPORT,
     REWARD_REPLAY,
     REJECTION_SAMPLE,
@@ -43,15 +44,16 @@ TASKS = (
 # The queues, named once: settings route by them, `manage.py run_worker` and docker-compose's workers serve them.
 DEFAULT_QUEUE = "default"  # short jobs of the web side: imports, re-tagging
 SANDBOX_QUEUE = "sandbox"  # users' code on demand: the editor's Test, the label suites, the code bench, replays
-# the contract check a Start waits for, on a worker of its own: never behind an editor's Test, an import or a replay
-CHECKS_QUEUE = "checks"
+# a "checking" run's contract check, on a worker of its own: never behind an editor's Test, an import or a replay
+# (GRPO_CHECKS_QUEUE names it otherwise: an app and its checks workers that share a broker with another app)
+CHECKS_QUEUE = envstr("GRPO_CHECKS_QUEUE") or "checks"
 TRAINING_QUEUE = "training"  # CPU runs; "training-gpuN" for runs of N GPUs (training_queue)
 RAY_QUEUE = "training-ray"  # runs for a Ray cluster, served by the workers that have one
 VLLM_CPU_QUEUE = "training-vllm-cpu"  # CPU runs that generate with vLLM: workers with its CPU build (--vllm-cpu)
 ROUTES = {
     TRAIN_RUN: {"queue": TRAINING_QUEUE},
     REWARD_TEST: {"queue": SANDBOX_QUEUE},
-    REWARD_CONTRACT_CHECK: {"queue": CHECKS_QUEUE},
+    RUN_CHECK: {"queue": CHECKS_QUEUE},
     REWARD_REPLAY: {"queue": SANDBOX_QUEUE},
     CODE_TESTS_BENCH: {"queue": SANDBOX_QUEUE},
     REWARD_LABEL_SUITE: {"queue": SANDBOX_QUEUE},
@@ -92,18 +94,22 @@ def result(task_id: str) -> AsyncResult:
     return AsyncResult(task_id, app=current_app)
 
 
-def pending(name: str) -> set:
-    """The first argument of every ``name`` task the broker holds: waiting in a queue, or delivered to a worker and
-    not yet acknowledged. Reads Redis as kombu lays it out (a list per queue, the ``unacked`` hash)."""
+def pending(name: str, queue: str | None = None) -> set:
+    """The first argument of every ``name`` task the broker holds: waiting in a queue (``queue`` only, when given), or
+    delivered to a worker and not yet acknowledged. Reads Redis as kombu lays it out (a list per queue, the
+    ``unacked`` hash)."""
     ensure_configured_redis()
     found = set()
     with current_app.connection_for_read() as connection:
         client = connection.default_channel.client
         messages = list(client.hvals("unacked"))
-        # the queues are Redis lists: SCAN's type filter skips the result backend's keys without a TYPE each
-        for key in client.scan_iter(count=1000, _type="list"):
-            if not key.startswith(b"_kombu"):
-                messages += client.lrange(key, 0, -1)
+        if queue is not None:
+            messages = [raw for raw in messages if _routed_to(raw, queue)] + client.lrange(queue, 0, -1)
+        else:
+            # the queues are Redis lists: SCAN's type filter skips the result backend's keys without a TYPE each
+            for key in client.scan_iter(count=1000, _type="list"):
+                if not key.startswith(b"_kombu"):
+                    messages += client.lrange(key, 0, -1)
     for raw in messages:
         try:
             message = json.loads(raw)
@@ -118,12 +124,22 @@ def pending(name: str) -> set:
     return found
 
 
-def resend_lost(name: str, queued: list, send) -> list:
+def _routed_to(raw: bytes, queue: str) -> bool:
+    """Whether an ``unacked`` entry ([message, exchange, routing key]) was delivered from ``queue``."""
+    try:
+        entry = json.loads(raw)
+        return isinstance(entry, list) and len(entry) == 3 and entry[2] == queue
+    except ValueError:
+        return False
+
+
+def resend_lost(name: str, queued: list, send, queue: str | None = None) -> list:
     """Of ``queued`` (rows the database holds as queued, each sent as task ``name`` with its pk as first argument),
-    send again with ``send(row)`` those whose message the broker no longer holds; return them."""
+    send again with ``send(row)`` those whose message the broker no longer holds (in ``queue``, when given); return
+    them."""
     if not queued:
         return []
-    held = pending(name)
+    held = pending(name, queue)
     lost = [row for row in queued if row.pk not in held]
     for row in lost:
         send(row)

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
@@ -342,6 +343,20 @@ def start_worker(env: dict, name: str, queues: str, log: Path) -> subprocess.Pop
     if proc.poll() is not None:
         raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
     return proc
+
+
+@pytest.fixture
+def checks_queue(monkeypatch) -> str:
+    """A checks queue of this test's own (GRPO_CHECKS_QUEUE): the session's celery_worker, which serves "checks", never
+    takes its checks. Runs this process starts send their checks to it; give ``{"GRPO_CHECKS_QUEUE": name}`` to a web
+    server or worker the test starts."""
+    from grpo_web import queues
+
+    name = f"checks-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(queues, "CHECKS_QUEUE", name)
+    yield name
+    with queues.current_app.connection_for_write() as connection:
+        connection.default_channel.queue_purge(name)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,10 @@ Both start the user's code in the sandbox (rewards.sandbox), never in the web pr
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from billiard.process import current_process
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
@@ -15,9 +18,12 @@ from grpo_web_protocol.config import TrainConfig
 from rewards.label_suite import describe
 from rewards.models import RewardFunction
 from rewards.sandbox import Sandbox, SandboxError
+from rewards.selectors import reward_specs
 from rewards.services import normalize
 from rewards.trl_inputs import trl_completions
 from runs.datasets.mapping import Mapping, preview_rows
+from runs.lifecycle.services import run_checked
+from runs.lifecycle.training_config import run_train_config
 from runs.models import Dataset, DatasetVersion, Rollout, Run
 from runs.rollouts.label_suites import case_groups, outcome, suite_cases
 from runs.rollouts.selectors import reward_inputs
@@ -162,6 +168,24 @@ def reward_contract_problems(
         except SandboxError as exc:
             problems.append(f"reward '{spec['name']}': {exc}")
     return problems
+
+
+def run_contract_check(run_id: int) -> None:
+    """A "checking" run's check (the checks queue): its rewards of the user's code called on a few rows, TRL's
+    GRPOConfig built from its config; then queued or refused (runs.lifecycle.services.run_checked). A run no longer
+    checking (cancelled, deleted, a message sent twice) is left alone."""
+    run = Run.objects.filter(pk=run_id, status=Run.Status.CHECKING).first()
+    if run is None:
+        return
+    try:
+        specs = [s for s in reward_specs(run.rewards) if s.get("source")]
+        train = run_train_config(run, slot_base=0, write_files=False)
+        problems = reward_contract_problems(
+            rewards=specs, dataset_version_id=run.dataset_version_id, train_config=asdict(train)
+        )
+    except SoftTimeLimitExceeded:
+        problems = ["rewards: the check did not finish in its time limit; a reward that hangs on import? try again"]
+    run_checked(run=run, problems=problems)
 
 
 def reward_label_suite(*, owner_id: int, function_id: int, source: str, entrypoint: str) -> dict:

@@ -64,12 +64,13 @@ def code_tests_bench(**kwargs) -> dict:
     return code_tests_bench(**kwargs)
 
 
-@shared_task(name=queues.REWARD_CONTRACT_CHECK, time_limit=120, soft_time_limit=110)
-def reward_contract_check(**kwargs) -> list[str]:
-    """Before a run is queued (runs.lifecycle.services): call each reward the way TRL will, on a few rows."""
-    from workers.reward_checks import reward_contract_problems
+@shared_task(name=queues.RUN_CHECK, ignore_result=True, acks_late=True, time_limit=120, soft_time_limit=110)
+def run_check(run_id: int) -> None:
+    """A "checking" run (runs.lifecycle.services.run_create): call each reward the way TRL will, on a few rows, and
+    build TRL's GRPOConfig; then the run is queued or refused."""
+    from workers.reward_checks import run_contract_check
 
-    return reward_contract_problems(**kwargs)
+    run_contract_check(run_id)
 
 
 @shared_task(

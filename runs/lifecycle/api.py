@@ -37,7 +37,10 @@ class RunOut(Schema):
     name: str
     owner: str
     shared: bool
-    status: str
+    status: str = Field(
+        description="checking (its rewards are being checked in the sandbox: then queued, or failed with a refusal), "
+        "queued, running, completed, failed or cancelled."
+    )
     kind: str = Field(description="grpo (TRL's GRPOTrainer) or sft (TRL's SFTTrainer).")
     step: int
     total_steps: int
@@ -73,6 +76,10 @@ class RunDetail(RunOut):
     pinned_metric: str = Field(description="The metric whose curve the run page's Overview shows beside the reward.")
     import_notes: list[str] = Field(
         description="What the import did with keys it did not take as they are: each names the key and says why."
+    )
+    refusal: list[str] = Field(
+        description="Why the check before queueing refused the run (status failed, nothing trained), each message "
+        "naming its field; [] when it did not."
     )
 
 
@@ -146,6 +153,7 @@ def _run_detail(run: Run, user) -> dict:
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "pinned_metric": run.pinned_metric,
         "import_notes": run.import_notes,
+        "refusal": run.refusal,
     }
 
 
@@ -182,6 +190,9 @@ def runs_list(
     response={201: RunDetail, 400: RunRefusedOut},
     tags=["runs"],
     summary="Start a run from a run YAML (or the same keys as JSON)",
+    description="Answers at once. A config refused on its face is a 400 with its errors. A run with rewards of your "
+    "own code is made with status `checking`: a worker checks them in the sandbox (and builds TRL's GRPOConfig), then "
+    "the run is `queued`, or `failed` with `refusal` saying why (poll GET /api/runs/{id}).",
 )
 def run_start(request, body: RunCreateIn):
     imported = None

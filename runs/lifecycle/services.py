@@ -7,7 +7,6 @@ import unicodedata
 from dataclasses import asdict, replace
 from datetime import timedelta
 
-from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce
@@ -29,6 +28,7 @@ from runs.jobs import job_cancel, jobs_redispatch
 from runs.lifecycle.spec import RunRefused, RunSpec
 from runs.lifecycle.training_config import run_train_config
 from runs.lifecycle.trl_yaml import EPOCHS, epoch_steps
+from runs.live import publish
 from runs.models import DatasetVersion, Run, Worker
 from runs.paths import event_log_path, model_problems, supervisor_alive, trainer_alive
 from runs.rollouts.ingest import ingest_log
@@ -44,13 +44,15 @@ def _env_signature(spec: dict):
 
 
 def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_rewards: bool = True) -> Run:
-    """Validate (spec_problems), check each reward's contract in the sandbox, and queue the run once its row is
-    committed.
+    """Validate (spec_problems) and store the run. A run with rewards of the user's code is stored as "checking" and
+    answered at once: a worker of the checks queue calls each reward on a few rows in the sandbox and builds TRL's
+    GRPOConfig, then queues it or refuses it (run_checked). A run of built-ins only is queued now.
 
-    ``check_rewards`` False skips the sandbox contract check (a recipe's next stage, started from inside a worker,
-    which must not wait on another task; a faulting reward is still disabled by the sandbox after its faults).
-    A run that asks for GPUs or vLLM is refused while no online worker has them, unless ``queue_anyway`` (a worker
-    that is not up yet will take it)."""
+    ``check_rewards`` False skips the sandbox contract check (a recipe's next stage, started from inside a worker;
+    a faulting reward is still disabled by the sandbox after its faults). A run that asks for GPUs or vLLM is refused
+    while no online worker has them, unless ``queue_anyway`` (a worker that is not up yet will take it): at once, where
+    the form offers to queue it anyway, saying that its rewards and TRL's checks of its config are still to come (the
+    check says a worker gone since with its own refusals)."""
     spec = spec_normalized(spec)
     errors = spec_problems(spec, owner=owner, queue_anyway=True)
     # no worker to take it now: said beside the config's own refusals (TRL's, in the sandbox), never instead of them
@@ -59,22 +61,50 @@ def run_create(*, owner, spec: RunSpec, queue_anyway: bool = False, check_reward
         raise RunRefused(errors + waiting)
     evaluation = EvalFields(**spec.evaluation)  # stored whole when it evaluates, else not at all
     run = spec.as_run(owner=owner, evaluation=asdict(evaluation) if evaluation.eval_steps else {})
-    # the config the worker will train with, checked by TRL on a sandbox worker (no GPU, no files yet)
+    run.queue_anyway = queue_anyway
+    # the config the worker will train with, checked by TRL on a checks worker (no GPU, no files yet)
     train = run_train_config(run, slot_base=0, write_files=False)
     run.total_steps = train.max_steps
-    problems = (
-        reward_contract_problems(
-            [s for s in reward_specs(spec.rewards) if s.get("source")], spec.dataset_version, train_config=asdict(train)
-        )
-        if check_rewards
-        else []
-    )
-    if problems or waiting:
-        raise RunRefused(problems + waiting)
+    checked = check_rewards and any(s.get("source") for s in reward_specs(spec.rewards))
+    if waiting:  # said now, where the form offers to queue it anyway
+        raise RunRefused(waiting + ([WAITING_CHECK] if checked else []))
     with transaction.atomic():
-        run.queued_at = timezone.now()
-        run.save(force_insert=True)
-        transaction.on_commit(lambda: _enqueue(run))
+        if checked:
+            run.status = Run.Status.CHECKING
+            run.save(force_insert=True)
+            transaction.on_commit(lambda: _enqueue_check(run))
+        else:
+            run.queued_at = timezone.now()
+            run.save(force_insert=True)
+            transaction.on_commit(lambda: _enqueue(run))
+    return run
+
+
+WAITING_CHECK = (
+    "rewards: each is called in the sandbox, and TRL's own checks of the config are made, once the run is started "
+    "(queued anyway, or with a worker online)"
+)
+
+
+def run_checked(*, run: Run, problems: list[str]) -> Run:
+    """The contract check's verdict on a "checking" run (``problems``: the sandbox's and TRL's refusals): queued, or
+    failed with the refusal (and, unless it was queued anyway, why no online worker could take it now). A run
+    cancelled or deleted meanwhile is left as it is."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run.pk).first()
+        if run is None or run.status != Run.Status.CHECKING:
+            return run
+        waiting = [] if run.queue_anyway else placement_problems(RunSpec.of_run(run))
+        refusal = list(problems) + waiting
+        if refusal:
+            run.status, run.finished_at, run.refusal = Run.Status.FAILED, timezone.now(), refusal
+            run.error = "Refused before it was queued (nothing trained):\n" + "\n".join(f"- {p}" for p in refusal)
+            run.save(update_fields=["status", "finished_at", "refusal", "error"])
+        else:
+            run.status, run.queued_at = Run.Status.QUEUED, timezone.now()
+            run.save(update_fields=["status", "queued_at"])
+            transaction.on_commit(lambda: _enqueue(run))
+    publish(run.pk, status=run.status, step=run.step)
     return run
 
 
@@ -281,32 +311,8 @@ def capacity_problems(*, gpus: int, use_vllm: bool) -> list[str]:
     return []
 
 
-def reward_contract_problems(
-    specs: list[dict], dataset_version: DatasetVersion, train_config: dict | None = None
-) -> list[str]:
-    """Run each reward on a few rows in the sandbox (on a sandbox worker, never here) before a GPU is spent on it;
-    the same worker builds TRL's GRPOConfig from ``train_config``, so TRL's own start-up checks are made before the
-    run is queued. A run of built-ins only skips both (no sandbox worker needed)."""
-    if not specs:
-        return []
-
-    pending = queues.enqueue(
-        queues.REWARD_CONTRACT_CHECK,
-        kwargs={
-            "rewards": [{"name": s["name"], "source": s["source"], "entrypoint": s["entrypoint"]} for s in specs],
-            "dataset_version_id": dataset_version.pk,
-            "train_config": train_config,
-        },
-    )
-    try:
-        return pending.get(timeout=settings.GRPO_CONTRACT_CHECK_TIMEOUT)
-    except CeleryTimeout:
-        return [
-            f"rewards: no worker checked the reward functions within "
-            f"{settings.GRPO_CONTRACT_CHECK_TIMEOUT} s; is a worker serving the 'checks' queue running?"
-        ]
-    finally:
-        pending.forget()
+def _enqueue_check(run: Run) -> None:
+    queues.enqueue(queues.RUN_CHECK, args=[run.pk], queue=queues.CHECKS_QUEUE)
 
 
 def _enqueue(run: Run) -> None:
@@ -318,9 +324,14 @@ def _enqueue(run: Run) -> None:
 def run_redispatch(*, grace_seconds: float = 30) -> list[Run]:
     """The database is the source of truth for queued work: queue again every run it holds as queued (for longer
     than ``grace_seconds``) whose message the broker no longer has (a Redis restarted without its data, a message
-    lost). The claim is idempotent, so a message sent twice never trains a run twice. Returns the runs sent again."""
+    lost). The claim is idempotent, so a message sent twice never trains a run twice. Likewise a run held as
+    "checking" whose check the broker lost is sent to the checks queue again (a check of a run no longer checking
+    does nothing). Returns the runs sent again."""
+    since = timezone.now() - timedelta(seconds=grace_seconds)
+    checking = list(Run.objects.filter(status=Run.Status.CHECKING, created_at__lt=since))
     # a resumed run waits from when it was queued again
-    return jobs_redispatch(
+    lost_checks = queues.resend_lost(queues.RUN_CHECK, checking, _enqueue_check, queues.CHECKS_QUEUE)
+    return lost_checks + jobs_redispatch(
         Run.objects.all(),
         task=queues.TRAIN_RUN,
         enqueue=_enqueue,
@@ -340,6 +351,11 @@ def run_cancel(*, run: Run) -> Run:
                 run.status, run.finished_at = Run.Status.CANCELLED, timezone.now()
                 run.save(update_fields=["status", "finished_at"])
         return run
+    with transaction.atomic():  # still being checked: cancelled now (the check then leaves it alone)
+        checking = Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.CHECKING).first()
+        if checking is not None:
+            checking.mark_cancelled()
+            return checking
     return job_cancel(job=run, stop_running=_request_cancel)
 
 

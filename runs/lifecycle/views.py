@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from grpo_web.sharing import share_context
@@ -346,6 +348,11 @@ def run_progress_json(request, pk):
             "log_tail": tail,
             "log": log_view(tail, run.step_metrics.order_by("-step").values_list("step", "metrics")[:LOG_STEP_ROWS]),
             "error": run.error,
+            "refusal": run.refusal,
+            "checking_seconds": (timezone.now() - run.created_at).total_seconds()
+            if run.status == Run.Status.CHECKING
+            else None,
+            "check_timeout": settings.GRPO_CONTRACT_CHECK_TIMEOUT,
         }
     )
 

@@ -15,7 +15,20 @@ from runs.models.jobs import Job, JobStatus
 from runs.phrases import default_reflection_phrases
 
 
+class RunStatus(models.TextChoices):
+    """A job's statuses (JobStatus, the same values), and before them a run's own: its rewards being checked in the
+    sandbox (runs.lifecycle.services.run_create) before it is queued or refused."""
+
+    CHECKING = "checking", "checking rewards"
+    QUEUED = JobStatus.QUEUED.value
+    RUNNING = JobStatus.RUNNING.value
+    COMPLETED = JobStatus.COMPLETED.value
+    FAILED = JobStatus.FAILED.value
+    CANCELLED = JobStatus.CANCELLED.value
+
+
 class Run(Job):
+    Status = RunStatus
     # a supervisor writes its heartbeat every second: this long without one, the page says it is not responding, and
     # the reaper fails the run once nothing holds its folder any more
     SILENT_SECONDS = 10
@@ -126,7 +139,16 @@ class Run(Job):
         "kept for the run's life (the run page's Config tab).",
     )
     # Job's status, indexed: the dashboard, the reaper and the dispatcher select runs by it
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    queue_anyway = models.BooleanField(
+        default=False,
+        help_text="Started with 'queue anyway': not refused for want of an online worker with its GPUs, vLLM or Ray.",
+    )
+    refusal = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Why the check before queueing refused the run (each message naming its field); [] when it did not.",
+    )
     step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
@@ -242,6 +264,11 @@ class Run(Job):
     @property
     def tag_list(self) -> list[str]:
         return [t for t in self.tags.split(", ") if t]
+
+    @property
+    def status_label(self) -> str:
+        """The status as the pages say it: "checking rewards" for a run whose rewards are being checked."""
+        return "checking rewards" if self.status == RunStatus.CHECKING else self.status
 
     @property
     def is_external(self) -> bool:

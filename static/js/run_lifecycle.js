@@ -55,6 +55,12 @@ async function refresh() {
   const aged = running && p.step_age_seconds !== null;
   const stalled = lost || silent || aged || (running && p.stalled_seconds !== null);
   if (aged) parts.push(`step ${p.step} as of ${duration(p.step_age_seconds)} ago`);
+  if (p.status === "checking") {
+    // the Start answered at once; a worker of the checks queue calls each reward in the sandbox, then queues or refuses
+    parts.push(p.checking_seconds >= p.check_timeout
+      ? `no worker has checked the rewards for ${duration(p.checking_seconds)}: is a worker serving the 'checks' queue running?`
+      : "checking the rewards in the sandbox and TRL's config before the run is queued");
+  }
   if (lost) {
     parts.push(`${worker} is lost: its supervisor ended without recording how the run ended; a live worker checks the run's log and settles it`);
   } else if (silent) {
@@ -72,6 +78,11 @@ async function refresh() {
   speed.classList.toggle("stalled", stalled);
   showRunStatus({ status: p.status, lost, stalled });
   showLog(p.log);
+  const error = document.getElementById("run-error");
+  if (p.error && error.textContent !== p.error) {
+    error.textContent = p.error; // a refusal that arrived while the page was open
+    error.hidden = false;
+  }
   const finished = ["completed", "failed", "cancelled"].includes(p.status);
   document.getElementById("cancel-form").hidden = finished;
   document.getElementById("retry-form").hidden = !finished;

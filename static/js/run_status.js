@@ -3,12 +3,13 @@
 // undoes what the other said.
 
 const badge = document.getElementById("run-status");
-const state = { status: badge.textContent.trim(), lost: false, stalled: false };
+const state = { status: badge.classList[1] || badge.textContent.trim(), lost: false, stalled: false };
 
 export function showRunStatus(change) {
   Object.assign(state, change);
   const running = state.status === "running";
-  badge.textContent = running && state.lost ? "worker lost, checking" : state.status;
+  badge.textContent = running && state.lost ? "worker lost, checking"
+    : state.status === "checking" ? "checking rewards" : state.status;
   badge.className = `badge ${state.status}`;
   badge.classList.toggle("stalled", running && (state.lost || state.stalled));
 }

@@ -20,6 +20,7 @@ from runs.lifecycle.spec import RunSpec
 from runs.lifecycle.trl_yaml import parse_run_yaml
 from runs.models import Run
 from tests.api.conftest import api_client
+from tests.conftest import wait_for
 from tests.lifecycle.test_a_config_over_the_size_limit_is_refused_whole import cli_submit
 
 pytestmark = pytest.mark.django_db
@@ -94,8 +95,9 @@ def test_the_run_page_keeps_the_notes_of_a_run_started_from_the_import_page(owne
 
 @pytest.mark.django_db(transaction=True)
 def test_a_capacity_refusal_is_said_beside_trls_own_refusal(celery_worker, owner, dataset_version):
-    """No online worker has a GPU, and TRL's GRPOConfig refuses the config: both are said, so queueing anyway is not
-    the user's next mistake."""
+    """No online worker has a GPU, and TRL's GRPOConfig refuses the config: the capacity refusal (at once, where the
+    form offers to queue anyway) says TRL's checks are still to come, and queued anyway, TRL's refusal comes before
+    anything is queued, so queueing anyway is not the user's next mistake."""
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
     spec = RunSpec(
         name="r",
@@ -109,9 +111,13 @@ def test_a_capacity_refusal_is_said_beside_trls_own_refusal(celery_worker, owner
     with pytest.raises(RunRefused) as refused:
         run_create(owner=owner, spec=spec)
     text = "\n".join(refused.value.errors)
-    assert "GRPOConfig refuses this configuration" in text
     assert "requested_gpus: no online worker has 1 GPU" in text
+    assert "TRL's own checks of the config are made, once the run is started" in text
     assert not Run.objects.exists()
+    run = run_create(owner=owner, spec=spec, queue_anyway=True)  # answered at once; then the check refuses it
+    wait_for(lambda: run.refresh_from_db() or run.status != Run.Status.CHECKING, timeout=120, what="the check")
+    assert run.status == Run.Status.FAILED and run.queued_at is None
+    assert "GRPOConfig refuses this configuration" in "\n".join(run.refusal)
 
 
 @pytest.mark.parametrize(

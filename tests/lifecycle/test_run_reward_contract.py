@@ -1,11 +1,14 @@
-"""Rewards are checked in the sandbox before a run starts; one that faults during a run is disabled, visibly."""
+"""Rewards are checked in the sandbox before a run is queued (the Start answers at once: the run is "checking", then
+queued or failed with its refusal); one that faults during a run is disabled, visibly."""
+
+import re
 
 import pytest
 from django.urls import reverse
 
 from rewards.models import RewardFunction
 from rewards.services import reward_create
-from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.services import run_create
 from runs.lifecycle.spec import RunSpec
 from runs.models import Run
 from tests.conftest import wait_for
@@ -32,51 +35,57 @@ def _pinned(rf, weight=1.0):
     return {"name": rf.name, "weight": weight, "version_id": rf.latest_version.pk}
 
 
+def refused(run: Run) -> str:
+    """The run, answered at once as "checking", once the checks worker has refused it: its refusal as one text."""
+    assert run.status == Run.Status.CHECKING
+    wait_for(lambda: run.refresh_from_db() or run.status != Run.Status.CHECKING, timeout=120, what="the check")
+    assert run.status == Run.Status.FAILED and run.refusal, (run.status, run.error)
+    assert run.started_at is None and not run.rollouts.exists()  # nothing trained
+    assert run.error.startswith("Refused before it was queued")
+    return "\n".join(run.refusal)
+
+
 def test_a_reward_returning_the_wrong_length_is_refused_before_the_run(celery_worker, owner, dataset_version):
     bad = reward_create(
         owner=owner, name="short", entrypoint="short", source_code="def short(completions, **kw):\n    return [1.0]\n"
     )
-    with pytest.raises(RunRefused) as refused:
-        run_create(
-            owner=owner,
-            spec=RunSpec(
-                name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(bad)], config=CONFIG
-            ),
-        )
-    assert "reward 'short'" in str(refused.value) and "InvalidResult" in str(refused.value)
-    assert not Run.objects.exists()
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(bad)], config=CONFIG),
+    )
+    text = refused(run)
+    assert "reward 'short'" in text and "InvalidResult" in text
 
 
 def test_trls_own_start_up_checks_are_made_before_the_run_is_queued(celery_worker, owner, dataset_version):
     """A combination only TRL's GRPOConfig refuses (grpo-web's own checks let it through): its message, naming the
     fields, comes back before anything is queued."""
     digits = RewardFunction.objects.get(owner=owner, name="digit_ratio")
-    with pytest.raises(RunRefused) as refused:
-        run_create(
-            owner=owner,
-            spec=RunSpec(
-                name="r",
-                model="tiny",
-                dataset_version=dataset_version,
-                rewards=[_pinned(digits)],
-                config={**CONFIG, "steps_per_generation": 2},
-                config_extra={"generation_batch_size": 16},
-            ),
-        )
-    assert "GRPOConfig refuses this configuration" in str(refused.value)
-    assert "'generation_batch_size' and 'steps_per_generation' can not be both configured" in str(refused.value)
-    assert not Run.objects.exists()
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="r",
+            model="tiny",
+            dataset_version=dataset_version,
+            rewards=[_pinned(digits)],
+            config={**CONFIG, "steps_per_generation": 2},
+            config_extra={"generation_batch_size": 16},
+        ),
+    )
+    text = refused(run)
+    assert "GRPOConfig refuses this configuration" in text
+    assert "'generation_batch_size' and 'steps_per_generation' can not be both configured" in text
 
 
 def test_a_reward_needing_a_missing_column_is_refused(celery_worker, owner, dataset_version):
     letter_count = RewardFunction.objects.get(owner=owner, name="letter_count")
-    with pytest.raises(RunRefused, match="reward 'letter_count'.*word"):
-        run_create(
-            owner=owner,
-            spec=RunSpec(
-                name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(letter_count)], config=CONFIG
-            ),
-        )
+    run = run_create(
+        owner=owner,
+        spec=RunSpec(
+            name="r", model="tiny", dataset_version=dataset_version, rewards=[_pinned(letter_count)], config=CONFIG
+        ),
+    )
+    assert re.search(r"reward 'letter_count'.*word", refused(run))
 
 
 def test_a_reward_that_faults_during_training_is_disabled_and_shown(

@@ -16,7 +16,8 @@ def test_submit_run_from_a_trl_yaml(celery_worker, owner, dataset_version, tmp_p
         "num_generations: 4\nper_device_train_batch_size: 8\nmax_steps: 2\nadam_beta1: 0.8\n"
     )
     call_command("submit_run", str(path), "--user", owner.username)
-    assert "queued run" in capsys.readouterr().out
+    # digit_ratio is the user's copy: a worker of the checks queue checks it, then queues the run
+    assert "its rewards being checked" in capsys.readouterr().out
     run = Run.objects.get(name="from yaml")
     assert run.config_extra == {"adam_beta1": 0.8}
     wait_for(lambda: run.refresh_from_db() or run.is_finished, timeout=120, what="the run")

@@ -11,10 +11,10 @@ import pytest
 from grpo_web import queues
 from rewards.models import RewardFunction
 from rewards.services import reward_create
-from runs.lifecycle.services import RunRefused, run_create
+from runs.lifecycle.services import run_create
 from runs.lifecycle.spec import RunSpec
 from runs.models import Run
-from tests.conftest import start_worker, stop_process
+from tests.conftest import start_worker, stop_process, wait_for
 from tests.lifecycle.test_run_reward_contract import CONFIG
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -39,48 +39,52 @@ def _reward(owner) -> RewardFunction:
     )
 
 
-def test_a_check_is_answered_while_reward_tests_wait_on_the_sandbox_queue(
-    service_env, tiny_model, owner, dataset_version, tmp_path
+def test_a_checks_worker_alone_checks_the_run_and_queues_it(
+    service_env, checks_queue, tiny_model, owner, dataset_version, tmp_path
 ):
-    """Only a checks worker is up: an editor's Test waits on the sandbox queue, and the Start's check still answers."""
+    """Only a worker of the checks queue is up (no sandbox or default queue served): the run is checked and queued."""
     rf = _reward(owner)
-    waiting = queues.enqueue(
-        queues.REWARD_TEST,
-        kwargs={
-            "owner_id": owner.pk,
-            "function_id": rf.pk,
-            "source": rf.latest_version.source,
-            "entrypoint": "half",
-            "dataset_version_id": dataset_version.pk,
-            "rows": 2,
-            "completions": ["x"],
-        },
-    )
-    worker = start_worker(service_env, f"checks-{os.getpid()}@{socket.gethostname()}", "checks", tmp_path / "w.log")
+    name = f"checks-{os.getpid()}@{socket.gethostname()}"
+    worker = start_worker({**service_env, "GRPO_CHECKS_QUEUE": checks_queue}, name, checks_queue, tmp_path / "w.log")
     try:
         run = run_create(owner=owner, spec=_spec(rf, dataset_version))
+        assert run.status == Run.Status.CHECKING  # answered at once
+        wait_for(lambda: run.refresh_from_db() or run.status != Run.Status.CHECKING, timeout=120, what="the check")
     finally:
         stop_process(worker)
-        _purge(queues.SANDBOX_QUEUE)
-    assert run.status == Run.Status.QUEUED
-    assert not waiting.ready()  # the Test is still on the sandbox queue: nothing served it, the check went past it
+    # queued (a training worker of the session may have taken it since): never refused
+    assert run.refusal == [] and run.queued_at is not None and run.status != Run.Status.FAILED
 
 
 def test_a_sandbox_worker_leaves_the_check_to_the_checks_queue(
-    service_env, tiny_model, owner, dataset_version, tmp_path, settings
+    service_env, checks_queue, tiny_model, owner, dataset_version, tmp_path
 ):
-    """An idle worker of the sandbox and default queues does not take the check: the refusal names the queue to start."""
-    settings.GRPO_CONTRACT_CHECK_TIMEOUT = 8
+    """An idle worker of the sandbox and default queues does not take the check: the run stays "checking", its check
+    waiting where only a checks worker takes it (the run page says to start one)."""
     rf = _reward(owner)
     name = f"sandbox-{os.getpid()}@{socket.gethostname()}"
     worker = start_worker(service_env, name, "sandbox,default", tmp_path / "w.log")
     try:
-        with pytest.raises(RunRefused, match="is a worker serving the 'checks' queue running"):
-            run_create(owner=owner, spec=_spec(rf, dataset_version))
+        run = run_create(owner=owner, spec=_spec(rf, dataset_version))
+        # the sandbox worker answers an editor's Test meanwhile: it is up, and it is not taking the check
+        tested = queues.enqueue(
+            queues.REWARD_TEST,
+            kwargs={
+                "owner_id": owner.pk,
+                "function_id": rf.pk,
+                "source": rf.latest_version.source,
+                "entrypoint": "half",
+                "dataset_version_id": dataset_version.pk,
+                "rows": 2,
+                "completions": ["x"],
+            },
+        ).get(timeout=120)
     finally:
         stop_process(worker)
-    assert not Run.objects.exists()
-    assert _purge(queues.CHECKS_QUEUE) == 1  # the check, left where only a checks worker would take it
+    assert [row["score"] for row in tested["rows"]] == [0.5, 0.5]
+    run.refresh_from_db()
+    assert run.status == Run.Status.CHECKING
+    assert _purge(checks_queue) == 1  # the check, left where only a checks worker would take it
 
 
 def test_the_checks_and_the_sandbox_queue_use_different_sandbox_slots(monkeypatch):

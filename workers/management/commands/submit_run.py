@@ -35,4 +35,7 @@ class Command(BaseCommand):
             run = run_create(owner=owner, spec=RunSpec.from_imported(imported), queue_anyway=options["queue_anyway"])
         except RunRefused as exc:
             raise CommandError("\n".join(exc.errors)) from None
-        self.stdout.write(self.style.SUCCESS(f"queued run {run.pk}: {run.name}"))
+        if run.status == run.Status.CHECKING:  # a worker of the checks queue queues it or refuses it
+            self.stdout.write(self.style.SUCCESS(f"run {run.pk}: {run.name}, its rewards being checked"))
+        else:
+            self.stdout.write(self.style.SUCCESS(f"queued run {run.pk}: {run.name}"))
