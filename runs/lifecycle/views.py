@@ -348,7 +348,6 @@ def run_progress_json(request, pk):
             "log_tail": tail,
             "log": log_view(tail, run.step_metrics.order_by("-step").values_list("step", "metrics")[:LOG_STEP_ROWS]),
             "error": run.error,
-            "refusal": run.refusal,
             "checking_seconds": (timezone.now() - run.created_at).total_seconds()
             if run.status == Run.Status.CHECKING
             else None,

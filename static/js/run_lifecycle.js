@@ -78,11 +78,6 @@ async function refresh() {
   speed.classList.toggle("stalled", stalled);
   showRunStatus({ status: p.status, lost, stalled });
   showLog(p.log);
-  const error = document.getElementById("run-error");
-  if (p.error && error.textContent !== p.error) {
-    error.textContent = p.error; // a refusal that arrived while the page was open
-    error.hidden = false;
-  }
   const finished = ["completed", "failed", "cancelled"].includes(p.status);
   document.getElementById("cancel-form").hidden = finished;
   document.getElementById("retry-form").hidden = !finished;
