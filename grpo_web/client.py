@@ -11,7 +11,8 @@
                                                the server (under GRPO_IMPORT_ROOTS), or here with --upload; verl's
                                                validation dumps (DIR) become its evaluations
 
-Exit codes: 0 done, 1 the run failed or was cancelled, 2 the request was refused (the errors are printed).
+Exit codes: 0 done, 1 the run failed or was cancelled (or, submitted, was still being checked after 300 s), 2 the
+request was refused (the errors are printed).
 """
 
 from __future__ import annotations
@@ -142,10 +143,14 @@ def submit(client: Client, path: str, *, queue_anyway: bool = False) -> dict:
     return client.json("POST", "/runs", body={"yaml": text, "queue_anyway": queue_anyway})
 
 
-def checked(client: Client, run: dict, *, interval: float = 0.5) -> dict:
+CHECK_WAIT_SECONDS = 300  # the longest `submit` waits for the server's check of a run's rewards
+
+
+def checked(client: Client, run: dict, *, interval: float = 0.5, limit: float = CHECK_WAIT_SECONDS) -> dict:
     """The run once the server has checked its rewards (status no longer "checking"): queued, or failed with its
-    refusal."""
-    while run["status"] == "checking":
+    refusal; still "checking" after ``limit`` seconds (no worker serves the checks queue)."""
+    deadline = time.monotonic() + limit
+    while run["status"] == "checking" and time.monotonic() < deadline:
         time.sleep(interval)
         run = client.json("GET", f"/runs/{run['id']}")
     return run
@@ -330,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
             if run.get("refusal"):
                 print(f"refused run {run['id']}: {client.url}{run['url']}", file=sys.stderr)
                 raise ApiError(400, run["refusal"])
+            if run["status"] == "checking":
+                print(
+                    f"run {run['id']} is still checking its rewards after {CHECK_WAIT_SECONDS} s: is a worker serving "
+                    f"the 'checks' queue running? {client.url}{run['url']}",
+                    file=sys.stderr,
+                )
+                return 1
             print(f"queued run {run['id']}: {client.url}{run['url']}", flush=True)
             if args.watch:
                 return 0 if watch(client, run["id"]).get("status") == "completed" else 1

@@ -19,13 +19,13 @@ J = TypeVar("J", bound=Job)
 
 
 def job_cancel(*, job: J, stop_running: Callable[[J], None] | None = None) -> J:
-    """Queued: cancelled now (the claim then refuses its message). Running: cancelled now, and its worker, which
+    """Waiting (queued; a run being checked): cancelled now (the claim, or the check, then refuses its message). Running: cancelled now, and its worker, which
     sees the status within a second, stops the process; or, given ``stop_running``, only asked to stop, for jobs
     whose worker marks them cancelled itself once the process is gone (a run keeps what it ingested). Finished:
     unchanged. The row is locked meanwhile, so a cancel never crosses the worker's own change of status."""
     with transaction.atomic():
         job = type(job).objects.select_for_update().get(pk=job.pk)
-        if job.status == JobStatus.QUEUED or (job.status == JobStatus.RUNNING and stop_running is None):
+        if job.status in job.WAITING or (job.status == JobStatus.RUNNING and stop_running is None):
             job.mark_cancelled()
         elif job.status == JobStatus.RUNNING:
             stop_running(job)

@@ -351,11 +351,6 @@ def run_cancel(*, run: Run) -> Run:
                 run.status, run.finished_at = Run.Status.CANCELLED, timezone.now()
                 run.save(update_fields=["status", "finished_at"])
         return run
-    with transaction.atomic():  # still being checked: cancelled now (the check then leaves it alone)
-        checking = Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.CHECKING).first()
-        if checking is not None:
-            checking.mark_cancelled()
-            return checking
     return job_cancel(job=run, stop_running=_request_cancel)
 
 

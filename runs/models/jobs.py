@@ -25,6 +25,7 @@ class Job(models.Model):
 
     Status = JobStatus
     FINISHED = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
+    WAITING = (JobStatus.QUEUED,)  # no worker holds it yet: a cancel ends it at once (runs.jobs.job_cancel)
 
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)

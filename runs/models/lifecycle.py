@@ -29,6 +29,7 @@ class RunStatus(models.TextChoices):
 
 class Run(Job):
     Status = RunStatus
+    WAITING = (RunStatus.CHECKING, RunStatus.QUEUED)
     # a supervisor writes its heartbeat every second: this long without one, the page says it is not responding, and
     # the reaper fails the run once nothing holds its folder any more
     SILENT_SECONDS = 10

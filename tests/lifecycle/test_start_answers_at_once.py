@@ -156,3 +156,19 @@ def test_a_run_of_built_ins_only_is_queued_at_once(owner, dataset_version, check
     run = run_create(owner=owner, spec=spec)
     assert run.status == Run.Status.QUEUED and queued == [run]
     assert _purge(checks_queue) == 0
+
+
+def test_the_cli_waits_for_a_check_no_worker_makes_only_so_long():
+    """No worker serves the checks queue: `submit` stops waiting at its limit instead of hanging."""
+    from grpo_web.client import checked
+
+    class Server:  # a server whose run stays "checking"
+        asked = 0
+
+        def json(self, method, path):
+            self.asked += 1
+            return {"id": 7, "status": "checking", "url": "/runs/7/"}
+
+    server = Server()
+    run = checked(server, {"id": 7, "status": "checking"}, interval=0.01, limit=0.2)
+    assert run["status"] == "checking" and 1 <= server.asked <= 25
