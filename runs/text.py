@@ -1,9 +1,10 @@
 """How prompts and completions are stored: as the exact text, and named by a short hash of the prompt.
 
-PostgreSQL text cannot hold NUL, and model output can. A stored prompt or completion (runs.models.ExactTextField, and
-the ingest's own COPY) writes NUL as U+2400 U+FE00 and a U+2400 of the text itself as U+2400 U+FE01 (a visible NUL
-sign; the variation selector after it is invisible), and reads them back: what was sent is what is read, on every
-path that reads through the ORM. Text holding neither is stored as it is. A bare U+2400 in the column (written before
+PostgreSQL text cannot hold NUL (nor can jsonb), and model output can. A stored prompt or completion
+(runs.models.ExactTextField, and the ingest's own COPY), and every text and key in a JSON column of model output or user
+data (ExactJSONField: a row's columns and messages, a run's config and provenance), writes NUL as U+2400 U+FE00 and a
+U+2400 of the text itself as U+2400 U+FE01 (a visible NUL sign; the variation selector after it is invisible), and
+reads them back: what was sent is what is read, on every path that reads through the ORM. Text holding neither is stored as it is. A bare U+2400 in the column (written before
 this escape) reads as itself.
 """
 
@@ -51,15 +52,26 @@ def _message_text(message: dict) -> str:
     return text
 
 
-def json_safe(value):
-    """Dataset cells for a JSON column: NUL-free text (PostgreSQL jsonb refuses \u0000 too). Not undone: a NUL in a
-    JSON column (a dataset cell, a conversational completion's messages, a config) reads back as U+2400."""
+def stored_json(value):
+    """A JSON value as a JSON column keeps it (jsonb refuses \u0000 too): every text in it, keys included, through
+    ``stored_text``; undone by ``exact_json`` (runs.models.ExactJSONField does both)."""
     if isinstance(value, str):
-        return value.replace("\x00", "\u2400")
+        return stored_text(value)
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {stored_text(str(k)): stored_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [json_safe(v) for v in value]
+        return [stored_json(v) for v in value]
+    return value
+
+
+def exact_json(value):
+    """The JSON value ``stored_json`` stored."""
+    if isinstance(value, str):
+        return exact_text(value)
+    if isinstance(value, dict):
+        return {exact_text(k): exact_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [exact_json(v) for v in value]
     return value
 
 

@@ -15,7 +15,7 @@ from grpo_web import queues
 from runs.jobs import job_cancel, jobs_redispatch
 from runs.models import DatasetVersion, EvalSample, Evaluation, Run
 from runs.paths import model_access_at_start, model_problems, resolve_model
-from runs.text import as_text, json_safe, prompt_key
+from runs.text import as_text, prompt_key
 
 EVAL_SPLITS = {"eval": "the eval split", "all": "every row"}
 BASE_LABEL = "base model"  # the label of a standalone evaluation of its run's base model
@@ -72,7 +72,7 @@ def store_eval_event(evaluation: Evaluation, event: dict) -> None:
                 answer=(row["answer"] or "")[:200].replace("\x00", ""),
                 length=row["length"],
                 truncated=row["truncated"],
-                columns=json_safe(row.get("columns") or {}),
+                columns=row.get("columns") or {},
             )
         )
     EvalSample.objects.bulk_create(samples, batch_size=2000, ignore_conflicts=True)

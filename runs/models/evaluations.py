@@ -4,7 +4,7 @@ from django.conf import settings as conf  # "settings" is a field name below
 from django.db import models
 
 from runs.models.datasets import DatasetVersion
-from runs.models.fields import ExactTextField
+from runs.models.fields import ExactJSONField, ExactTextField
 from runs.models.jobs import Job
 from runs.models.lifecycle import Run
 
@@ -112,7 +112,7 @@ class EvalSample(models.Model):
     answer = models.CharField(max_length=200, blank=True, help_text="The extracted answer maj@k votes on.")
     length = models.PositiveIntegerField()
     truncated = models.BooleanField(default=False)
-    columns = models.JSONField(default=dict)
+    columns = ExactJSONField(default=dict)
 
     class Meta:
         ordering = ["prompt_index", "sample"]

@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from runs.text import exact_text, stored_text
+from runs.text import exact_json, exact_text, stored_json, stored_text
 from runs.textindex import HasText
 
 
@@ -20,3 +20,15 @@ class ExactTextField(models.TextField):
 
 
 ExactTextField.register_lookup(HasText)  # indexed search (runs.textindex)
+
+
+class ExactJSONField(models.JSONField):
+    """JSON stored as it was given, NUL included in any text or key of it (jsonb cannot hold one): written through
+    runs.text.stored_json and read back through exact_json. A key or value lookup on text without NUL or U+2400
+    (every other text) sees it as it is."""
+
+    def get_prep_value(self, value):
+        return super().get_prep_value(stored_json(value))
+
+    def from_db_value(self, value, expression, connection):
+        return exact_json(super().from_db_value(value, expression, connection))

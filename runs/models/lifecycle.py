@@ -11,6 +11,7 @@ from django.utils.functional import cached_property
 
 from grpo_web.sharing import SharedQuerySet
 from runs.models.datasets import DatasetVersion
+from runs.models.fields import ExactJSONField
 from runs.models.jobs import Job, JobStatus
 from runs.phrases import default_reflection_phrases
 
@@ -116,7 +117,7 @@ class Run(Job):
         "class whose methods the model calls (TRL's environment_factory), one "
         "instance per rollout, run in the sandbox.",
     )
-    config = models.JSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
+    config = ExactJSONField(help_text="GRPOConfig (an SFT run: SFTConfig) fields under TRL's names.")
     config_extra = models.JSONField(
         default=dict, blank=True, help_text="Further GRPOConfig fields from an imported TRL config, passed through."
     )
@@ -126,7 +127,7 @@ class Run(Job):
         help_text="Each config field: where its value came from: 'file' (the imported file), 'form' (the run form), "
         "'trainer default' (left out: TRL's default) or 'grpo-web' (left out: grpo-web's own default).",
     )
-    provenance = models.JSONField(
+    provenance = ExactJSONField(
         default=dict,
         blank=True,
         help_text="The reproducibility record of the run's latest attempt (grpo_web_attach.provenance): library "

@@ -7,7 +7,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.models.fields import ExactTextField
+from runs.models.fields import ExactJSONField, ExactTextField
 from runs.models.jobs import NOT_CANCELLABLE, Job, JobStatus
 from runs.models.lifecycle import Run
 
@@ -61,8 +61,8 @@ class Rollout(models.Model):
         "the browser's index, so filtering on a phrase "
         "reads no row it does not keep.",
     )
-    columns = models.JSONField(default=dict, help_text="The dataset row's other columns, as the rewards saw them.")
-    messages = models.JSONField(
+    columns = ExactJSONField(default=dict, help_text="The dataset row's other columns, as the rewards saw them.")
+    messages = ExactJSONField(
         null=True,
         blank=True,
         help_text="A conversational completion as TRL produced it: its turns, the tool calls "

@@ -6,7 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models.datasets import DatasetVersion
-from runs.models.fields import ExactTextField
+from runs.models.fields import ExactJSONField, ExactTextField
 from runs.models.jobs import Job
 
 
@@ -88,7 +88,7 @@ class RejectionSample(models.Model):
     kept = models.BooleanField(default=False, help_text="In the output dataset.")
     length = models.PositiveIntegerField(default=0)
     truncated = models.BooleanField(default=False)
-    columns = models.JSONField(default=dict)
+    columns = ExactJSONField(default=dict)
 
     class Meta:
         ordering = ["prompt_index", "sample"]

@@ -24,7 +24,7 @@ from runs.evaluations.services import store_periodic
 from runs.models import Rollout, Run, StepMetric, reward_bucket
 from runs.rollouts.groups import group_stats
 from runs.rollouts.reflection import matcher, reflection_mask
-from runs.text import as_text, json_safe, prompt_key, stored_text
+from runs.text import as_text, prompt_key, stored_json, stored_text
 
 ROLLOUT_COLUMNS = (
     "run_id",
@@ -55,6 +55,7 @@ _JSON_AT = tuple(
 )
 _JSONB = b"\x01"
 _JSONB_EMPTY_LIST = b"\x01[]"
+_NUL_SIGN = "\u2400".encode()
 
 
 def _dumps(value) -> bytes:
@@ -66,8 +67,8 @@ def _dumps(value) -> bytes:
 
 def _json_text(value) -> bytes:
     text = _dumps(value)
-    # jsonb refuses \u0000; only the rare row that holds one pays for the cleaning walk
-    return _dumps(json_safe(value)) if b"\\u0000" in text else text
+    # as ExactJSONField stores it (jsonb refuses \u0000): only the rare row with a NUL or U+2400 pays for the walk
+    return _dumps(stored_json(value)) if b"\\u0000" in text or _NUL_SIGN in text else text
 
 
 def step_scores(value) -> tuple[dict | None, float | None]:
@@ -264,7 +265,7 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
                 weak[event["name"]] = [str(w) for w in event.get("weak") or []]
             elif event["type"] == "started" and isinstance(event.get("provenance"), dict):
                 # each attempt reports its own (a resume may run on another worker): the latest is the run's
-                run.provenance = json_safe({**event["provenance"], "attempt": run.attempt})
+                run.provenance = {**event["provenance"], "attempt": run.attempt}
                 run.save(update_fields=["provenance"])
             elif event["type"] == "checkpoint" and event["step"] > run.checkpoint_step:
                 run.checkpoint_step = event["step"]

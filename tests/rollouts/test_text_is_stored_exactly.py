@@ -70,3 +70,33 @@ def test_a_nul_bearing_completion_reads_back_exactly_through_the_api_and_the_exp
 def test_a_search_and_a_lookup_by_the_exact_text_find_it(run):
     assert Rollout.objects.get(run=run, completion=COMPLETIONS[0]).index == 0
     assert Rollout.objects.filter(run=run, prompt=PROMPT).count() == len(COMPLETIONS)
+
+
+# JSON columns of model output and user data: a dataset row's columns (keys too), a conversational completion's
+# messages, a run's config and provenance
+COLUMNS = {"answer": "4\x002", "note\x00key": ["\u2400", {"deep": "a\x00\u2400\ufe00b"}], "n": 3}
+MESSAGES = [{"role": "assistant", "content": "think\x00 then \u2400 answer"}]
+
+
+def test_json_columns_read_back_exactly(owner, dataset_version):
+    run = make_run(owner, dataset_version, name="nul json")
+    run.config = {**run.config, "system_prompt": "be brief\x00", "\u2400key": 1}
+    run.provenance = {"host": "gpu\x00node"}
+    run.save()
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    event = rollouts_event(1, [(PROMPT, [(c, [1.0, 0.0]) for c in COMPLETIONS[:2]])])
+    event["rows"][0]["columns"] = COLUMNS
+    event["rows"][1]["completion"] = MESSAGES
+    event_log_path(run).write_text(json.dumps(event) + "\n")
+    ingest_log(run, event_log_path(run))
+
+    first, second = Rollout.objects.filter(run=run).order_by("index")
+    assert first.columns == COLUMNS
+    assert second.messages == MESSAGES
+    assert Rollout.objects.filter(run=run, columns__n=3).get().index == 0  # a lookup on plain text still matches
+    run.refresh_from_db()
+    assert (run.config["system_prompt"], run.config["\u2400key"]) == ("be brief\x00", 1)
+    assert run.provenance == {"host": "gpu\x00node"}
+
+    rows = sorted(_api(owner).get(f"/api/runs/{run.pk}/rollouts").json()["rows"], key=lambda r: r["index"])
+    assert rows[0]["columns"] == COLUMNS
