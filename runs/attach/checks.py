@@ -15,6 +15,10 @@ MAX_ROWS = 100_000  # rows in one generation batch
 # metric names in one metrics event: TRL's own few dozen, and a sandboxed reward function may log up to 256 of its own
 # (rewards.sandbox.replies.MAX_RUN_LOG_NAMES); every name becomes a key of the step's stored metrics
 MAX_METRIC_NAMES = 1024
+# distinct metric names one run may hold, however they arrive (attach, every importer): a name is a chart, a column of
+# the exports and a key of every step's stored metrics. Room for verl's few hundred, TRL's few dozen and a sandboxed
+# function's 256 each (the sandbox caps those per function; this caps the run)
+MAX_RUN_METRIC_NAMES = 2048
 
 
 class EventRefused(ValueError):

@@ -16,17 +16,23 @@ from collections.abc import Iterable
 from datetime import UTC, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from grpo_web_protocol.events import clean
 
-from runs.attach.checks import EventRefused, deeper_than, event_problem, parse_line, shape_problem
+from runs.attach.checks import (
+    MAX_RUN_METRIC_NAMES,
+    EventRefused,
+    deeper_than,
+    event_problem,
+    parse_line,
+    shape_problem,
+)
 from runs.attach.shards import drop_shards_after, read_shard, store_shard
 from runs.live import publish
 from runs.models import JobStatus, Rollout, Run, StepMetric
 from runs.paths import event_log_path
 from runs.rollouts.ingest import ingest_appended, ingest_log
-from runs.text import json_safe
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +73,7 @@ def external_run_create(
     by the caller (runs.attach.api's schema)."""
     if origin not in (Run.Origin.ATTACHED, Run.Origin.IMPORTED):
         raise ValueError(f"origin: an external run is attached or imported, not {origin!r}")
-    config = json_safe(clean(dict(config or {})))
+    config = clean(dict(config or {}))
     sources = reward_sources or {}
     weights = config.get("reward_weights") if isinstance(config.get("reward_weights"), list) else None
     names = [str(n) for n in reward_names]
@@ -102,7 +108,7 @@ def external_run_create(
         finished_at=now if finished else None,
         last_contact_at=now if origin == Run.Origin.ATTACHED else None,
         evaluation={},
-        provenance=json_safe(provenance or {}),
+        provenance=provenance or {},
     )
 
 
@@ -149,6 +155,7 @@ def external_events_append(*, run: Run, events: list[dict], imported: bool = Fal
     hold periodic evaluations (verl's validation dumps); a client's may not. Returns ingest's summary: {"steps",
     "rollouts", "evaluated"}."""
     check_events(events, imported=imported)
+    metric_names_check(run, events)
     data = b"".join(json.dumps(clean(e), allow_nan=False).encode() + b"\n" for e in events)
     return append_lines(run=run, data=data)
 
@@ -324,6 +331,7 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
             start, parsed = position, []
             batch_keys = {key: at for key, at in batch_keys.items() if key[0] <= event["step"]}
     segments.append((new[start:], parsed, None))
+    metric_names_check(run, [event for _, events, _ in segments for _, event in events])
     summary = {"steps": set(), "rollouts": 0, "evaluated": []}
     received, path = taken, event_log_path(run)
     size = path.stat().st_size if path.exists() else 0
@@ -344,6 +352,33 @@ def attached_batch_append(*, run: Run, data: bytes, offset: int) -> dict:
             os.truncate(path, size)  # the database rolled back: so does the log
         raise
     return {"taken": received, **summary, "steps": sorted(summary["steps"])}
+
+
+def metric_names_check(run: Run, events: list[dict]) -> None:
+    """EventRefused when the metrics ``events`` log would give the run more than MAX_RUN_METRIC_NAMES distinct names.
+    A run logs the same names step after step: names its newest step holds cost one row's read, and only a batch
+    with names new to it reads every name the run holds."""
+    sent = {name for event in events if event.get("type") == "metrics" for name in event["metrics"]}
+    if not sent:
+        return
+    newest = StepMetric.objects.filter(run=run).order_by("-step").values_list("metrics", flat=True).first() or {}
+    if sent <= newest.keys():
+        return
+    table = connection.ops.quote_name(StepMetric._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = f"SELECT DISTINCT jsonb_object_keys(metrics) FROM {table} WHERE run_id = %s"
+    else:
+        sql = f"SELECT DISTINCT j.key FROM {table}, json_each({table}.metrics) AS j WHERE run_id = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk])
+        held = {name for (name,) in cursor.fetchall()}
+    names = held | sent
+    if len(names) > MAX_RUN_METRIC_NAMES:
+        new = sorted(sent - held)
+        raise EventRefused(
+            f"metrics: a run holds at most {MAX_RUN_METRIC_NAMES} distinct metric names; it holds {len(held)} and "
+            f"this batch adds {len(new)} more (first new: {new[0][:60]!r})"
+        )
 
 
 def run_shape(run: Run) -> dict:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from runs.attach.checks import MAX_METRIC_NAMES, MAX_RUN_METRIC_NAMES
 from runs.models import Rollout, Run, StepMetric
 from tests.attach.test_attach_api_refusals import lines, send, token_client
 from tests.attach.test_external_runs import batch, metrics
@@ -148,6 +149,26 @@ def test_metric_names_are_capped_as_everywhere(attached):
     many = {"type": "metrics", "step": 1, "metrics": {f"m{i}": 0.5 for i in range(100_000)}}
     refused_whole(api, created, lines(many), "metrics: at most 1024 names in one event, not 100000")
     assert not StepMetric.objects.filter(run=created["id"]).exists()
+
+
+def test_a_run_holds_at_most_its_cap_of_distinct_metric_names(attached):
+    # each event within the per-event cap, the run past its own: as the sandbox caps a function's names for a run
+    api, created = attached
+    per_event = MAX_METRIC_NAMES - 24
+    first = lines(
+        *({"type": "metrics", "step": s, "metrics": {f"s{s}/m{i}": 0.5 for i in range(per_event)}} for s in (1, 2))
+    )
+    assert send(api, created, first, 0).status_code == 200
+    again = lines({"type": "metrics", "step": 3, "metrics": {f"s2/m{i}": 0.25 for i in range(per_event)}})
+    assert send(api, created, again, len(first)).status_code == 200  # names the run holds cost nothing
+    held = 2 * per_event
+    more = {"type": "metrics", "step": 4, "metrics": {f"s4/m{i}": 0.5 for i in range(MAX_RUN_METRIC_NAMES - held + 1)}}
+    refused_whole(
+        api, created, lines(more), f"at most {MAX_RUN_METRIC_NAMES} distinct metric names; it holds {held} and this"
+    )
+    assert sorted(StepMetric.objects.filter(run=created["id"]).values_list("step", flat=True)) == [1, 2, 3]
+    fits = {"type": "metrics", "step": 4, "metrics": {f"s4/m{i}": 0.5 for i in range(MAX_RUN_METRIC_NAMES - held)}}
+    assert send(api, created, lines(fits), len(first) + len(again)).status_code == 200
 
 
 @pytest.mark.parametrize("ended", ["completed", "cancelled"])
