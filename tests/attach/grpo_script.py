@@ -8,7 +8,9 @@ at the end of optimizer step n, to test a resume from its checkpoint. --tools: a
 (a calculator) on chat prompts, for a model with a tool chat template (the suite's tiny-tools). --generated-reward:
 a third reward function made from a string at run time, whose source inspect cannot find (the client sends none).
 TOKEN_SAMPLE_GROUPS=n: attach(..., token_sample_groups=n); FLUSH_TIMEOUT=s: attach(..., flush_timeout=s); USE_CPU=0:
-GRPOConfig without use_cpu (a script written for GPUs, launched on a machine without them); BETA and NUM_ITERATIONS: GRPOConfig's; WATCH_TRL=path:
+GRPOConfig without use_cpu (a script written for GPUs, launched on a machine without them); BETA and
+NUM_ITERATIONS: GRPOConfig's; NUL_BIAS=b: the model writes NUL (its token biased by b in generate's sequence_bias)
+and each row has a column holding NUL; WATCH_TRL=path:
 TRL's own per-token tensors at each update, recorded by the tests' tracer (tests/trl_oracle.py), are written to path
 as JSON once training ends. --vllm-server URL: generate with TRL's server mode (use_vllm=True, vllm_mode="server")
 through the ``trl vllm-serve`` at URL; NO_WEIGHT_SYNC=1 (the CPU test's, where NCCL is not) leaves out the NCCL
@@ -97,6 +99,13 @@ def main():
     rows = [{"prompt": f"What is {a} + {a + 1}?", "answer": str(2 * a + 1)} for a in range(32)]
     if tools:  # TRL calls tools only in conversations
         rows = [{**r, "prompt": [{"role": "user", "content": f"{r['prompt']} Use the calculator."}]} for r in rows]
+    generation = {}
+    if "NUL_BIAS" in os.environ:  # a model that writes NUL: the byte-level token of byte 0 biased up, a NUL column
+        from transformers import AutoTokenizer
+
+        nul = AutoTokenizer.from_pretrained(model).convert_tokens_to_ids("\u0100")  # byte 0 in byte-level BPE
+        generation = {"generation_kwargs": {"sequence_bias": [[[nul], float(os.environ["NUL_BIAS"])]]}}
+        rows = [{**r, "note": f"row\x00{i} \u2400"} for i, r in enumerate(rows)]
     args = GRPOConfig(
         output_dir=output_dir,
         num_generations=4,
@@ -116,6 +125,7 @@ def main():
         # USE_CPU=0: no use_cpu (nor bf16, which transformers refuses without a GPU unless use_cpu is set)
         **({"use_cpu": True} if os.environ.get("USE_CPU", "1") == "1" else {"bf16": False}),
         **server,
+        **generation,
     )
     callbacks = [KillAt()]
     if "--callback" in sys.argv:

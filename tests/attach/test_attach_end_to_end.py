@@ -191,6 +191,16 @@ def test_a_script_that_only_takes_callbacks_sends_trls_own_rows(service_env, tin
     assert_rows_are_trls(run, out, 2)
 
 
+def test_a_model_that_writes_nul_is_stored_as_trl_logged_it(service_env, tiny_model, owner, tmp_path):
+    # PostgreSQL's text and jsonb cannot hold NUL: the completions TRL logged and the dataset's columns come back
+    # exactly, NUL and the sign that stands for it (U+2400) included
+    run, out = trained_attached(service_env, tiny_model, owner, tmp_path, NUL_BIAS="6")
+    assert_rows_are_trls(run, out, 2)
+    rows = list(Rollout.objects.filter(run=run))
+    assert sum("\x00" in r.completion for r in rows) >= 4
+    assert all(r.columns["note"] == f"row\x00{int(r.columns['answer']) // 2} \u2400" for r in rows)
+
+
 def test_two_processes_under_accelerate_send_every_rank_s_rows_once(service_env, tiny_model, owner, tmp_path):
     # accelerate launch --multi_gpu --num_processes 2 on a machine without GPUs: torchrun starts 2 processes and the
     # script's use_cpu makes them a gloo group (--cpu would start one process only); each rank generates half of a
@@ -230,7 +240,15 @@ def test_two_processes_under_deepspeed_zero3_send_every_rank_s_rows_once(service
         "PATH": os.pathsep.join([str(DEEPSPEED_LIB / "bin"), os.environ.get("PATH", "")]),  # its ninja, to build it
     }
     run, out = trained_on_two_ranks(
-        service_env, tiny_model, owner, tmp_path, *deepspeed, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="", **beside
+        service_env,
+        tiny_model,
+        owner,
+        tmp_path,
+        *deepspeed,
+        teardown_abort=True,
+        DS_ACCELERATOR="cpu",
+        CUDA_VISIBLE_DEVICES="",
+        **beside,
     )
     assert_every_rank_s_rows_once(run, owner, out)
     # it trained under ZeRO-3: each rank saved its own partition of the weights
@@ -253,10 +271,18 @@ ZERO3 = {
 }
 
 
-def trained_on_two_ranks(service_env, model, owner, tmp_path, *flags, **env) -> tuple[Run, Path]:
+# DeepSpeed on its CPU accelerator: a rank sometimes aborts in C++ teardown once the script has returned (1 exit in 3
+# to 6 here, whether or not the script calls destroy_process_group()), and torchrun then fails the launch
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def trained_on_two_ranks(
+    service_env, model, owner, tmp_path, *flags, teardown_abort: bool = False, **env
+) -> tuple[Run, Path]:
     """The script under ``accelerate launch`` with 2 processes (``flags``: the backend's), attached to a live server
     with every group's token values (each rank keeps its rows' values, the main rank's shard gathers them): the run
-    it made, completed, and its output_dir."""
+    it made, completed, and its output_dir. ``teardown_abort``: a launch that failed only by TEARDOWN_ABORT after
+    training ended counts as trained (what it sent is checked all the same)."""
     _, token = token_create(owner=owner, name="gpu node", scope="attach")
     port, out = free_port(), tmp_path / "out"
     launch = ["-m", "accelerate.commands.launch", *flags, "--num_processes", "2", "--num_machines", "1"]
@@ -264,7 +290,9 @@ def trained_on_two_ranks(service_env, model, owner, tmp_path, *flags, **env) -> 
     with server(service_env, port, tmp_path / "web.log"):
         url = f"http://127.0.0.1:{port}"
         proc = script(model, out, url, token, launch=launch, TOKEN_SAMPLE_GROUPS="-1", **env)
-        assert proc.returncode == 0, logs(out)
+        said = "".join(p.read_text(errors="replace") for p in out.parent.glob("*.log"))
+        aborted_after = teardown_abort and TEARDOWN_ABORT in said and "'train_runtime'" in said
+        assert proc.returncode == 0 or aborted_after, logs(out)
     run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
     return run, out
