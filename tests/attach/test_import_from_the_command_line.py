@@ -65,3 +65,18 @@ def test_import_a_verl_run_with_its_validation_folder(web_server, owner, verl_du
     run = Run.objects.get(pk=int(done.stdout.split("imported run ")[1].split(":")[0]))
     assert sorted(run.evaluations.values_list("step", flat=True)) == [0, 2, 4]
     assert uploaded.returncode == 2 and "--validation: a server path" in uploaded.stderr
+
+
+def test_with_only_the_standard_library_the_client_file_is_the_same_command(web_server, owner, trl_output):
+    # a machine with the attach client and no app (no `grpo-web` on PATH): the manual's
+    # `python grpo_web/client.py import ...` from a checkout, here with Python's site-packages and PYTHONPATH cut
+    # off (-I -S), so nothing beyond the standard library can be imported
+    _, token = token_create(owner=owner, name="cli", scope="write")
+    env = {"GRPO_WEB_URL": web_server, "GRPO_WEB_TOKEN": token, "PATH": os.environ.get("PATH", "")}
+    client = str(Path(CHECKOUT) / "grpo_web" / "client.py")
+    args = [sys.executable, "-I", "-S", client, "import", str(trl_output.output_dir), "--upload", "--name", "bare"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = Run.objects.get(name="bare")
+    assert f"imported run {run.pk}" in done.stdout
+    assert sorted(set(Rollout.objects.filter(run=run).values_list("step", flat=True))) == [2, 3]
