@@ -97,3 +97,25 @@ def test_the_same_dumps_without_links_import(owner, places):
     answer = _post(owner, "dumps")
     assert answer.status_code == 201, answer.content
     assert Rollout.objects.count() == 8 and not Rollout.objects.filter(completion__startswith=SECRET).exists()
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_trl_output_dir_holding_a_link_to_a_table_outside_is_refused(owner, settings, tmp_path, trl_output, link):
+    # TRL's importer opens its files the same way: a completions table linked in from outside is refused by name
+    root, outside = tmp_path / "imports", tmp_path / "outside"
+    shutil.copytree(trl_output.output_dir, root / "trl")
+    settings.GRPO_IMPORT_ROOTS = [root]
+    table = sorted((root / "trl" / "completions").glob("completions_*.parquet"))[-1]
+    outside.mkdir()
+    shutil.move(table, outside / table.name)
+    (os.symlink if link == "symbolic" else os.link)(outside / table.name, table)
+    answer = api_client(owner).post(
+        "/api/runs/import", {"path": "trl", "source": "trl"}, content_type="application/json"
+    )
+    _refused(answer, table.name, "hard link" if link == "hard" else "link")
+    table.unlink()
+    shutil.copy(outside / table.name, table)  # the same table as a file of its own imports
+    answer = api_client(owner).post(
+        "/api/runs/import", {"path": "trl", "source": "trl"}, content_type="application/json"
+    )
+    assert answer.status_code == 201, answer.content
