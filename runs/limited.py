@@ -119,11 +119,11 @@ def run_limited(
         deadline = time.monotonic() + limits.wall_seconds
         try:
             while True:
-                try:
-                    proc.wait(timeout=1.0)
+                try:  # a second at a time, and never past the deadline
+                    proc.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
                     break
                 except subprocess.TimeoutExpired:
-                    if time.monotonic() > deadline:
+                    if time.monotonic() >= deadline:
                         raise WallTimeout(limits.wall_seconds) from None
                     if every_second is not None:
                         every_second()

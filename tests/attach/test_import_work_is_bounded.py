@@ -3,6 +3,7 @@ wall-clock limits, streams what it reads, refuses a Trackio project whose tables
 only so many folders at once. Each refusal is a 400 naming the file; nothing is stored."""
 
 import json
+import os
 import resource
 import sqlite3
 
@@ -64,3 +65,17 @@ def test_one_user_watches_only_so_many_folders(owner, root, settings):
     answer = _post(owner, path="b", watch=True)
     assert answer.status_code == 400 and "watch: you watch 1 folders already" in answer.json()["errors"][0]
     assert RunImport.objects.count() == 1
+
+
+def test_a_dump_that_is_a_named_pipe_is_refused_not_waited_on(owner, root):
+    # a pipe nobody writes would block a read forever: it is opened without waiting and refused by name
+    _dumps(root / "dumps")
+    os.mkfifo(root / "dumps" / "2.jsonl")
+    _refused(_post(owner, path="dumps"), "dumps/2.jsonl: not a regular file")
+
+
+def test_a_reading_child_is_stopped_by_the_wall_clock(owner, root, settings):
+    # a wall bound shorter than the child's start: it is killed on the wall clock, whatever its CPU time
+    _dumps(root / "dumps")
+    settings.GRPO_RUN_IMPORT_WALL_SECONDS = 0.05
+    _refused(_post(owner, path="dumps"), "dumps: reading took longer than 0.05 s, the limit")

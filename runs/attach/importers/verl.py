@@ -53,7 +53,7 @@ def dump_files(path: str | Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise ImportFault(f"{path.name}: no such folder")
-    files = [p for p in path.glob("*.jsonl") if p.stem.isdigit() and p.is_file()]
+    files = [p for p in path.glob("*.jsonl") if p.stem.isdigit() and not p.is_dir()]  # a pipe is refused by name
     if len(files) > MAX_FILES:
         raise ImportFault(f"{path.name}: {len(files)} dumps, more than {MAX_FILES}")
     return sorted(files, key=lambda p: int(p.stem))
