@@ -1,7 +1,7 @@
 """Through the real web server (uvicorn), with the attach client's own transport (grpo_web_attach.sender.Api, Python's
 urllib, which sends a whole body before it reads the answer): a body over its URL's limit is answered 413, and read,
 not a connection reset the client would take for a server it never reached; a token that is not a live one is a 401
-saying so."""
+saying so; a batch that cannot be stored whole is a 400 naming the line, and nothing of it is stored."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from grpo_web_attach.sender import Api
 from runs.accounts.services import token_create
 from runs.models import ApiToken, Rollout, Run
 from tests.attach.test_attach_api_refusals import lines
+from tests.attach.test_attach_batches_are_stored_whole_or_refused_whole import with_rows
 from tests.attach.test_external_runs import batch
 from tests.conftest import running_web_server
 
@@ -78,3 +79,38 @@ def test_a_revoked_token_is_a_401_that_says_so(client):
     assert status == 401 and "not a live token" in answer["detail"], answer
     status, answer = Api(api.url, "", timeout=60).json("POST", "/runs", {"name": "no token"})
     assert status == 401 and "not a live token" in answer["detail"], answer
+
+
+def _deep(depth: int) -> bytes:
+    return b'{"type": "metrics", "step": 1, "metrics": {}, "x": ' + b"[" * depth + b"]" * depth + b"}\n"
+
+
+PARTIAL = {
+    "an index twice": (lines(with_rows(batch(1), lambda r: r[3].update(index=2, group=1))), "rows[3].index: 2 again"),
+    "five rewards for one name": (
+        lines(with_rows(batch(1), lambda r: r[1].update(rewards=[1.0, 0.0, 1.0, 0.0, 1.0]))),
+        "rows[1].rewards: 5 values for this run's 1 reward",
+    ),
+    "a group past the group size": (
+        lines(with_rows(batch(1), lambda r: r[2].update(group=99))),
+        "rows[2].group: 99, not index // num_generations",
+    ),
+    "keys sent again": (lines(batch(2)) + lines(batch(2)), "step 2, index 0 is sent twice in this batch"),
+    "nested past the limit": (_deep(1100), "nested"),
+}
+
+
+@pytest.mark.parametrize("case", PARTIAL)
+def test_a_batch_that_cannot_be_stored_whole_is_a_400_and_stores_nothing(client, case):
+    # each with a good step before it in the same batch: nothing of it is stored, the count is none
+    api, created = client
+    body, expected = PARTIAL[case]
+    status, answer = api.call(
+        "POST",
+        f"/runs/{created['id']}/events?offset=0",
+        gzip.compress(lines(batch(1, n=2)) + body),
+        {"Content-Encoding": "gzip", "Content-Type": "application/x-ndjson", "X-Resume-Key": created["resume_key"]},
+    )
+    assert status == 400 and expected in answer["detail"], answer
+    run = Run.objects.get(pk=created["id"])
+    assert run.received_bytes == 0 and not Rollout.objects.filter(run=run).exists()
