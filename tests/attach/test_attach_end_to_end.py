@@ -272,7 +272,8 @@ ZERO3 = {
 
 
 # DeepSpeed on its CPU accelerator: a rank sometimes aborts in C++ teardown once the script has returned (1 exit in 3
-# to 6 here, whether or not the script calls destroy_process_group()), and torchrun then fails the launch
+# to 7 here, whether or not the script calls destroy_process_group()); torchrun then stops the other rank, whose
+# client may not have sent its last batch yet. Outside grpo-web: such a launch is made again, from a clean slate
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 
@@ -281,18 +282,22 @@ def trained_on_two_ranks(
 ) -> tuple[Run, Path]:
     """The script under ``accelerate launch`` with 2 processes (``flags``: the backend's), attached to a live server
     with every group's token values (each rank keeps its rows' values, the main rank's shard gathers them): the run
-    it made, completed, and its output_dir. ``teardown_abort``: a launch that failed only by TEARDOWN_ABORT after
-    training ended counts as trained (what it sent is checked all the same)."""
+    it made, completed, and its output_dir. ``teardown_abort``: a launch that failed by TEARDOWN_ABORT after training
+    ended is made again (at most twice), its run deleted first."""
     _, token = token_create(owner=owner, name="gpu node", scope="attach")
-    port, out = free_port(), tmp_path / "out"
-    launch = ["-m", "accelerate.commands.launch", *flags, "--num_processes", "2", "--num_machines", "1"]
-    launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
-    with server(service_env, port, tmp_path / "web.log"):
-        url = f"http://127.0.0.1:{port}"
-        proc = script(model, out, url, token, launch=launch, TOKEN_SAMPLE_GROUPS="-1", **env)
+    for attempt in range(3 if teardown_abort else 1):
+        port, out = free_port(), tmp_path / f"launch-{attempt}" / "out"
+        out.parent.mkdir()
+        launch = ["-m", "accelerate.commands.launch", *flags, "--num_processes", "2", "--num_machines", "1"]
+        launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+        with server(service_env, port, out.parent / "web.log"):
+            url = f"http://127.0.0.1:{port}"
+            proc = script(model, out, url, token, launch=launch, TOKEN_SAMPLE_GROUPS="-1", **env)
         said = "".join(p.read_text(errors="replace") for p in out.parent.glob("*.log"))
-        aborted_after = teardown_abort and TEARDOWN_ABORT in said and "'train_runtime'" in said
-        assert proc.returncode == 0 or aborted_after, logs(out)
+        if proc.returncode == 0 or not (teardown_abort and TEARDOWN_ABORT in said and "'train_runtime'" in said):
+            break
+        Run.objects.filter(owner=owner).delete()
+    assert proc.returncode == 0, logs(out)
     run = Run.objects.get(owner=owner, origin=Run.Origin.ATTACHED)
     assert run.status == Run.Status.COMPLETED, (run.status, run.error)
     return run, out
