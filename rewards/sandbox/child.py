@@ -2146,9 +2146,30 @@ def load(source: str, name: str) -> tuple[object, str]:
     sys.modules[STATE_MODULE] = module  # dataclasses and pickle look classes up by module name
     exec(code, module.__dict__)
     func = module.__dict__.get(name)
+    if isinstance(func, type):
+        raise UserError(
+            "MissingFunction",
+            f"{name!r} is a class, and a reward is called with the completions: end the source with an instance "
+            f"(`{name.lower()} = {name}(...)`, a class with __call__) and name the reward after it",
+        )
     if not callable(func):
-        raise UserError("MissingFunction", f"the source defines no function named {name!r}")
+        raise UserError("MissingFunction", f"the source defines no function named {name!r}" + _defined(module, name))
     return func, filename
+
+
+def _defined(module: types.ModuleType, name: str) -> str:
+    """What the source does define, for a name it lacks: its functions and classes, and how to make a reward of a
+    factory (a closure, as TRL's docs build rewards that take settings) or a class."""
+    made = [
+        n for n, v in vars(module).items() if not n.startswith("_") and getattr(v, "__module__", None) == STATE_MODULE
+    ]
+    if not made:
+        return ""
+    first = made[0]
+    return (
+        f" (it defines {', '.join(made[:8])}{' and more' if len(made) > 8 else ''}): name the reward after one, or, "
+        f"for a function that makes the reward (a closure) or a class, end the source with `{name} = {first}(...)`"
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -564,12 +564,38 @@ def _rewards(data: dict, owner, out: ImportedRun) -> None:
         version = rf and (rf.versions.filter(number=number).first() if number else rf.latest_version)
         if version is None:
             out.errors.append(
-                f"reward_funcs: you have no reward function {name!r}" + (f" with version {number}" if number else "")
+                f"reward_funcs: you have no reward function {name!r}"
+                + (f" with version {number}" if number else "")
+                + _what_to_paste(name)
             )
             continue
         out.rewards.append(
             {"name": rf.name, "weight": float(weight), "version_id": version.pk, "version": version.number}
         )
+
+
+def _what_to_paste(name: str) -> str:
+    """For a reward named as TRL's CLI names one (an import path, or one of TRL's factories that return a reward
+    function, a closure): what to write in grpo-web instead, since grpo-web runs only rewards written in it."""
+    last = name.rpartition(".")[2]
+    if last.startswith(("get_", "make_")) or last in CLOSURE_FACTORIES:
+        short = last.removeprefix("get_").removeprefix("make_") or "reward"
+        return (
+            f". {last!r} makes a reward function (a closure, as TRL's docs build rewards that take settings): "
+            f"paste its source into a new reward named {short!r} and end the source with "
+            f"`{short} = {last}(...)`, your settings as arguments; then name {short!r} here"
+        )
+    if "." in name:
+        return (
+            f". {name!r} is an import path (TRL's CLI imports it): paste the function's source into a new reward "
+            f"named {last!r} (Rewards, New) and name {last!r} here; a class's instance or a closure is made at the "
+            f"end of that source (`{last} = ...`)"
+        )
+    return ""
+
+
+# TRL's reward factories (trl.rewards): each returns the reward function, its settings closed over
+CLOSURE_FACTORIES = ("get_cosine_scaled_reward", "get_repetition_penalty_reward", "get_soft_overlong_punishment")
 
 
 def _tools(data: dict, owner, out: ImportedRun) -> None:

@@ -76,6 +76,30 @@ def test_a_bad_config_names_the_key(owner, dataset_version, text, error):
     assert any(e.startswith(error) for e in parse_run_yaml(text, owner=owner).errors)
 
 
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        # TRL's own factory (trl.rewards), as TRL's docs build a reward that takes settings
+        (
+            "trl.rewards.get_soft_overlong_punishment",
+            "end the source with `soft_overlong_punishment = get_soft_overlong_punishment(...)`, your settings as "
+            "arguments; then name 'soft_overlong_punishment' here",
+        ),
+        ("get_cosine_scaled_reward", "end the source with `cosine_scaled_reward = get_cosine_scaled_reward(...)`"),
+        # an import path, as TRL's CLI takes one
+        (
+            "my_lib.rewards.custom_reward",
+            "'my_lib.rewards.custom_reward' is an import path (TRL's CLI imports it): paste the function's source "
+            "into a new reward named 'custom_reward'",
+        ),
+    ],
+)
+def test_a_reward_trl_s_cli_imports_says_what_to_paste(owner, dataset_version, name, says):
+    errors = parse_run_yaml(f"dataset_name: arithmetic\nreward_funcs: [{name}]\n", owner=owner).errors
+    (error,) = [e for e in errors if e.startswith("reward_funcs:")]
+    assert error.startswith(f"reward_funcs: you have no reward function {name!r}. ") and says in error, error
+
+
 def test_export_then_import_gives_the_same_setup(owner, dataset_version):
     imported = parse_run_yaml(TRL_CONFIG, owner=owner)
     run = Run.objects.create(

@@ -196,6 +196,38 @@ def test_a_source_without_the_named_function_is_refused(sandbox):
     assert exc.value.kind == "MissingFunction" and "accuracy" in exc.value.message
 
 
+# rewards as TRL's docs build the ones that take settings: a function that returns the reward (a closure), or a class
+FACTORY = """
+import math
+
+
+def get_length_reward(target):
+    def length_reward(completions, **kwargs):
+        return [-abs(len(c) - target) / target for c in completions]
+
+    return length_reward
+"""
+
+
+def test_a_factory_s_source_says_how_to_make_the_reward_of_it(sandbox):
+    with pytest.raises(SandboxError) as exc:
+        sandbox(FACTORY, "length_reward")
+    assert exc.value.kind == "MissingFunction"
+    assert "it defines get_length_reward" in exc.value.message and "math" not in exc.value.message
+    assert "end the source with `length_reward = get_length_reward(...)`" in exc.value.message
+    # done as it says, the closure is the reward
+    sb = sandbox(FACTORY + "\nlength_reward = get_length_reward(4)\n", "length_reward")
+    assert sb.call(["abcd", "ab"]).rewards == [0.0, -0.5]
+
+
+def test_a_class_named_as_the_reward_is_refused_with_what_to_write(sandbox):
+    source = "class Judge:\n    def __call__(self, completions, **kwargs):\n        return [1.0 for _ in completions]\n"
+    with pytest.raises(SandboxError) as exc:
+        sandbox(source, "Judge")
+    assert exc.value.kind == "MissingFunction" and "`judge = Judge(...)`" in exc.value.message
+    assert sandbox(source + "judge = Judge()\n", "judge").call(["a"]).rewards == [1.0]
+
+
 def test_bools_ints_none_and_numpy_scalars_become_floats_or_none(sandbox):
     sb = sandbox(
         "import numpy as np\ndef f(completions, **kw):\n"
