@@ -2137,7 +2137,7 @@ def run_test(code: str, test: dict, limit: int, job_fd: int, frame_fd: int) -> N
         send(reply)
 
 
-def load(source: str, name: str) -> tuple[object, str]:
+def load(source: str, name: str, mode: str = "reward") -> tuple[object, str]:
     filename = f"<reward:{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show user lines
     code = compile(source, filename, "exec", dont_inherit=True)
@@ -2146,7 +2146,7 @@ def load(source: str, name: str) -> tuple[object, str]:
     sys.modules[STATE_MODULE] = module  # dataclasses and pickle look classes up by module name
     exec(code, module.__dict__)
     func = module.__dict__.get(name)
-    if isinstance(func, type):
+    if isinstance(func, type) and mode == "reward":  # an environment is a class (TRL's environment_factory)
         raise UserError(
             "MissingFunction",
             f"{name!r} is a class, and a reward is called with the completions: end the source with an instance "
@@ -2208,7 +2208,7 @@ def main(argv: list[str]) -> int:
     out = Capture(cfg["stdout_limit"])
     sys.stdout = sys.stderr = out
     try:
-        func, filename = load(cfg["source"], cfg["name"])
+        func, filename = load(cfg["source"], cfg["name"], cfg["mode"])
     except BaseException as exc:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         channel.send({"ok": False, "stdout": out.text(), "error": describe(exc, f"<reward:{cfg['name']}>")})
