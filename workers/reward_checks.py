@@ -134,8 +134,23 @@ def trl_config_problems(train_config: dict) -> list[str]:
     try:
         grpo_config(config)
     except (ValueError, TypeError, KeyError) as exc:
-        return [f"GRPOConfig refuses this configuration (TRL's check): {exc}"]
+        return [f"GRPOConfig refuses this configuration (TRL's check): {exc}" + _what_unsloth_does(str(exc), config)]
     return []
+
+
+def _what_unsloth_does(message: str, config: TrainConfig) -> str:
+    """Unsloth's GRPOConfig trains a batch TRL refuses by changing it: where steps_per_generation and
+    generation_batch_size are unset and the batch (per device x accumulation x processes) is not a multiple of
+    num_generations, it sets per_device_train_batch_size to num_generations and prints that it did. A config from an
+    Unsloth notebook is told what Unsloth trained."""
+    if "must be divisible by num_generations" not in message:
+        return ""
+    G = config.grpo.num_generations
+    return (
+        f". Unsloth's GRPOConfig changes per_device_train_batch_size to num_generations ({G}) here on its own (it "
+        f"prints 'We will change the batch size'); TRL changes nothing: set per_device_train_batch_size: {G} to "
+        f"train what Unsloth trains with this config"
+    )
 
 
 def reward_contract_problems(
