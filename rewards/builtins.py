@@ -14,5 +14,6 @@ BUILTINS["code_tests"] = code_tests  # drives the sandbox's code-test template: 
 # Built-ins a run uses as they are, in the training process, with no editable copy: they drive a sandbox themselves.
 TRUSTED = {
     "code_tests": "Runs the completion's last code block against the row's `tests` column (asserts or "
-    "stdin/stdout pairs), each test in its own sandboxed process; the share that pass."
+    "stdin/stdout pairs; else open-r1's `verification_info`), each test in its own sandboxed process; the share "
+    "that pass."
 }

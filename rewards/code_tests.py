@@ -1,13 +1,16 @@
 """The built-in ``code_tests`` reward, as R1-style code training uses it: run the completion's code against the row's
 test cases and score the share that passes.
 
-    code_tests(completions, tests, **kwargs) -> list[float | None]
+    code_tests(completions, tests=None, verification_info=None, **kwargs) -> list[float | None]
 
 - The code is the last fenced block of the completion (```python ... ```, or any ``` block when there is no
   python one); a completion without one scores 0.0.
 - ``tests`` (a dataset column, one value per completion) is a list of assert statements (``"assert add(1, 2) ==
   3"``), or a list of stdin/stdout pairs (``{"input": "1 2\\n", "output": "3\\n"}``), or either as JSON text. A row
   without tests scores None (TRL: not applicable).
+- Without a ``tests`` column, open-r1's ``verification_info`` column (its code datasets' format: ``{"language":
+  "python", "test_cases": [{"input": ..., "output": ..., "type": "stdin_stdout"}]}``, or that as JSON text) gives
+  the tests, each run as stdin/stdout, as open-r1's ``code`` reward runs them (in E2B or Morph, with python3).
 - Each test runs in a sandboxed process of its own (rewards/sandbox/code.py) with ``TIME_S`` seconds and
   ``MEMORY_MB`` of memory; all completions of a batch share one warm template per training process.
 - With TRL's ``log_extra`` the outcome of every test is logged per completion in the ``code_tests`` column
@@ -73,6 +76,16 @@ def parse_tests(value) -> list[dict]:
     return tests
 
 
+def open_r1_tests(value) -> list:
+    """open-r1's ``verification_info`` of a row, as ``parse_tests`` takes tests: its test cases, each run as
+    stdin/stdout as open-r1's code_reward runs them (with python3, whatever its ``language`` says)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict) or not isinstance(value.get("test_cases"), list):
+        raise ValueError('verification_info: an object with a "test_cases" list, as open-r1\'s code datasets hold')
+    return value["test_cases"]
+
+
 def runner():
     """This process's code-test template, started on first use and closed at exit. Weak mode follows
     ``GRPO_SANDBOX_ALLOW_WEAK``, as for every sandbox."""
@@ -84,8 +97,12 @@ def runner():
         return _runner
 
 
-def code_tests(completions, tests, log_extra=None, **kwargs):
+def code_tests(completions, tests=None, verification_info=None, log_extra=None, **kwargs):
     """The share of the row's tests each completion's code passes; 0.0 without code, None without tests."""
+    if tests is None:
+        if verification_info is None:
+            raise TypeError("code_tests needs the row's tests: a `tests` column, or open-r1's `verification_info`")
+        tests = [open_r1_tests(v) for v in verification_info]
     rows = [(extract_code(c), parse_tests(t)) for c, t in zip(completions, tests, strict=True)]
     jobs = [(code, cases) for code, cases in rows if code is not None and cases]
     try:

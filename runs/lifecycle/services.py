@@ -204,10 +204,11 @@ def spec_problems(spec: RunSpec, *, owner, queue_anyway: bool = False) -> list[s
     if not queue_anyway:
         errors += placement_problems(spec)
     for r in spec.rewards:
-        if r.get("builtin") == "code_tests" and "tests" not in (version.reward_columns or []):
+        if r.get("builtin") == "code_tests" and not {"tests", "verification_info"} & set(version.reward_columns or []):
             errors.append(
                 f"code_tests: {version} has no `tests` column reaching the rewards (asserts or "
-                f"stdin/stdout pairs per row); pick a dataset with one, such as the python tasks demo"
+                f"stdin/stdout pairs per row), nor open-r1's `verification_info`; pick a dataset with one, such as "
+                f"the python tasks demo"
             )
     if train.evaluation.eval_steps and not version.eval_rows:
         errors.append(

@@ -1,5 +1,5 @@
 """The code_tests built-in is a reward a user can pick: on the run form, in a run YAML (open-r1's "code" maps to
-it), refused with its reason on a dataset without tests."""
+it), refused with its reason on a dataset without tests (a `tests` column, or open-r1's `verification_info`)."""
 
 import io
 import json
@@ -45,6 +45,27 @@ def test_code_tests_on_a_dataset_without_tests_is_refused_naming_it(owner_client
     assert response.status_code == 400
     assert "code_tests: " in response.content.decode() and "no `tests` column" in response.content.decode()
     assert not Run.objects.exists()
+
+
+def test_a_dataset_with_open_r1_s_verification_info_takes_code_tests(owner_client, owner, tiny_model):
+    # open-r1's code datasets hold their tests as `verification_info`, no `tests` column
+    rows = [
+        {
+            "prompt": f"Read two numbers and print their sum ({i}).",
+            "verification_info": {"language": "python", "test_cases": [{"input": "1 2", "output": "3"}]},
+        }
+        for i in range(8)
+    ]
+    version = dataset_import(
+        owner=owner,
+        name="verifiable",
+        stream=io.BytesIO("".join(json.dumps(r) + "\n" for r in rows).encode()),
+        source_name="verifiable.jsonl",
+    )
+    data = {k: v for k, v in run_form_data(owner).items() if not k.startswith("reward_")}
+    data.update(name="code", dataset_version=version.pk, builtin_code_tests="on", builtin_code_tests_weight=1.0)
+    response = owner_client.post(reverse("run_new"), data)
+    assert response.status_code == 302, response.content.decode()[-2000:]
 
 
 def test_open_r1s_code_recipe_maps_its_code_reward_to_code_tests(owner, tasks):

@@ -60,6 +60,31 @@ def test_the_reward_is_the_pass_share_and_each_outcome_is_logged():
     assert third[0]["error"] == "no fenced code block" and fourth == []
 
 
+# a row of open-r1's code datasets (open-r1/verifiable-coding-problems-python's shape), its tests in
+# `verification_info`, as open-r1's `code` reward reads them
+VERIFICATION_INFO = {
+    "language": "python",
+    "test_cases": [
+        {"input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},
+        {"input": "5 7\n", "output": "12\n", "type": "stdin_stdout"},
+    ],
+}
+
+
+@needs_sandbox
+def test_open_r1_s_verification_info_gives_the_tests_without_a_tests_column():
+    solve = fenced("a, b = map(int, input().split())\nprint(a + b)\n")
+    wrong = fenced("a, b = map(int, input().split())\nprint(a * b)\n")
+    info = [VERIFICATION_INFO, json.dumps(VERIFICATION_INFO), VERIFICATION_INFO]  # as a dict or as JSON text
+    assert BUILTINS["code_tests"]([solve, solve, wrong], verification_info=info) == [1.0, 1.0, 0.0]
+    # a `tests` column, where the row has one, is what runs
+    assert BUILTINS["code_tests"]([solve], tests=[["assert False"]], verification_info=info[:1]) == [0.0]
+    with pytest.raises(TypeError, match="a `tests` column, or open-r1's `verification_info`"):
+        BUILTINS["code_tests"]([solve])
+    with pytest.raises(ValueError, match='verification_info: an object with a "test_cases" list'):
+        BUILTINS["code_tests"]([solve], verification_info=[{"language": "python"}])
+
+
 @needs_sandbox
 def test_stdin_stdout_tests_compare_output_line_by_line(runner):
     code = "a, b = map(int, input().split())\nprint(a + b, ' ')\n"
