@@ -1,13 +1,15 @@
 """Every benchmark, one at a time, and a table of where the project stands: figure, goal, value, date.
 
-    python -m bench [NAME ...] [--quick] [--out var/bench] [--write-docs] [--docs docs/benchmarks.md] [--no-run]
+    python -m bench [NAME ...] [--quick] [--args NAME='ARGS'] [--out var/bench] [--write-docs] [--docs FILE] [--no-run]
 
 Runs the named benches (default: all of bench/registry.py's, in its order) in full, each in a process of its own
 with its output shown as it goes, then writes ``--out``/results.json and results.md. A bench run earlier and not
 run now keeps its row, with its date, so a run of one bench updates its rows only. ``--quick`` runs each one's quick
 mode instead (the table says so: its values then say nothing about speed). ``--write-docs`` also writes the manual's
 benchmark page, docs/benchmarks.md, from the table. A bench that needs what this machine lacks (a GPU) is not run,
-and its row says why. Exits 1 when a bench failed or printed its figures in another form.
+and its row says why. ``--args search='--rows 200000'`` gives one bench arguments of its own (a smaller size where
+the full one takes hours); its row shows them beside its mode. Exits 1 when a bench failed or printed its figures in
+another form.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -37,15 +40,19 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs, load {load:.1f}"
 
 
-def entry(bench: Bench, result: Result | None, *, quick: bool, why_not: str = "", load: str = "", when=True) -> dict:
-    """A bench's row of the table: ``result``, or no result and ``why_not``; ``when``: dated now."""
+def entry(
+    bench: Bench, result: Result | None, *, quick: bool, why_not="", load="", when=True, args: tuple[str, ...] = ()
+) -> dict:
+    """A bench's row of the table: ``result``, or no result and ``why_not``; ``when``: dated now; ``args``: the
+    bench's own arguments it ran with."""
     values = result.values if result else {}
     status = "not run" if result is None else "failed" if result.problems else "ok"
     return {
         "bench": bench.name,
         "command": (" ".join(bench.command) if bench.command else f"python -m bench.{bench.name}")
-        + (" --quick" if quick else ""),
-        "mode": "quick" if quick else "full",
+        + (" --quick" if quick else "")
+        + "".join(f" {shlex.quote(a)}" for a in args),
+        "mode": ("quick" if quick else "full") + "".join(f" {shlex.quote(a)}" for a in args),
         "status": status,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if when else "",
         "seconds": round(result.seconds, 1) if result else None,
@@ -78,7 +85,7 @@ def table(entries: list[dict]) -> str:
         for i, f in enumerate(e["figures"]):
             if e["status"] == "ok":
                 value, met = shown(f["value"]), {True: "yes", False: "**no**", None: ""}[f["met"]]
-                if e["mode"] == "quick":
+                if e["mode"].startswith("quick"):
                     met = "(quick)"  # small data: the value says nothing about the goal
             else:
                 value, met = (e["status"] if i == 0 else ""), ""
@@ -127,12 +134,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "var" / "bench", help="folder of results.json and .md")
     parser.add_argument("--write-docs", action="store_true", help="write the manual's benchmark page too (--docs)")
     parser.add_argument("--docs", type=Path, default=DOCS, help=f"where --write-docs writes it (default {DOCS})")
+    parser.add_argument(
+        "--args",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="a bench's own arguments, e.g. search='--rows 200000' (its row shows them); repeat for others",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="seconds one bench may take")
     parser.add_argument("--no-run", action="store_true", help="run nothing: write the table from the stored results")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in BY_NAME]
     if unknown:
         parser.error(f"no bench {', '.join(unknown)}; the benches: {', '.join(BY_NAME)}")
+    own: dict[str, tuple[str, ...]] = {}
+    for spec in args.args:
+        name, equals, text = spec.partition("=")
+        if not equals or name not in BY_NAME:
+            parser.error(f"--args {spec!r}: write NAME=ARGS with NAME one of {', '.join(BY_NAME)}")
+        try:
+            own[name] = tuple(shlex.split(text))
+        except ValueError as exc:
+            parser.error(f"--args {spec!r}: {exc}")
 
     results_json = args.out / "results.json"
     kept = load(results_json)
@@ -144,9 +167,11 @@ def main(argv: list[str] | None = None) -> int:
             kept[bench.name] = entry(bench, None, quick=args.quick, why_not=why_not)
             continue
         load_before = machine()
-        print(f"== {bench.name} ({'quick' if args.quick else 'full'}; {load_before})", flush=True)
-        result = run(bench, *(["--quick"] if args.quick else []), timeout=args.timeout, echo=True)
-        kept[bench.name] = entry(bench, result, quick=args.quick, load=load_before)
+        mode = " ".join(["quick" if args.quick else "full", *own.get(bench.name, ())])
+        print(f"== {bench.name} ({mode}; {load_before})", flush=True)
+        extra = own.get(bench.name, ())
+        result = run(bench, *(["--quick"] if args.quick else []), *extra, timeout=args.timeout, echo=True)
+        kept[bench.name] = entry(bench, result, quick=args.quick, load=load_before, args=extra)
         if result.problems:
             failed.append(bench.name)
             print(f"== {bench.name} FAILED: {'; '.join(result.problems)}", flush=True)
