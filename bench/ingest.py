@@ -14,10 +14,14 @@ text index on (migration 0038: pg_trgm GIN, kept at ingest). Each is written onc
 - "copy": the rows the project stored, dumped once with ``COPY ... TO`` and loaded back with ``COPY ... FROM STDIN``
   in one transaction: PostgreSQL's own floor for the same rows into the same table with the same indexes.
 
+At realistic length a third, "bare": the same raw COPY with the two text indexes dropped (made again after it),
+which says what the index itself costs: pg_trgm takes every trigram of 12 KB of text at insert.
+
 The table is emptied and checkpointed before each measurement. The database is created (and dropped unless
 ``--keep``) here; it must not be one that others use. The last line is
 ``ingest_rows_per_s=<project median> copy_ratio=<copy seconds / project seconds, median of the rounds>
-realistic_rows_per_s=<the same at realistic length> realistic_copy_ratio=<...>``.
+realistic_rows_per_s=<the same at realistic length> realistic_copy_ratio=<...>``; the line before it says
+``realistic_bare_copy_rows_per_s=<...>``.
 """
 
 from __future__ import annotations
@@ -126,6 +130,21 @@ def main(argv: list[str] | None = None) -> int:
                             cp.write(block)
                 return time.perf_counter() - t
 
+            def bare() -> float:
+                """The raw COPY without the text indexes: what they cost."""
+                from runs.textindex import PG_DROP, PG_INDEXES
+
+                with connection.cursor() as cursor:
+                    for statement in PG_DROP:
+                        cursor.execute(statement)
+                try:
+                    return copy()
+                finally:
+                    fresh()
+                    with connection.cursor() as cursor:
+                        for statement in PG_INDEXES:  # on an empty table: at once
+                            cursor.execute(statement)
+
             # the first project ingest stores the rows the raw COPY will load: exactly the same rows
             project()
             with connection.cursor() as cursor, open(dump, "wb") as fh:
@@ -134,11 +153,10 @@ def main(argv: list[str] | None = None) -> int:
                         fh.write(block)
             print(f"{lengths}: rows dumped for the raw COPY: {dump.stat().st_size / 1e6:.0f} MB", flush=True)
 
-            times: dict[str, list[float]] = {"project": [], "copy": []}
+            times: dict[str, list[float]] = {"project": [], "copy": [], "bare": []}
             for i in range(args.rounds):
-                for variant, timed in (
-                    (("project", project), ("copy", copy)) if i % 2 == 0 else (("copy", copy), ("project", project))
-                ):
+                order = [("project", project), ("copy", copy)] if i % 2 == 0 else [("copy", copy), ("project", project)]
+                for variant, timed in order + ([("bare", bare)] if lengths == "realistic" else []):
                     seconds = timed()
                     times[variant].append(seconds)
                     print(
@@ -153,6 +171,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{copy_median:.2f} s ({n / copy_median:,.0f} rows/s); on {os.cpu_count()} CPUs",
                 flush=True,
             )
+            if times["bare"]:
+                bare_median = statistics.median(times["bare"])
+                print(
+                    f"{lengths}: raw COPY without the text indexes median {bare_median:.2f} s "
+                    f"({n / bare_median:,.0f} rows/s): the indexes take {100 * (1 - bare_median / copy_median):.0f}% "
+                    "of the raw COPY's time",
+                    flush=True,
+                )
+                print(f"realistic_bare_copy_rows_per_s={n / bare_median:.0f}", flush=True)
             log.unlink()
             dump.unlink()
             return n / project_median, statistics.median(ratios)

@@ -103,6 +103,7 @@ BENCHES: tuple[Bench, ...] = (
             "copy_ratio >= 0.5",
             "realistic_rows_per_s >= 1000",
             "realistic_copy_ratio >= 0.5",
+            "realistic_bare_copy_rows_per_s",
         ),
         ("ingest_rows_per_s", "copy_ratio", "realistic_rows_per_s", "realistic_copy_ratio"),
         "1M short and 50k R1-length completions from an event log into PostgreSQL, text index on, against a raw COPY "
