@@ -80,9 +80,12 @@ BENCHES: tuple[Bench, ...] = (
     ),
     Bench(
         "sandbox_overhead",
-        figures("sandbox_roundtrip_ms <= 0.1", "sandbox_overhead_ratio <= 1.15"),
+        figures("sandbox_roundtrip_ms <= 0.1", "pipe_roundtrip_ms", "sandbox_overhead_ratio <= 1.15"),
         ("sandbox_overhead_ratio",),
         "a reward in process against the persistent sandboxed worker",
+        note="sandbox_roundtrip_ms's goal of 0.1 ms lies under the floor of any process boundary for its batch (64 "
+        "completions of 2 KB, 128 KB sent): pipe_roundtrip_ms, the same batch through a plain pipe with msgpack and no "
+        "isolation or checks, is that floor",
     ),
     Bench(
         "code_reward",

@@ -16,7 +16,9 @@ worker's unpacking and the host's checks of the reply are all in it.
 The median start time of a fresh worker is printed too, for a source that imports math-verify and for a trivial one,
 and the round trip of a cheap reward (TRL's length reward) on the same batches, median over ``--rounds`` calls, as
 ``sandbox_roundtrip_ms=<x>`` (goal: at most 0.1 ms): that is the sandbox's own cost per call, with the thaw before
-and the freeze after it, the CPU-time read and every check of the reply.
+and the freeze after it, the CPU-time read and every check of the reply. Beside it, ``pipe_roundtrip_ms=<x>``: the
+floor any process boundary has, the same batches packed with msgpack through a plain pipe to a child that unpacks
+them and answers with as many floats (no isolation, no checks).
 The last line is ``sandbox_overhead_ratio=<median ratio>``, for scripts to grep (goal: at most 1.15).
 """
 
@@ -126,6 +128,43 @@ def make_batch(rng: random.Random, size: int, chars: int) -> tuple[list[str], li
     return completions, answers
 
 
+PIPE_CHILD = """
+import struct, sys
+import msgpack
+read, write = sys.stdin.buffer.read, sys.stdout.buffer.write
+while header := read(4):
+    completions, answers = msgpack.unpackb(read(struct.unpack("<I", header)[0]))
+    reply = msgpack.packb([float(len(c)) for c in completions])
+    write(struct.pack("<I", len(reply)) + reply)
+    sys.stdout.buffer.flush()
+"""
+
+
+def pipe_round_trips(batches: list[tuple[list[str], list[str]]], warmup: int) -> list[float]:
+    """Seconds per batch through a plain pipe to a child that unpacks it and answers: a process boundary's floor."""
+    import struct
+    import subprocess
+
+    import msgpack
+
+    child = subprocess.Popen([sys.executable, "-c", PIPE_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    trips = []
+    try:
+        for i, (completions, answers) in enumerate(batches):
+            began = time.perf_counter()
+            payload = msgpack.packb([completions, answers])
+            child.stdin.write(struct.pack("<I", len(payload)) + payload)
+            child.stdin.flush()
+            size = struct.unpack("<I", child.stdout.read(4))[0]
+            assert len(msgpack.unpackb(child.stdout.read(size))) == len(completions)
+            if i >= warmup:
+                trips.append(time.perf_counter() - began)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+    return trips
+
+
 def median_start(source: str, starts: int) -> float:
     from rewards.sandbox import Sandbox
 
@@ -208,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             began = time.perf_counter()
             sb.call(completions, answer=answers)
             length_trips.append(time.perf_counter() - began)
+    pipe_trips = pipe_round_trips(batches, args.warmup)
 
     size = sum(len(c) for c in completions) / len(completions)
     print(
@@ -230,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         f"fresh worker start (median of {args.starts}): {1000 * start_trivial:.0f} ms for a trivial source, "
         f"{1000 * start_math:.0f} ms for this one (it imports math-verify)"
     )
+    print(f"pipe_roundtrip_ms={1000 * statistics.median(pipe_trips):.3f}")
     print(f"sandbox_roundtrip_ms={1000 * statistics.median(length_trips):.3f}")
     print(f"sandbox_overhead_ratio={statistics.median(ratios):.3f}")
     return 0
