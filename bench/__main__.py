@@ -105,7 +105,9 @@ def docs_page(entries: list[dict]) -> str:
         "by hand. Each bench lives in `bench/` and prints its figures as `name=value`, the last line last; "
         "`bench/registry.py` lists them, their goals (docs/bench.md) and what each needs. "
         "`python -m bench NAME` runs one, `python -m bench` all of them, one at a time; `--quick` runs the same code "
-        "on small data in seconds (CI runs every quick mode: `tests/bench/`), whose values say nothing about speed.\n\n"
+        "on small data in seconds (CI runs the quick modes it has time for, `tests/bench/`; below, each other one says "
+        "why), whose values say nothing about speed. `--args NAME='ARGS'` runs one with arguments of its own (a "
+        "smaller size), and its row says so beside its mode.\n\n"
         "The machine matters: these benches were written for 2 cores, and the load average when each ran is in its "
         "row. A shared, loaded machine gives lower throughputs and higher latencies than a quiet one.\n\n"
         + table(entries)
