@@ -89,7 +89,8 @@ def table(entries: list[dict]) -> str:
                     met = "(quick)"  # small data: the value says nothing about the goal
             else:
                 value, met = (e["status"] if i == 0 else ""), ""
-            note = (e["note"] if e["status"] == "ok" else "; ".join(e["problems"])) if i == 0 else ""
+            said = BY_NAME[e["bench"]].note if e["bench"] in BY_NAME else e["note"]  # the bench's word as it is now
+            note = (said if e["status"] == "ok" else "; ".join(e["problems"])) if i == 0 else ""
             first = f"`{e['bench']}`" if i == 0 else ""
             lines.append(
                 f"| {first} | `{f['name']}` | {f['goal'] or 'none'} | {value} | {met} | {run_at if i == 0 else ''} "
