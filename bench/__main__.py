@@ -46,13 +46,14 @@ def entry(
     """A bench's row of the table: ``result``, or no result and ``why_not``; ``when``: dated now; ``args``: the
     bench's own arguments it ran with."""
     values = result.values if result else {}
+    own = "".join(f" {shlex.quote(a)}" for a in args)
     status = "not run" if result is None else "failed" if result.problems else "ok"
     return {
         "bench": bench.name,
         "command": (" ".join(bench.command) if bench.command else f"python -m bench.{bench.name}")
         + (" --quick" if quick else "")
-        + "".join(f" {shlex.quote(a)}" for a in args),
-        "mode": ("quick" if quick else "full") + "".join(f" {shlex.quote(a)}" for a in args),
+        + own,
+        "mode": ("quick" if quick else "full") + own,
         "status": status,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if when else "",
         "seconds": round(result.seconds, 1) if result else None,
@@ -170,9 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             kept[bench.name] = entry(bench, None, quick=args.quick, why_not=why_not)
             continue
         load_before = machine()
-        mode = " ".join(["quick" if args.quick else "full", *own.get(bench.name, ())])
-        print(f"== {bench.name} ({mode}; {load_before})", flush=True)
         extra = own.get(bench.name, ())
+        print(f"== {bench.name} ({' '.join(['quick' if args.quick else 'full', *extra])}; {load_before})", flush=True)
         result = run(bench, *(["--quick"] if args.quick else []), *extra, timeout=args.timeout, echo=True)
         kept[bench.name] = entry(bench, result, quick=args.quick, load=load_before, args=extra)
         if result.problems:
