@@ -50,16 +50,22 @@ def test_the_badge_says_a_stale_step_and_a_lost_worker_without_a_reload(web_serv
         findings = watch(page)
         log_in(page, web_server)
 
-        def quiet_for_five_seconds():  # inside the window, whatever the setup took on a loaded machine
-            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=5))
+        def hold_heartbeat(age_s: float, shown, seen: str) -> None:
+            """Keep the run's heartbeat ``age_s`` old (whatever the machine's load made of the time so far) until
+            ``shown()`` holds, through the page's 2 s poll, no reload."""
+            deadline = time.monotonic() + 15
+            while True:
+                Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=age_s))
+                if shown():
+                    return
+                assert time.monotonic() < deadline, page.text_content(seen)
+                page.wait_for_timeout(250)
 
-        quiet_for_five_seconds()
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=5))
         page.goto(f"{web_server}/runs/{run.pk}/")
-        deadline = time.monotonic() + 15
-        while "no word from the worker w1@host since" not in (page.text_content("#run-speed") or ""):  # a 2 s poll
-            assert time.monotonic() < deadline, page.text_content("#run-speed")
-            quiet_for_five_seconds()
-            page.wait_for_timeout(250)
+        # inside the window: past three missed beats, short of "not responding"
+        hold_heartbeat(5, lambda: "no word from the worker w1@host since" in (page.text_content("#run-speed") or ""),
+                       "#run-speed")  # fmt: skip
         assert "step 7 as of" in page.text_content("#run-speed")
         assert page.text_content("#run-status") == "running"
         assert "stalled" in page.get_attribute("#run-status", "class")
@@ -68,11 +74,7 @@ def test_the_badge_says_a_stale_step_and_a_lost_worker_without_a_reload(web_serv
         supervisor.wait()
         # A live worker of this test session (another module's) would reap the run within a beat of its lock going
         # free, as it should; its beat is kept fresh here so the page's "lost, checking" is seen before that.
-        deadline = time.monotonic() + 15
-        while not page.query_selector("#run-status:text('worker lost, checking')"):  # a 2 s poll, no reload
-            assert time.monotonic() < deadline, page.text_content("#run-status")
-            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
-            page.wait_for_timeout(250)
+        hold_heartbeat(0, lambda: page.query_selector("#run-status:text('worker lost, checking')"), "#run-status")
         Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=5))
         assert "is lost" in page.text_content("#run-speed")
 
