@@ -149,6 +149,7 @@ def load(args) -> None:
     from django.db import connection
 
     from runs.models import Dataset, DatasetVersion, Rollout, Run
+    from runs.partitions import ensure_partition, table_bytes
 
     if Run.objects.filter(name="browse bench").exists():
         run = Run.objects.get(name="browse bench")
@@ -194,6 +195,7 @@ def load(args) -> None:
             if name not in {u for u, _ in uniques}:
                 cursor.execute(f"DROP INDEX IF EXISTS {name}")
     rows = Rows(run.pk, args.rows, lengths=args.lengths)
+    ensure_partition(run.pk)  # where the ingest puts a run's rows (runs.partitions)
     start = time.perf_counter()
     raw = connection.connection
     with raw.transaction(), raw.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as cp:
@@ -209,11 +211,14 @@ def load(args) -> None:
             cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
         for name, definition in indexes:
             if name not in {u for u, _ in uniques}:
-                cursor.execute(definition)
+                # a partitioned table's index reads "ON ONLY" (its partitions' indexes attached one by one): made
+                # again on the whole table
+                cursor.execute(definition.replace(" ON ONLY ", " ON "))
         cursor.execute(f"VACUUM ANALYZE {table}")
-        cursor.execute("SELECT pg_size_pretty(pg_total_relation_size(%s))", [table])
-        size = cursor.fetchone()[0]
-    print(f"indexes and ANALYZE in {time.perf_counter() - start:.0f} s; the table takes {size}", flush=True)
+        size = table_bytes(cursor)
+    print(
+        f"indexes and ANALYZE in {time.perf_counter() - start:.0f} s; the table takes {size / 1e6:,.0f} MB", flush=True
+    )
 
 
 def percentile(values: list[float], q: float) -> float:

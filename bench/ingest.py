@@ -134,16 +134,17 @@ def main(argv: list[str] | None = None) -> int:
                 """The raw COPY without the text indexes: what they cost."""
                 from runs.textindex import PG_DROP, PG_INDEXES
 
+                # a partitioned table's indexes are dropped and made without CONCURRENTLY (runs.partitions)
                 with connection.cursor() as cursor:
                     for statement in PG_DROP:
-                        cursor.execute(statement)
+                        cursor.execute(statement.replace(" CONCURRENTLY", ""))
                 try:
                     return copy()
                 finally:
                     fresh()
                     with connection.cursor() as cursor:
                         for statement in PG_INDEXES:  # on an empty table: at once
-                            cursor.execute(statement)
+                            cursor.execute(statement.replace(" CONCURRENTLY", ""))
 
             # the first project ingest stores the rows the raw COPY will load: exactly the same rows
             project()

@@ -149,6 +149,14 @@ BENCHES: tuple[Bench, ...] = (
         needs=("postgres",),
     ),
     Bench(
+        "partitions",
+        figures("partition_search_p95_ms", "table_search_p95_ms", "partition_delete_s", "table_delete_s"),
+        ("partition_search_p95_ms", "table_search_p95_ms", "partition_delete_s", "table_delete_s"),
+        "a search within one run and a run's delete, its rows in a partition of its own against the same rows in "
+        "one table with other runs' (PostgreSQL, runs.partitions)",
+        needs=("postgres",),
+    ),
+    Bench(
         "live_latency",
         figures("live_p95_ms <= 1000"),
         ("live_p95_ms",),

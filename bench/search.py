@@ -48,7 +48,7 @@ PROMPT_PHRASE = "step by step inside"
 RUN_NAME = "search bench"
 
 
-def _copy_escape(text: str) -> str:
+def copy_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
@@ -82,6 +82,7 @@ def load(n: int) -> None:
     from django.db import connection, transaction
 
     from runs.models import Dataset, DatasetVersion, Run
+    from runs.partitions import ensure_partition
 
     kept = Run.objects.filter(name=RUN_NAME).first()
     if kept and kept.config.get("bench_rows") == n:
@@ -109,12 +110,13 @@ def load(n: int) -> None:
     if connection.vendor == "postgresql":
         connection.ensure_connection()
         raw = connection.connection
+        ensure_partition(run.pk)  # where the ingest puts a run's rows (runs.partitions)
         with raw.transaction(), raw.cursor().copy(f"COPY runs_rollout ({columns}) FROM STDIN") as cp:
             block = []
             for step, index, group, prompt, key, text, adv in rows(run.pk, n):
                 raw_bytes += len(prompt.encode()) + len(text.encode())
                 block.append(
-                    f"{run.pk}\t{step}\t{index}\t{group}\t{_copy_escape(prompt)}\t{key}\t{_copy_escape(text)}\t[1.0]"
+                    f"{run.pk}\t{step}\t{index}\t{group}\t{copy_escape(prompt)}\t{key}\t{copy_escape(text)}\t[1.0]"
                     f"\t1.0\t3\t{adv!r}\t{len(text) // 4}\tf\tf\t[]\tf\t0\t{{}}\n"
                 )
                 if len(block) == 256:
@@ -150,10 +152,11 @@ def store_bytes() -> int:
     from django.conf import settings
     from django.db import connection
 
+    from runs.partitions import table_bytes
+
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_total_relation_size('runs_rollout')")
-            return cursor.fetchone()[0]
+            return table_bytes(cursor)
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return Path(settings.DATABASES["default"]["NAME"]).stat().st_size

@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate, pre_save
+from django.db.models.signals import post_migrate, pre_delete, pre_save
 
 from grpo_web.text import clean_names
 
@@ -13,6 +13,9 @@ class RunsConfig(AppConfig):
         pre_save.connect(clean_names, dispatch_uid="grpo_web_clean_names")
         # SQLite's text index lives in triggers, which a later migration that remakes the rollouts table drops
         post_migrate.connect(_text_index, sender=self, dispatch_uid="grpo_web_text_index")
+        # a deleted run's rollouts go with its partition (PostgreSQL), emptied at once, before Django's DELETE of
+        # them, which then finds none: whatever path deletes the run (its page, the API, a user's removal, the admin)
+        pre_delete.connect(_drop_rollouts, sender="runs.Run", dispatch_uid="grpo_web_drop_rollouts")
         # a reward function a run pins is not deleted: rewards asks runs which pin it (rewards sits below runs)
         from rewards.services import VERSION_USERS
         from runs.deletion.selectors import reward_version_users
@@ -27,3 +30,9 @@ def _text_index(sender, using="default", **kwargs):
     from runs.textindex import ensure_sqlite_index
 
     ensure_sqlite_index(connections[using])
+
+
+def _drop_rollouts(sender, instance, using="default", **kwargs):
+    from runs.partitions import drop_rollouts
+
+    drop_rollouts(instance.pk)

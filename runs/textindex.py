@@ -78,6 +78,19 @@ def fts_string(column: str, text: str) -> str:
     return f'{column} : "' + text.replace('"', '""') + '"'
 
 
+class InRuns(str):
+    """Text to find in these runs' rows only: ``completion__has_text=InRuns("wait", [run.pk])``. On PostgreSQL the
+    index subquery then names the runs, so it reads only their partitions' trigram indexes (runs.partitions), not
+    those of every run in the table."""
+
+    runs: tuple[int, ...]
+
+    def __new__(cls, text: str, runs) -> InRuns:
+        made = super().__new__(cls, text)
+        made.runs = tuple(int(r) for r in runs)
+        return made
+
+
 class HasText(Lookup):
     """``<text column>__has_text=<text>``: the column contains ``text``, any case, found through the text index."""
 
@@ -98,8 +111,11 @@ class HasText(Lookup):
         # the rows the trigram index names, as a subquery of its own (OFFSET 0 keeps the planner from folding it
         # into the outer query, where it would rather scan the run's rows and check each)
         column = connection.ops.quote_name(self.lhs.target.column)
+        runs = getattr(self.rhs, "runs", ())
+        # the runs as numbers in the text: the planner leaves out every other run's partition before it starts
+        within = f"run_id IN ({', '.join(str(r) for r in runs)}) AND " if runs else ""
         return (
-            f'"{self.lhs.alias}"."id" IN (SELECT id FROM runs_rollout WHERE {column} ILIKE %s OFFSET 0)',
+            f'"{self.lhs.alias}"."id" IN (SELECT id FROM runs_rollout WHERE {within}{column} ILIKE %s OFFSET 0)',
             [*params, like_pattern(text)],
         )
 

@@ -34,7 +34,9 @@ def review_tallies(review: Review) -> list[dict]:
     """Each label on the review's rollouts (on them or on their groups), how many rollouts carry it, and the browser's
     address of those rollouts."""
     items = ReviewItem.objects.filter(review=review)
-    rows = list(Rollout.objects.filter(id__in=items.values("rollout_id")).values("id", "step", "group"))
+    rows = list(
+        Rollout.objects.filter(run=review.run_id, id__in=items.values("rollout_id")).values("id", "step", "group")
+    )
     counts: dict[str, int] = {}
     for labels in labels_of_rows(review.run, rows).values():
         for name in {lab["name"] for lab in labels}:

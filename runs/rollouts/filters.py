@@ -31,7 +31,7 @@ from runs.forms import YES_NO
 from runs.models import Review, ReviewItem, Rollout, Run, reward_bucket
 from runs.rollouts.labels import clean_name, labeled
 from runs.rollouts.reflection import js_spans, matcher
-from runs.textindex import SCAN_ONLY
+from runs.textindex import SCAN_ONLY, InRuns
 
 PAGE_SIZE = 50
 MAX_IDS = 100  # example rollouts one link may name
@@ -217,9 +217,9 @@ def filtered(run: Run, data: dict) -> QuerySet:
     if data.get("ids"):
         qs = qs.filter(id__in=[int(i) for i in data["ids"].split(",")])
     if data.get("phrase"):
-        qs = qs.filter(completion__has_text=data["phrase"])
+        qs = qs.filter(completion__has_text=InRuns(data["phrase"], [run.pk]))
     if data.get("q"):
-        qs = qs.filter(text_search(data["q"]))
+        qs = qs.filter(text_search(data["q"], runs=[run.pk]))
     return qs
 
 
@@ -252,15 +252,16 @@ def search_terms(q: str) -> list[Term]:
     return terms
 
 
-def text_search(q: str, fields: tuple[str, ...] = ("completion", "prompt")):
+def text_search(q: str, fields: tuple[str, ...] = ("completion", "prompt"), *, runs=()):
     """Search of the prompt and the completion (or of ``fields``), web-search syntax (``search_terms``). Each word or
     phrase is a substring of either text, any case, found through the text index (runs.textindex), the same on
-    PostgreSQL and SQLite."""
+    PostgreSQL and SQLite; given ``runs`` (ids), the index is read for their rows only (the query must keep to them)."""
     clauses: list[Q] = []
     for term in search_terms(q):
         found = Q()
+        text = InRuns(term.text, runs) if runs else term.text
         for field in fields:
-            found |= Q(**{f"{field}__has_text": term.text})
+            found |= Q(**{f"{field}__has_text": text})
         clause = ~found if term.negate else found
         if term.or_previous:
             clauses[-1] = clauses[-1] | clause
@@ -373,7 +374,7 @@ def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPag
         lambda: [r if isinstance(r, int) else r[0] for r in ids_qs],
         text=bool(data.get("phrase") or data.get("q") or SORTS[sort][0] == "reward"),
     )
-    by_id = {r["id"]: r for r in Rollout.objects.filter(id__in=ids).values(*BROWSER_FIELDS)}
+    by_id = {r["id"]: r for r in Rollout.objects.filter(run=run, id__in=ids).values(*BROWSER_FIELDS)}
     rows = [by_id[i] for i in ids]
     more = len(rows) > size
     rows = rows[:size]

@@ -22,6 +22,7 @@ from grpo_web_protocol.events import parse_event, read_lines
 from rewards.step_scores import MAX_SPLIT_CHARS, MAX_STEP_SCORES
 from runs.evaluations.services import store_periodic
 from runs.models import Rollout, Run, StepMetric, reward_bucket
+from runs.partitions import ensure_partition
 from runs.rollouts.groups import group_stats
 from runs.rollouts.reflection import matcher, reflection_mask
 from runs.text import as_text, prompt_key, stored_json, stored_text
@@ -251,6 +252,8 @@ def _ingest(run: Run, events: Callable[[], Iterator[dict]]) -> dict:
             else:
                 others.append(event)
 
+    # the run's own partition (PostgreSQL), made in a transaction of its own before this batch's
+    ensure_partition(run.pk)
     with transaction.atomic():
         stored = store_rollouts(rows)
         metrics: list[StepMetric] = []

@@ -220,7 +220,7 @@ def flipped_prompts(run: Run, *, solved_by: str = "", threshold: float = 1.0) ->
         .annotate(first=Min("id"))
         .values_list("first", flat=True)
     )
-    texts = dict(Rollout.objects.filter(id__in=list(ids)).values_list("prompt_key", "prompt"))
+    texts = dict(Rollout.objects.filter(run=run, id__in=list(ids)).values_list("prompt_key", "prompt"))
     for f in shown:
         f["prompt"] = texts.get(f["key"], "")
         f["url"] = reverse("run_prompt", args=[run.pk, f["key"]])

@@ -63,13 +63,14 @@ def search_runs(user, q: str, *, where: str = "both", after: int | None = None, 
     """Hits of ``q`` in the runs ``user`` may see, newest first, after the rollout ``after``; SearchTooSlow when the
     database gives up (runs.rollouts.filters.guarded)."""
     fields = WHERE.get(where or "both", WHERE["both"])
-    qs = Rollout.objects.filter(run__in=Run.objects.visible_to(user).values("pk")).filter(text_search(q, fields))
+    runs = list(Run.objects.visible_to(user).values_list("pk", flat=True))
+    qs = Rollout.objects.filter(run__in=runs).filter(text_search(q, fields, runs=runs))
     if after:
         qs = qs.filter(id__lt=after)
     ids = guarded(lambda: list(qs.order_by("-id").values_list("id", flat=True)[: size + 1]), text=True)
     more = len(ids) > size
     ids = ids[:size]
-    rows = Rollout.objects.filter(id__in=ids).values(
+    rows = Rollout.objects.filter(run__in=runs, id__in=ids).values(
         "id", "run_id", "run__name", "step", "index", "group", "prompt", "completion"
     )
     by_id = {r["id"]: r for r in rows}
