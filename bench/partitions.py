@@ -13,7 +13,8 @@ middle run of each layout; then one run of each layout deleted as a user deletes
 emptied and dropped; the other, a DELETE of its rows).
 
 Last line: ``partition_search_p95_ms=<worst p95, own partitions> table_search_p95_ms=<worst p95, one table>
-partition_delete_s=<delete, own partition> table_delete_s=<delete, one table>``.
+partition_delete_s=<delete, own partition> table_delete_s=<delete, one table> partition_freed_mb=<disk given back
+at once by a delete, own partition> table_freed_mb=<the same, one table: a DELETE leaves dead rows to VACUUM>``.
 """
 
 from __future__ import annotations
@@ -100,12 +101,21 @@ def searches(partitioned: list, table: list, samples: int) -> dict[str, dict[str
     return times
 
 
-def delete(run) -> float:
-    from runs.deletion.services import run_delete
+def delete(run) -> tuple[float, float]:
+    """(seconds, MB of disk given back at once) of deleting ``run`` as its owner does."""
+    from django.db import connection
 
+    from runs.deletion.services import run_delete
+    from runs.partitions import table_bytes
+
+    with connection.cursor() as cursor:
+        before = table_bytes(cursor)
     t = time.perf_counter()
     run_delete(run=run, user=run.owner)
-    return time.perf_counter() - t
+    seconds = time.perf_counter() - t
+    with connection.cursor() as cursor:
+        freed = before - table_bytes(cursor)
+    return seconds, freed / 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,17 +151,23 @@ def main(argv: list[str] | None = None) -> int:
             worst[layout] = max(percentile(v, 0.95) for v in by_query.values())
         # delete the first run of each layout, the partitioned one first and then the other, and the reverse with the
         # second runs, so neither always goes first
-        deletes = {"partition": [], "table": []}
+        deletes: dict[str, list[tuple[float, float]]] = {"partition": [], "table": []}
         for i in range(min(2, args.runs - 1)):
             order = ["partition", "table"] if i % 2 == 0 else ["table", "partition"]
             for layout in order:
                 run = (partitioned if layout == "partition" else table)[0 if i == 0 else -1]
                 deletes[layout].append(delete(run))
         for layout, values in deletes.items():
-            print(f"{layout:9s} delete of a run of {args.rows:,} rows: " + ", ".join(f"{s:.2f} s" for s in values))
+            print(
+                f"{layout:9s} delete of a run of {args.rows:,} rows: "
+                + ", ".join(f"{s:.2f} s, {mb:,.1f} MB of disk given back at once" for s, mb in values)
+            )
         print(
             f"partition_search_p95_ms={worst['partition']:.1f} table_search_p95_ms={worst['table']:.1f} "
-            f"partition_delete_s={max(deletes['partition']):.3f} table_delete_s={max(deletes['table']):.3f}"
+            f"partition_delete_s={max(s for s, _ in deletes['partition']):.3f} "
+            f"table_delete_s={max(s for s, _ in deletes['table']):.3f} "
+            f"partition_freed_mb={min(mb for _, mb in deletes['partition']):.1f} "
+            f"table_freed_mb={min(mb for _, mb in deletes['table']):.1f}"
         )
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)

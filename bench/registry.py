@@ -150,8 +150,22 @@ BENCHES: tuple[Bench, ...] = (
     ),
     Bench(
         "partitions",
-        figures("partition_search_p95_ms", "table_search_p95_ms", "partition_delete_s", "table_delete_s"),
-        ("partition_search_p95_ms", "table_search_p95_ms", "partition_delete_s", "table_delete_s"),
+        figures(
+            "partition_search_p95_ms",
+            "table_search_p95_ms",
+            "partition_delete_s",
+            "table_delete_s",
+            "partition_freed_mb",
+            "table_freed_mb",
+        ),
+        (
+            "partition_search_p95_ms",
+            "table_search_p95_ms",
+            "partition_delete_s",
+            "table_delete_s",
+            "partition_freed_mb",
+            "table_freed_mb",
+        ),
         "a search within one run and a run's delete, its rows in a partition of its own against the same rows in "
         "one table with other runs' (PostgreSQL, runs.partitions)",
         needs=("postgres",),
