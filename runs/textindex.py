@@ -127,6 +127,7 @@ class HasText(Lookup):
             len(text) < MIN_INDEXED
             or column not in FTS_COLUMNS
             or self.lhs.target.model._meta.db_table != "runs_rollout"
+            or SCAN_ONLY.get()
         ):
             return f"{lhs} LIKE %s ESCAPE '\\'", [*params, like_pattern(text)]
         rowid = f'"{self.lhs.alias}"."id"'

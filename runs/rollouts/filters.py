@@ -365,7 +365,7 @@ def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPag
     sort = data.get("sort") or "adv_desc"
     after = data.get("after") or ""
     qs = filtered(run, data)
-    if connection.vendor == "postgresql" and SORTS[sort][0] == "advantage":
+    if connection.vendor in ("postgresql", "sqlite") and SORTS[sort][0] == "advantage":
         ids_qs = _by_bucket(run, qs, data, sort, after, size + 1)
     else:
         ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[: size + 1]
@@ -398,10 +398,28 @@ def _by_bucket(run: Run, qs: QuerySet, data: dict, sort: str, after: str, limit:
     parts = [sorted_rows(part, sort, after).values_list("id", "advantage")[:limit] for part in parts]
     if not parts:
         return []
+    if connection.vendor == "sqlite":
+        # SQLite cannot order and cut the parts of a UNION ALL (Django refuses it): each bucket is read on its own,
+        # in the index's order, and the pages merge here
+        return _Merged(parts, descending=bool(SORTS[sort][1]), limit=limit)
     if len(parts) == 1:  # a reward range within one bucket: already in order (a sliced query cannot be reordered)
         return parts[0]
     prefix = "-" if SORTS[sort][1] else ""
     return parts[0].union(*parts[1:], all=True).order_by(f"{prefix}advantage", f"{prefix}id")[:limit]
+
+
+@dataclass
+class _Merged:
+    """The first ``limit`` (id, advantage) of several buckets' pages, in advantage order, read when iterated."""
+
+    parts: list
+    descending: bool
+    limit: int
+
+    def __iter__(self):
+        rows = [row for part in self.parts for row in part]
+        rows.sort(key=lambda row: (row[1], row[0]), reverse=self.descending)
+        return iter(rows[: self.limit])
 
 
 def guarded(read, *, text: bool):
