@@ -236,9 +236,10 @@ def test_every_key_of_a_published_verl_script_reaches_verl_or_is_noted_or_refuse
     assert silent == [], silent
 
 
-def test_a_verl_runs_carried_keys_survive_its_run_yaml(owner, dataset_version, monkeypatch):
+def test_a_verl_runs_carried_keys_survive_its_run_yaml(owner, dataset_version, tiny_model, monkeypatch):
     """The run made of a verl file keeps its carried keys, and its run YAML (the run page's download, a clone's
-    source) reads back with the same ones, so the clone trains as the file said."""
+    source) reads back with the same ones, so the clone trains as the file said. A run is made of the tiny model, which
+    this test builds (tiny_model) rather than finding it built by a test that ran before."""
     from runs.lifecycle.services import run_create
     from runs.lifecycle.trl_yaml import run_yaml
 
