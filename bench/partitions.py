@@ -12,7 +12,8 @@ never made). Timed, ``--samples`` times each, in alternation: the rollout browse
 middle run of each layout; then one run of each layout deleted as a user deletes it (``run_delete``: its partition
 emptied and dropped; the other, a DELETE of its rows).
 
-Last line: ``partition_search_p95_ms=<worst p95, own partitions> table_search_p95_ms=<worst p95, one table>
+Last line: ``partition_rare_word_p95_ms=<p95 of the rare word, own partitions> table_rare_word_p95_ms=<the same, one
+table> partition_search_p95_ms=<worst p95, own partitions> table_search_p95_ms=<worst p95, one table>
 partition_delete_s=<delete, own partition> table_delete_s=<delete, one table> partition_freed_mb=<disk given back
 at once by a delete, own partition> table_freed_mb=<the same, one table: a DELETE leaves dead rows to VACUUM>``.
 """
@@ -162,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{layout:9s} delete of a run of {args.rows:,} rows: "
                 + ", ".join(f"{s:.2f} s, {mb:,.1f} MB of disk given back at once" for s, mb in values)
             )
+        rare = {layout: percentile(by_query["rare word"], 0.95) for layout, by_query in times.items()}
         print(
+            f"partition_rare_word_p95_ms={rare['partition']:.1f} table_rare_word_p95_ms={rare['table']:.1f} "
             f"partition_search_p95_ms={worst['partition']:.1f} table_search_p95_ms={worst['table']:.1f} "
             f"partition_delete_s={max(s for s, _ in deletes['partition']):.3f} "
             f"table_delete_s={max(s for s, _ in deletes['table']):.3f} "

@@ -151,6 +151,8 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "partitions",
         figures(
+            "partition_rare_word_p95_ms",
+            "table_rare_word_p95_ms",
             "partition_search_p95_ms",
             "table_search_p95_ms",
             "partition_delete_s",
@@ -159,6 +161,8 @@ BENCHES: tuple[Bench, ...] = (
             "table_freed_mb",
         ),
         (
+            "partition_rare_word_p95_ms",
+            "table_rare_word_p95_ms",
             "partition_search_p95_ms",
             "table_search_p95_ms",
             "partition_delete_s",
