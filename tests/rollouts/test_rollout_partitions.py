@@ -184,3 +184,31 @@ def test_the_migration_both_ways_keeps_what_the_browser_search_and_exports_show(
     run_delete(run=first, user=owner)
     assert not Rollout.objects.filter(run_id=first.pk).exists()
     assert _seen(second) == before[second.pk]
+
+
+@postgresql_only
+def test_a_reader_holding_the_default_partition_delays_no_ingest_and_the_rows_move_in_later(owner, dataset_version):
+    """Attaching a partition locks the default partition; a reader holding it (a search across runs, another
+    connection) makes the ingest wait at most LOCK_TIMEOUT_MS, then store the batch in the default partition, where
+    the browser reads it as well; the next batch's attach moves those rows in."""
+    import psycopg
+
+    run = make_run(owner, dataset_version, "waited")
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        dbname=settings["NAME"], user=settings["USER"], host=settings["HOST"], port=settings["PORT"] or 5432
+    )
+    try:
+        other.execute("LOCK TABLE runs_rollout_default IN ACCESS SHARE MODE")  # held until its transaction ends
+        with connection.cursor() as cursor:  # should the ingest wait for the lock unbounded, this test fails, not hangs
+            cursor.execute("SET LOCAL statement_timeout = 60000")
+        _steps(run, "zebra", steps=[1])
+        assert _where(run) == {"runs_rollout_default"}
+        assert len(rollout_page(run, {"q": "zebra 1"}).rows) == 4
+    finally:
+        other.rollback()
+        other.close()
+    _steps(run, "zebra", steps=[2])
+    assert _where(run) == {f"runs_rollout_r{run.pk}"}
+    assert Rollout.objects.filter(run=run).count() == 8
+    assert len(rollout_page(run, {"q": "zebra"}).rows) == 8
