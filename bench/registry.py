@@ -64,6 +64,17 @@ def figures(*specs: str) -> tuple[Figure, ...]:
     return tuple(Figure(s.split(" ", 1)[0], s.split(" ", 1)[1] if " " in s else "") for s in specs)
 
 
+PARTITION_FIGURES = (
+    "partition_rare_word_p95_ms",
+    "table_rare_word_p95_ms",
+    "partition_search_p95_ms",
+    "table_search_p95_ms",
+    "partition_delete_s",
+    "table_delete_s",
+    "partition_freed_mb",
+    "table_freed_mb",
+)
+
 BENCHES: tuple[Bench, ...] = (
     Bench(
         "attach",
@@ -150,26 +161,8 @@ BENCHES: tuple[Bench, ...] = (
     ),
     Bench(
         "partitions",
-        figures(
-            "partition_rare_word_p95_ms",
-            "table_rare_word_p95_ms",
-            "partition_search_p95_ms",
-            "table_search_p95_ms",
-            "partition_delete_s",
-            "table_delete_s",
-            "partition_freed_mb",
-            "table_freed_mb",
-        ),
-        (
-            "partition_rare_word_p95_ms",
-            "table_rare_word_p95_ms",
-            "partition_search_p95_ms",
-            "table_search_p95_ms",
-            "partition_delete_s",
-            "table_delete_s",
-            "partition_freed_mb",
-            "table_freed_mb",
-        ),
+        figures(*PARTITION_FIGURES),
+        PARTITION_FIGURES,
         "a search within one run and a run's delete, its rows in a partition of its own against the same rows in "
         "one table with other runs' (PostgreSQL, runs.partitions)",
         needs=("postgres",),

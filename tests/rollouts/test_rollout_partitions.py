@@ -53,6 +53,25 @@ def _where(run) -> set[str]:
         return {row[0] for row in cursor.fetchall()}
 
 
+def _without_ingest(run, completions: list[str]) -> None:
+    """Rows stored by a path that makes no partition (the ORM): they land in the default partition."""
+    Rollout.objects.bulk_create(
+        Rollout(
+            run=run,
+            step=1,
+            index=i,
+            group=0,
+            prompt="p",
+            completion=text,
+            rewards=[1.0],
+            reward=1.0,
+            advantage=i / 10,
+            length=1,
+        )
+        for i, text in enumerate(completions)
+    )
+
+
 def _seen(run) -> dict:
     """What a user sees of the run: the browser's first page (ids in order), a search's page, a phrase's, and the
     JSONL export of a filter, byte for byte."""
@@ -100,21 +119,7 @@ def test_a_search_in_one_run_reads_only_that_runs_partition(owner, dataset_versi
 @postgresql_only
 def test_rows_stored_before_the_partition_was_made_move_into_it(owner, dataset_version):
     run = make_run(owner, dataset_version, "early")
-    Rollout.objects.bulk_create(
-        Rollout(
-            run=run,
-            step=1,
-            index=i,
-            group=0,
-            prompt="p",
-            completion=f"c{i}",
-            rewards=[1.0],
-            reward=1.0,
-            advantage=0.0,
-            length=1,
-        )
-        for i in range(5)
-    )
+    _without_ingest(run, [f"c{i}" for i in range(5)])
     ids = sorted(Rollout.objects.filter(run=run).values_list("id", flat=True))
     assert _where(run) == {"runs_rollout_default"}
     assert partitions.ensure_partition(run.pk) is True
@@ -145,21 +150,7 @@ def test_the_migration_both_ways_keeps_what_the_browser_search_and_exports_show(
     editor = SimpleNamespace(connection=connection)
     first, second = make_run(owner, dataset_version, "first"), make_run(owner, dataset_version, "second")
     _steps(first, "zebra")
-    Rollout.objects.bulk_create(
-        Rollout(
-            run=second,
-            step=1,
-            index=i,
-            group=0,
-            prompt="p",
-            completion=f"zebra 2 {i}",
-            rewards=[1.0],
-            reward=1.0,
-            advantage=i / 10,
-            length=1,
-        )
-        for i in range(4)
-    )
+    _without_ingest(second, [f"zebra 2 {i}" for i in range(4)])
     before = {run.pk: _seen(run) for run in (first, second)}
     assert before[first.pk]["search"] and before[first.pk]["phrase"] and before[first.pk]["export"]
     assert len(before[second.pk]["search"]) == 4
