@@ -31,6 +31,7 @@ from runs.attach.checks import (
 from runs.attach.shards import drop_shards_after, read_shard, store_shard
 from runs.live import publish
 from runs.models import JobStatus, Rollout, Run, StepMetric
+from runs.partitions import ensure_partition
 from runs.paths import event_log_path
 from runs.rollouts.ingest import ingest_appended, ingest_log
 
@@ -166,6 +167,9 @@ def append_lines(*, run: Run, data: bytes, received: int | None = None, events: 
     lines as parse_line parsed them, stored as they are when the log held nothing unread (else the log is read)."""
     path = event_log_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # the run's partition (PostgreSQL), made and committed before the batch's transaction: made inside it, it would
+    # hold the default partition's lock until the batch is stored
+    ensure_partition(run.pk)
     # the row lock orders appends on PostgreSQL; the file lock on SQLite, where select_for_update locks nothing
     with open(path, "ab") as fh, transaction.atomic():
         fcntl.flock(fh, fcntl.LOCK_EX)

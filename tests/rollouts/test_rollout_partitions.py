@@ -203,3 +203,16 @@ def test_a_reader_holding_the_default_partition_delays_no_ingest_and_the_rows_mo
     assert _where(run) == {f"runs_rollout_r{run.pk}"}
     assert Rollout.objects.filter(run=run).count() == 8
     assert len(rollout_page(run, {"q": "zebra"}).rows) == 8
+
+
+@postgresql_only
+def test_an_attached_runs_batch_lands_in_its_own_partition(owner, dataset_version):
+    """A client's batch (runs.attach.services.append_lines, the attach API's path) is stored in the run's own
+    partition, as the supervisor's ingest stores a run trained here."""
+    from runs.attach.services import append_lines
+
+    run = make_run(owner, dataset_version, "attached", status="running")
+    event = rollouts_event(1, [("What is 1+1?", [(f"zebra {k}: the answer is 2", [float(k)]) for k in range(2)])])
+    append_lines(run=run, data=(json.dumps(event) + "\n").encode())
+    assert _where(run) == {f"runs_rollout_r{run.pk}"}
+    assert Rollout.objects.filter(run=run).count() == 2
