@@ -132,19 +132,19 @@ def main(argv: list[str] | None = None) -> int:
 
             def bare() -> float:
                 """The raw COPY without the text indexes: what they cost."""
-                from runs.textindex import PG_DROP, PG_INDEXES
+                from runs.textindex import pg_drops, pg_indexes
 
                 # a partitioned table's indexes are dropped and made without CONCURRENTLY (runs.partitions)
                 with connection.cursor() as cursor:
-                    for statement in PG_DROP:
-                        cursor.execute(statement.replace(" CONCURRENTLY", ""))
+                    for statement in pg_drops(concurrently=False):
+                        cursor.execute(statement)
                 try:
                     return copy()
                 finally:
                     fresh()
                     with connection.cursor() as cursor:
-                        for statement in PG_INDEXES:  # on an empty table: at once
-                            cursor.execute(statement.replace(" CONCURRENTLY", ""))
+                        for statement in pg_indexes(concurrently=False):  # on an empty table: at once
+                            cursor.execute(statement)
 
             # the first project ingest stores the rows the raw COPY will load: exactly the same rows
             project()

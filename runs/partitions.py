@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from django.db import OperationalError, connection, transaction
 
+from runs.textindex import pg_indexes
+
 TABLE = "runs_rollout"
 DEFAULT = "runs_rollout_default"
 LEGACY = "runs_rollout_legacy"
@@ -36,8 +38,7 @@ LOCK_TIMEOUT_MS = 2000
 INDEXES = (
     f"ALTER TABLE {TABLE} ADD CONSTRAINT runs_rollout_pkey PRIMARY KEY (id, run_id)",
     f'ALTER TABLE {TABLE} ADD CONSTRAINT rollout_key UNIQUE (run_id, step, "index")',
-    f"CREATE INDEX rollout_completion_trgm ON {TABLE} USING gin (completion gin_trgm_ops)",
-    f"CREATE INDEX rollout_prompt_trgm ON {TABLE} USING gin (prompt gin_trgm_ops)",
+    *pg_indexes(concurrently=False),
     f"CREATE INDEX rollout_run_advantage ON {TABLE} (run_id, reward_bucket, advantage, id, reward, step, length, "
     "zero_std, reflective, truncated, reflection_mask)",
     f"CREATE INDEX rollout_run_prompt ON {TABLE} (run_id, prompt_key, step)",

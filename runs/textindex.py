@@ -58,13 +58,27 @@ SQLITE_DROP = (
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
 )
 # PostgreSQL: the extension (a managed PostgreSQL allows pg_trgm; creating it needs the CREATE privilege on the
-# database, which the owner of the database has), then one index per column, built without locking out the ingest
+# database, which the owner of the database has), then one index per column
 PG_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
-PG_INDEXES = tuple(
-    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS rollout_{column}_trgm ON runs_rollout USING gin ({column} gin_trgm_ops)"
-    for column in FTS_COLUMNS
-)
-PG_DROP = tuple(f"DROP INDEX CONCURRENTLY IF EXISTS rollout_{column}_trgm" for column in FTS_COLUMNS)
+
+
+def pg_indexes(*, concurrently: bool) -> tuple[str, ...]:
+    """The trigram indexes' CREATE statements. ``concurrently``: built without locking out the ingest, which a
+    partitioned table (runs.partitions, from migration 0045 on) does not allow."""
+    how = "CONCURRENTLY IF NOT EXISTS " if concurrently else ""
+    return tuple(
+        f"CREATE INDEX {how}rollout_{column}_trgm ON runs_rollout USING gin ({column} gin_trgm_ops)"
+        for column in FTS_COLUMNS
+    )
+
+
+def pg_drops(*, concurrently: bool) -> tuple[str, ...]:
+    how = "CONCURRENTLY " if concurrently else ""
+    return tuple(f"DROP INDEX {how}IF EXISTS rollout_{column}_trgm" for column in FTS_COLUMNS)
+
+
+PG_INDEXES = pg_indexes(concurrently=True)  # migration 0038, on the table as it was then
+PG_DROP = pg_drops(concurrently=True)
 
 
 def like_pattern(text: str) -> str:
