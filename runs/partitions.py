@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from django.db import OperationalError, connection, transaction
 
-from runs.textindex import pg_indexes
-
 TABLE = "runs_rollout"
 DEFAULT = "runs_rollout_default"
 LEGACY = "runs_rollout_legacy"
@@ -33,17 +31,6 @@ LEGACY = "runs_rollout_legacy"
 # reader of the default partition (a search across runs) holds that up. The ingest waits this long at most, then
 # stores the batch in the default partition and tries again with the next one.
 LOCK_TIMEOUT_MS = 2000
-# the parent's indexes and constraints, by the names Django's model state gives them (runs/models/rollouts.py) and
-# the text index's (runs.textindex); a partition gets its own copy of each when it is attached
-INDEXES = (
-    f"ALTER TABLE {TABLE} ADD CONSTRAINT runs_rollout_pkey PRIMARY KEY (id, run_id)",
-    f'ALTER TABLE {TABLE} ADD CONSTRAINT rollout_key UNIQUE (run_id, step, "index")',
-    *pg_indexes(concurrently=False),
-    f"CREATE INDEX rollout_run_advantage ON {TABLE} (run_id, reward_bucket, advantage, id, reward, step, length, "
-    "zero_std, reflective, truncated, reflection_mask)",
-    f"CREATE INDEX rollout_run_prompt ON {TABLE} (run_id, prompt_key, step)",
-)
-INDEX_NAMES = ("rollout_completion_trgm", "rollout_prompt_trgm", "rollout_run_advantage", "rollout_run_prompt")
 
 
 def partition_name(run_id: int) -> str:

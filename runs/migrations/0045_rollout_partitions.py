@@ -10,6 +10,19 @@ from django.db import migrations
 from runs import partitions
 
 TABLE, LEGACY, DEFAULT = partitions.TABLE, partitions.LEGACY, partitions.DEFAULT
+# the parent's indexes and constraints as they were at this migration (Django's model state names, and the text
+# index's two trigram indexes; migration 0046 moved the prompt's to runs_runprompt): written out, so that a later
+# change of the models or of runs.textindex does not change what this migration does
+INDEXES = (
+    f"ALTER TABLE {TABLE} ADD CONSTRAINT runs_rollout_pkey PRIMARY KEY (id, run_id)",
+    f'ALTER TABLE {TABLE} ADD CONSTRAINT rollout_key UNIQUE (run_id, step, "index")',
+    f"CREATE INDEX rollout_prompt_trgm ON {TABLE} USING gin (prompt gin_trgm_ops)",
+    f"CREATE INDEX rollout_completion_trgm ON {TABLE} USING gin (completion gin_trgm_ops)",
+    f"CREATE INDEX rollout_run_advantage ON {TABLE} (run_id, reward_bucket, advantage, id, reward, step, length, "
+    "zero_std, reflective, truncated, reflection_mask)",
+    f"CREATE INDEX rollout_run_prompt ON {TABLE} (run_id, prompt_key, step)",
+)
+INDEX_NAMES = ("rollout_completion_trgm", "rollout_prompt_trgm", "rollout_run_advantage", "rollout_run_prompt")
 LIKE = "INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING IDENTITY"
 
 
@@ -36,11 +49,11 @@ def partition(apps, schema_editor):
         cursor.execute(f"ALTER TABLE {TABLE} RENAME TO {LEGACY}")
         cursor.execute(f"ALTER TABLE {LEGACY} DROP CONSTRAINT runs_rollout_pkey")
         cursor.execute(f"ALTER TABLE {LEGACY} RENAME CONSTRAINT rollout_key TO {LEGACY}_key")
-        for index in partitions.INDEX_NAMES:
+        for index in INDEX_NAMES:
             cursor.execute(f"ALTER INDEX IF EXISTS {index} RENAME TO {index}_legacy")
         cursor.execute(f"CREATE TABLE {TABLE} (LIKE {LEGACY} {LIKE}) PARTITION BY LIST (run_id)")
         cursor.execute(f"ALTER TABLE {TABLE} ALTER COLUMN id RESTART WITH {start}")
-        for statement in partitions.INDEXES:
+        for statement in INDEXES:
             cursor.execute(statement)
         cursor.execute(f"ALTER TABLE {LEGACY} ALTER COLUMN id DROP IDENTITY IF EXISTS")
         if runs:
@@ -68,7 +81,7 @@ def unpartition(apps, schema_editor):
         cursor.execute(f"ALTER TABLE {TABLE}_plain RENAME TO {TABLE}")
         cursor.execute(f"ALTER TABLE {TABLE} ALTER COLUMN id RESTART WITH {start}")
         cursor.execute(f"ALTER TABLE {TABLE} ADD CONSTRAINT runs_rollout_pkey PRIMARY KEY (id)")
-        for statement in partitions.INDEXES[1:]:
+        for statement in INDEXES[1:]:
             cursor.execute(statement)
 
 
