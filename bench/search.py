@@ -14,8 +14,8 @@ same ``--rows`` reuses it.
 Timed, ``--samples`` times each, the rollout browser's first page (``runs.rollouts.filters.rollout_page``, sorted by
 advantage, 50 rows) for: a common word (in most completions), the rare word, the rare phrase (present once), and a
 prompt phrase (the search box, ``q``, reads prompts and completions); each must be found. Store: the bytes the
-rollouts table takes with its indexes (PostgreSQL: ``pg_total_relation_size``; SQLite: the file) over the raw UTF-8
-bytes of its prompts and completions.
+rollouts table and the runs' prompts take with their indexes (PostgreSQL: ``pg_total_relation_size``; SQLite: the
+file) over the raw UTF-8 bytes of the rollouts' prompts and completions.
 
 Each database runs in a process of its own (Django holds one default database); the last line is
 ``search_p95_ms=<the worst p95 of all> store_bytes_ratio=<the larger of the two>``.
@@ -126,6 +126,7 @@ def load(n: int) -> None:
                 cp.write("".join(block))
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE runs_rollout")
+            cursor.execute("VACUUM ANALYZE runs_runprompt")
     else:
         sql = f"INSERT INTO runs_rollout ({columns}) VALUES ({', '.join(['%s'] * 18)})"
         with transaction.atomic(), connection.cursor() as cursor:
@@ -156,7 +157,9 @@ def store_bytes() -> int:
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            return table_bytes(cursor)
+            # the rollouts and the runs' prompts (one copy a run and prompt, runs.models.RunPrompt), every index
+            cursor.execute("SELECT pg_total_relation_size('runs_runprompt')")
+            return table_bytes(cursor) + int(cursor.fetchone()[0])
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return Path(settings.DATABASES["default"]["NAME"]).stat().st_size

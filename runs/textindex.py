@@ -3,18 +3,25 @@
 ``Rollout.objects.filter(completion__has_text="wait, let me")`` finds the rows whose completion contains the text, in
 any case, through an index:
 
-- PostgreSQL: ``ILIKE`` over a ``pg_trgm`` GIN index on each column (runs/migrations/0038). The index answers any
-  text of three characters or more; shorter text is checked row by row (it is common, so a sorted scan meets its
-  matches early). The planner chooses between the index and the sorted scan by how common the text looks.
-- SQLite: an FTS5 table with the trigram tokenizer, ``runs_rollout_fts``, over the rollouts table (external content:
-  it holds the index, not a second copy of the text), kept up to date by triggers. Text of three characters or more
-  is a quoted FTS5 string (a phrase of its trigrams: the substring, any case); shorter text is ``LIKE``.
+- PostgreSQL: ``ILIKE`` over a ``pg_trgm`` GIN index on the completions (runs/migrations/0038) and on the runs'
+  prompts (0046). The index answers any text of three characters or more; shorter text is checked row by row (it is
+  common, so a sorted scan meets its matches early). The planner chooses between the index and the sorted scan by how
+  common the text looks.
+- SQLite: FTS5 tables with the trigram tokenizer, ``runs_rollout_fts`` over the completions and
+  ``runs_runprompt_fts`` over the runs' prompts (external content: they hold the index, not a second copy of the
+  text), kept up to date by triggers. Text of three characters or more is a quoted FTS5 string (a phrase of its
+  trigrams: the substring, any case); shorter text is ``LIKE``.
+
+A rollout's prompt is searched through its run's prompts (``runs_runprompt``, one row per run and prompt key, filled by
+a trigger on each database from every stored rollout): the prompts holding the text, then the run's rows with their
+keys (the ``rollout_run_prompt`` index). A prompt repeated in a thousand rows is indexed and matched once.
 
 What a user types is matched literally: LIKE's ``%`` and ``_``, FTS5's and tsquery's syntax, quotes and NUL are text,
 not operators. A stored text is its escaped form (runs.text.stored_text): the searched text is escaped the same way.
 
-No Django models here: the models register the lookup on their text fields; the migration and ``ensure_sqlite_index``
-use the SQL below.
+No Django models here: the models register the lookup on their text fields; migration 0046 and ``ensure_sqlite_index``
+use the SQL below (a migration that changes it writes out, in the earlier migrations, the SQL they ran, as 0038 and
+0045 do).
 """
 
 from __future__ import annotations
@@ -30,55 +37,91 @@ MIN_INDEXED = 3  # a trigram index answers text of at least this many characters
 # a common text's first page is met sooner that way than by checking every row the index names)
 SCAN_ONLY: ContextVar[bool] = ContextVar("grpo_web_text_scan_only", default=False)
 FTS_TABLE = "runs_rollout_fts"
-FTS_COLUMNS = ("prompt", "completion")
+PROMPTS = "runs_runprompt"  # one row per (run, prompt): runs.models.RunPrompt
+PROMPTS_FTS = "runs_runprompt_fts"
+# the indexed text columns, by table; a rollout's prompt is searched through its run's prompts (``prompt_key``)
+INDEXED = {"runs_rollout": "completion", PROMPTS: "text"}
 
-SQLITE_TABLE = (
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(prompt, completion, content='runs_rollout', "
-    "content_rowid='id', tokenize='trigram')"
+SQLITE_TABLES = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(completion, content='runs_rollout', "
+    "content_rowid='id', tokenize='trigram')",
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {PROMPTS_FTS} USING fts5(text, content='{PROMPTS}', content_rowid='id', "
+    "tokenize='trigram')",
 )
 SQLITE_TRIGGERS = (
+    # a rollout's completion into the index, its prompt into its run's prompts unless they hold it (its key)
     f"""CREATE TRIGGER IF NOT EXISTS runs_rollout_fts_insert AFTER INSERT ON runs_rollout BEGIN
-        INSERT INTO {FTS_TABLE}(rowid, prompt, completion) VALUES (new.id, new.prompt, new.completion);
+        INSERT INTO {FTS_TABLE}(rowid, completion) VALUES (new.id, new.completion);
+        INSERT OR IGNORE INTO {PROMPTS}(run_id, key, text) VALUES (new.run_id, new.prompt_key, new.prompt);
     END""",
     f"""CREATE TRIGGER IF NOT EXISTS runs_rollout_fts_delete AFTER DELETE ON runs_rollout BEGIN
-        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, prompt, completion)
-            VALUES ('delete', old.id, old.prompt, old.completion);
+        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, completion) VALUES ('delete', old.id, old.completion);
     END""",
-    f"""CREATE TRIGGER IF NOT EXISTS runs_rollout_fts_update AFTER UPDATE OF prompt, completion ON runs_rollout BEGIN
-        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, prompt, completion)
-            VALUES ('delete', old.id, old.prompt, old.completion);
-        INSERT INTO {FTS_TABLE}(rowid, prompt, completion) VALUES (new.id, new.prompt, new.completion);
+    f"""CREATE TRIGGER IF NOT EXISTS runs_rollout_fts_update AFTER UPDATE OF completion ON runs_rollout BEGIN
+        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, completion) VALUES ('delete', old.id, old.completion);
+        INSERT INTO {FTS_TABLE}(rowid, completion) VALUES (new.id, new.completion);
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS runs_runprompt_fts_insert AFTER INSERT ON {PROMPTS} BEGIN
+        INSERT INTO {PROMPTS_FTS}(rowid, text) VALUES (new.id, new.text);
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS runs_runprompt_fts_delete AFTER DELETE ON {PROMPTS} BEGIN
+        INSERT INTO {PROMPTS_FTS}({PROMPTS_FTS}, rowid, text) VALUES ('delete', old.id, old.text);
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS runs_runprompt_fts_update AFTER UPDATE OF text ON {PROMPTS} BEGIN
+        INSERT INTO {PROMPTS_FTS}({PROMPTS_FTS}, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO {PROMPTS_FTS}(rowid, text) VALUES (new.id, new.text);
     END""",
 )
-SQLITE_REBUILD = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')"
+SQLITE_TRIGGER_NAMES = tuple(t.split("EXISTS ", 1)[1].split(" ", 1)[0] for t in SQLITE_TRIGGERS)
+# the prompts of rows stored before their triggers were there (one per run and key, the first stored)
+SQLITE_FILL_PROMPTS = (
+    f"INSERT OR IGNORE INTO {PROMPTS}(run_id, key, text) "
+    "SELECT run_id, prompt_key, prompt FROM runs_rollout ORDER BY id"
+)
+SQLITE_REBUILDS = tuple(f"INSERT INTO {table}({table}) VALUES ('rebuild')" for table in (FTS_TABLE, PROMPTS_FTS))
 SQLITE_DROP = (
-    "DROP TRIGGER IF EXISTS runs_rollout_fts_insert",
-    "DROP TRIGGER IF EXISTS runs_rollout_fts_delete",
-    "DROP TRIGGER IF EXISTS runs_rollout_fts_update",
+    *(f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGER_NAMES),
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
+    f"DROP TABLE IF EXISTS {PROMPTS_FTS}",
 )
 # PostgreSQL: the extension (a managed PostgreSQL allows pg_trgm; creating it needs the CREATE privilege on the
-# database, which the owner of the database has), then one index per column
+# database, which the owner of the database has), one trigram index per indexed column, and a statement trigger that
+# adds a stored batch's new prompts to its run's prompts (COPY fires it too: the ingest's path)
 PG_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
+PG_PROMPTS_INDEX = f"CREATE INDEX IF NOT EXISTS runprompt_text_trgm ON {PROMPTS} USING gin (text gin_trgm_ops)"
+PG_PROMPTS_TRIGGER = (
+    f"""CREATE OR REPLACE FUNCTION runs_rollout_prompts() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO {PROMPTS} (run_id, key, text)
+            SELECT DISTINCT ON (run_id, prompt_key) run_id, prompt_key, prompt FROM stored
+            ORDER BY run_id, prompt_key
+            ON CONFLICT DO NOTHING;
+        RETURN NULL;
+    END $$""",
+    "DROP TRIGGER IF EXISTS runs_rollout_prompts ON runs_rollout",
+    "CREATE TRIGGER runs_rollout_prompts AFTER INSERT ON runs_rollout REFERENCING NEW TABLE AS stored "
+    "FOR EACH STATEMENT EXECUTE FUNCTION runs_rollout_prompts()",
+)
+PG_PROMPTS_DROP = (
+    "DROP TRIGGER IF EXISTS runs_rollout_prompts ON runs_rollout",
+    "DROP FUNCTION IF EXISTS runs_rollout_prompts()",
+)
+PG_FILL_PROMPTS = (
+    f"INSERT INTO {PROMPTS} (run_id, key, text) SELECT DISTINCT ON (run_id, prompt_key) run_id, prompt_key, prompt "
+    "FROM runs_rollout ORDER BY run_id, prompt_key, id ON CONFLICT DO NOTHING"
+)
 
 
 def pg_indexes(*, concurrently: bool) -> tuple[str, ...]:
-    """The trigram indexes' CREATE statements. ``concurrently``: built without locking out the ingest, which a
-    partitioned table (runs.partitions, from migration 0045 on) does not allow."""
+    """The rollouts' trigram index's CREATE statement. ``concurrently``: built without locking out the ingest, which
+    a partitioned table (runs.partitions, from migration 0045 on) does not allow."""
     how = "CONCURRENTLY IF NOT EXISTS " if concurrently else ""
-    return tuple(
-        f"CREATE INDEX {how}rollout_{column}_trgm ON runs_rollout USING gin ({column} gin_trgm_ops)"
-        for column in FTS_COLUMNS
-    )
+    return (f"CREATE INDEX {how}rollout_completion_trgm ON runs_rollout USING gin (completion gin_trgm_ops)",)
 
 
 def pg_drops(*, concurrently: bool) -> tuple[str, ...]:
     how = "CONCURRENTLY " if concurrently else ""
-    return tuple(f"DROP INDEX {how}IF EXISTS rollout_{column}_trgm" for column in FTS_COLUMNS)
-
-
-PG_INDEXES = pg_indexes(concurrently=True)  # migration 0038, on the table as it was then
-PG_DROP = pg_drops(concurrently=True)
+    return (f"DROP INDEX {how}IF EXISTS rollout_completion_trgm",)
 
 
 def like_pattern(text: str) -> str:
@@ -114,40 +157,63 @@ class HasText(Lookup):
     def _text(self) -> str:
         return stored_text(str(self.rhs))
 
-    def _indexed(self) -> bool:
-        return self.lhs.target.column in FTS_COLUMNS and self.lhs.target.model._meta.db_table == "runs_rollout"
+    def _index(self) -> str | None:
+        """How the column is indexed: "own" (its table's trigram index), "prompts" (a rollout's prompt: through its
+        run's prompts, runs_runprompt, matched by key), or None (read row by row)."""
+        table, column = self.lhs.target.model._meta.db_table, self.lhs.target.column
+        if len(self._text()) < MIN_INDEXED or SCAN_ONLY.get():
+            return None
+        if INDEXED.get(table) == column:
+            return "own"
+        if (table, column) == ("runs_rollout", "prompt"):
+            return "prompts"
+        return None
+
+    def _runs(self, column: str = "run_id") -> str:
+        # the runs as numbers in the text: the planner leaves out every other run's partition before it starts
+        runs = getattr(self.rhs, "runs", ())
+        return f"{column} IN ({', '.join(str(r) for r in runs)}) AND " if runs else ""
 
     def as_postgresql(self, compiler, connection):
         lhs, params = self.process_lhs(compiler, connection)
-        text = self._text()
-        if len(text) < MIN_INDEXED or not self._indexed() or SCAN_ONLY.get():
-            return f"{lhs}::text ILIKE %s", [*params, like_pattern(text)]
+        pattern = like_pattern(self._text())
+        index = self._index()
+        if index is None:
+            return f"{lhs}::text ILIKE %s", [*params, pattern]
+        alias = self.lhs.alias
+        if index == "prompts":
+            return (
+                f'("{alias}"."run_id", "{alias}"."prompt_key") IN '
+                f"(SELECT run_id, key FROM {PROMPTS} WHERE {self._runs()}text ILIKE %s OFFSET 0)",
+                [*params, pattern],
+            )
         # the rows the trigram index names, as a subquery of its own (OFFSET 0 keeps the planner from folding it
         # into the outer query, where it would rather scan the run's rows and check each)
+        table = connection.ops.quote_name(self.lhs.target.model._meta.db_table)
         column = connection.ops.quote_name(self.lhs.target.column)
-        runs = getattr(self.rhs, "runs", ())
-        # the runs as numbers in the text: the planner leaves out every other run's partition before it starts
-        within = f"run_id IN ({', '.join(str(r) for r in runs)}) AND " if runs else ""
+        within = self._runs() if table == '"runs_rollout"' else ""
         return (
-            f'"{self.lhs.alias}"."id" IN (SELECT id FROM runs_rollout WHERE {within}{column} ILIKE %s OFFSET 0)',
-            [*params, like_pattern(text)],
+            f'"{alias}"."id" IN (SELECT id FROM {table} WHERE {within}{column} ILIKE %s OFFSET 0)',
+            [*params, pattern],
         )
 
     def as_sqlite(self, compiler, connection):
         lhs, params = self.process_lhs(compiler, connection)
         text = self._text()
-        column = self.lhs.target.column
-        if (
-            len(text) < MIN_INDEXED
-            or column not in FTS_COLUMNS
-            or self.lhs.target.model._meta.db_table != "runs_rollout"
-            or SCAN_ONLY.get()
-        ):
+        index = self._index()
+        if index is None:
             return f"{lhs} LIKE %s ESCAPE '\\'", [*params, like_pattern(text)]
-        rowid = f'"{self.lhs.alias}"."id"'
+        alias = self.lhs.alias
+        if index == "prompts":
+            return (
+                f'("{alias}"."run_id", "{alias}"."prompt_key") IN (SELECT run_id, key FROM {PROMPTS} WHERE '
+                f"{self._runs()}id IN (SELECT rowid FROM {PROMPTS_FTS} WHERE {PROMPTS_FTS} MATCH %s))",
+                [*params, fts_string("text", text)],
+            )
+        fts = FTS_TABLE if self.lhs.target.model._meta.db_table == "runs_rollout" else PROMPTS_FTS
         return (
-            f"{rowid} IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)",
-            [*params, fts_string(column, text)],
+            f'"{alias}"."id" IN (SELECT rowid FROM {fts} WHERE {fts} MATCH %s)',
+            [*params, fts_string(self.lhs.target.column, text)],
         )
 
     def as_sql(self, compiler, connection):  # another database: a scan, the same meaning
@@ -156,24 +222,25 @@ class HasText(Lookup):
 
 
 def ensure_sqlite_index(connection) -> bool:
-    """On SQLite, the FTS5 table and its triggers where a schema change took them away (Django remakes a table to
-    alter it, and a dropped table takes its triggers along), rebuilt from the rows when the table was missing. True
+    """On SQLite, the FTS5 tables and their triggers where a schema change took them away (Django remakes a table to
+    alter it, and a dropped table takes its triggers along), rebuilt from the rows when something was missing. True
     when something was made."""
     if connection.vendor != "sqlite":
         return False
     with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM sqlite_master WHERE name = 'runs_rollout'")
-        if not cursor.fetchone():
+        cursor.execute("SELECT count(*) FROM sqlite_master WHERE name IN ('runs_rollout', %s)", [PROMPTS])
+        if cursor.fetchone()[0] < 2:
             return False
+        names = (FTS_TABLE, PROMPTS_FTS, *SQLITE_TRIGGER_NAMES)
         cursor.execute(
-            "SELECT count(*) FROM sqlite_master WHERE name IN (%s, %s, %s, %s)",
-            [FTS_TABLE, "runs_rollout_fts_insert", "runs_rollout_fts_delete", "runs_rollout_fts_update"],
+            f"SELECT count(*) FROM sqlite_master WHERE name IN ({', '.join(['%s'] * len(names))})", list(names)
         )
-        if cursor.fetchone()[0] == 4:
+        if cursor.fetchone()[0] == len(names):
             return False
-        cursor.execute(SQLITE_TABLE)
-        for trigger in SQLITE_TRIGGERS:
-            cursor.execute(trigger)
-        # a table made now, or triggers lost while rows came in: the index is remade from the rows
-        cursor.execute(SQLITE_REBUILD)
+        for statement in (*SQLITE_TABLES, *SQLITE_TRIGGERS):
+            cursor.execute(statement)
+        # a table made now, or triggers lost while rows came in: the prompts and the indexes are remade from the rows
+        cursor.execute(SQLITE_FILL_PROMPTS)
+        for statement in SQLITE_REBUILDS:
+            cursor.execute(statement)
         return True

@@ -9,7 +9,7 @@ from runs.models.jobs import Job, JobStatus
 from runs.models.lifecycle import Run
 from runs.models.recipes import Recipe
 from runs.models.review import BUILT_IN_LABELS, AlertVerdict, Label, Review, ReviewItem
-from runs.models.rollouts import Replay, ReplayRow, Rollout, StepMetric, reward_bucket
+from runs.models.rollouts import Replay, ReplayRow, Rollout, RunPrompt, StepMetric, reward_bucket
 from runs.models.sampling import RejectionJob, RejectionSample
 from runs.models.telemetry import ResourceSample
 from runs.models.workers import Worker
@@ -24,6 +24,7 @@ __all__ = [
     "StepMetric",
     "reward_bucket",
     "Rollout",
+    "RunPrompt",
     "Replay",
     "ReplayRow",
     "Evaluation",

@@ -10,6 +10,7 @@ from django.utils import timezone
 from runs.models.fields import ExactJSONField, ExactTextField
 from runs.models.jobs import NOT_CANCELLABLE, Job, JobStatus
 from runs.models.lifecycle import Run
+from runs.text import prompt_key
 
 
 class StepMetric(models.Model):
@@ -31,6 +32,22 @@ def reward_bucket(reward: float | None) -> int | None:
     return None if reward is None else math.floor(4 * math.asinh(reward))
 
 
+class PromptKeyField(models.CharField):
+    """Rollout.prompt_key: given by the ingest (runs.text.prompt_key), or computed from the row's prompt when a row
+    is saved without one, so that every row names its prompt in its run's prompts (RunPrompt)."""
+
+    def pre_save(self, model_instance, add):
+        value = getattr(model_instance, self.attname)
+        if not value and isinstance(getattr(model_instance, "prompt", None), str):
+            value = prompt_key(model_instance.prompt)
+            setattr(model_instance, self.attname, value)
+        return value
+
+    def deconstruct(self):  # a CharField in the database and in migrations: nothing to alter there
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.CharField", args, kwargs
+
+
 class Rollout(models.Model):
     """One completion of one generation batch, with TRL's per-function rewards and advantage. Key: (run, step, index)."""
 
@@ -42,7 +59,7 @@ class Rollout(models.Model):
     index = models.PositiveIntegerField(help_text="Position in the generation batch.")
     group = models.PositiveIntegerField(help_text="index // num_generations: completions of the same prompt.")
     prompt = ExactTextField()
-    prompt_key = models.CharField(max_length=16, default="", help_text="A hash of the prompt: one prompt across steps.")
+    prompt_key = PromptKeyField(max_length=16, default="", help_text="A hash of the prompt: one prompt across steps.")
     completion = ExactTextField()
     rewards = models.JSONField(help_text="Per reward function, in the run's order; None where the function abstained.")
     reward = models.FloatField(null=True, help_text="Weighted sum of the per-function rewards.")
@@ -103,6 +120,21 @@ class Rollout(models.Model):
             ),
             models.Index(fields=["run", "prompt_key", "step"], name="rollout_run_prompt"),
         ]
+
+
+class RunPrompt(models.Model):
+    """One prompt of a run, once: what a search of the prompts reads. A run repeats each prompt in every completion of
+    its group and in every step that samples it again; indexing every copy cost the text index more than the prompts
+    themselves (docs/scale.md), and a prompt phrase found in a thousand copies is found here once, then its rows by
+    key (rollout_run_prompt). Filled from the stored rollouts by the database itself (runs.textindex: a trigger on
+    each database), so every path that stores a rollout fills it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="prompts", db_index=False)
+    key = models.CharField(max_length=16, help_text="Rollout.prompt_key: a hash of the prompt.")
+    text = ExactTextField(help_text="The prompt, as the first stored rollout with this key had it.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="run_prompt_key")]
 
 
 class Replay(Job):
