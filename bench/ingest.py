@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
             def fresh():
                 with connection.cursor() as cursor:
-                    cursor.execute(f"TRUNCATE {table}, {StepMetric._meta.db_table}")
+                    # the run's prompts too (RunPrompt): each ingest and each COPY stores them anew
+                    cursor.execute(f"TRUNCATE {table}, {StepMetric._meta.db_table}, runs_runprompt")
                     cursor.execute("CHECKPOINT")
 
             def project() -> float:

@@ -158,8 +158,9 @@ def store_bytes() -> int:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             # the rollouts and the runs' prompts (one copy a run and prompt, runs.models.RunPrompt), every index
+            rollouts = table_bytes(cursor)
             cursor.execute("SELECT pg_total_relation_size('runs_runprompt')")
-            return table_bytes(cursor) + int(cursor.fetchone()[0])
+            return rollouts + int(cursor.fetchone()[0])
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return Path(settings.DATABASES["default"]["NAME"]).stat().st_size

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate, pre_delete, pre_save
 
 from grpo_web.text import clean_names
@@ -13,6 +14,10 @@ class RunsConfig(AppConfig):
         pre_save.connect(clean_names, dispatch_uid="grpo_web_clean_names")
         # SQLite's text index lives in triggers, which a later migration that remakes the rollouts table drops
         post_migrate.connect(_text_index, sender=self, dispatch_uid="grpo_web_text_index")
+        # and the function its exact check of non-ASCII text calls, on every SQLite connection
+        from runs.textindex import register_sqlite_functions
+
+        connection_created.connect(register_sqlite_functions, dispatch_uid="grpo_web_sqlite_functions")
         # a deleted run's rollouts go with its partition (PostgreSQL), emptied at once, before Django's DELETE of
         # them, which then finds none: whatever path deletes the run (its page, the API, a user's removal, the admin)
         pre_delete.connect(_drop_rollouts, sender="runs.Run", dispatch_uid="grpo_web_drop_rollouts")

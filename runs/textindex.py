@@ -9,8 +9,9 @@ any case, through an index:
   common the text looks.
 - SQLite: FTS5 tables with the trigram tokenizer, ``runs_rollout_fts`` over the completions and
   ``runs_runprompt_fts`` over the runs' prompts (external content: they hold the index, not a second copy of the
-  text), kept up to date by triggers. Text of three characters or more is a quoted FTS5 string (a phrase of its
-  trigrams: the substring, any case); shorter text is ``LIKE``.
+  text; ``detail=none``: which rows hold a trigram, not where, a thirtieth of the size with positions), kept up to
+  date by triggers. Text of three characters or more finds the rows holding each of its trigrams, then checks each
+  of them exactly; shorter text is ``LIKE``.
 
 A rollout's prompt is searched through its run's prompts (``runs_runprompt``, one row per run and prompt key, filled by
 a trigger on each database from every stored rollout): the prompts holding the text, then the run's rows with their
@@ -44,9 +45,9 @@ INDEXED = {"runs_rollout": "completion", PROMPTS: "text"}
 
 SQLITE_TABLES = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(completion, content='runs_rollout', "
-    "content_rowid='id', tokenize='trigram')",
+    "content_rowid='id', tokenize='trigram', detail=none)",
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {PROMPTS_FTS} USING fts5(text, content='{PROMPTS}', content_rowid='id', "
-    "tokenize='trigram')",
+    "tokenize='trigram', detail=none)",
 )
 SQLITE_TRIGGERS = (
     # a rollout's completion into the index, its prompt into its run's prompts unless they hold it (its key)
@@ -129,10 +130,36 @@ def like_pattern(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def fts_string(column: str, text: str) -> str:
-    """An FTS5 query for ``text`` as a substring of ``column``: a quoted string (its quotes doubled), so nothing in it
-    is FTS5 syntax; the trigram tokenizer matches it as a phrase of its trigrams, in any case."""
-    return f'{column} : "' + text.replace('"', '""') + '"'
+MAX_TRIGRAMS = 24  # a longer text's candidates are the rows holding this many of its trigrams, spread along it
+
+
+def fts_trigrams(text: str) -> str:
+    """An FTS5 query for the rows that hold every trigram of ``text``, in any case: the candidates of a substring
+    search, each then checked exactly (``HasText``). The index keeps no positions (``detail=none``: a thirtieth of
+    the positions' size on bench.search's text), so the query names trigrams, not a phrase. Each is a quoted string,
+    its quotes doubled: nothing in it is FTS5 syntax."""
+    grams = list(dict.fromkeys(text.lower()[i : i + 3] for i in range(len(text) - 2)))
+    if len(grams) > MAX_TRIGRAMS:
+        grams = [grams[i * len(grams) // MAX_TRIGRAMS] for i in range(MAX_TRIGRAMS)]
+    return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+
+def sqlite_contains(lhs: str, text: str) -> tuple[str, list[str]]:
+    """SQL that ``lhs`` holds ``text`` in any case: LIKE for ASCII text (SQLite's LIKE folds ASCII letters only),
+    else ``grpo_contains``, a function each SQLite connection gets (``register_sqlite_functions``) that folds any."""
+    if text.isascii():
+        return f"{lhs} LIKE %s ESCAPE '\\'", [like_pattern(text)]
+    return f"grpo_contains({lhs}, %s)", [text.lower()]
+
+
+def _contains(value, folded):
+    return None if value is None or folded is None else folded in value.lower()
+
+
+def register_sqlite_functions(sender, connection, **kwargs) -> None:
+    """``connection_created``: the functions the SQLite text search uses, on every new connection."""
+    if connection.vendor == "sqlite":
+        connection.connection.create_function("grpo_contains", 2, _contains, deterministic=True)
 
 
 class InRuns(str):
@@ -203,17 +230,20 @@ class HasText(Lookup):
         index = self._index()
         if index is None:
             return f"{lhs} LIKE %s ESCAPE '\\'", [*params, like_pattern(text)]
+        # the candidates the index names (rows holding every trigram of the text), each checked exactly
         alias = self.lhs.alias
         if index == "prompts":
+            check, check_params = sqlite_contains("text", text)
             return (
                 f'("{alias}"."run_id", "{alias}"."prompt_key") IN (SELECT run_id, key FROM {PROMPTS} WHERE '
-                f"{self._runs()}id IN (SELECT rowid FROM {PROMPTS_FTS} WHERE {PROMPTS_FTS} MATCH %s))",
-                [*params, fts_string("text", text)],
+                f"{self._runs()}id IN (SELECT rowid FROM {PROMPTS_FTS} WHERE {PROMPTS_FTS} MATCH %s) AND {check})",
+                [*params, fts_trigrams(text), *check_params],
             )
         fts = FTS_TABLE if self.lhs.target.model._meta.db_table == "runs_rollout" else PROMPTS_FTS
+        check, check_params = sqlite_contains(lhs, text)
         return (
-            f'"{alias}"."id" IN (SELECT rowid FROM {fts} WHERE {fts} MATCH %s)',
-            [*params, fts_string(self.lhs.target.column, text)],
+            f'"{alias}"."id" IN (SELECT rowid FROM {fts} WHERE {fts} MATCH %s) AND {check}',
+            [*params, fts_trigrams(text), *params, *check_params],
         )
 
     def as_sql(self, compiler, connection):  # another database: a scan, the same meaning

@@ -243,3 +243,30 @@ def test_a_search_page_cursor_past_the_database_s_integers_is_refused(owner, cli
     assert api_client(owner).get("/api/search/rollouts", {"q": "ibex", "after": huge}).status_code in (400, 422)
     client.force_login(owner)
     assert client.get("/search/", {"q": "ibex", "after": huge}).status_code == 400
+
+
+def test_a_row_with_every_trigram_of_the_text_but_not_the_text_is_not_found(run):
+    """The index names the rows holding each trigram of the text (SQLite keeps no positions); each is then checked:
+    trigrams in another order, or apart, are not the text. In any case, in any script, wildcards taken literally."""
+    rng = random.Random(11)
+    rows = make_rows(run, 8, rng)
+    texts = [
+        "abcd",  # the text itself
+        "abc then bcd",  # both trigrams of "abcd", apart
+        "bcdabc",  # both, in the other order
+        "A NAÏVE CAFÉ OWNER",
+        "naive cafe",  # no diacritics: another text
+        "ΣΟΦΊΑ ΚΑΙ ΓΝΏΣΗ",
+        "x" * 5 + " the quick brown fox jumps over the lazy dog while 17% of it sleeps " + "y" * 5,
+        "the quick brown fox jumps over the lazy dog while 17 of it sleeps",
+    ]
+    for row, text in zip(rows, texts, strict=True):
+        row.completion = text
+    Rollout.objects.bulk_create(rows)
+    assert found_completions(run, phrase="abcd") == {"abcd"}
+    assert found_completions(run, phrase="BCDA") == {"bcdabc"}
+    assert found_completions(run, phrase="naïve café") == {"A NAÏVE CAFÉ OWNER"}
+    assert found_completions(run, phrase="σοφία και") == {"ΣΟΦΊΑ ΚΑΙ ΓΝΏΣΗ"}
+    long = "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG WHILE 17% OF IT"  # more trigrams than the index is asked for
+    assert found_completions(run, phrase=long) == {texts[6]}
+    assert found_completions(run, q=f'"{long.lower()}" -yyy') == set()
