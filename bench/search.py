@@ -128,13 +128,15 @@ def load(n: int) -> None:
             cursor.execute("VACUUM ANALYZE runs_rollout")
             cursor.execute("VACUUM ANALYZE runs_runprompt")
     else:
+        from runs.textindex import packed_text  # as the ingest stores a completion on SQLite
+
         sql = f"INSERT INTO runs_rollout ({columns}) VALUES ({', '.join(['%s'] * 18)})"
         with transaction.atomic(), connection.cursor() as cursor:
             batch = []
             for step, index, group, prompt, key, text, adv in rows(run.pk, n):
                 raw_bytes += len(prompt.encode()) + len(text.encode())
                 batch.append(
-                    (run.pk, step, index, group, prompt, key, text, "[1.0]", 1.0, 3, adv, len(text) // 4)
+                    (run.pk, step, index, group, prompt, key, packed_text(text), "[1.0]", 1.0, 3, adv, len(text) // 4)
                     + (False, False, "[]", False, 0, "{}")
                 )
                 if len(batch) == 500:

@@ -2,8 +2,10 @@
 
 Every rollout stored its prompt and the text index indexed every copy (a prompt repeats in each completion of its
 group and each step that samples it again). The prompts of the rows stored before are copied in, one per (run, key);
-a trigger adds those of every later row. On PostgreSQL the rollouts' prompt trigram index is dropped; on SQLite the
-FTS5 table is remade with the completion alone (the rows are indexed again: minutes at a million rows)."""
+a trigger adds those of every later row. On PostgreSQL the rollouts' prompt trigram index is dropped. On SQLite the
+FTS5 table is remade with the completion alone, without positions (``detail=none``), read through a view that unpacks
+the completions stored compressed from now on (runs.models.fields.PackedTextField; rows stored before stay text and
+read as they did): the rows are indexed again, about a minute per 50,000 long completions."""
 
 import importlib
 

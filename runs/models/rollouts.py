@@ -7,7 +7,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.models.fields import ExactJSONField, ExactTextField
+from runs.models.fields import ExactJSONField, ExactTextField, PackedTextField
 from runs.models.jobs import NOT_CANCELLABLE, Job, JobStatus
 from runs.models.lifecycle import Run
 from runs.text import prompt_key
@@ -60,7 +60,7 @@ class Rollout(models.Model):
     group = models.PositiveIntegerField(help_text="index // num_generations: completions of the same prompt.")
     prompt = ExactTextField()
     prompt_key = PromptKeyField(max_length=16, default="", help_text="A hash of the prompt: one prompt across steps.")
-    completion = ExactTextField()
+    completion = PackedTextField()  # compressed on SQLite (zlib), as PostgreSQL compresses it in TOAST
     rewards = models.JSONField(help_text="Per reward function, in the run's order; None where the function abstained.")
     reward = models.FloatField(null=True, help_text="Weighted sum of the per-function rewards.")
     reward_bucket = models.SmallIntegerField(

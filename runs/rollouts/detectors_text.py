@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from django.db.models.functions import Left, Right
 
 from runs.models import Rollout, Run
+from runs.models.fields import AsText
 from runs.rollouts.detector_kit import (
     COMPARED_CHARS,
     EXAMPLES,
@@ -75,8 +76,8 @@ def recent_texts(run: Run, recent_steps: list[int]) -> list[tuple]:
             "step",
             "group",
             "prompt_key",
-            Left("completion", COMPARED_CHARS),
-            Right("completion", COMPARED_CHARS),
+            Left(AsText("completion"), COMPARED_CHARS),
+            Right(AsText("completion"), COMPARED_CHARS),
             "columns__answer",
         )[:TEXT_ROWS]
     )

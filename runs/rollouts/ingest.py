@@ -26,6 +26,7 @@ from runs.partitions import ensure_partition
 from runs.rollouts.groups import group_stats
 from runs.rollouts.reflection import matcher, reflection_mask
 from runs.text import as_text, prompt_key, stored_json, stored_text
+from runs.textindex import packed_text
 
 ROLLOUT_COLUMNS = (
     "run_id",
@@ -50,6 +51,7 @@ ROLLOUT_COLUMNS = (
     "first_step_score",
     "messages",
 )
+_COMPLETION_AT = ROLLOUT_COLUMNS.index("completion")  # packed on SQLite (runs.models.fields.PackedTextField)
 READ_LIMIT = 32 * 1024 * 1024  # bytes of event log per transaction when catching up on a long log
 _JSON_AT = tuple(
     i for i, c in enumerate(ROLLOUT_COLUMNS) if c in ("rewards", "reflections", "columns", "step_scores", "messages")
@@ -142,7 +144,11 @@ def store_rollouts(rows: Callable[[], Iterable[tuple]]) -> int:
     if connection.vendor == "postgresql":
         return _copy_rollouts(table, columns, rows)
     rows = [
-        tuple(v[1:].decode() if i in _JSON_AT and v is not None else v for i, v in enumerate(row)) for row in rows()
+        tuple(
+            packed_text(v) if i == _COMPLETION_AT else v[1:].decode() if i in _JSON_AT and v is not None else v
+            for i, v in enumerate(row)
+        )
+        for row in rows()
     ]
     placeholders = "(" + ", ".join(["%s"] * len(ROLLOUT_COLUMNS)) + ")"
     per_statement = 8000 // len(ROLLOUT_COLUMNS)  # well inside SQLite's limit of bound parameters (32766)
