@@ -103,35 +103,16 @@ def test_a_prompt_search_reads_the_prompts_index_not_every_rows_prompt(owner, da
             assert [row[0] for row in cursor.fetchall()] == ["completion"]
 
 
+def _unkeyed(run, step: int, index: int, prompt: str) -> Rollout:
+    """A row as the ORM makes it, with no prompt key given."""
+    fields = {"group": 0, "completion": f"{step}.{index}", "rewards": [1.0], "reward": 1.0, "advantage": 0.0}
+    return Rollout(run=run, step=step, index=index, prompt=prompt, length=1, **fields)
+
+
 def test_rows_stored_without_a_key_get_one_and_their_prompt(owner, dataset_version):
     run = make_run(owner, dataset_version)
-    Rollout.objects.bulk_create(
-        Rollout(
-            run=run,
-            step=1,
-            index=i,
-            group=0,
-            prompt="Name a prime above 90",
-            completion=str(97 + i),
-            rewards=[1.0],
-            reward=1.0,
-            advantage=0.0,
-            length=1,
-        )
-        for i in range(3)
-    )
-    Rollout.objects.create(
-        run=run,
-        step=2,
-        index=0,
-        group=0,
-        prompt="Name a prime below 10",
-        completion="7",
-        rewards=[1.0],
-        reward=1.0,
-        advantage=0.0,
-        length=1,
-    )
+    Rollout.objects.bulk_create(_unkeyed(run, 1, i, "Name a prime above 90") for i in range(3))
+    _unkeyed(run, 2, 0, "Name a prime below 10").save()
     assert set(Rollout.objects.filter(run=run).values_list("prompt_key", flat=True)) == {
         prompt_key("Name a prime above 90"),
         prompt_key("Name a prime below 10"),
