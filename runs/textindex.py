@@ -14,8 +14,9 @@ any case, through an index:
   of them exactly; shorter text is ``LIKE``.
 
 A rollout's prompt is searched through its run's prompts (``runs_runprompt``, one row per run and prompt key, filled by
-a trigger on each database from every stored rollout): the prompts holding the text, then the run's rows with their
-keys (the ``rollout_run_prompt`` index). A prompt repeated in a thousand rows is indexed and matched once.
+a trigger on each database from every stored rollout): the keys of the prompts holding the text, then the run's rows
+with those keys (the ``rollout_run_prompt`` index). A key is a hash of the prompt's text, so a key found in one run
+names the same prompt in any other. A prompt repeated in a thousand rows is indexed and matched once.
 
 What a user types is matched literally: LIKE's ``%`` and ``_``, FTS5's and tsquery's syntax, quotes and NUL are text,
 not operators. A stored text is its escaped form (runs.text.stored_text): the searched text is escaped the same way.
@@ -183,6 +184,26 @@ def register_sqlite_functions(sender, connection, **kwargs) -> None:
         connection.connection.create_function("grpo_contains", 2, _contains, deterministic=True)
 
 
+def completions_named(connection, text: str, runs, limit: int) -> int:
+    """How many completions (counted up to ``limit`` + 1) the text index names for ``text``, read until then: on
+    SQLite every run's rows holding each of its trigrams (before the exact check), on PostgreSQL ``runs``' rows
+    holding it. Cheap for any text: a common one stops at ``limit`` + 1 (a lookup that checks every row it names,
+    the way ``has_text`` does in a query, reads them all first)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
+                [fts_trigrams(stored_text(text)), limit + 1],
+            )
+        else:
+            within = f"run_id IN ({', '.join(str(int(r)) for r in runs)}) AND " if runs else ""
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM runs_rollout WHERE {within}completion ILIKE %s LIMIT %s) AS t",
+                [like_pattern(stored_text(text)), limit + 1],
+            )
+        return cursor.fetchone()[0]
+
+
 class InRuns(str):
     """Text to find in these runs' rows only: ``completion__has_text=InRuns("wait", [run.pk])``. On PostgreSQL the
     index subquery then names the runs, so it reads only their partitions' trigram indexes (runs.partitions), not
@@ -231,8 +252,7 @@ class HasText(Lookup):
         alias = self.lhs.alias
         if index == "prompts":
             return (
-                f'("{alias}"."run_id", "{alias}"."prompt_key") IN '
-                f"(SELECT run_id, key FROM {PROMPTS} WHERE {self._runs()}text ILIKE %s OFFSET 0)",
+                f'"{alias}"."prompt_key" IN (SELECT key FROM {PROMPTS} WHERE {self._runs()}text ILIKE %s OFFSET 0)',
                 [*params, pattern],
             )
         # the rows the trigram index names, as a subquery of its own (OFFSET 0 keeps the planner from folding it
@@ -251,14 +271,15 @@ class HasText(Lookup):
             lhs = f"grpo_text({lhs})"
         text = self._text()
         index = self._index()
-        if index is None:
-            return f"{lhs} LIKE %s ESCAPE '\\'", [*params, like_pattern(text)]
+        if index is None:  # row by row: any case, as the index's check
+            check, check_params = sqlite_contains(lhs, text)
+            return check, [*params, *check_params]
         # the candidates the index names (rows holding every trigram of the text), each checked exactly
         alias = self.lhs.alias
         if index == "prompts":
             check, check_params = sqlite_contains("text", text)
             return (
-                f'("{alias}"."run_id", "{alias}"."prompt_key") IN (SELECT run_id, key FROM {PROMPTS} WHERE '
+                f'"{alias}"."prompt_key" IN (SELECT key FROM {PROMPTS} WHERE '
                 f"{self._runs()}id IN (SELECT rowid FROM {PROMPTS_FTS} WHERE {PROMPTS_FTS} MATCH %s) AND {check})",
                 [*params, fts_trigrams(text), *check_params],
             )

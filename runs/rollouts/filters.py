@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from django import forms
 from django.db import connection, transaction
-from django.db.models import F, Max, Min, Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.db.models.lookups import GreaterThan
 from django.db.utils import OperationalError
 
@@ -31,7 +31,7 @@ from runs.forms import YES_NO
 from runs.models import Review, ReviewItem, Rollout, Run, reward_bucket
 from runs.rollouts.labels import clean_name, labeled
 from runs.rollouts.reflection import js_spans, matcher
-from runs.textindex import SCAN_ONLY, InRuns
+from runs.textindex import MIN_INDEXED, SCAN_ONLY, InRuns, completions_named
 
 PAGE_SIZE = 50
 MAX_IDS = 100  # example rollouts one link may name
@@ -273,6 +273,65 @@ def text_search(q: str, fields: tuple[str, ...] = ("completion", "prompt"), *, r
     return result
 
 
+FEW = 500  # rows a text's index lookup may name for the page to be made of those rows alone (text_candidates)
+
+
+MANY = "many"  # text_candidates: every text is common
+
+
+def text_candidates(run: Run, data: dict) -> list[int] | str | None:
+    """The ids of the run's rows that may hold the page's texts (``phrase``, and ``q``'s words and phrases): those of
+    its rarest text, when the text index names at most ``FEW`` rows for it (the page's own filters then check every
+    text on them). ``MANY`` when every text is common (met early in the browser's order, read without the index);
+    None when it cannot say (a text too short for the index, an exclusion joined with ``or``, no text). The longest
+    text is tried first: the likeliest to be rare.
+
+    A page sorted by advantage walks the run's index in that order and checks each row: for a text in forty rows of
+    a million that is a walk of the whole run (SQLite: 120 ms; beside a common text: past 5 s), where the forty rows,
+    fetched and sorted, cost milliseconds."""
+
+    def holding(texts: list[str]) -> list[int] | str | None:
+        """The rows holding any of ``texts`` (in the completion, or for a ``q`` term the prompt too); MANY when the
+        index names more than FEW; None when a text is too short for it."""
+        found: set[int] = set()
+        for text in texts:
+            if len(text) < MIN_INDEXED:
+                return None
+            if completions_named(connection, text, [run.pk], FEW) > FEW:
+                return MANY
+            fields = ("completion",) if text is phrase else ("completion", "prompt")
+            for field in fields:
+                lookup = {f"{field}__has_text": InRuns(text, [run.pk])}
+                # unordered: in the model's order (step, index) the planner would walk the run's rows, not the index
+                found.update(
+                    Rollout.objects.filter(run=run, **lookup).order_by().values_list("id", flat=True)[: FEW + 1]
+                )
+                if len(found) > FEW:
+                    return MANY
+        return sorted(found)
+
+    phrase = data.get("phrase") or None
+    groups: list[list[str]] = [[phrase]] if phrase else []
+    previous_negated = False
+    for term in search_terms(data.get("q") or ""):
+        if term.negate or (term.or_previous and previous_negated):
+            if term.or_previous:  # "a or -b", "-a or b": not a set of rows the index names
+                return None
+            previous_negated = True
+            continue  # an exclusion narrows the page, which the page's own filter does
+        if term.or_previous and groups:
+            groups[-1].append(term.text)
+        else:
+            groups.append([term.text])
+        previous_negated = False
+    answers = []
+    for texts in sorted(groups, key=lambda texts: -min(len(t) for t in texts)):
+        answers.append(holding(texts))
+        if isinstance(answers[-1], list):
+            return answers[-1]
+    return MANY if answers and all(a == MANY for a in answers) else None
+
+
 MAX_HITS = 200  # marked occurrences of the searched text a completion shows at most
 
 
@@ -365,15 +424,33 @@ def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPag
     sort = data.get("sort") or "adv_desc"
     after = data.get("after") or ""
     qs = filtered(run, data)
-    if connection.vendor in ("postgresql", "sqlite") and SORTS[sort][0] == "advantage":
-        ids_qs = _by_bucket(run, qs, data, sort, after, size + 1)
-    else:
-        ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[: size + 1]
+
+    common = []  # the first try found every text common and read the page in the browser's order
+
+    def read() -> list[int]:
+        # a rare text: the few rows the text index names, sorted here (however many rows the run has); a common one:
+        # the page read in the browser's order, each text checked on the rows themselves (its index lookup would
+        # name a million); the second try does the other (guarded): the index's way after a common text's read that
+        # did not fill the page (common in other runs, rare in this one), the browser's order otherwise
+        second = SCAN_ONLY.get()
+        candidates = None if second else text_candidates(run, data)
+        if candidates == MANY:
+            common.append(True)
+        token = SCAN_ONLY.set(not common if second else candidates is not None)
+        try:
+            if isinstance(candidates, list):
+                page = sorted_rows(qs.filter(id__in=candidates), sort, after).values_list("id", flat=True)
+                return list(page[: size + 1])
+            if connection.vendor in ("postgresql", "sqlite") and SORTS[sort][0] == "advantage":
+                ids_qs = _by_bucket(run, qs, data, sort, after, size + 1)
+            else:
+                ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[: size + 1]
+            return [r if isinstance(r, int) else r[0] for r in ids_qs]
+        finally:
+            SCAN_ONLY.reset(token)
+
     # free text, and sorting by reward, read rows rather than an index: those run under the time limit
-    ids = guarded(
-        lambda: [r if isinstance(r, int) else r[0] for r in ids_qs],
-        text=bool(data.get("phrase") or data.get("q") or SORTS[sort][0] == "reward"),
-    )
+    ids = guarded(read, text=bool(data.get("phrase") or data.get("q") or SORTS[sort][0] == "reward"))
     by_id = {r["id"]: r for r in Rollout.objects.filter(run=run, id__in=ids).values(*BROWSER_FIELDS)}
     rows = [by_id[i] for i in ids]
     more = len(rows) > size
@@ -384,8 +461,10 @@ def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPag
 def _by_bucket(run: Run, qs: QuerySet, data: dict, sort: str, after: str, limit: int):
     """The first ``limit`` (id, advantage) of ``qs`` in advantage order: a UNION ALL of each reward bucket's own
     first ``limit`` (each an index seek), merged."""
-    span = Rollout.objects.filter(run=run).aggregate(lo=Min("reward_bucket"), hi=Max("reward_bucket"))
-    lo, hi = span["lo"], span["hi"]
+    # the run's lowest and highest bucket, each an index seek (SQLite reads every entry of the run for a MIN and a
+    # MAX asked together: 95 ms at a million rows)
+    scored = Rollout.objects.filter(run=run, reward_bucket__isnull=False).values_list("reward_bucket", flat=True)
+    lo, hi = scored.order_by("reward_bucket").first(), scored.order_by("-reward_bucket").first()
     parts = []
     if lo is not None:
         if data.get("reward_min") is not None:

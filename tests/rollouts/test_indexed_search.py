@@ -270,3 +270,37 @@ def test_a_row_with_every_trigram_of_the_text_but_not_the_text_is_not_found(run)
     long = "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG WHILE 17% OF IT"  # more trigrams than the index is asked for
     assert found_completions(run, phrase=long) == {texts[6]}
     assert found_completions(run, q=f'"{long.lower()}" -yyy') == set()
+
+
+def _expected_page(run, positive: list[str], negative: list[str], size: int = 50) -> list[tuple[int, int]]:
+    """The browser's first page by advantage, read in Python from every row: what any plan must give."""
+    rows = Rollout.objects.filter(run=run).values_list("step", "index", "advantage", "id", "completion", "prompt")
+    kept = [
+        r
+        for r in rows
+        if all(t.lower() in r[4].lower() or t.lower() in r[5].lower() for t in positive)
+        and not any(t.lower() in r[4].lower() or t.lower() in r[5].lower() for t in negative)
+    ]
+    kept.sort(key=lambda r: (r[2], r[3]), reverse=True)
+    return [(r[0], r[1]) for r in kept[:size]]
+
+
+def test_a_rare_text_beside_common_ones_is_found_from_its_few_rows(big_run):
+    """A rare text's rows are fetched from the index and sorted (runs.rollouts.filters.text_candidates), a common
+    text's page is read in the browser's order; mixed, the rare one leads and every text is still checked."""
+    needle = "quokka recomputed"
+    cases = [
+        ([needle], [], f'"{needle}"'),
+        ([needle, "therefore"], [], f'"{needle}" therefore'),
+        ([needle], ["zzzz"], f'"{needle}" -zzzz'),
+        ([needle], ["determinant"], f'"{needle}" -determinant'),
+        (["therefore"], [], "therefore"),
+        (["therefore", "answer"], ["sum"], "therefore answer -sum"),
+        (["compute it"], [], '"compute it"'),  # every prompt
+    ]
+    for positive, negative, q in cases:
+        page = rollout_page(big_run, {"q": q, "sort": "adv_desc"})
+        assert [(r["step"], r["index"]) for r in page.rows] == _expected_page(big_run, positive, negative), q
+    # "or": either text
+    page = rollout_page(big_run, {"q": f'"{needle}" or "no such words here"', "sort": "adv_desc"})
+    assert [(r["step"], r["index"]) for r in page.rows] == _expected_page(big_run, [needle], [])
