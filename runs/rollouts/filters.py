@@ -279,57 +279,76 @@ FEW = 500  # rows a text's index lookup may name for the page to be made of thos
 MANY = "many"  # text_candidates: every text is common
 
 
-def text_candidates(run: Run, data: dict) -> list[int] | str | None:
-    """The ids of the run's rows that may hold the page's texts (``phrase``, and ``q``'s words and phrases): those of
-    its rarest text, when the text index names at most ``FEW`` rows for it (the page's own filters then check every
-    text on them). ``MANY`` when every text is common (met early in the browser's order, read without the index);
-    None when it cannot say (a text too short for the index, an exclusion joined with ``or``, no text). The longest
-    text is tried first: the likeliest to be rare.
+def text_candidates(
+    runs: list[int], *, phrase: str = "", q: str = "", fields: tuple[str, ...] = ("completion", "prompt")
+) -> list[int] | str | None:
+    """The ids of the rows of ``runs`` that may hold a page's texts (``phrase``, in the completion, and ``q``'s words
+    and phrases, in ``fields``): those of its rarest text, when the text index names at most ``FEW`` rows for it (the
+    page's own filters then check every text on them). ``MANY`` when every text is common (met early in the page's
+    order, read without the index); None when it cannot say (a text too short for the index, an exclusion joined with
+    ``or``, no text). The longest text is tried first: the likeliest to be rare.
 
     A page sorted by advantage walks the run's index in that order and checks each row: for a text in forty rows of
     a million that is a walk of the whole run (SQLite: 120 ms; beside a common text: past 5 s), where the forty rows,
     fetched and sorted, cost milliseconds."""
 
-    def holding(texts: list[str]) -> list[int] | str | None:
-        """The rows holding any of ``texts`` (in the completion, or for a ``q`` term the prompt too); MANY when the
-        index names more than FEW; None when a text is too short for it."""
+    def holding(texts: list[str], where: tuple[str, ...]) -> list[int] | str | None:
         found: set[int] = set()
         for text in texts:
             if len(text) < MIN_INDEXED:
                 return None
-            if completions_named(connection, text, [run.pk], FEW) > FEW:
+            if "completion" in where and completions_named(connection, text, runs, FEW) > FEW:
                 return MANY
-            fields = ("completion",) if text is phrase else ("completion", "prompt")
-            for field in fields:
-                lookup = {f"{field}__has_text": InRuns(text, [run.pk])}
+            for field in where:
+                lookup = {f"{field}__has_text": InRuns(text, runs)}
                 # unordered: in the model's order (step, index) the planner would walk the run's rows, not the index
-                found.update(
-                    Rollout.objects.filter(run=run, **lookup).order_by().values_list("id", flat=True)[: FEW + 1]
-                )
+                rows = Rollout.objects.filter(run_id__in=runs, **lookup).order_by().values_list("id", flat=True)
+                found.update(rows[: FEW + 1])
                 if len(found) > FEW:
                     return MANY
         return sorted(found)
 
-    phrase = data.get("phrase") or None
-    groups: list[list[str]] = [[phrase]] if phrase else []
+    groups: list[tuple[list[str], tuple[str, ...]]] = [([phrase], ("completion",))] if phrase else []
     previous_negated = False
-    for term in search_terms(data.get("q") or ""):
+    for term in search_terms(q):
         if term.negate or (term.or_previous and previous_negated):
             if term.or_previous:  # "a or -b", "-a or b": not a set of rows the index names
                 return None
             previous_negated = True
             continue  # an exclusion narrows the page, which the page's own filter does
         if term.or_previous and groups:
-            groups[-1].append(term.text)
+            groups[-1][0].append(term.text)
         else:
-            groups.append([term.text])
+            groups.append(([term.text], fields))
         previous_negated = False
     answers = []
-    for texts in sorted(groups, key=lambda texts: -min(len(t) for t in texts)):
-        answers.append(holding(texts))
+    for texts, where in sorted(groups, key=lambda group: -min(len(t) for t in group[0])):
+        answers.append(holding(texts, where))
         if isinstance(answers[-1], list):
             return answers[-1]
     return MANY if answers and all(a == MANY for a in answers) else None
+
+
+def text_first(page, candidates) -> list[int]:
+    """``page(ids)`` read under the time limit (``guarded``), its text found the fastest way: ``candidates()``
+    (``text_candidates``) first; a rare text's few rows given as ``ids``, each text checked on the rows themselves;
+    a common one (MANY: its index lookup would name a million rows) read in the page's order, ``ids`` None, without
+    the index. The second try does the other: the index's way after a common text's read that did not fill the page
+    (common in other runs, rare in these), the page's order otherwise."""
+    common = []
+
+    def read() -> list[int]:
+        second = SCAN_ONLY.get()
+        found = None if second else candidates()
+        if found == MANY:
+            common.append(True)
+        token = SCAN_ONLY.set(not common if second else found is not None)
+        try:
+            return page(found if isinstance(found, list) else None)
+        finally:
+            SCAN_ONLY.reset(token)
+
+    return guarded(read, text=True)
 
 
 MAX_HITS = 200  # marked occurrences of the searched text a completion shows at most
@@ -425,32 +444,21 @@ def rollout_page(run: Run, data: dict, *, size: int | None = None) -> RolloutPag
     after = data.get("after") or ""
     qs = filtered(run, data)
 
-    common = []  # the first try found every text common and read the page in the browser's order
+    def page(candidates: list[int] | None) -> list[int]:
+        if candidates is not None:  # a rare text's few rows, sorted here (however many rows the run has)
+            return list(sorted_rows(qs.filter(id__in=candidates), sort, after).values_list("id", flat=True)[: size + 1])
+        if connection.vendor in ("postgresql", "sqlite") and SORTS[sort][0] == "advantage":
+            ids_qs = _by_bucket(run, qs, data, sort, after, size + 1)
+        else:
+            ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[: size + 1]
+        return [r if isinstance(r, int) else r[0] for r in ids_qs]
 
-    def read() -> list[int]:
-        # a rare text: the few rows the text index names, sorted here (however many rows the run has); a common one:
-        # the page read in the browser's order, each text checked on the rows themselves (its index lookup would
-        # name a million); the second try does the other (guarded): the index's way after a common text's read that
-        # did not fill the page (common in other runs, rare in this one), the browser's order otherwise
-        second = SCAN_ONLY.get()
-        candidates = None if second else text_candidates(run, data)
-        if candidates == MANY:
-            common.append(True)
-        token = SCAN_ONLY.set(not common if second else candidates is not None)
-        try:
-            if isinstance(candidates, list):
-                page = sorted_rows(qs.filter(id__in=candidates), sort, after).values_list("id", flat=True)
-                return list(page[: size + 1])
-            if connection.vendor in ("postgresql", "sqlite") and SORTS[sort][0] == "advantage":
-                ids_qs = _by_bucket(run, qs, data, sort, after, size + 1)
-            else:
-                ids_qs = sorted_rows(qs, sort, after).values_list("id", flat=True)[: size + 1]
-            return [r if isinstance(r, int) else r[0] for r in ids_qs]
-        finally:
-            SCAN_ONLY.reset(token)
-
-    # free text, and sorting by reward, read rows rather than an index: those run under the time limit
-    ids = guarded(read, text=bool(data.get("phrase") or data.get("q") or SORTS[sort][0] == "reward"))
+    if data.get("phrase") or data.get("q"):
+        ids = text_first(
+            page, lambda: text_candidates([run.pk], phrase=data.get("phrase") or "", q=data.get("q") or "")
+        )
+    else:  # sorting by reward reads rows rather than an index: under the time limit too
+        ids = guarded(lambda: page(None), text=SORTS[sort][0] == "reward")
     by_id = {r["id"]: r for r in Rollout.objects.filter(run=run, id__in=ids).values(*BROWSER_FIELDS)}
     rows = [by_id[i] for i in ids]
     more = len(rows) > size

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django import forms
 
 from runs.models import Rollout, Run
-from runs.rollouts.filters import guarded, search_terms, text_search
+from runs.rollouts.filters import search_terms, text_candidates, text_first, text_search
 
 PAGE_SIZE = 50
 SNIPPET = 160  # characters each side of the match
@@ -67,7 +67,12 @@ def search_runs(user, q: str, *, where: str = "both", after: int | None = None, 
     qs = Rollout.objects.filter(run__in=runs).filter(text_search(q, fields, runs=runs))
     if after:
         qs = qs.filter(id__lt=after)
-    ids = guarded(lambda: list(qs.order_by("-id").values_list("id", flat=True)[: size + 1]), text=True)
+
+    def page(candidates: list[int] | None) -> list[int]:
+        rows = qs if candidates is None else qs.filter(id__in=candidates)
+        return list(rows.order_by("-id").values_list("id", flat=True)[: size + 1])
+
+    ids = text_first(page, lambda: text_candidates(runs, q=q, fields=fields))
     more = len(ids) > size
     ids = ids[:size]
     rows = Rollout.objects.filter(run__in=runs, id__in=ids).values(

@@ -13,6 +13,7 @@ from django.db import connection
 
 from runs.models import Rollout
 from runs.rollouts.filters import filtered, rollout_page, sorted_rows
+from runs.rollouts.search import search_runs
 from tests.api.conftest import api_client
 from tests.rollouts.inspect_data import make_run
 
@@ -285,22 +286,32 @@ def _expected_page(run, positive: list[str], negative: list[str], size: int = 50
     return [(r[0], r[1]) for r in kept[:size]]
 
 
-def test_a_rare_text_beside_common_ones_is_found_from_its_few_rows(big_run):
+def test_a_rare_text_beside_common_ones_is_found_from_its_few_rows(big_run, owner):
     """A rare text's rows are fetched from the index and sorted (runs.rollouts.filters.text_candidates), a common
     text's page is read in the browser's order; mixed, the rare one leads and every text is still checked."""
     needle = "quokka recomputed"
     cases = [
         ([needle], [], f'"{needle}"'),
-        ([needle, "therefore"], [], f'"{needle}" therefore'),
+        ([needle, "the"], [], f'"{needle}" the'),
         ([needle], ["zzzz"], f'"{needle}" -zzzz'),
         ([needle], ["determinant"], f'"{needle}" -determinant'),
         (["therefore"], [], "therefore"),
-        (["therefore", "answer"], ["sum"], "therefore answer -sum"),
+        (["the"], ["quokka"], "the -quokka"),
         (["compute it"], [], '"compute it"'),  # every prompt
     ]
     for positive, negative, q in cases:
         page = rollout_page(big_run, {"q": q, "sort": "adv_desc"})
-        assert [(r["step"], r["index"]) for r in page.rows] == _expected_page(big_run, positive, negative), q
+        expected = _expected_page(big_run, positive, negative)
+        assert [(r["step"], r["index"]) for r in page.rows] == expected, q
+        assert expected or "determinant" in negative, q  # each case finds rows, but the one excluding them all
     # "or": either text
     page = rollout_page(big_run, {"q": f'"{needle}" or "no such words here"', "sort": "adv_desc"})
     assert [(r["step"], r["index"]) for r in page.rows] == _expected_page(big_run, [needle], [])
+    # the search across runs: the same, newest first
+    for q, positive, negative in (
+        (f'"{needle}" the', [needle, "the"], []),
+        ("quokka -zzzz", ["quokka"], []),
+    ):
+        hits = search_runs(owner, q).hits
+        expected = sorted(_expected_page(big_run, positive, negative, size=10**6))
+        assert sorted((h.step, h.index) for h in hits) == expected and expected, q
