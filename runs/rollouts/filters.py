@@ -342,9 +342,15 @@ def text_first(page, candidates) -> list[int]:
         found = None if second else candidates()
         if found == MANY:
             common.append(True)
-        token = SCAN_ONLY.set(not common if second else found is not None)
+        rows = isinstance(found, list)  # a rare text's rows, sorted (no planner setting in the way)
+        in_order = common if not second else not common  # the page's order, from the index that holds it
+        if connection.vendor == "postgresql":  # guarded set these for its try: this read decides
+            with connection.cursor() as cursor:
+                for setting in ("enable_bitmapscan", "enable_sort"):
+                    cursor.execute(f"SET LOCAL {setting} = {'off' if in_order and not rows else 'on'}")
+        token = SCAN_ONLY.set(rows or bool(in_order))
         try:
-            return page(found if isinstance(found, list) else None)
+            return page(found if rows else None)
         finally:
             SCAN_ONLY.reset(token)
 
