@@ -184,24 +184,24 @@ def register_sqlite_functions(sender, connection, **kwargs) -> None:
         connection.connection.create_function("grpo_contains", 2, _contains, deterministic=True)
 
 
-def completions_named(connection, text: str, runs, limit: int) -> int:
-    """How many completions (counted up to ``limit`` + 1) the text index names for ``text``, read until then: on
+def completion_candidates(connection, text: str, runs, limit: int) -> list[int]:
+    """Ids of the completions the text index names for ``text`` (at most ``limit`` + 1 of them), read until then: on
     SQLite every run's rows holding each of its trigrams (before the exact check), on PostgreSQL ``runs``' rows
     holding it. Cheap for any text: a common one stops at ``limit`` + 1 (a lookup that checks every row it names,
-    the way ``has_text`` does in a query, reads them all first)."""
+    the way ``has_text`` does in a query, reads them all first). Whoever reads these rows checks them exactly."""
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(
-                f"SELECT count(*) FROM (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
+                f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s",
                 [fts_trigrams(stored_text(text)), limit + 1],
             )
         else:
             within = f"run_id IN ({', '.join(str(int(r)) for r in runs)}) AND " if runs else ""
             cursor.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM runs_rollout WHERE {within}completion ILIKE %s LIMIT %s) AS t",
+                f"SELECT id FROM runs_rollout WHERE {within}completion ILIKE %s LIMIT %s",
                 [like_pattern(stored_text(text)), limit + 1],
             )
-        return cursor.fetchone()[0]
+        return [row[0] for row in cursor.fetchall()]
 
 
 class InRuns(str):
@@ -238,10 +238,10 @@ class HasText(Lookup):
             return "prompts"
         return None
 
-    def _runs(self, column: str = "run_id") -> str:
+    def _runs(self) -> str:
         # the runs as numbers in the text: the planner leaves out every other run's partition before it starts
         runs = getattr(self.rhs, "runs", ())
-        return f"{column} IN ({', '.join(str(r) for r in runs)}) AND " if runs else ""
+        return f"run_id IN ({', '.join(str(r) for r in runs)}) AND " if runs else ""
 
     def as_postgresql(self, compiler, connection):
         lhs, params = self.process_lhs(compiler, connection)

@@ -31,7 +31,7 @@ from runs.forms import YES_NO
 from runs.models import Review, ReviewItem, Rollout, Run, reward_bucket
 from runs.rollouts.labels import clean_name, labeled
 from runs.rollouts.reflection import js_spans, matcher
-from runs.textindex import MIN_INDEXED, SCAN_ONLY, InRuns, completions_named
+from runs.textindex import MIN_INDEXED, SCAN_ONLY, InRuns, completion_candidates
 
 PAGE_SIZE = 50
 MAX_IDS = 100  # example rollouts one link may name
@@ -274,8 +274,6 @@ def text_search(q: str, fields: tuple[str, ...] = ("completion", "prompt"), *, r
 
 
 FEW = 500  # rows a text's index lookup may name for the page to be made of those rows alone (text_candidates)
-
-
 MANY = "many"  # text_candidates: every text is common
 
 
@@ -297,15 +295,15 @@ def text_candidates(
         for text in texts:
             if len(text) < MIN_INDEXED:
                 return None
-            if "completion" in where and completions_named(connection, text, runs, FEW) > FEW:
-                return MANY
-            for field in where:
-                lookup = {f"{field}__has_text": InRuns(text, runs)}
+            if "completion" in where:  # the index's own candidates: the page checks each
+                found.update(completion_candidates(connection, text, runs, FEW))
+            if "prompt" in where:
                 # unordered: in the model's order (step, index) the planner would walk the run's rows, not the index
+                lookup = {"prompt__has_text": InRuns(text, runs)}
                 rows = Rollout.objects.filter(run_id__in=runs, **lookup).order_by().values_list("id", flat=True)
                 found.update(rows[: FEW + 1])
-                if len(found) > FEW:
-                    return MANY
+            if len(found) > FEW:
+                return MANY
         return sorted(found)
 
     groups: list[tuple[list[str], tuple[str, ...]]] = [([phrase], ("completion",))] if phrase else []
@@ -343,7 +341,7 @@ def text_first(page, candidates) -> list[int]:
         if found == MANY:
             common.append(True)
         rows = isinstance(found, list)  # a rare text's rows, sorted (no planner setting in the way)
-        in_order = common if not second else not common  # the page's order, from the index that holds it
+        in_order = bool(common) != second  # the page's order, from the index that holds it: one try of the two
         if connection.vendor == "postgresql":  # guarded set these for its try: this read decides
             with connection.cursor() as cursor:
                 for setting in ("enable_bitmapscan", "enable_sort"):
